@@ -1,0 +1,170 @@
+// Command relayd is the relaymesh relay daemon.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/relay"
+)
+
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "relayd:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "relayd",
+		Short: "relaymesh relay: a SOCKS5/HTTP proxy that can hand connections to the next relay",
+		Long: `relayd is the relaymesh relay daemon. It accepts SOCKS5 (RFC 1928/1929) and HTTP
+proxy clients (CONNECT and absolute-form http://), and reaches each destination
+either directly or through a chain of next hops (other relays, or any standard
+SOCKS5/HTTP proxy such as dante or squid).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(runCmd(), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayd", buildinfo.Version()) },
+	})
+	return root
+}
+
+func runCmd() *cobra.Command {
+	var configPath, password string
+	var f relay.Config // flag targets; applied over the file only when set
+	var users []string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the relay",
+		Long: `Run the relay until SIGTERM or SIGINT, then stop accepting, let tunnels finish
+for the shutdown grace period, and exit 0.
+
+Settings come from --config (YAML; see configs/relayd.example.yaml for every key
+and its default), and flags given on the command line override the file.
+
+Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
+refuses to start without credentials unless --open is given; destinations in
+loopback, private, link-local (cloud metadata), CGNAT and unspecified ranges are
+refused, checked on the resolved IP at connect time (--allow-private or
+--allow CIDR open them, for labs and tests).`,
+		Example: `  # a local relay on the defaults (SOCKS5 127.0.0.1:1080, HTTP 127.0.0.1:8080, admin 127.0.0.1:9090)
+  relayd run
+  curl -x socks5h://127.0.0.1:1080 https://example.com/
+
+  # a public relay with credentials, chained through another relay
+  RELAYD_PASSWORD=s3cret relayd run --socks 0.0.0.0:1080 --http "" --user alice \
+      --next socks5://bob:pw@osaka.example.net:1080
+
+  # from a config file, one setting overridden
+  relayd run --config /etc/relayd.yaml --log-level debug`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := relay.Defaults()
+			if configPath != "" {
+				var err error
+				if cfg, err = relay.LoadFile(configPath); err != nil {
+					return fmt.Errorf("%s: %w", configPath, err)
+				}
+			}
+			fl := cmd.Flags()
+			set := func(name string, apply func()) {
+				if fl.Changed(name) {
+					apply()
+				}
+			}
+			set("socks", func() { cfg.SOCKS = f.SOCKS })
+			set("http", func() { cfg.HTTP = f.HTTP })
+			set("admin", func() { cfg.Admin = f.Admin })
+			set("admin-token", func() { cfg.AdminToken = f.AdminToken })
+			set("next", func() { cfg.Next = f.Next })
+			set("allow-private", func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate })
+			set("allow", func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) })
+			set("deny", func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) })
+			set("open", func() { cfg.Open = f.Open })
+			set("name", func() { cfg.Name = f.Name })
+			set("region", func() { cfg.Region = f.Region })
+			set("credentials", func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile })
+			set("max-conns", func() { cfg.Limits.MaxConns = f.Limits.MaxConns })
+			set("handshake-timeout", func() { cfg.Limits.HandshakeTimeout = f.Limits.HandshakeTimeout })
+			set("dial-timeout", func() { cfg.Limits.DialTimeout = f.Limits.DialTimeout })
+			set("idle-timeout", func() { cfg.Limits.IdleTimeout = f.Limits.IdleTimeout })
+			set("drain-timeout", func() { cfg.Limits.DrainTimeout = f.Limits.DrainTimeout })
+			set("shutdown-grace", func() { cfg.Limits.ShutdownGrace = f.Limits.ShutdownGrace })
+			set("log-level", func() { cfg.Log.Level = f.Log.Level })
+			set("log-format", func() { cfg.Log.Format = f.Log.Format })
+			if len(users) > 0 {
+				if password == "" {
+					password = os.Getenv("RELAYD_PASSWORD")
+				}
+				if password == "" {
+					return fmt.Errorf("--user needs a password: --password or the RELAYD_PASSWORD environment variable")
+				}
+				for _, u := range users {
+					cfg.Auth.Users = append(cfg.Auth.Users, relay.User{Name: u, Password: password})
+				}
+			} else if fl.Changed("password") {
+				return fmt.Errorf("--password needs --user")
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			log, err := relay.NewLogger(cfg.Log.Level, cfg.Log.Format)
+			if err != nil {
+				return err
+			}
+			defer log.Sync() //nolint:errcheck
+			srv, err := relay.New(cfg, log.Named("relayd"))
+			if err != nil {
+				return err
+			}
+			// Catch signals before listening: a SIGTERM that arrives once we
+			// accept must drain, not kill the process with tunnels open.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			if err := srv.Start(); err != nil {
+				return err
+			}
+			got := <-sig
+			log.Info("signal received", zap.String("signal", got.String()))
+			signal.Stop(sig)
+			srv.Shutdown(cfg.Limits.ShutdownGrace)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&configPath, "config", "c", "", "YAML config file (flags override it)")
+	fl.StringVar(&f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
+	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
+	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info ("" disables)`)
+	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required for /metrics and /v1/info (required off loopback)")
+	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port or http://[user:pass@]host:port")
+	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
+	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
+	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
+	fl.BoolVar(&f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
+	fl.StringVar(&f.Name, "name", "", "relay name (shown in logs and /v1/info)")
+	fl.StringVar(&f.Region, "region", "", "region this relay runs in (e.g. tokyo)")
+	fl.StringArrayVar(&users, "user", nil, "client username (password from --password or $RELAYD_PASSWORD); repeatable, same password")
+	fl.StringVar(&password, "password", "", "client password for --user (prefer $RELAYD_PASSWORD: flags show in ps)")
+	fl.StringVar(&f.Auth.CredentialsFile, "credentials", "", `file of "user:password" lines`)
+	fl.IntVar(&f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "maximum concurrent client connections; more are refused")
+	fl.DurationVar(&f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")
+	fl.DurationVar(&f.Limits.DialTimeout, "dial-timeout", relay.DefaultDialTimeout, "time to reach the destination through the whole chain")
+	fl.DurationVar(&f.Limits.IdleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "close a tunnel silent in both directions this long (0 disables)")
+	fl.DurationVar(&f.Limits.DrainTimeout, "drain-timeout", relay.DefaultDrainTimeout, "after one side half-closes, close if the other is silent this long (0 disables)")
+	fl.DurationVar(&f.Limits.ShutdownGrace, "shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, how long tunnels may finish before they are closed")
+	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.Log.Format, "log-format", "console", "console or json")
+	return cmd
+}

@@ -1,0 +1,324 @@
+// Package chain builds a path to a destination out of hops. A hop is a Dialer;
+// a chain is a Dialer wrapping a Dialer, so callers never need to know how many
+// hops there are. Every error a chain returns is a *HopError (or wraps one) that
+// says which hop failed and how, so front ends can map it to a protocol reply.
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Dialer is the one contract every hop and chain implements. The returned conn
+// is owned by the caller. Implementations that tunnel over TCP return the
+// underlying *net.TCPConn once the handshake is done, so io.Copy can splice.
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Kind classifies why a dial failed; front ends map it to SOCKS5 / HTTP codes.
+type Kind int
+
+const (
+	KindGeneral         Kind = iota // anything else (protocol error, EOF, ...)
+	KindDenied                      // a policy refused the destination (ours or a hop's)
+	KindNetUnreachable              // ENETUNREACH
+	KindHostUnreachable             // EHOSTUNREACH, DNS failure
+	KindRefused                     // ECONNREFUSED
+	KindTimeout                     // deadline exceeded
+	KindAuth                        // a hop rejected our credentials
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindDenied:
+		return "denied"
+	case KindNetUnreachable:
+		return "network unreachable"
+	case KindHostUnreachable:
+		return "host unreachable"
+	case KindRefused:
+		return "connection refused"
+	case KindTimeout:
+		return "timeout"
+	case KindAuth:
+		return "authentication failed"
+	default:
+		return "general failure"
+	}
+}
+
+// Label is a short metric-safe form of the kind.
+func (k Kind) Label() string {
+	switch k {
+	case KindDenied:
+		return "denied"
+	case KindNetUnreachable:
+		return "net_unreachable"
+	case KindHostUnreachable:
+		return "host_unreachable"
+	case KindRefused:
+		return "refused"
+	case KindTimeout:
+		return "timeout"
+	case KindAuth:
+		return "auth"
+	default:
+		return "general"
+	}
+}
+
+// HopError says which hop of a chain failed while reaching Target.
+// Hop is 1-based; Hop 0 is this relay dialing directly (no next hop involved).
+type HopError struct {
+	Hop     int
+	HopName string // e.g. "socks5://127.0.0.1:1081", never with credentials
+	Target  string // what the hop was asked to reach (next hop or destination)
+	Kind    Kind
+	Err     error
+}
+
+func (e *HopError) Error() string {
+	if e.Hop == 0 {
+		return fmt.Sprintf("dial %s: %s: %v", e.Target, e.Kind, e.Err)
+	}
+	return fmt.Sprintf("hop %d (%s) reaching %s: %s: %v", e.Hop, e.HopName, e.Target, e.Kind, e.Err)
+}
+
+func (e *HopError) Unwrap() error { return e.Err }
+
+// DeniedError is returned by policies (see pkg/policy) when a destination is
+// refused. Hop dialers also return it (wrapped) when a hop answered "not allowed".
+type DeniedError struct {
+	Addr   string
+	Reason string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("destination %s denied: %s", e.Addr, e.Reason)
+}
+
+// RemoteError is a failure a hop reported in its protocol (a SOCKS5 reply
+// code, an HTTP status), already mapped to a Kind by the hop client.
+type RemoteError struct {
+	Kind Kind
+	Msg  string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
+
+// HopAuthError means a hop refused our credentials (or wanted some).
+type HopAuthError struct{ Msg string }
+
+func (e *HopAuthError) Error() string { return e.Msg }
+
+// Classify maps an error to a Kind: the Kind of the *HopError or
+// *RemoteError it wraps, or a classification of the raw network error.
+func Classify(err error) Kind {
+	if err == nil {
+		return KindGeneral
+	}
+	var de *DeniedError
+	if errors.As(err, &de) {
+		return KindDenied
+	}
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return re.Kind
+	}
+	var ae *HopAuthError
+	if errors.As(err, &ae) {
+		return KindAuth
+	}
+	var he *HopError
+	if errors.As(err, &he) {
+		return he.Kind
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return KindRefused
+	case errors.Is(err, syscall.ENETUNREACH):
+		return KindNetUnreachable
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.EHOSTDOWN):
+		return KindHostUnreachable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
+		return KindTimeout
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsTimeout {
+			return KindTimeout
+		}
+		return KindHostUnreachable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return KindTimeout
+	}
+	return KindGeneral
+}
+
+// Hop describes one next hop parsed from a URL such as
+// socks5://user:pass@host:port or http://host:port.
+type Hop struct {
+	Scheme   string // "socks5" or "http"
+	Addr     string // host:port
+	User     string
+	Password string
+}
+
+// Name is the hop's URL without credentials, safe to log.
+func (h Hop) Name() string { return h.Scheme + "://" + h.Addr }
+
+// ParseHop parses a next-hop URL. Supported schemes: socks5, socks5h (same
+// thing: the hop always resolves names), http.
+func ParseHop(raw string) (Hop, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Hop{}, fmt.Errorf("next hop %q: %w", redact(raw), err)
+	}
+	h := Hop{Scheme: strings.ToLower(u.Scheme), Addr: u.Host}
+	switch h.Scheme {
+	case "socks5", "socks5h":
+		h.Scheme = "socks5"
+	case "http":
+	default:
+		return Hop{}, fmt.Errorf("next hop %q: unsupported scheme %q (want socks5:// or http://)", redact(raw), u.Scheme)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return Hop{}, fmt.Errorf("next hop %q: unexpected path %q (want scheme://[user:pass@]host:port)", redact(raw), u.Path)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" || port == "" {
+		return Hop{}, fmt.Errorf("next hop %q: want scheme://[user:pass@]host:port", redact(raw))
+	}
+	if u.User != nil {
+		h.User = u.User.Username()
+		h.Password, _ = u.User.Password()
+	}
+	return h, nil
+}
+
+// redact removes the password from a URL-ish string for error messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// HopDialer opens a tunnel through a proxy that is reached over Forward.
+// Implementations live in pkg/socks5 and pkg/httpconnect.
+type HopDialer interface {
+	// Through asks the proxy, reached over conn, to connect to addr. On success
+	// conn carries the tunnel. It must honour ctx's deadline.
+	Through(ctx context.Context, conn net.Conn, addr string) error
+}
+
+// HopDialerFactory builds the protocol client for a hop.
+type HopDialerFactory func(h Hop) HopDialer
+
+// Chain dials through a list of hops in order. The first hop is reached with
+// Base (no destination policy: hops are operator-configured), the final
+// destination is reached through the last hop. With no hops, Direct is used.
+type Chain struct {
+	Hops    []Hop
+	Clients []HopDialer // one per hop, same order
+	Base    Dialer      // dials the first hop
+	Direct  Dialer      // dials the destination when there are no hops
+
+	// Observe, when set, is told how long each step took: hop 0 is a direct
+	// dial, hop i >= 1 is connecting to hop 1 (i == 1) plus hop i's handshake.
+	Observe func(hop int, name string, d time.Duration, err error)
+}
+
+func (c *Chain) observe(hop int, name string, start time.Time, err error) {
+	if c.Observe != nil {
+		c.Observe(hop, name, time.Since(start), err)
+	}
+}
+
+// DialContext implements Dialer.
+func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	start := time.Now()
+	if len(c.Hops) == 0 {
+		conn, err := c.Direct.DialContext(ctx, network, addr)
+		c.observe(0, "direct", start, err)
+		if err != nil {
+			return nil, &HopError{Hop: 0, Target: addr, Kind: Classify(err), Err: err}
+		}
+		return conn, nil
+	}
+	first := c.Hops[0]
+	conn, err := c.Base.DialContext(ctx, "tcp", first.Addr)
+	if err != nil {
+		c.observe(1, first.Name(), start, err)
+		// We could not reach hop 1 ourselves: the failure is hop 1's.
+		return nil, &HopError{Hop: 1, HopName: first.Name(), Target: first.Addr, Kind: Classify(err), Err: fmt.Errorf("connect to hop: %w", err)}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	// A cancelled ctx (shutdown, client gone) interrupts a handshake in flight.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	for i, h := range c.Hops {
+		target := addr
+		if i+1 < len(c.Hops) {
+			target = c.Hops[i+1].Addr
+		}
+		err := c.Clients[i].Through(ctx, conn, target)
+		c.observe(i+1, h.Name(), start, err)
+		start = time.Now()
+		if err != nil {
+			stop()
+			conn.Close()
+			k := Classify(err)
+			if ctx.Err() != nil {
+				k = KindTimeout
+				err = fmt.Errorf("%w (%v)", err, ctx.Err())
+			}
+			he := &HopError{Hop: i + 1, HopName: h.Name(), Target: target, Kind: k, Err: err}
+			if i+1 < len(c.Hops) && (k == KindRefused || k == KindHostUnreachable || k == KindNetUnreachable || k == KindTimeout) {
+				// Hop i+1 could not reach hop i+2: the one that is down (or
+				// cut off) is hop i+2, so name it.
+				next := c.Hops[i+1]
+				he = &HopError{Hop: i + 2, HopName: next.Name(), Target: next.Addr, Kind: k,
+					Err: fmt.Errorf("unreachable from hop %d: %w", i+1, err)}
+			}
+			return nil, he
+		}
+	}
+	if !stop() {
+		conn.Close()
+		return nil, &HopError{Hop: len(c.Hops), HopName: c.Hops[len(c.Hops)-1].Name(), Target: addr, Kind: KindTimeout, Err: ctx.Err()}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// Names lists the hops' safe names in order.
+func (c *Chain) Names() []string {
+	out := make([]string, len(c.Hops))
+	for i, h := range c.Hops {
+		out[i] = h.Name()
+	}
+	return out
+}
+
+// ParseKindLabel is the inverse of Kind.Label.
+func ParseKindLabel(s string) (Kind, bool) {
+	for k := KindGeneral; k <= KindAuth; k++ {
+		if k.Label() == s {
+			return k, true
+		}
+	}
+	return KindGeneral, false
+}

@@ -1,0 +1,49 @@
+package policy
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestDefaultDeny(t *testing.T) {
+	p := &Policy{}
+	for _, s := range []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "169.254.169.254", "10.1.2.3",
+		"172.31.255.255", "192.168.0.1", "100.64.0.1", "100.127.255.254", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
+		"fe80::1", "fc00::1", "fd12::1", "224.0.0.1", "::127.0.0.1"} {
+		if err := p.Check(netip.MustParseAddr(s)); err == nil {
+			t.Errorf("%s allowed", s)
+		}
+	}
+	for _, s := range []string{"1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2001:db8::1", "2606:4700::1111"} {
+		if err := p.Check(netip.MustParseAddr(s)); err != nil {
+			t.Errorf("%s denied: %v", s, err)
+		}
+	}
+}
+
+func TestAllowAndDeny(t *testing.T) {
+	p := &Policy{Allow: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}, Deny: []netip.Prefix{netip.MustParsePrefix("8.8.8.0/24")}}
+	if p.Check(netip.MustParseAddr("10.20.1.1")) != nil {
+		t.Error("allow-listed range denied")
+	}
+	if p.Check(netip.MustParseAddr("10.21.1.1")) == nil {
+		t.Error("allow list opened too much")
+	}
+	if p.Check(netip.MustParseAddr("8.8.8.8")) == nil {
+		t.Error("deny list ignored")
+	}
+	all := &Policy{AllowPrivate: true, Deny: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}}
+	if all.Check(netip.MustParseAddr("127.0.0.1")) != nil || all.Check(netip.MustParseAddr("169.254.169.254")) == nil {
+		t.Error("AllowPrivate with an explicit deny")
+	}
+}
+
+func TestControl(t *testing.T) {
+	p := &Policy{}
+	if err := p.Control("tcp4", "127.0.0.1:80", nil); err == nil {
+		t.Error("Control let loopback through")
+	}
+	if err := p.Control("tcp6", "[2001:db8::1]:443", nil); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,128 @@
+package tunnel
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// tcpPair returns two connected TCP conns on loopback.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { c, _ := ln.Accept(); acc <- c }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-acc
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+// setup: client <-> [a | Pipe | b] <-> server
+func setup(t *testing.T, o Options) (client, server *net.TCPConn, done chan Result) {
+	client, a := tcpPair(t)
+	b, server := tcpPair(t)
+	done = make(chan Result, 1)
+	go func() { done <- Pipe(a, b, o) }()
+	return client, server, done
+}
+
+func TestHalfCloseAndCounts(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: time.Minute})
+	_, _ = client.Write([]byte("request"))
+	_ = client.CloseWrite()
+	got, err := io.ReadAll(server)
+	if err != nil || string(got) != "request" {
+		t.Fatalf("server got %q %v", got, err)
+	}
+	_, _ = server.Write([]byte("answer after EOF"))
+	_ = server.CloseWrite()
+	got, err = io.ReadAll(client)
+	if err != nil || string(got) != "answer after EOF" {
+		t.Fatalf("client got %q %v", got, err)
+	}
+	res := <-done
+	if res.Err != nil || res.AToB != 7 || res.BToA != 16 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	_, _, done := setup(t, Options{IdleTimeout: 300 * time.Millisecond})
+	select {
+	case res := <-done:
+		if !errors.Is(res.Err, ErrIdle) {
+			t.Fatalf("got %v, want ErrIdle", res.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("idle tunnel not closed")
+	}
+}
+
+func TestActiveOneWayNotCut(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: 300 * time.Millisecond})
+	go func() { _, _ = io.Copy(io.Discard, server) }()
+	for i := 0; i < 10; i++ {
+		if _, err := client.Write([]byte("tick")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("active tunnel closed: %+v", res)
+	default:
+	}
+}
+
+func TestDrainTimeout(t *testing.T) {
+	client, _, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond})
+	_ = client.CloseWrite() // the server never answers nor closes
+	select {
+	case res := <-done:
+		if !errors.Is(res.Err, ErrDrain) {
+			t.Fatalf("got %v, want ErrDrain", res.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("half-closed tunnel not drained")
+	}
+}
+
+func TestErrorClosesBoth(t *testing.T) {
+	client, server, done := setup(t, Options{})
+	_ = client.SetLinger(0)
+	client.Close() // RST
+	_ = server.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadAll(server); err != nil {
+		t.Fatalf("server side not closed: %v", err)
+	}
+	<-done
+}
+
+func TestNonTCPConns(t *testing.T) {
+	a1, a2 := net.Pipe()
+	b1, b2 := net.Pipe()
+	done := make(chan Result, 1)
+	go func() { done <- Pipe(a2, b1, Options{IdleTimeout: 200 * time.Millisecond}) }()
+	go func() { _, _ = a1.Write([]byte("hi")) }()
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(b2, buf); err != nil || string(buf) != "hi" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	select {
+	case res := <-done:
+		if !errors.Is(res.Err, ErrIdle) {
+			t.Fatalf("got %v", res.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("idle pipe tunnel not closed")
+	}
+}

@@ -1,0 +1,60 @@
+package relay
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+)
+
+// newAdmin serves /healthz (always open: load balancers and Docker probe it),
+// /metrics and /v1/info (behind admin_token when one is set).
+func (s *Server) newAdmin() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /v1/info", s.adminAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"name":    s.cfg.Name,
+			"region":  s.cfg.Region,
+			"version": buildinfo.Version(),
+			"socks":   s.SOCKSAddr(),
+			"http":    s.HTTPAddr(),
+			"next":    s.chain.Names(),
+			"active":  s.active(),
+		})
+	})))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
+	}
+}
+
+func (s *Server) adminAuth(next http.Handler) http.Handler {
+	if s.cfg.AdminToken == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.cfg.AdminToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relaymesh-admin"`)
+			http.Error(w, "admin token required: Authorization: Bearer <admin_token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

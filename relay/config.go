@@ -1,0 +1,253 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+)
+
+// Config is relayd's configuration. The zero value plus Defaults() is a
+// loopback-only relay; configs/relayd.example.yaml documents every key.
+type Config struct {
+	Name   string `yaml:"name"`
+	Region string `yaml:"region"`
+
+	// Listen addresses; an empty string disables that listener.
+	SOCKS string `yaml:"socks"`
+	HTTP  string `yaml:"http"`
+	Admin string `yaml:"admin"`
+	// AdminToken, when set, is required as "Authorization: Bearer <token>" on
+	// every admin path but /healthz. Required when Admin is not loopback.
+	AdminToken string `yaml:"admin_token"`
+
+	// Open allows listening on a non-loopback address without credentials.
+	Open bool `yaml:"open"`
+
+	Auth   AuthConfig   `yaml:"auth"`
+	Next   []string     `yaml:"next"`
+	Policy PolicyConfig `yaml:"policy"`
+	Limits Limits       `yaml:"limits"`
+	Log    LogConfig    `yaml:"log"`
+}
+
+// AuthConfig lists client credentials. Empty means no authentication.
+type AuthConfig struct {
+	Users []User `yaml:"users"`
+	// CredentialsFile holds one "user:password" per line (# comments allowed).
+	CredentialsFile string `yaml:"credentials_file"`
+}
+
+// User is one username/password pair.
+type User struct {
+	Name     string `yaml:"user"`
+	Password string `yaml:"password"`
+}
+
+// PolicyConfig opens or narrows the destination deny list.
+type PolicyConfig struct {
+	AllowPrivate bool     `yaml:"allow_private"`
+	Allow        []string `yaml:"allow"` // CIDRs opened despite the default deny list
+	Deny         []string `yaml:"deny"`  // CIDRs denied in addition
+}
+
+// Limits bound what one relay and one connection may use.
+type Limits struct {
+	MaxConns         int           `yaml:"max_conns"`
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	DialTimeout      time.Duration `yaml:"dial_timeout"`
+	IdleTimeout      time.Duration `yaml:"idle_timeout"`
+	DrainTimeout     time.Duration `yaml:"drain_timeout"`
+	ShutdownGrace    time.Duration `yaml:"shutdown_grace"`
+}
+
+// LogConfig selects log level and format.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // console or json
+}
+
+// Default values, in one place.
+const (
+	DefaultSOCKS            = "127.0.0.1:1080"
+	DefaultHTTP             = "127.0.0.1:8080"
+	DefaultAdmin            = "127.0.0.1:9090"
+	DefaultMaxConns         = 4096
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultDrainTimeout     = 30 * time.Second
+	DefaultShutdownGrace    = 30 * time.Second
+)
+
+// Defaults returns the configuration relayd runs with when nothing is given.
+func Defaults() Config {
+	return Config{
+		SOCKS: DefaultSOCKS,
+		HTTP:  DefaultHTTP,
+		Admin: DefaultAdmin,
+		Limits: Limits{
+			MaxConns:         DefaultMaxConns,
+			HandshakeTimeout: DefaultHandshakeTimeout,
+			DialTimeout:      DefaultDialTimeout,
+			IdleTimeout:      DefaultIdleTimeout,
+			DrainTimeout:     DefaultDrainTimeout,
+			ShutdownGrace:    DefaultShutdownGrace,
+		},
+		Log: LogConfig{Level: "info", Format: "console"},
+	}
+}
+
+// LoadFile reads a YAML config over Defaults(). Unknown keys are errors.
+func LoadFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return Parse(data)
+}
+
+// Parse decodes YAML over Defaults(), strictly.
+func Parse(data []byte) (Config, error) {
+	cfg := Defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Validate checks the config and returns an error naming the field. It does
+// not touch the network; credentials files are read by LoadCredentials.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.SOCKS == "" && c.HTTP == "" {
+		add("socks, http: at least one front end must listen")
+	}
+	for _, l := range []struct{ field, addr string }{{"socks", c.SOCKS}, {"http", c.HTTP}, {"admin", c.Admin}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			add("%s: %q is not host:port: %v", l.field, l.addr, err)
+		}
+	}
+	for i, n := range c.Next {
+		if _, err := chain.ParseHop(n); err != nil {
+			add("next[%d]: %v", i, err)
+		}
+	}
+	for i, u := range c.Auth.Users {
+		if u.Name == "" || u.Password == "" {
+			add("auth.users[%d]: user and password must both be set", i)
+		}
+		if len(u.Name) > 255 || len(u.Password) > 255 {
+			add("auth.users[%d]: user and password are limited to 255 bytes (RFC 1929)", i)
+		}
+	}
+	for i, s := range c.Policy.Allow {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			add("policy.allow[%d]: %q is not a CIDR prefix (e.g. 10.1.0.0/16)", i, s)
+		}
+	}
+	for i, s := range c.Policy.Deny {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			add("policy.deny[%d]: %q is not a CIDR prefix (e.g. 10.1.0.0/16)", i, s)
+		}
+	}
+	l := c.Limits
+	if l.MaxConns < 1 {
+		add("limits.max_conns: must be at least 1, got %d", l.MaxConns)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+		zero  bool // zero allowed (disables)
+	}{
+		{"limits.handshake_timeout", l.HandshakeTimeout, false},
+		{"limits.dial_timeout", l.DialTimeout, false},
+		{"limits.idle_timeout", l.IdleTimeout, true},
+		{"limits.drain_timeout", l.DrainTimeout, true},
+		{"limits.shutdown_grace", l.ShutdownGrace, true},
+	} {
+		if d.v < 0 || (d.v == 0 && !d.zero) {
+			add("%s: must be positive, got %s", d.field, d.v)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		add("log.format: %q is not console or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// LoadCredentials returns every configured user, from the config and the
+// credentials file.
+func (c *Config) LoadCredentials() (map[string]string, error) {
+	users := map[string]string{}
+	for _, u := range c.Auth.Users {
+		users[u.Name] = u.Password
+	}
+	if c.Auth.CredentialsFile == "" {
+		return users, nil
+	}
+	f, err := os.Open(c.Auth.CredentialsFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth.credentials_file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		user, pass, ok := strings.Cut(s, ":")
+		if !ok || user == "" || pass == "" {
+			// Never echo the line: it may hold a password.
+			return nil, fmt.Errorf("auth.credentials_file %s:%d: want user:password", c.Auth.CredentialsFile, line)
+		}
+		if len(user) > 255 || len(pass) > 255 {
+			return nil, fmt.Errorf("auth.credentials_file %s:%d: user and password are limited to 255 bytes", c.Auth.CredentialsFile, line)
+		}
+		users[user] = pass
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("auth.credentials_file: %w", err)
+	}
+	return users, nil
+}
+
+// isLoopbackListen reports whether a listen address only accepts local
+// connections. An empty host or a wildcard means every interface.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}

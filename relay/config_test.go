@@ -1,0 +1,98 @@
+package relay
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	good := []struct {
+		name, yaml string
+		check      func(Config) bool
+	}{
+		{"empty is defaults", "", func(c Config) bool { return c.SOCKS == DefaultSOCKS && c.Limits.MaxConns == DefaultMaxConns }},
+		{"durations", "limits: {idle_timeout: 90s, max_conns: 10, handshake_timeout: 1s, dial_timeout: 2s}",
+			func(c Config) bool { return c.Limits.IdleTimeout == 90*time.Second && c.Limits.MaxConns == 10 }},
+		{"next and policy", "next: [socks5://a:1, http://u:p@b:2]\npolicy: {allow: [10.0.0.0/8]}",
+			func(c Config) bool { return len(c.Next) == 2 && c.Policy.Allow[0] == "10.0.0.0/8" }},
+	}
+	for _, tc := range good {
+		c, err := Parse([]byte(tc.yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil || !tc.check(c) {
+			t.Errorf("%s: %v %+v", tc.name, err, c)
+		}
+	}
+	bad := []struct{ name, yaml, want string }{
+		{"unknown key", "sock: 1.2.3.4:1", "field sock not found"},
+		{"unknown nested key", "limits: {max_con: 3}", "max_con"},
+		{"bad next", "next: [ftp://x:1]", "next[0]"},
+		{"bad cidr", "policy: {allow: [10.0.0.0]}", "policy.allow[0]"},
+		{"bad level", "log: {level: loud}", "log.level"},
+		{"no front end", "socks: ''\nhttp: ''", "at least one front end"},
+		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},
+		{"half user", "auth: {users: [{user: a}]}", "auth.users[0]"},
+		{"bad listen", "socks: nonsense", "socks:"},
+	}
+	for _, tc := range bad {
+		c, err := Parse([]byte(tc.yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	c, err := LoadFile("../configs/relayd.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The example documents the defaults: they must be the real ones.
+	d := Defaults()
+	if c.Limits != d.Limits || c.SOCKS != d.SOCKS || c.HTTP != d.HTTP || c.Admin != d.Admin || c.Log != d.Log {
+		t.Fatalf("example config disagrees with Defaults():\n%+v\n%+v", c, d)
+	}
+}
+
+func TestCredentialsFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "creds")
+	_ = os.WriteFile(p, []byte("# users\nalice:pw1\n\nbob:p:w:2\n"), 0o600)
+	c := Defaults()
+	c.Auth.CredentialsFile = p
+	users, err := c.LoadCredentials()
+	if err != nil || users["alice"] != "pw1" || users["bob"] != "p:w:2" {
+		t.Fatalf("%v %v", users, err)
+	}
+	_ = os.WriteFile(p, []byte("alice-secret-no-colon\n"), 0o600)
+	_, err = c.LoadCredentials()
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("bad line: %v (must not echo the line)", err)
+	}
+	cr := newCredentials(map[string]string{"alice": "pw1"})
+	if !cr.check("alice", "pw1") || cr.check("alice", "pw2") || cr.check("bob", "pw1") {
+		t.Fatal("credential check")
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	data, _ := os.ReadFile("../configs/relayd.example.yaml")
+	f.Add(data)
+	f.Add([]byte("next: [socks5://a:1]\nlimits: {idle_timeout: 1s}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err == nil {
+			_ = c.Validate()
+		}
+	})
+}

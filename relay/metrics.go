@@ -1,0 +1,73 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are exposed on the admin listener at /metrics (Prometheus text).
+// Byte counters are added when a tunnel ends (the copy runs in the kernel).
+type metrics struct {
+	reg               *prometheus.Registry
+	active            *prometheus.GaugeVec
+	tunnelsOpened     *prometheus.CounterVec
+	tunnelsClosed     *prometheus.CounterVec
+	bytes             *prometheus.CounterVec
+	dialSeconds       *prometheus.HistogramVec
+	denials           *prometheus.CounterVec
+	handshakeFailures *prometheus.CounterVec
+	acceptErrors      *prometheus.CounterVec
+	panics            prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relaymesh_tunnels_active", Help: "Tunnels currently carrying data.",
+		}, []string{"frontend"}),
+		tunnelsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_tunnel_requests_total", Help: "Tunnel requests by front end and outcome (ok or the failure kind).",
+		}, []string{"frontend", "result"}),
+		tunnelsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_tunnels_closed_total", Help: "Tunnels ended, by how they ended.",
+		}, []string{"frontend", "result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_tunnel_bytes_total", Help: "Bytes carried by ended tunnels; up is client to destination.",
+		}, []string{"direction"}),
+		dialSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "relaymesh_dial_seconds",
+			Help:    "Time per chain step: hop=direct is a direct dial, otherwise reaching and handshaking with that hop.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"hop", "result"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, upstream, ...).",
+		}, []string{"reason"}),
+		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",
+		}, []string{"frontend", "stage"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_accept_errors_total", Help: "Accept errors (e.g. out of file descriptors).",
+		}, []string{"frontend"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relaymesh_handler_panics_total", Help: "Panics recovered in connection handlers.",
+		}),
+	}
+	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
+		m.handshakeFailures, m.acceptErrors, m.panics,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observeDial(hop int, name string, d time.Duration, err error) {
+	if hop == 0 {
+		name = "direct"
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.dialSeconds.WithLabelValues(name, result).Observe(d.Seconds())
+}

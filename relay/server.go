@@ -1,0 +1,389 @@
+// Package relay is the relayd daemon: SOCKS5 and HTTP front ends, dialing
+// through the configured chain, the admin listener, and graceful shutdown.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/httpconnect"
+	"github.com/relaymesh/relaymesh/pkg/policy"
+	"github.com/relaymesh/relaymesh/pkg/socks5"
+	"github.com/relaymesh/relaymesh/pkg/tunnel"
+)
+
+// Server is one relayd. Build it with New, bind with Start, stop with Shutdown.
+type Server struct {
+	cfg     Config
+	log     *zap.Logger
+	auth    *credentials
+	policy  *policy.Policy
+	chain   *chain.Chain
+	metrics *metrics
+
+	// ctx is cancelled when Shutdown gives up waiting: it aborts dials in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	slots  chan struct{} // one per allowed concurrent client conn
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // accepted and not yet released
+	wg     sync.WaitGroup        // SOCKS handlers and accept loops
+	nextID atomic.Uint64
+
+	socksLn, httpLn, adminLn net.Listener
+	httpSrv, adminSrv        *http.Server
+	shutdownOnce             sync.Once
+}
+
+// New validates cfg and builds a server. It refuses configurations that would
+// make an open proxy by accident.
+func New(cfg Config, log *zap.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	users, err := cfg.LoadCredentials()
+	if err != nil {
+		return nil, err
+	}
+	if len(users) == 0 && !cfg.Open {
+		for _, l := range []struct{ field, addr string }{{"socks", cfg.SOCKS}, {"http", cfg.HTTP}} {
+			if l.addr != "" && !isLoopbackListen(l.addr) {
+				return nil, fmt.Errorf("%s: refusing to listen on non-loopback %s without credentials: "+
+					"set --user/--password (or auth.users / --credentials), or pass --open to run an open proxy on purpose", l.field, l.addr)
+			}
+		}
+	}
+	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
+		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token (--admin-token)", cfg.Admin)
+	}
+	pol := &policy.Policy{AllowPrivate: cfg.Policy.AllowPrivate}
+	for _, s := range cfg.Policy.Allow {
+		pol.Allow = append(pol.Allow, netip.MustParsePrefix(s)) // validated above
+	}
+	for _, s := range cfg.Policy.Deny {
+		pol.Deny = append(pol.Deny, netip.MustParsePrefix(s))
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     log,
+		auth:    newCredentials(users),
+		policy:  pol,
+		metrics: newMetrics(),
+		slots:   make(chan struct{}, cfg.Limits.MaxConns),
+		conns:   map[net.Conn]struct{}{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.chain = s.buildChain()
+	if cfg.Open && len(users) == 0 {
+		log.Warn("OPEN PROXY: no credentials and --open given; anyone who can reach the listeners can use this relay",
+			zap.String("socks", cfg.SOCKS), zap.String("http", cfg.HTTP))
+	}
+	if cfg.Policy.AllowPrivate {
+		log.Warn("private and loopback destinations are allowed (--allow-private); use only in labs and tests")
+	}
+	return s, nil
+}
+
+func (s *Server) buildChain() *chain.Chain {
+	base := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
+	c := &chain.Chain{
+		Base:    &base,
+		Direct:  s.policy.Dialer(base),
+		Observe: s.metrics.observeDial,
+	}
+	for _, raw := range s.cfg.Next {
+		h, _ := chain.ParseHop(raw) // validated
+		c.Hops = append(c.Hops, h)
+		switch h.Scheme {
+		case "socks5":
+			c.Clients = append(c.Clients, socks5.Client{User: h.User, Password: h.Password})
+		case "http":
+			c.Clients = append(c.Clients, httpconnect.Client{User: h.User, Password: h.Password})
+		}
+	}
+	return c
+}
+
+// Start binds every configured listener and serves in the background.
+func (s *Server) Start() error {
+	var err error
+	if s.cfg.SOCKS != "" {
+		if s.socksLn, err = net.Listen("tcp", s.cfg.SOCKS); err != nil {
+			return s.startFailed(fmt.Errorf("socks: listen %s: %w", s.cfg.SOCKS, err))
+		}
+	}
+	if s.cfg.HTTP != "" {
+		if s.httpLn, err = net.Listen("tcp", s.cfg.HTTP); err != nil {
+			return s.startFailed(fmt.Errorf("http: listen %s: %w", s.cfg.HTTP, err))
+		}
+	}
+	if s.cfg.Admin != "" {
+		if s.adminLn, err = net.Listen("tcp", s.cfg.Admin); err != nil {
+			return s.startFailed(fmt.Errorf("admin: listen %s: %w", s.cfg.Admin, err))
+		}
+	}
+	if s.socksLn != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.socksLn, "socks5", s.serveSOCKS)
+	}
+	if s.httpLn != nil {
+		s.httpSrv = s.newHTTPFrontend()
+		go s.httpSrv.Serve(&capListener{Listener: s.httpLn, s: s})
+	}
+	if s.adminLn != nil {
+		s.adminSrv = s.newAdmin()
+		go s.adminSrv.Serve(s.adminLn)
+	}
+	s.log.Info("relayd listening",
+		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
+		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
+		zap.Strings("next", s.chain.Names()), zap.Bool("auth", s.auth.enabled()))
+	return nil
+}
+
+func (s *Server) startFailed(err error) error {
+	for _, l := range []net.Listener{s.socksLn, s.httpLn, s.adminLn} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	return err
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// SOCKSAddr, HTTPAddr and AdminAddr return the bound addresses ("" if off).
+func (s *Server) SOCKSAddr() string { return addrOf(s.socksLn) }
+func (s *Server) HTTPAddr() string  { return addrOf(s.httpLn) }
+func (s *Server) AdminAddr() string { return addrOf(s.adminLn) }
+
+// admit takes a connection slot and tracks c; false means the relay is full.
+func (s *Server) admit(c net.Conn) bool {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return false
+	}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return true
+}
+
+// release closes c and frees its slot; safe to call more than once.
+func (s *Server) release(c net.Conn) {
+	c.Close()
+	s.mu.Lock()
+	_, ok := s.conns[c]
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if ok {
+		<-s.slots
+	}
+}
+
+func (s *Server) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// acceptLoop accepts until the listener closes. Temporary errors (out of fds)
+// back off from 5 ms to 1 s instead of spinning or exiting.
+func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.TCPConn)) {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if backoff == 5*time.Millisecond || backoff == time.Second {
+				s.log.Warn("accept failed; backing off", zap.String("frontend", frontend), zap.Error(err), zap.Duration("backoff", backoff))
+			}
+			s.metrics.acceptErrors.WithLabelValues(frontend).Inc()
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		if !s.admit(c) {
+			s.rejectFull(c, frontend)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.release(c)
+			defer s.recoverConn(frontend, c)
+			handle(c.(*net.TCPConn))
+		}()
+	}
+}
+
+func (s *Server) rejectFull(c net.Conn, frontend string) {
+	s.metrics.denials.WithLabelValues("max_conns").Inc()
+	s.log.Warn("connection refused: max_conns reached", zap.String("frontend", frontend),
+		zap.String("src", c.RemoteAddr().String()), zap.String("rule", "max_conns"), zap.Int("max_conns", s.cfg.Limits.MaxConns))
+	if frontend == "http" {
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
+	}
+	c.Close()
+}
+
+// recoverConn keeps a panic in one connection from killing the process.
+func (s *Server) recoverConn(frontend string, c net.Conn) {
+	if r := recover(); r != nil {
+		s.metrics.panics.Inc()
+		s.log.Error("panic in connection handler", zap.String("frontend", frontend),
+			zap.String("src", c.RemoteAddr().String()), zap.Any("panic", r), zap.Stack("stack"))
+	}
+}
+
+// capListener applies max_conns to the HTTP front end (http.Server owns its
+// accept loop). Slots are freed by ConnState (closed) or after a hijacked
+// CONNECT tunnel ends.
+type capListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.admit(c) {
+			return c, nil
+		}
+		l.s.rejectFull(c, "http")
+	}
+}
+
+// dial reaches dst through the chain, logging and counting failures. Denials
+// are logged once here, with the rule and the hop.
+func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Limits.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	var up net.Conn
+	var err error
+	host, _, _ := net.SplitHostPort(dst)
+	if perr := s.policy.CheckLiteral(host); perr != nil && len(s.chain.Hops) > 0 {
+		// Chained: the last hop resolves names, but a literal IP we can refuse here.
+		err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}
+	} else {
+		up, err = s.chain.DialContext(ctx, "tcp", dst)
+	}
+	if err == nil {
+		return up, nil
+	}
+	kind := chain.Classify(err)
+	fields := []zap.Field{zap.String("kind", kind.Label()), zap.Error(err)}
+	var he *chain.HopError
+	if errors.As(err, &he) {
+		fields = append(fields, zap.Int("hop", he.Hop), zap.String("hop_name", he.HopName))
+	}
+	var de *chain.DeniedError
+	if errors.As(err, &de) {
+		s.metrics.denials.WithLabelValues(de.Reason).Inc()
+		log.Warn("destination denied", append(fields, zap.String("rule", de.Reason))...)
+	} else if kind == chain.KindDenied {
+		s.metrics.denials.WithLabelValues("upstream").Inc()
+		log.Warn("destination denied by a next hop", append(fields, zap.String("rule", "upstream"))...)
+	} else {
+		log.Info("dial failed", fields...)
+	}
+	return nil, err
+}
+
+// pipe runs a tunnel until it ends and accounts for it.
+func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
+	start := time.Now()
+	s.metrics.active.WithLabelValues(frontend).Inc()
+	res := tunnel.Pipe(client, up, tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout})
+	s.metrics.active.WithLabelValues(frontend).Dec()
+	s.metrics.bytes.WithLabelValues("up").Add(float64(res.AToB))
+	s.metrics.bytes.WithLabelValues("down").Add(float64(res.BToA))
+	result := "ok"
+	switch {
+	case errors.Is(res.Err, tunnel.ErrIdle):
+		result = "idle_timeout"
+	case errors.Is(res.Err, tunnel.ErrDrain):
+		result = "drain_timeout"
+	case res.Err != nil:
+		result = "error"
+	}
+	s.metrics.tunnelsClosed.WithLabelValues(frontend, result).Inc()
+	log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
+		zap.Duration("duration", time.Since(start)), zap.String("result", result), zap.NamedError("cause", res.Err))
+}
+
+// connLogger is the per-connection logger.
+func (s *Server) connLogger(frontend string, c net.Conn) *zap.Logger {
+	return s.log.With(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", frontend), zap.String("src", c.RemoteAddr().String()))
+}
+
+// Shutdown stops accepting, lets tunnels finish for up to grace, then closes
+// what is left. It returns when every handler has returned.
+func (s *Server) Shutdown(grace time.Duration) {
+	s.shutdownOnce.Do(func() { s.shutdown(grace) })
+}
+
+func (s *Server) shutdown(grace time.Duration) {
+	s.log.Info("shutting down: no new connections", zap.Int("active", s.active()), zap.Duration("grace", grace))
+	if s.socksLn != nil {
+		s.socksLn.Close()
+	}
+	deadline := time.Now().Add(grace)
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if s.httpSrv != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			_ = s.httpSrv.Shutdown(ctx) // closes listener and idle keep-alive conns
+		}
+	}()
+	for s.active() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := s.active(); n > 0 {
+		s.log.Warn("grace period over: closing remaining connections", zap.Int("active", n))
+	}
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Close()
+	}
+	<-httpDone
+	s.wg.Wait()
+	if s.adminSrv != nil {
+		_ = s.adminSrv.Close()
+	}
+	s.log.Info("shutdown complete")
+}

@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/socks5"
+)
+
+// handshakeBufBytes sizes the reader used during the handshake. Bytes the
+// client sends after its request (early data) may land in it; they are
+// forwarded before the tunnel starts.
+const handshakeBufBytes = 1024
+
+// serveSOCKS handles one SOCKS5 client. The caller closes c.
+func (s *Server) serveSOCKS(c *net.TCPConn) {
+	log := s.connLogger("socks5", c)
+	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
+	br := bufio.NewReaderSize(c, handshakeBufBytes)
+
+	methods, err := socks5.ReadGreeting(br)
+	if err != nil {
+		s.handshakeFailed(log, "socks5", "greeting", err)
+		return
+	}
+	if s.auth.enabled() {
+		if !slices.Contains(methods, socks5.MethodUserPass) {
+			_, _ = c.Write(socks5.MarshalMethodChoice(socks5.MethodNoAcceptable))
+			s.authDenied(log, "socks5", "client offered no username/password method")
+			return
+		}
+		if _, err := c.Write(socks5.MarshalMethodChoice(socks5.MethodUserPass)); err != nil {
+			return
+		}
+		user, pass, err := socks5.ReadUserPass(br)
+		if err != nil {
+			s.handshakeFailed(log, "socks5", "auth", err)
+			return
+		}
+		if !s.auth.check(user, pass) {
+			_, _ = c.Write(socks5.MarshalAuthStatus(false))
+			s.authDenied(log, "socks5", "wrong username or password")
+			return
+		}
+		if _, err := c.Write(socks5.MarshalAuthStatus(true)); err != nil {
+			return
+		}
+	} else {
+		if !slices.Contains(methods, socks5.MethodNoAuth) {
+			_, _ = c.Write(socks5.MarshalMethodChoice(socks5.MethodNoAcceptable))
+			s.handshakeFailed(log, "socks5", "greeting", errors.New("client did not offer no-auth, and this relay has no credentials"))
+			return
+		}
+		if _, err := c.Write(socks5.MarshalMethodChoice(socks5.MethodNoAuth)); err != nil {
+			return
+		}
+	}
+
+	req, err := socks5.ReadRequest(br)
+	if err != nil {
+		switch {
+		case errors.Is(err, socks5.ErrAddrType):
+			_, _ = c.Write(socks5.MarshalReply(socks5.ReplyAddrNotSupported, socks5.Addr{}))
+		case errors.Is(err, socks5.ErrEmptyHost), errors.Is(err, socks5.ErrReserved):
+			_, _ = c.Write(socks5.MarshalReply(socks5.ReplyGeneralFailure, socks5.Addr{}))
+		}
+		s.handshakeFailed(log, "socks5", "request", err)
+		return
+	}
+	if req.Cmd != socks5.CmdConnect {
+		_, _ = c.Write(socks5.MarshalReply(socks5.ReplyCommandNotSupported, socks5.Addr{}))
+		s.handshakeFailed(log, "socks5", "request", errors.New("only CONNECT is supported"))
+		return
+	}
+	dst := req.Addr.String()
+	log = log.With(zap.String("dst", dst))
+
+	up, err := s.dial(s.ctx, log, dst)
+	if err != nil {
+		_, _ = c.Write(socks5.MarshalReply(socks5.ReplyOfKind(chain.Classify(err)), socks5.Addr{}))
+		s.metrics.tunnelsOpened.WithLabelValues("socks5", chain.Classify(err).Label()).Inc()
+		return
+	}
+	// Only now, with the whole path up, does the client hear "succeeded".
+	if _, err := c.Write(socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, len(s.chain.Hops) == 0))); err != nil {
+		up.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	if err := forwardBuffered(br, up); err != nil {
+		up.Close()
+		return
+	}
+	s.metrics.tunnelsOpened.WithLabelValues("socks5", "ok").Inc()
+	s.pipe(log, "socks5", c, up)
+}
+
+// boundAddr is BND.ADDR for the reply: our local address toward the
+// destination when we dialed it ourselves, 0.0.0.0:0 through a chain (the
+// first hop's address would only leak our topology).
+func boundAddr(up net.Conn, direct bool) socks5.Addr {
+	if !direct {
+		return socks5.Addr{}
+	}
+	if ta, ok := up.LocalAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return socks5.Addr{IP: ap.Addr().Unmap(), Port: ap.Port()}
+	}
+	return socks5.Addr{IP: netip.IPv4Unspecified()}
+}
+
+// forwardBuffered sends bytes the client already sent (read ahead during the
+// handshake) upstream, so none are lost when the raw conns take over.
+func forwardBuffered(br *bufio.Reader, up net.Conn) error {
+	n := br.Buffered()
+	if n == 0 {
+		return nil
+	}
+	b, _ := br.Peek(n)
+	_, err := up.Write(b)
+	return err
+}
+
+func (s *Server) handshakeFailed(log *zap.Logger, frontend, stage string, err error) {
+	s.metrics.handshakeFailures.WithLabelValues(frontend, stage).Inc()
+	log.Debug("handshake failed", zap.String("stage", stage), zap.Error(err))
+}
+
+func (s *Server) authDenied(log *zap.Logger, frontend, why string) {
+	s.metrics.denials.WithLabelValues("auth").Inc()
+	log.Warn("client denied", zap.String("rule", "auth"), zap.String("reason", why))
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite drives as real peers: curl (an
+# independent HTTP/SOCKS5 client), microsocks and dante-server (third-party
+# SOCKS5 hops). Without root or apt it says what is missing; the tests that
+# need a missing tool skip with a printed reason.
+set -euo pipefail
+need=()
+command -v curl >/dev/null || need+=(curl)
+command -v microsocks >/dev/null || need+=(microsocks)
+command -v danted >/dev/null || [ -x /usr/sbin/danted ] || need+=(dante-server)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+  echo "test-deps: not root or no apt-get; missing ${need[*]} (tests using them will skip)" >&2
+  exit 0
+fi
+echo "test-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# The package starts danted as a service; the tests run their own.
+if command -v systemctl >/dev/null && systemctl is-active --quiet danted 2>/dev/null; then systemctl stop danted || true; fi
