@@ -1,0 +1,215 @@
+// Package wanemu emulates WAN links between network namespaces on one Linux
+// machine (there is no netem here): each link is a pair of TUN devices, and a
+// Go process moves IP packets between them, holding each until its due time.
+// One locked OS thread per direction waits with ppoll (ns timeout, timer slack
+// 1 ns) because Go timers wake ~1 ms late (TESTBED.md pitfall 1).
+package wanemu
+
+import (
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Params shape one direction of a link.
+type Params struct {
+	DelayNs    int64   // one-way propagation delay
+	RateBps    int64   // serialization rate in bits/s; 0 = unlimited
+	QueueBytes int     // tail-drop limit of the rate queue; 0 = DefaultQueueBytes
+	Loss       float64 // Bernoulli loss probability, 0..1
+}
+
+// DefaultQueueBytes bounds the packets held by one direction.
+const DefaultQueueBytes = 16 << 20
+
+const (
+	slotBytes = 65536 // one TUN packet at most (MTU is 1500 here, GSO is off on TUN)
+	maxSlots  = 4096  // packets held at once per direction
+	batch     = 256   // packets read per wake-up
+)
+
+// Stats of one direction. Lateness is how long after its due time a packet
+// was written (scheduling error of the emulator itself).
+type Stats struct {
+	Packets, Bytes                     uint64
+	DropsQueue, DropsLoss, WriteErrors uint64
+	LatenessP50Ns, LatenessP99Ns       int64
+	LatenessMaxNs                      int64
+}
+
+type packet struct {
+	dueNs int64
+	n     int
+	buf   []byte
+}
+
+// direction moves packets from in to out.
+type direction struct {
+	in, out int
+	params  atomic.Pointer[Params]
+	stop    atomic.Bool
+
+	mu       sync.Mutex // guards stats and lateness samples
+	st       Stats
+	lateness []int64 // ring of recent samples, ns
+	latePos  int
+}
+
+func newDirection(in, out int, p Params) *direction {
+	d := &direction{in: in, out: out, lateness: make([]int64, 0, 1<<16)}
+	d.params.Store(&p)
+	return d
+}
+
+func monoNs() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// run is the packet loop; it returns when stop is set (within 50 ms).
+func (d *direction) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	// Real-time priority for this thread only (TESTBED.md: within 0-2.6 % of
+	// rwin/RTT with it, 2-8 % low without). Best effort: needs root. Safe,
+	// because the loop always blocks in ppoll and never spins.
+	_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0)
+
+	free := make([][]byte, maxSlots)
+	for i := range free {
+		free[i] = make([]byte, slotBytes)
+	}
+	q := make([]packet, 0, maxSlots) // FIFO; due times only increase
+	head := 0
+	queuedBytes := 0
+	var lastDepartureNs int64
+	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
+	var late []int64
+	var pk, by, dq, dl, we uint64
+	var lastFlushNs int64
+
+	flush := func() {
+		d.mu.Lock()
+		d.st.Packets += pk
+		d.st.Bytes += by
+		d.st.DropsQueue += dq
+		d.st.DropsLoss += dl
+		d.st.WriteErrors += we
+		for _, l := range late {
+			if len(d.lateness) < cap(d.lateness) {
+				d.lateness = append(d.lateness, l)
+			} else {
+				d.lateness[d.latePos] = l
+				d.latePos = (d.latePos + 1) % len(d.lateness)
+			}
+			d.st.LatenessMaxNs = max(d.st.LatenessMaxNs, l)
+		}
+		d.mu.Unlock()
+		late = late[:0]
+		pk, by, dq, dl, we = 0, 0, 0, 0, 0
+	}
+	defer flush()
+
+	for !d.stop.Load() {
+		now := monoNs()
+		for head < len(q) && q[head].dueNs <= now {
+			p := q[head]
+			if _, err := unix.Write(d.out, p.buf[:p.n]); err != nil {
+				we++
+			} else {
+				pk++
+				by += uint64(p.n)
+			}
+			late = append(late, now-p.dueNs)
+			queuedBytes -= p.n
+			free = append(free, p.buf)
+			head++
+			now = monoNs()
+		}
+		if head == len(q) {
+			q, head = q[:0], 0
+		}
+		// Publish stats in batches: every 1024 packets or 50 ms.
+		if len(late) >= 1024 || (len(late) > 0 && now-lastFlushNs > 50e6) {
+			flush()
+			lastFlushNs = now
+		}
+		waitNs := int64(50e6)
+		if head < len(q) {
+			waitNs = min(waitNs, q[head].dueNs-now)
+		}
+		ts := unix.NsecToTimespec(max(waitNs, 0))
+		n, err := unix.Ppoll(fds, &ts, nil)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+		if n <= 0 || fds[0].Revents&unix.POLLIN == 0 {
+			continue
+		}
+		p := d.params.Load()
+		limit := p.QueueBytes
+		if limit <= 0 {
+			limit = DefaultQueueBytes
+		}
+		for i := 0; i < batch; i++ {
+			if len(free) == 0 {
+				// Every slot is held: read into a scratch slot and drop.
+				var scratch [slotBytes]byte
+				if _, err := unix.Read(d.in, scratch[:]); err != nil {
+					break
+				}
+				dq++
+				continue
+			}
+			buf := free[len(free)-1]
+			m, err := unix.Read(d.in, buf)
+			if err != nil || m <= 0 {
+				break
+			}
+			arrival := monoNs()
+			if p.Loss > 0 && rand.Float64() < p.Loss {
+				dl++
+				continue
+			}
+			if queuedBytes+m > limit {
+				dq++
+				continue
+			}
+			due := arrival
+			if p.RateBps > 0 {
+				// Serialization: leaves after the packets before it.
+				departure := max(arrival, lastDepartureNs) + int64(m)*8*1e9/p.RateBps
+				lastDepartureNs = departure
+				due = departure
+			}
+			due += p.DelayNs
+			if len(q) > 0 && due < q[len(q)-1].dueNs {
+				due = q[len(q)-1].dueNs // keep FIFO order after a parameter change
+			}
+			free = free[:len(free)-1]
+			q = append(q, packet{dueNs: due, n: m, buf: buf})
+			queuedBytes += m
+		}
+	}
+}
+
+func (d *direction) stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.st
+	if len(d.lateness) > 0 {
+		v := slices.Clone(d.lateness)
+		slices.Sort(v)
+		s.LatenessP50Ns = v[len(v)/2]
+		s.LatenessP99Ns = v[len(v)*99/100]
+	}
+	return s
+}
