@@ -7,6 +7,7 @@ package wanemu
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -22,6 +23,11 @@ type Params struct {
 	RateBps    int64   // serialization rate in bits/s; 0 = unlimited
 	QueueBytes int     // tail-drop limit of the rate queue; 0 = DefaultQueueBytes
 	Loss       float64 // Bernoulli loss probability, 0..1
+	// JitterNs adds a uniform random 0..JitterNs to each packet's delay. A
+	// packet never overtakes the one before it (its due time is raised to
+	// its predecessor's), so jitter does not reorder: TCP would read
+	// reordering as loss, which real WAN paths rarely show.
+	JitterNs int64
 }
 
 // DefaultQueueBytes bounds the packets held by one direction.
@@ -36,10 +42,39 @@ const (
 // Stats of one direction. Lateness is how long after its due time a packet
 // was written (scheduling error of the emulator itself).
 type Stats struct {
-	Packets, Bytes                     uint64
-	DropsQueue, DropsLoss, WriteErrors uint64
-	LatenessP50Ns, LatenessP99Ns       int64
-	LatenessMaxNs                      int64
+	Packets uint64 `json:"packets"` // delivered
+	Bytes   uint64 `json:"bytes"`   // delivered
+	// Drops by cause: the rate queue's byte limit (what a real bottleneck
+	// does), emulated random loss, all packet slots held (the emulator's own
+	// limit: the run is suspect), and writes the receiving TUN refused.
+	DropsQueue  uint64 `json:"drops_queue"`
+	DropsLoss   uint64 `json:"drops_loss"`
+	DropsSlots  uint64 `json:"drops_slots"`
+	WriteErrors uint64 `json:"write_errors"`
+	// Lateness percentiles over the most recent 65,536 packets; max over all.
+	LatenessP50Ns int64 `json:"lateness_p50_ns"`
+	LatenessP99Ns int64 `json:"lateness_p99_ns"`
+	LatenessMaxNs int64 `json:"lateness_max_ns"`
+}
+
+// MaxP99LatenessNs is the self-check bound: above it, delays are no longer
+// what the topology says (TESTBED.md pitfall 4) and a run is invalid.
+const MaxP99LatenessNs = 500_000
+
+// Check returns why these stats make a run invalid, or nil. Queue and loss
+// drops are emulated behaviour, not faults.
+func (s Stats) Check() error {
+	var errs []error
+	if s.LatenessP99Ns > MaxP99LatenessNs {
+		errs = append(errs, fmt.Errorf("p99 lateness %.3f ms > %.1f ms (emulator overloaded)", float64(s.LatenessP99Ns)/1e6, float64(MaxP99LatenessNs)/1e6))
+	}
+	if s.DropsSlots > 0 {
+		errs = append(errs, fmt.Errorf("%d packets dropped with every emulator slot held", s.DropsSlots))
+	}
+	if s.WriteErrors > 0 {
+		errs = append(errs, fmt.Errorf("%d TUN write errors", s.WriteErrors))
+	}
+	return errors.Join(errs...)
 }
 
 type packet struct {
@@ -93,7 +128,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 	var lastDepartureNs int64
 	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
 	var late []int64
-	var pk, by, dq, dl, we uint64
+	var pk, by, dq, dl, ds, we uint64
 	var lastFlushNs int64
 
 	flush := func() {
@@ -102,6 +137,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 		d.st.Bytes += by
 		d.st.DropsQueue += dq
 		d.st.DropsLoss += dl
+		d.st.DropsSlots += ds
 		d.st.WriteErrors += we
 		for _, l := range late {
 			if len(d.lateness) < cap(d.lateness) {
@@ -114,7 +150,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 		}
 		d.mu.Unlock()
 		late = late[:0]
-		pk, by, dq, dl, we = 0, 0, 0, 0, 0
+		pk, by, dq, dl, ds, we = 0, 0, 0, 0, 0, 0
 	}
 	defer flush()
 
@@ -166,7 +202,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				if _, err := unix.Read(d.in, scratch[:]); err != nil {
 					break
 				}
-				dq++
+				ds++
 				continue
 			}
 			buf := free[len(free)-1]
@@ -191,12 +227,20 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				due = departure
 			}
 			due += p.DelayNs
-			if len(q) > 0 && due < q[len(q)-1].dueNs {
-				due = q[len(q)-1].dueNs // keep FIFO order after a parameter change
+			if p.JitterNs > 0 {
+				due += rand.Int64N(p.JitterNs + 1)
+			}
+			if len(q) > head && due < q[len(q)-1].dueNs {
+				due = q[len(q)-1].dueNs // FIFO: after jitter or a parameter change
 			}
 			free = free[:len(free)-1]
 			q = append(q, packet{dueNs: due, n: m, buf: buf})
 			queuedBytes += m
+			// Reading a batch takes ~2 us a packet: stop as soon as the
+			// oldest held packet is due, so reads never make writes late.
+			if q[head].dueNs <= arrival {
+				break
+			}
 		}
 	}
 }

@@ -2,10 +2,13 @@ package wanemu
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -86,4 +89,51 @@ func TxDropped(netns, ifname string) (uint64, error) {
 		return 0, fmt.Errorf("ip -j output for %s: %v", ifname, err)
 	}
 	return v[0].Stats64.Tx.Dropped, nil
+}
+
+// SetSysctl writes a network sysctl (e.g. "net.ipv4.tcp_rmem") inside a
+// namespace. /proc/sys/net shows the namespace of the thread that opens it,
+// so the write happens on a thread inside netns. Set buffer sysctls before
+// starting listeners there: accepted sockets inherit the listener's buffers
+// (TESTBED.md pitfall 6).
+//
+// A namespace other than the initial one may only pick a default congestion
+// control that the host lists in net.ipv4.tcp_allowed_congestion_control
+// (the kernel answers EPERM otherwise). For that key, SetSysctl adds the
+// algorithm to the host's allowed list (which only lets unprivileged sockets
+// choose it too; the host's own default is untouched) and retries.
+func SetSysctl(netns, key, value string) error {
+	err := writeSysctl(netns, key, value)
+	if errors.Is(err, fs.ErrPermission) && key == "net.ipv4.tcp_congestion_control" {
+		if aerr := allowCongestionControl(value); aerr != nil {
+			return fmt.Errorf("%w (and allowing it on the host: %v)", err, aerr)
+		}
+		err = writeSysctl(netns, key, value)
+	}
+	return err
+}
+
+func writeSysctl(netns, key, value string) error {
+	path := sysctlPath(key)
+	return InNetns(netns, func() error {
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s=%q in %s: %w", key, value, netns, err)
+		}
+		return nil
+	})
+}
+
+func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
+
+func allowCongestionControl(algo string) error {
+	path := sysctlPath("net.ipv4.tcp_allowed_congestion_control")
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	list := strings.Fields(string(cur))
+	if slices.Contains(list, algo) {
+		return nil
+	}
+	return os.WriteFile(path, []byte(strings.Join(append(list, algo), " ")), 0o644)
 }

@@ -1,18 +1,22 @@
 package wanemu
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Endpoint is one end of a link: a TUN device in a namespace with a
-// point-to-point address.
+// Endpoint is one end of a link: a TUN device in a namespace. Addr is the
+// node's own address, kept on its loopback so it stays the same whatever
+// link a packet uses; the link adds a host route to the peer's address
+// through the TUN (with Addr as source), so two nodes reach each other only
+// over the link between them.
 type Endpoint struct {
 	Netns  string
 	Ifname string
-	Addr   string // e.g. 10.200.0.1
+	Addr   string // e.g. 10.77.0.1
 }
 
 // Link is a running emulated link between two endpoints.
@@ -25,7 +29,7 @@ type Link struct {
 }
 
 // NewLink creates both TUNs, configures them (mtu 1500, txqueuelen 10000,
-// point-to-point addresses, up) and starts forwarding. ab shapes packets
+// up, routes to the peer) and starts forwarding. ab shapes packets
 // sent by a toward b.
 func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 	l := &Link{a: a, b: b, fdA: -1, fdB: -1}
@@ -54,13 +58,16 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 
 func configure(e Endpoint, peerAddr string) error {
 	n := e.Netns
-	if err := run("ip", "-n", n, "link", "set", e.Ifname, "mtu", "1500", "txqueuelen", "10000", "addrgenmode", "none"); err != nil {
+	// txqueuelen 10000: the TUN ring must absorb bursts while the emulator
+	// thread sleeps (TESTBED.md pitfall 3); addrgenmode none: no IPv6
+	// link-local chatter on the link.
+	if err := run("ip", "-n", n, "link", "set", e.Ifname, "mtu", "1500", "txqueuelen", "10000", "addrgenmode", "none", "up"); err != nil {
 		return err
 	}
-	if err := run("ip", "-n", n, "addr", "add", e.Addr+"/32", "peer", peerAddr+"/32", "dev", e.Ifname); err != nil {
+	if err := run("ip", "-n", n, "addr", "replace", e.Addr+"/32", "dev", "lo"); err != nil {
 		return err
 	}
-	return run("ip", "-n", n, "link", "set", e.Ifname, "up")
+	return run("ip", "-n", n, "route", "replace", peerAddr+"/32", "dev", e.Ifname, "src", e.Addr)
 }
 
 // SetParams changes one direction while running ("ab" or "ba").
@@ -78,6 +85,34 @@ func (l *Link) SetParams(dir string, p Params) error {
 
 // Stats returns the statistics of both directions.
 func (l *Link) Stats() (ab, ba Stats) { return l.ab.stats(), l.ba.stats() }
+
+// Endpoints returns the two ends as given to NewLink.
+func (l *Link) Endpoints() (a, b Endpoint) { return l.a, l.b }
+
+// SelfCheck says why a run over this link is invalid, or nil: an emulator
+// direction fell behind (Stats.Check), or a TUN ring dropped packets the
+// emulator did not read in time, which TCP sees as unexplained loss.
+func (l *Link) SelfCheck() error {
+	ab, ba := l.Stats()
+	var errs []error
+	for _, c := range []struct {
+		name string
+		st   Stats
+	}{{l.a.Netns + "->" + l.b.Netns, ab}, {l.b.Netns + "->" + l.a.Netns, ba}} {
+		if err := c.st.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+		}
+	}
+	for _, e := range []Endpoint{l.a, l.b} {
+		n, err := TxDropped(e.Netns, e.Ifname)
+		if err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			errs = append(errs, fmt.Errorf("%s %s: TUN ring dropped %d packets", e.Netns, e.Ifname, n))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Close stops forwarding and removes both TUNs.
 func (l *Link) Close() error {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func requireRoot(t *testing.T) {
@@ -151,5 +153,154 @@ func TestRateLimit(t *testing.T) {
 		if n, err := TxDropped(e[0], e[1]); err != nil || n != 0 {
 			t.Fatalf("TUN ring drops in %s: %d %v", e[0], n, err)
 		}
+	}
+}
+
+// TestWindowLimited: a single flow whose receiver caps its buffer moves one
+// window per round trip. The window is the one the sender actually sees
+// (TCP_INFO snd_wnd), not the sysctl: the kernel advertises only part of
+// tcp_rmem (TESTBED.md pitfall 5). Within 8 % of snd_wnd / RTT, and the
+// emulator's self-check passes.
+func TestWindowLimited(t *testing.T) {
+	const rttMs = 50
+	half := Params{DelayNs: rttMs * 1e6 / 2}
+	nsA, nsB, l := twoNodes(t, half, half)
+	if err := SetSysctl(nsB, "net.ipv4.tcp_rmem", "4096 262144 262144"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{nsA, nsB} {
+		if err := SetSysctl(ns, "net.ipv4.tcp_congestion_control", "cubic"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ln net.Listener
+	if err := InNetns(nsB, func() (err error) { ln, err = net.Listen("tcp", "10.233.0.2:0"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const warmupBytes, measureBytes = 2 << 20, 8 << 20
+	type span struct{ start, end time.Time }
+	done := make(chan span, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.CopyN(io.Discard, c, warmupBytes)
+		start := time.Now()
+		_, _ = io.CopyN(io.Discard, c, measureBytes)
+		done <- span{start, time.Now()}
+	}()
+	var conn *net.TCPConn
+	if err := InNetns(nsA, func() error {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			conn = c.(*net.TCPConn)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Sample the advertised window while the flow runs.
+	var wnds []uint32
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		raw, _ := conn.SyscallConn()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_ = raw.Control(func(fd uintptr) {
+				if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.Snd_wnd > 0 {
+					wnds = append(wnds, info.Snd_wnd)
+				}
+			})
+		}
+	}()
+	if _, err := conn.Write(make([]byte, warmupBytes+measureBytes)); err != nil {
+		t.Fatal(err)
+	}
+	sp := <-done
+	close(stop)
+	<-sampled
+	if len(wnds) < 10 {
+		t.Fatalf("only %d TCP_INFO samples", len(wnds))
+	}
+	slices.Sort(wnds)
+	wndBytes := float64(wnds[len(wnds)/2])
+	gotBps := float64(measureBytes) * 8 / sp.end.Sub(sp.start).Seconds()
+	wantBps := wndBytes * 8 / (rttMs / 1000.0)
+	ab, ba := l.Stats()
+	t.Logf("goodput %.2f Mbit/s, snd_wnd median %.0f B (min %d max %d) -> expected %.2f Mbit/s (ratio %.3f); ab %+v ba %+v",
+		gotBps/1e6, wndBytes, wnds[0], wnds[len(wnds)-1], wantBps/1e6, gotBps/wantBps, ab, ba)
+	if gotBps < wantBps*0.92 || gotBps > wantBps*1.08 {
+		t.Fatalf("goodput %.2f Mbit/s, want %.2f within 8 %%", gotBps/1e6, wantBps/1e6)
+	}
+	if err := l.SelfCheck(); err != nil {
+		t.Fatalf("self-check: %v", err)
+	}
+}
+
+// TestJitterKeepsOrder: with 4 ms of jitter, far more than the spacing of
+// packets in a flow, a stream still arrives in order: the sender sees no
+// reordering and retransmits nothing (the emulator raises a packet's due
+// time to its predecessor's). Handshake RTTs stay within delay + jitter.
+func TestJitterKeepsOrder(t *testing.T) {
+	p := Params{DelayNs: 5e6, JitterNs: 4e6}
+	nsA, nsB, l := twoNodes(t, p, p)
+	rtts := connectRTTs(t, nsA, nsB, 11)
+	slices.Sort(rtts)
+	if med := rtts[len(rtts)/2]; med < 10*time.Millisecond || med > 19*time.Millisecond {
+		t.Fatalf("median RTT %v (all %v), want 10-18 ms (+1 ms)", med, rtts)
+	}
+	var ln net.Listener
+	if err := InNetns(nsB, func() (err error) { ln, err = net.Listen("tcp", "10.233.0.2:0"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const sizeBytes = 8 << 20
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got <- n
+	}()
+	var info *unix.TCPInfo
+	if err := InNetns(nsA, func() error {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		if _, err := c.Write(make([]byte, sizeBytes)); err != nil {
+			return err
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+		if n := <-got; n != sizeBytes {
+			return fmt.Errorf("received %d bytes, want %d", n, sizeBytes)
+		}
+		raw, _ := c.(*net.TCPConn).SyscallConn()
+		_ = raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+		c.Close()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sender: reord_seen %d total_retrans %d; RTTs %v", info.Reord_seen, info.Total_retrans, rtts)
+	if info.Reord_seen != 0 || info.Total_retrans != 0 {
+		t.Fatalf("reordering seen %d, retransmits %d: want 0 and 0", info.Reord_seen, info.Total_retrans)
+	}
+	if err := l.SelfCheck(); err != nil {
+		t.Fatalf("self-check: %v", err)
 	}
 }
