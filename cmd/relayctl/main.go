@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -22,7 +23,12 @@ func main() {
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
 	})
+	root.AddCommand(labCmd())
 	if err := root.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code) // a command run in the lab: its own exit code
+		}
 		fmt.Fprintln(os.Stderr, "relayctl:", err)
 		os.Exit(1)
 	}

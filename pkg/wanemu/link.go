@@ -34,7 +34,10 @@ type Params struct {
 const DefaultQueueBytes = 16 << 20
 
 const (
-	slotBytes = 65536 // one TUN packet at most (MTU is 1500 here, GSO is off on TUN)
+	// One TUN packet at most: NewLink sets MTU 1500 and the TUN has no
+	// offloads (no IFF_VNET_HDR), so no packet is larger. Kept small: every
+	// direction preallocates maxSlots of them.
+	slotBytes = 2048
 	maxSlots  = 4096  // packets held at once per direction
 	batch     = 256   // packets read per wake-up
 )
@@ -243,6 +246,15 @@ func (d *direction) run(wg *sync.WaitGroup) {
 			}
 		}
 	}
+}
+
+// reset zeroes the statistics (the packet loop adds to them from now on).
+func (d *direction) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.st = Stats{}
+	d.lateness = d.lateness[:0]
+	d.latePos = 0
 }
 
 func (d *direction) stats() Stats {

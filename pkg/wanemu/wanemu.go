@@ -86,6 +86,14 @@ func (l *Link) SetParams(dir string, p Params) error {
 // Stats returns the statistics of both directions.
 func (l *Link) Stats() (ab, ba Stats) { return l.ab.stats(), l.ba.stats() }
 
+// ResetStats zeroes both directions' statistics, e.g. once a lab is set up,
+// so that packets sent while the machine was busy building it do not count
+// against the self-check of what runs afterwards.
+func (l *Link) ResetStats() {
+	l.ab.reset()
+	l.ba.reset()
+}
+
 // Endpoints returns the two ends as given to NewLink.
 func (l *Link) Endpoints() (a, b Endpoint) { return l.a, l.b }
 

@@ -1,0 +1,471 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/pkg/traffic"
+	"github.com/relaymesh/relaymesh/relay"
+)
+
+// exitError carries a command's exit code up to main.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func labCmd() *cobra.Command {
+	var stateRoot string
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "An emulated multi-region WAN on this machine (needs root)",
+		Long: `relayctl lab builds an emulated WAN from a topology file (configs/lab/*.yaml):
+one network namespace per node, links with delay, rate, loss and jitter
+emulated over TUN devices (no netem needed), relayd on every relay node and a
+traffic service on every server node. Commands then run inside the lab.
+
+Inside a lab, node names resolve (curl -x socks5h://r1:1080 http://server:8000/...)
+and ports are fixed: relays serve SOCKS5 on 1080, HTTP on 8080 and admin on
+9090; servers serve HTTP on 8000 with GET /bytes/N (N pseudo-random bytes),
+GET /sha256/N (their SHA-256) and POST /upload (answers length and SHA-256).
+Commands see the lab's fleet file in $RELAYMESH_FLEET.
+
+Every link checks itself: if the emulator fell behind (p99 lateness over
+0.5 ms) or a TUN ring dropped packets, the run is invalid, and lab run and
+lab status say so.`,
+		Example: `  # one command, torn down afterwards: a 64 MiB download through relay r1
+  sudo relayctl lab run -t configs/lab/split2.yaml -- \
+      curl -sS -o /dev/null -w '%{speed_download}\n' -x socks5h://r1:1080 http://server:8000/bytes/67108864
+
+  # a lab that stays up
+  sudo relayctl lab up -t configs/lab/world.yaml
+  sudo relayctl lab status
+  sudo relayctl lab exec client -- curl -sS -x http://frankfurt:8080 http://srv-tokyo:8000/bytes/1000000 -o /dev/null
+  sudo relayctl lab down`,
+	}
+	cmd.PersistentFlags().StringVar(&stateRoot, "state-dir", lab.DefaultStateRoot, "where labs keep state, written configs and service logs")
+	cmd.AddCommand(labUpCmd(&stateRoot), labDownCmd(&stateRoot), labStatusCmd(&stateRoot),
+		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labTrafficCmd())
+	return cmd
+}
+
+type labFlags struct {
+	topoPath, relaydPath, logLevel string
+}
+
+func (f *labFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology file (see configs/lab/README.md)")
+	cmd.Flags().StringVar(&f.relaydPath, "relayd", "", "relayd binary for relay nodes (default: next to relayctl, then $PATH)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("topology")
+}
+
+// options resolves the binaries a lab runs.
+func (f *labFlags) options(stateRoot string) (lab.Options, *zap.Logger, error) {
+	log, err := relay.NewLogger(f.logLevel, "console")
+	if err != nil {
+		return lab.Options{}, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return lab.Options{}, nil, err
+	}
+	relayd := f.relaydPath
+	if relayd == "" {
+		relayd = filepath.Join(filepath.Dir(self), "relayd")
+		if _, err := os.Stat(relayd); err != nil {
+			if relayd, err = exec.LookPath("relayd"); err != nil {
+				return lab.Options{}, nil, errors.New("relayd not found next to relayctl or in $PATH: run `make build` (both land in bin/) or pass --relayd PATH")
+			}
+		}
+	}
+	return lab.Options{StateRoot: stateRoot, RelaydPath: relayd, TrafficCmd: []string{self, "lab", "traffic"}, Log: log}, log, nil
+}
+
+func loadTopology(path string) (*topology.Topology, string, error) {
+	topo, err := topology.Load(path)
+	if err != nil {
+		return nil, "", err
+	}
+	abs, _ := filepath.Abs(path)
+	return topo, abs, nil
+}
+
+func labUpCmd(stateRoot *string) *cobra.Command {
+	var f labFlags
+	var foreground bool
+	var readyFD int
+	cmd := &cobra.Command{
+		Use:   "up -t FILE",
+		Short: "Build a lab and keep it up until `relayctl lab down`",
+		Long: `Build the lab described by FILE in a background process that holds the links,
+and return once every relay and server accepts connections. The lab stays up
+until ` + "`relayctl lab down`" + `. Its files (fleet, relay configs, service logs) are in
+--state-dir/NAME.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := lab.CheckPrivileges(); err != nil {
+				return err
+			}
+			topo, abs, err := loadTopology(f.topoPath)
+			if err != nil {
+				return err
+			}
+			if !foreground {
+				return startLabDaemon(cmd, *stateRoot, f, topo.Name)
+			}
+			opts, log, err := f.options(*stateRoot)
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			l, err := lab.Up(ctx, topo, abs, opts)
+			ready := os.Stdout
+			if readyFD > 0 {
+				ready = os.NewFile(uintptr(readyFD), "ready")
+			}
+			if err != nil {
+				fmt.Fprintf(ready, "error: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+				return err
+			}
+			defer l.Close()
+			if err := l.ServeControl(ctx); err != nil {
+				fmt.Fprintf(ready, "error: control socket: %v\n", err)
+				return err
+			}
+			fmt.Fprintln(ready, "ready")
+			if readyFD > 0 {
+				ready.Close()
+			}
+			<-ctx.Done()
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay in the foreground (until SIGTERM or SIGINT) instead of starting a background process")
+	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "internal: report readiness on this file descriptor")
+	_ = cmd.Flags().MarkHidden("ready-fd")
+	return cmd
+}
+
+// startLabDaemon re-runs `lab up --foreground` as a detached process and
+// waits for it to report ready (or why not).
+func startLabDaemon(cmd *cobra.Command, stateRoot string, f labFlags, name string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(stateRoot, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "lab.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	args := []string{"lab", "--state-dir", stateRoot, "up", "--foreground", "--ready-fd", "3", "-t", f.topoPath, "--log-level", f.logLevel}
+	if f.relaydPath != "" {
+		args = append(args, "--relayd", f.relaydPath)
+	}
+	d := exec.Command(self, args...)
+	d.Stdout, d.Stderr = logf, logf
+	d.ExtraFiles = []*os.File{pw}
+	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := d.Start(); err != nil {
+		pw.Close()
+		return err
+	}
+	pw.Close()
+	line, _ := bufio.NewReader(pr).ReadString('\n')
+	pr.Close()
+	if strings.TrimSpace(line) != "ready" {
+		_ = d.Wait()
+		msg := strings.TrimPrefix(strings.TrimSpace(line), "error: ")
+		if msg == "" {
+			msg = "the lab process exited; its log: " + logPath
+		}
+		return fmt.Errorf("lab %s did not come up: %s", name, msg)
+	}
+	_ = d.Process.Release()
+	s, err := lab.LoadState(dir)
+	if err != nil {
+		return err
+	}
+	st, err := lab.FetchStatus(cmd.Context(), s)
+	if err != nil {
+		return err
+	}
+	printStatus(cmd.OutOrStdout(), st)
+	fmt.Fprintf(cmd.OutOrStdout(), "\nlab %s is up (pid %d). Run commands with `relayctl lab exec client -- CMD`; stop it with `relayctl lab down`.\n", name, s.PID)
+	return nil
+}
+
+func labDownCmd(stateRoot *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down [NAME]",
+		Short: "Stop a lab started by `relayctl lab up` (the only one, or NAME)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := lab.Find(*stateRoot, firstArg(args))
+			if err != nil {
+				return err
+			}
+			_ = syscall.Kill(s.PID, syscall.SIGTERM)
+			deadline := time.Now().Add(30 * time.Second)
+			for syscall.Kill(s.PID, 0) == nil {
+				if time.Now().After(deadline) {
+					_ = syscall.Kill(s.PID, syscall.SIGKILL)
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is down (logs stay in %s)\n", s.Name, s.Dir)
+			return nil
+		},
+	}
+}
+
+func firstArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+func labStatusCmd(stateRoot *string) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Nodes, links, live link statistics and the self-check verdict",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := lab.Find(*stateRoot, firstArg(args))
+			if err != nil {
+				return err
+			}
+			st, err := lab.FetchStatus(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			case "table":
+				printStatus(cmd.OutOrStdout(), st)
+				return nil
+			}
+			return fmt.Errorf("--output %q: want table or json", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *lab.Status) {
+	fmt.Fprintf(w, "lab %s (pid %d, up %.0f s), fleet file %s\n\n", st.Name, st.PID, st.UptimeS, st.FleetPath)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tREGION\tADDRESS\tSERVICE")
+	for _, n := range st.Nodes {
+		svc := "-"
+		if n.Service != "" {
+			svc = n.Service + " (running)"
+			if !n.Running {
+				svc = n.Service + " (EXITED, see " + n.Log + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, orDash(n.Role), orDash(n.Region), n.Addr, svc)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LINK\tDELAY ms\tRATE\tLOSS\tPACKETS\tMBYTES\tDROPS q/loss/slots\tLATENESS p50/p99/max ms\tCHECK")
+	for _, l := range st.Links {
+		rate := "-"
+		if l.RateMbit > 0 {
+			rate = fmt.Sprintf("%g Mbit/s", l.RateMbit)
+		}
+		check := "ok"
+		if l.Problem != "" {
+			check = "INVALID"
+		}
+		for i, d := range []struct {
+			from, to string
+			s        *lab.LinkStatus
+		}{{l.Between[0], l.Between[1], &l}, {l.Between[1], l.Between[0], &l}} {
+			s := d.s.AB
+			if i == 1 {
+				s = d.s.BA
+			}
+			fmt.Fprintf(tw, "%s->%s\t%.2f\t%s\t%g\t%d\t%.1f\t%d/%d/%d\t%.3f/%.3f/%.3f\t%s\n", d.from, d.to, l.DelayMs[i], rate, l.Loss,
+				s.Packets, float64(s.Bytes)/1e6, s.DropsQueue, s.DropsLoss, s.DropsSlots,
+				float64(s.LatenessP50Ns)/1e6, float64(s.LatenessP99Ns)/1e6, float64(s.LatenessMaxNs)/1e6, check)
+		}
+	}
+	tw.Flush()
+	if st.Valid {
+		fmt.Fprintln(w, "\nself-check: ok (p99 lateness <= 0.5 ms on every link, no TUN ring drops, all services running)")
+		return
+	}
+	fmt.Fprintln(w, "\nself-check: INVALID — measurements taken in this lab are not trustworthy:")
+	for _, p := range st.Problems {
+		fmt.Fprintln(w, "  -", p)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func labExecCmd(stateRoot *string) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "exec NODE -- CMD [ARGS...]",
+		Short: "Run a command inside a node of a running lab",
+		Long: `Run CMD inside NODE's network namespace, with node names resolvable and the
+lab's fleet file in $RELAYMESH_FLEET. The exit code is CMD's.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := lab.Find(*stateRoot, name)
+			if err != nil {
+				return err
+			}
+			return runInLab(cmd.Context(), s, args[0], args[1:])
+		},
+	}
+	cmd.Flags().StringVar(&name, "lab", "", "which lab, when more than one is up")
+	return cmd
+}
+
+// runInLab runs argv in node with the terminal's stdio and returns its exit
+// code as an exitError.
+func runInLab(ctx context.Context, s *lab.State, node string, argv []string) error {
+	c, err := s.Command(ctx, node, argv...)
+	if err != nil {
+		return err
+	}
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The child shares our terminal's SIGINT; we wait for it to end.
+	signal.Ignore(syscall.SIGINT)
+	defer signal.Reset(syscall.SIGINT)
+	err = c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return exitError{ee.ExitCode()}
+	}
+	return err
+}
+
+func labRunCmd(stateRoot *string) *cobra.Command {
+	var f labFlags
+	cmd := &cobra.Command{
+		Use:   "run -t FILE -- CMD [ARGS...]",
+		Short: "Bring a lab up, run CMD in its client node, tear it down",
+		Long: `Build the lab, run CMD in the node named client, print its output, tear the lab
+down and exit with CMD's exit code. When the emulator's self-check failed
+during the run (p99 lateness over 0.5 ms, or TUN ring drops) the results are
+not trustworthy: lab run says why and exits 3 even if CMD succeeded.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topo, abs, err := loadTopology(f.topoPath)
+			if err != nil {
+				return err
+			}
+			opts, log, err := f.options(*stateRoot)
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			l, err := lab.Up(cmd.Context(), topo, abs, opts)
+			if err != nil {
+				return err
+			}
+			// Tear down even on SIGTERM; SIGINT goes to the child, then here.
+			term := make(chan os.Signal, 1)
+			signal.Notify(term, syscall.SIGTERM)
+			defer signal.Stop(term)
+			l.ResetStats() // the self-check covers the command's run only
+			done := make(chan error, 1)
+			go func() { done <- runInLab(cmd.Context(), &l.State, "client", args) }()
+			var runErr error
+			select {
+			case runErr = <-done:
+			case <-term:
+				runErr = errors.New("terminated")
+			}
+			check := l.SelfCheck()
+			l.Close()
+			if check != nil {
+				fmt.Fprintf(os.Stderr, "relayctl lab: self-check FAILED, this run's results are invalid:\n  %s\n",
+					strings.ReplaceAll(check.Error(), "\n", "\n  "))
+				if runErr == nil {
+					return exitError{3}
+				}
+			}
+			return runErr
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// labTrafficCmd is the traffic service the lab runs on server nodes.
+func labTrafficCmd() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "traffic --listen ADDR",
+		Short: "Serve GET /bytes/N, GET /sha256/N and POST /upload (the lab's server nodes run this)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: traffic.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				srv.Close()
+			}()
+			fmt.Fprintf(cmd.ErrOrStderr(), "traffic service on %s\n", ln.Addr())
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "listen address")
+	cmd.Hidden = true
+	return cmd
+}

@@ -1,0 +1,143 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/wanemu"
+)
+
+// Status is a running lab's live view: what `relayctl lab status` prints.
+type Status struct {
+	Name      string       `json:"name"`
+	PID       int          `json:"pid"`
+	UptimeS   float64      `json:"uptime_s"`
+	Nodes     []NodeStatus `json:"nodes"`
+	Links     []LinkStatus `json:"links"`
+	Valid     bool         `json:"valid"`              // self-check verdict
+	Problems  []string     `json:"problems,omitempty"` // why not valid
+	FleetPath string       `json:"fleet"`
+}
+
+// NodeStatus is one node and its service.
+type NodeStatus struct {
+	Node
+	Service string `json:"service,omitempty"` // "relayd", "traffic" or ""
+	Running bool   `json:"running"`
+	Log     string `json:"log,omitempty"`
+}
+
+// LinkStatus is one link's configuration and live statistics per direction
+// (AB: from Between[0] to Between[1]).
+type LinkStatus struct {
+	Between  [2]string    `json:"between"`
+	DelayMs  [2]float64   `json:"delay_ms"`
+	RateMbit float64      `json:"rate_mbit"`
+	Loss     float64      `json:"loss"`
+	AB       wanemu.Stats `json:"ab"`
+	BA       wanemu.Stats `json:"ba"`
+	Problem  string       `json:"problem,omitempty"`
+}
+
+// Status reads the live state of the lab.
+func (l *Lab) Status() Status {
+	st := Status{Name: l.Name, PID: l.PID, UptimeS: time.Since(l.Started).Seconds(), FleetPath: l.FleetPath(), Valid: true}
+	l.mu.Lock()
+	services := map[string]*proc{}
+	for _, p := range l.procs {
+		services[p.node] = p
+	}
+	l.mu.Unlock()
+	for _, name := range l.nodeNames() {
+		ns := NodeStatus{Node: *l.Nodes[name]}
+		if p := services[name]; p != nil {
+			ns.Service, ns.Log = p.what, p.logPath
+			select {
+			case <-p.done:
+				st.Valid = false
+				st.Problems = append(st.Problems, fmt.Sprintf("node %s: %s exited (%v)", name, p.what, p.err))
+			default:
+				ns.Running = true
+			}
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	for _, rl := range l.links {
+		ab, ba := rl.link.Stats()
+		abNs, baNs := rl.cfg.OneWayNs()
+		ls := LinkStatus{Between: rl.cfg.Between, DelayMs: [2]float64{float64(abNs) / 1e6, float64(baNs) / 1e6},
+			RateMbit: rl.cfg.RateMbit, Loss: rl.cfg.Loss, AB: ab, BA: ba}
+		if err := rl.link.SelfCheck(); err != nil {
+			ls.Problem = err.Error()
+			st.Valid = false
+			st.Problems = append(st.Problems, fmt.Sprintf("link %s-%s: %v", rl.cfg.Between[0], rl.cfg.Between[1], err))
+		}
+		st.Links = append(st.Links, ls)
+	}
+	return st
+}
+
+func controlPath(dir string) string { return filepath.Join(dir, "control.sock") }
+
+// ServeControl answers `relayctl lab status` from other processes on a unix
+// socket in the lab's directory until ctx ends. It returns once the socket
+// listens; serving goes on in the background.
+func (l *Lab) ServeControl(ctx context.Context) error {
+	path := controlPath(l.Dir)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(l.Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+		os.Remove(path)
+	}()
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			l.log.Error("control socket", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// FetchStatus asks a running lab's process for its status.
+func FetchStatus(ctx context.Context, s *State) (*Status, error) {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", controlPath(s.Dir))
+		},
+	}, Timeout: 10 * time.Second}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab/status", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s (pid %d) does not answer on %s: %w", s.Name, s.PID, controlPath(s.Dir), err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("lab %s status: %w", s.Name, err)
+	}
+	return &st, nil
+}
