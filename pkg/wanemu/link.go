@@ -38,8 +38,8 @@ const (
 	// offloads (no IFF_VNET_HDR), so no packet is larger. Kept small: every
 	// direction preallocates maxSlots of them.
 	slotBytes = 2048
-	maxSlots  = 4096  // packets held at once per direction
-	batch     = 256   // packets read per wake-up
+	maxSlots  = 4096 // packets held at once per direction
+	batch     = 256  // packets read per wake-up
 )
 
 // Stats of one direction. Lateness is how long after its due time a packet
