@@ -7,7 +7,7 @@ FUZZTIME ?= 200000x
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig
 
-.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay clean
+.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay clean bench-split
 
 all: build
 
@@ -25,11 +25,12 @@ vet:
 	$(GO) vet ./...
 
 # Everything under the race detector, relayd binaries in e2e included, except
-# the link emulator: its timing checks need the packet loop uninstrumented.
+# the link emulator and the lab: their timing self-checks need the packet
+# loop uninstrumented and the machine to themselves (-p 1, after the rest).
 # Tests needing root (namespaces, TUN) skip with a printed reason elsewhere.
 unit:
-	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /pkg/wanemu)
-	$(GO) test -count=1 -timeout 10m ./pkg/wanemu/...
+	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab)
+	$(GO) test -p 1 -count=1 -timeout 10m ./pkg/wanemu/... ./e2e/lab/...
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
@@ -46,3 +47,7 @@ bench-relay:
 
 clean:
 	rm -rf bin bench/.bin
+
+# The split experiment in the lab (needs root; ~40 min): relayd vs dante vs squid.
+bench-split:
+	./bench/run-split-bench.sh -runs 5 -size 67108864

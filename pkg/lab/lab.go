@@ -250,7 +250,7 @@ func (l *Lab) setupNode(n *Node) error {
 func linkParams(lc topology.Link, delayNs int64) wanemu.Params {
 	return wanemu.Params{
 		DelayNs:    delayNs,
-		RateBps:    int64(lc.RateMbit * 1e6),
+		RateBps:    int64(lc.RateMbit * 1e6), // 0: wanemu.DefaultRateBps
 		QueueBytes: lc.QueueKB * 1024,
 		Loss:       lc.Loss,
 		JitterNs:   int64(lc.JitterMs * 1e6),

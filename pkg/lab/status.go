@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
 
@@ -75,7 +77,7 @@ func (l *Lab) Status() Status {
 		ab, ba := rl.link.Stats()
 		abNs, baNs := rl.cfg.OneWayNs()
 		ls := LinkStatus{Between: rl.cfg.Between, DelayMs: [2]float64{float64(abNs) / 1e6, float64(baNs) / 1e6},
-			RateMbit: rl.cfg.RateMbit, Loss: rl.cfg.Loss, AB: ab, BA: ba}
+			RateMbit: cmp.Or(rl.cfg.RateMbit, topology.DefaultRateMbit), Loss: rl.cfg.Loss, AB: ab, BA: ba}
 		if err := rl.link.SelfCheck(); err != nil {
 			ls.Problem = err.Error()
 			st.Valid = false

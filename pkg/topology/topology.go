@@ -34,12 +34,15 @@ const ClientNode = "client"
 
 // Limits and defaults of the schema.
 const (
-	MaxNodes        = 200   // nodes per topology
-	MaxRTTMs        = 10000 // rtt_ms (and the sum of delay_ms) must be below this, ms
-	DefaultRateMbit = 0.0   // rate_mbit: Mbit/s per direction; 0 = unlimited
-	DefaultLoss     = 0.0   // loss: probability in [0,1) per packet per direction
-	DefaultQueueKB  = 0     // queue_kb: KiB; 0 = the emulator's default tail-drop queue
-	DefaultJitterMs = 0.0   // jitter_ms: extra uniform random delay, ms; 0 = none
+	MaxNodes = 200   // nodes per topology
+	MaxRTTMs = 10000 // rtt_ms (and the sum of delay_ms) must be below this, ms
+	// DefaultRateMbit is the line rate of a link whose rate_mbit is 0,
+	// Mbit/s per direction: wanemu.DefaultRateBps (there is no unlimited;
+	// see there why).
+	DefaultRateMbit = 1000.0
+	DefaultLoss     = 0.0 // loss: probability in [0,1) per packet per direction
+	DefaultQueueKB  = 0   // queue_kb: KiB; 0 = the emulator's default tail-drop queue
+	DefaultJitterMs = 0.0 // jitter_ms: extra uniform random delay, ms; 0 = none
 
 	// delayToleranceMs is how far rtt_ms may be from the sum of delay_ms
 	// (rounding of decimal literals), ms; 1 ns.
@@ -92,7 +95,7 @@ type Link struct {
 	// DelayMs optionally gives the one-way delays [a->b, b->a] in ms; if
 	// given it has 2 entries and RTTMs is 0 or their sum.
 	DelayMs  []float64 `yaml:"delay_ms"`
-	RateMbit float64   `yaml:"rate_mbit"` // Mbit/s per direction; 0 = unlimited (default)
+	RateMbit float64   `yaml:"rate_mbit"` // Mbit/s per direction; 0 = DefaultRateMbit (1000)
 	Loss     float64   `yaml:"loss"`      // Bernoulli loss probability in [0,1) per direction; default 0
 	QueueKB  int       `yaml:"queue_kb"`  // tail-drop queue of the rate limiter, KiB; 0 = emulator default
 	JitterMs float64   `yaml:"jitter_ms"` // extra uniform random delay 0..jitter ms per packet, order kept; default 0

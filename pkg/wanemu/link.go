@@ -20,7 +20,7 @@ import (
 // Params shape one direction of a link.
 type Params struct {
 	DelayNs    int64   // one-way propagation delay
-	RateBps    int64   // serialization rate in bits/s; 0 = unlimited
+	RateBps    int64   // serialization rate in bits/s; 0 = DefaultRateBps
 	QueueBytes int     // tail-drop limit of the rate queue; 0 = DefaultQueueBytes
 	Loss       float64 // Bernoulli loss probability, 0..1
 	// JitterNs adds a uniform random 0..JitterNs to each packet's delay. A
@@ -29,6 +29,15 @@ type Params struct {
 	// reordering as loss, which real WAN paths rarely show.
 	JitterNs int64
 }
+
+// DefaultRateBps is the line rate of a link given no rate (1 Gbit/s). There
+// is no "unlimited": a sender with a large window emits bursts of thousands
+// of packets at once, and a link without a rate would make them all due at
+// the same instant; the emulator writes ~150k packets/s, so the tail of such
+// a burst was written milliseconds late and the self-check failed. At
+// 1 Gbit/s each 1500-byte packet leaves 12 us after the one before, as on a
+// real line, which the emulator keeps up with.
+const DefaultRateBps = 1_000_000_000
 
 // DefaultQueueBytes bounds the packets held by one direction.
 const DefaultQueueBytes = 16 << 20
@@ -125,8 +134,14 @@ func (d *direction) run(wg *sync.WaitGroup) {
 	for i := range free {
 		free[i] = make([]byte, slotBytes)
 	}
-	q := make([]packet, 0, maxSlots) // FIFO; due times only increase
-	head := 0
+	// FIFO ring of held packets; due times only increase along it. It never
+	// holds more than maxSlots: every held packet owns one of the slots.
+	// (A slice appended at the tail and cut at the head grew without bound
+	// under a steady flow that never emptied it, and each regrowth copied
+	// it: writes were up to 12 ms late.)
+	var q [maxSlots]packet
+	head, held := 0, 0
+	tail := func() *packet { return &q[(head+held-1)%maxSlots] }
 	queuedBytes := 0
 	var lastDepartureNs int64
 	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
@@ -159,7 +174,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 
 	for !d.stop.Load() {
 		now := monoNs()
-		for head < len(q) && q[head].dueNs <= now {
+		for held > 0 && q[head].dueNs <= now {
 			p := q[head]
 			if _, err := unix.Write(d.out, p.buf[:p.n]); err != nil {
 				we++
@@ -170,19 +185,19 @@ func (d *direction) run(wg *sync.WaitGroup) {
 			late = append(late, now-p.dueNs)
 			queuedBytes -= p.n
 			free = append(free, p.buf)
-			head++
+			head = (head + 1) % maxSlots
+			held--
 			now = monoNs()
 		}
-		if head == len(q) {
-			q, head = q[:0], 0
-		}
-		// Publish stats in batches: every 1024 packets or 50 ms.
-		if len(late) >= 1024 || (len(late) > 0 && now-lastFlushNs > 50e6) {
+		// Publish stats in batches: every 1024 packets, every 50 ms, and
+		// whenever the link goes idle (so a reader sees a finished transfer
+		// whole).
+		if len(late) >= 1024 || (len(late) > 0 && (held == 0 || now-lastFlushNs > 50e6)) {
 			flush()
 			lastFlushNs = now
 		}
 		waitNs := int64(50e6)
-		if head < len(q) {
+		if held > 0 {
 			waitNs = min(waitNs, q[head].dueNs-now)
 		}
 		ts := unix.NsecToTimespec(max(waitNs, 0))
@@ -222,22 +237,23 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				dq++
 				continue
 			}
-			due := arrival
-			if p.RateBps > 0 {
-				// Serialization: leaves after the packets before it.
-				departure := max(arrival, lastDepartureNs) + int64(m)*8*1e9/p.RateBps
-				lastDepartureNs = departure
-				due = departure
+			rateBps := p.RateBps
+			if rateBps <= 0 {
+				rateBps = DefaultRateBps
 			}
+			// Serialization: a packet leaves after the packets before it.
+			due := max(arrival, lastDepartureNs) + int64(m)*8*1e9/rateBps
+			lastDepartureNs = due
 			due += p.DelayNs
 			if p.JitterNs > 0 {
 				due += rand.Int64N(p.JitterNs + 1)
 			}
-			if len(q) > head && due < q[len(q)-1].dueNs {
-				due = q[len(q)-1].dueNs // FIFO: after jitter or a parameter change
+			if held > 0 && due < tail().dueNs {
+				due = tail().dueNs // FIFO: after jitter or a parameter change
 			}
 			free = free[:len(free)-1]
-			q = append(q, packet{dueNs: due, n: m, buf: buf})
+			held++
+			*tail() = packet{dueNs: due, n: m, buf: buf}
 			queuedBytes += m
 			// Reading a batch takes ~2 us a packet: stop as soon as the
 			// oldest held packet is due, so reads never make writes late.
@@ -258,11 +274,13 @@ func (d *direction) reset() {
 }
 
 func (d *direction) stats() Stats {
+	// Copy under the lock, sort outside it: the packet loop takes this lock
+	// to publish, and sorting 65,536 samples takes milliseconds.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	s := d.st
-	if len(d.lateness) > 0 {
-		v := slices.Clone(d.lateness)
+	v := slices.Clone(d.lateness)
+	d.mu.Unlock()
+	if len(v) > 0 {
 		slices.Sort(v)
 		s.LatenessP50Ns = v[len(v)/2]
 		s.LatenessP99Ns = v[len(v)*99/100]

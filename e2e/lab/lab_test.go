@@ -1,0 +1,260 @@
+// Package lab_test runs the real relayctl lab end to end: namespaces, TUN
+// links, relayd on relay nodes, curl in the client node. It needs root. The
+// Makefile runs it on its own (not beside other packages, not under the race
+// detector): the lab's self-check fails, rightly, when the machine is busy.
+package lab_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	labBinOnce sync.Once
+	labBinDir  string
+	labBinErr  error
+)
+
+// labBins builds relayctl and relayd side by side (relayctl finds relayd
+// next to itself). Without -race: relayctl runs the link emulator, whose
+// timing the race detector would spoil.
+func labBins(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and TUN devices (CI runs as root)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no /dev/net/tun: %v", err)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl (make test-deps installs it)")
+	}
+	labBinOnce.Do(func() {
+		labBinDir, labBinErr = os.MkdirTemp("", "relaymesh-lab-bin")
+		if labBinErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", labBinDir+"/", "../../cmd/relayctl", "../../cmd/relayd").CombinedOutput()
+		if err != nil {
+			labBinErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if labBinErr != nil {
+		t.Fatal(labBinErr)
+	}
+	return labBinDir
+}
+
+// labTopology writes a topology file; name must be unique per test so labs
+// of parallel runs never share namespaces.
+func labTopology(t *testing.T, body string) string {
+	path := filepath.Join(t.TempDir(), "topo.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// relayctl runs relayctl with a per-test state directory and returns its
+// combined output and exit code.
+func relayctl(t *testing.T, stateDir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(labBins(t), "relayctl"), append([]string{"lab", "--state-dir", stateDir}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+func netnsList(t *testing.T, prefix string) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], prefix) {
+			found = append(found, f[0])
+		}
+	}
+	return found
+}
+
+// TestLabRunDownloadThroughRelay is the lab issue's "done when": lab run on
+// split2 with a download through relay r1; the bytes match the server's
+// SHA-256, the self-check passes (exit 0), and nothing is left behind.
+func TestLabRunDownloadThroughRelay(t *testing.T) {
+	labBins(t)
+	src, err := os.ReadFile("../../configs/lab/split2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := labTopology(t, strings.Replace(string(src), "name: split2", "name: e2e-run", 1))
+	const n = 8 << 20
+	script := fmt.Sprintf(`set -e
+got=$(curl -sS --max-time 60 -x socks5h://r1:1080 http://server:8000/bytes/%d | sha256sum | cut -d' ' -f1)
+want=$(curl -sS --max-time 10 http://server:8000/sha256/%d)
+echo "got=$got want=$want"
+[ "$got" = "$want" ]
+echo "fleet=$RELAYMESH_FLEET"`, n, n)
+	// Exit 3 is lab run's "the self-check failed: this run is invalid". On
+	// this VM an RT thread is now and then woken milliseconds late, which
+	// can invalidate a short run (see wanemu's untilValid); measure again,
+	// up to three runs, as a benchmark would.
+	var out string
+	var code int
+	for attempt := 1; attempt <= 3; attempt++ {
+		out, code = relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
+		t.Logf("lab run %d output:\n%s", attempt, out)
+		if code != 3 {
+			break
+		}
+	}
+	if code != 0 {
+		t.Fatalf("lab run exited %d", code)
+	}
+	if !strings.Contains(out, "fleet=/") {
+		t.Fatal("the command did not see $RELAYMESH_FLEET")
+	}
+	if left := netnsList(t, "rm-e2e-run-"); len(left) > 0 {
+		t.Fatalf("namespaces left behind: %v", left)
+	}
+}
+
+// TestLabExitCodeAndIsolation: lab run exits with the command's code, and a
+// node without a link to another cannot reach it.
+func TestLabExitCodeAndIsolation(t *testing.T) {
+	labBins(t)
+	topo := labTopology(t, `name: e2e-iso
+nodes:
+  client: {}
+  r1: {role: relay, region: mid}
+  server: {role: server, region: far}
+links:
+  - {between: [client, r1], rtt_ms: 2}
+  - {between: [r1, server], rtt_ms: 2}
+`)
+	// No client-server link: a direct connection fails, through r1 works.
+	script := `curl -sS --max-time 5 -o /dev/null http://server:8000/healthz && exit 10
+curl -sS --max-time 5 -x socks5h://r1:1080 http://server:8000/healthz || exit 11
+exit 7`
+	out, code := relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
+	t.Logf("output:\n%s", out)
+	if code != 7 {
+		t.Fatalf("exit code %d, want 7 (10: reached server without a link; 11: relay path failed)", code)
+	}
+}
+
+// TestLabUpExecStatusDown drives a lab that stays up between commands.
+func TestLabUpExecStatusDown(t *testing.T) {
+	labBins(t)
+	state := t.TempDir()
+	topo := labTopology(t, `name: e2e-up
+defaults: {sysctl: {net.ipv4.tcp_congestion_control: cubic}}
+nodes:
+  client: {}
+  r1: {role: relay, region: osaka, next: [r2]}
+  r2: {role: relay, region: kyoto}
+  server: {role: server, region: tokyo}
+links:
+  - {between: [client, r1], rtt_ms: 4}
+  - {between: [r1, r2], rtt_ms: 4, rate_mbit: 100}
+  - {between: [r2, server], rtt_ms: 4}
+`)
+	out, code := relayctl(t, state, "up", "-t", topo)
+	t.Cleanup(func() { relayctl(t, state, "down", "e2e-up") })
+	if code != 0 {
+		t.Fatalf("lab up exited %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "lab e2e-up is up") {
+		t.Fatalf("lab up output:\n%s", out)
+	}
+	// A second up of the same lab is refused with what to do.
+	if out, code := relayctl(t, state, "up", "-t", topo); code == 0 || !strings.Contains(out, "relayctl lab down e2e-up") {
+		t.Fatalf("second up: exit %d, output:\n%s", code, out)
+	}
+	// Upload 3 MiB through the HTTP front end of r1, chained to r2.
+	script := `head -c 3145728 /dev/zero > /tmp/e2e-up-payload
+curl -sS --max-time 30 -x http://r1:8080 --data-binary @/tmp/e2e-up-payload http://server:8000/upload
+rm -f /tmp/e2e-up-payload`
+	out, code = relayctl(t, state, "exec", "client", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exec exited %d:\n%s", code, out)
+	}
+	var up struct {
+		Bytes  int64  `json:"bytes"`
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal([]byte(out), &up); err != nil {
+		t.Fatalf("upload answer %q: %v", out, err)
+	}
+	if want := sha256.Sum256(make([]byte, 3<<20)); up.Bytes != 3<<20 || up.SHA256 != hex.EncodeToString(want[:]) {
+		t.Fatalf("upload %+v", up)
+	}
+	out, code = relayctl(t, state, "status", "-o", "json")
+	if code != 0 {
+		t.Fatalf("status exited %d:\n%s", code, out)
+	}
+	var st struct {
+		Valid bool `json:"valid"`
+		Nodes []struct {
+			Name    string `json:"name"`
+			Running bool   `json:"running"`
+			Service string `json:"service"`
+		} `json:"nodes"`
+		Links []struct {
+			Between [2]string `json:"between"`
+			AB      struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"ab"`
+		} `json:"links"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status json: %v\n%s", err, out)
+	}
+	if len(st.Nodes) != 4 || len(st.Links) != 3 {
+		t.Fatalf("status: %d nodes, %d links:\n%s", len(st.Nodes), len(st.Links), out)
+	}
+	for _, n := range st.Nodes {
+		if n.Service != "" && !n.Running {
+			t.Errorf("node %s: %s not running", n.Name, n.Service)
+		}
+	}
+	// The upload crossed r1->r2 (link 1, direction ab).
+	if st.Links[1].AB.Bytes < 3<<20 {
+		t.Errorf("link r1-r2 carried %d bytes toward r2, want >= 3 MiB", st.Links[1].AB.Bytes)
+	}
+	// The verdict itself is asserted through lab run's exit code above;
+	// here a VM hiccup during the upload may rightly make it invalid.
+	if !st.Valid {
+		t.Logf("self-check invalid (a busy or hiccuping machine):\n%s", out)
+	}
+	if out, code := relayctl(t, state, "down"); code != 0 {
+		t.Fatalf("down exited %d:\n%s", code, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(netnsList(t, "rm-e2e-up-")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("namespaces left after down: %v", netnsList(t, "rm-e2e-up-"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
