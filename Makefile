@@ -5,7 +5,7 @@ GO ?= go
 FUZZTIME ?= 200000x
 # package:FuzzTarget, every parser we own
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
-	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig
+	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse
 
 .PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay clean bench-split
 

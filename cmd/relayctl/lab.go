@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -63,7 +65,7 @@ lab status say so.`,
 	}
 	cmd.PersistentFlags().StringVar(&stateRoot, "state-dir", lab.DefaultStateRoot, "where labs keep state, written configs and service logs")
 	cmd.AddCommand(labUpCmd(&stateRoot), labDownCmd(&stateRoot), labStatusCmd(&stateRoot),
-		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labTrafficCmd())
+		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labLinkCmd(&stateRoot), labTrafficCmd())
 	return cmd
 }
 
@@ -467,5 +469,69 @@ func labTrafficCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "listen address")
 	cmd.Hidden = true
+	return cmd
+}
+
+func labLinkCmd(stateRoot *string) *cobra.Command {
+	var name string
+	var rttMs, rateMbit, loss, jitterMs float64
+	var delayMs []float64
+	var queueKB int
+	cmd := &cobra.Command{
+		Use:   "link NODE_A NODE_B [flags]",
+		Short: "Change a link of a running lab (delay, rate, loss, jitter) without restarting it",
+		Long: `Change the link between NODE_A and NODE_B while the lab runs; flags not given
+keep their value. Connections stay up: packets already in flight keep their
+due time, later ones get the new parameters (order is kept).`,
+		Example: `  relayctl lab link client r1 --rtt-ms 80
+  relayctl lab link r1 server --delay-ms 10,30 --loss 0.01
+  relayctl lab link r1 r2 --rate-mbit 50 --queue-kb 128`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := lab.Find(*stateRoot, name)
+			if err != nil {
+				return err
+			}
+			u := lab.LinkUpdate{Between: [2]string{args[0], args[1]}}
+			f := cmd.Flags()
+			if f.Changed("rtt-ms") {
+				u.RTTMs = &rttMs
+			}
+			if f.Changed("delay-ms") {
+				u.DelayMs = delayMs
+			}
+			if f.Changed("rate-mbit") {
+				u.RateMbit = &rateMbit
+			}
+			if f.Changed("loss") {
+				u.Loss = &loss
+			}
+			if f.Changed("jitter-ms") {
+				u.JitterMs = &jitterMs
+			}
+			if f.Changed("queue-kb") {
+				u.QueueKB = &queueKB
+			}
+			if !slices.ContainsFunc([]string{"rtt-ms", "delay-ms", "rate-mbit", "loss", "jitter-ms", "queue-kb"}, f.Changed) {
+				return errors.New("nothing to change: give at least one of --rtt-ms, --delay-ms, --rate-mbit, --loss, --jitter-ms, --queue-kb")
+			}
+			lc, err := lab.RequestLinkUpdate(cmd.Context(), s, u)
+			if err != nil {
+				return err
+			}
+			ab, ba := lc.OneWayNs()
+			fmt.Fprintf(cmd.OutOrStdout(), "link %s-%s: delay %.3f/%.3f ms, rate %g Mbit/s, loss %g, jitter %g ms, queue %d KiB (0: default)\n",
+				lc.Between[0], lc.Between[1], float64(ab)/1e6, float64(ba)/1e6, cmp.Or(lc.RateMbit, topology.DefaultRateMbit), lc.Loss, lc.JitterMs, lc.QueueKB)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "lab", "", "which lab, when more than one is up")
+	f.Float64Var(&rttMs, "rtt-ms", 0, "round-trip delay, ms, split equally between the directions")
+	f.Float64SliceVar(&delayMs, "delay-ms", nil, "one-way delays NODE_A->NODE_B,NODE_B->NODE_A, ms")
+	f.Float64Var(&rateMbit, "rate-mbit", 0, "rate per direction, Mbit/s (0: the 1000 Mbit/s default)")
+	f.Float64Var(&loss, "loss", 0, "packet loss probability per direction, 0..1")
+	f.Float64Var(&jitterMs, "jitter-ms", 0, "extra uniform random delay per packet, 0..N ms (order kept)")
+	f.IntVar(&queueKB, "queue-kb", 0, "tail-drop queue of the rate limiter, KiB (0: default)")
 	return cmd
 }

@@ -247,6 +247,22 @@ rm -f /tmp/e2e-up-payload`
 	if !st.Valid {
 		t.Logf("self-check invalid (a busy or hiccuping machine):\n%s", out)
 	}
+	// Change a link while the lab runs: the TCP handshake to r1 (one RTT)
+	// follows the new delay.
+	if out, code := relayctl(t, state, "link", "r1", "client", "--rtt-ms", "40"); code != 0 || !strings.Contains(out, "delay 20.000/20.000 ms") {
+		t.Fatalf("lab link exited %d:\n%s", code, out)
+	}
+	if out, code := relayctl(t, state, "link", "r1", "client", "--loss", "1.5"); code == 0 || !strings.Contains(out, "loss") {
+		t.Fatalf("lab link with loss 1.5: exit %d, want an error naming loss:\n%s", code, out)
+	}
+	out, code = relayctl(t, state, "exec", "client", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{time_connect}", "http://r1:9090/healthz")
+	var connectS float64
+	if _, err := fmt.Sscan(out, &connectS); code != 0 || err != nil {
+		t.Fatalf("curl to r1 exited %d: %q", code, out)
+	}
+	if connectS < 0.040 || connectS > 0.045 {
+		t.Fatalf("TCP connect to r1 took %.1f ms after setting the link's RTT to 40 ms", connectS*1000)
+	}
 	if out, code := relayctl(t, state, "down"); code != 0 {
 		t.Fatalf("down exited %d:\n%s", code, out)
 	}

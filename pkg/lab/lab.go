@@ -117,7 +117,7 @@ type Lab struct {
 	log   *zap.Logger
 	links []*runningLink
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards procs, topo and each link's cfg
 	procs []*proc
 }
 
@@ -273,19 +273,66 @@ func (l *Lab) addLink(i int, lc topology.Link) error {
 	return nil
 }
 
-// SetLink changes a running link's parameters (both directions from lc,
-// which must name the same two nodes).
-func (l *Lab) SetLink(lc topology.Link) error {
-	for _, rl := range l.links {
-		if rl.cfg.Between == lc.Between {
-			ab, ba := lc.OneWayNs()
-			_ = rl.link.SetParams("ab", linkParams(lc, ab))
-			_ = rl.link.SetParams("ba", linkParams(lc, ba))
-			rl.cfg = lc
-			return nil
+// LinkUpdate changes some parameters of a running link; nil fields keep
+// their value. Between may name the nodes in either order; DelayMs is then
+// read in that order too.
+type LinkUpdate struct {
+	Between  [2]string `json:"between"`
+	RTTMs    *float64  `json:"rtt_ms,omitempty"`
+	DelayMs  []float64 `json:"delay_ms,omitempty"` // [from Between[0], from Between[1]], ms
+	RateMbit *float64  `json:"rate_mbit,omitempty"`
+	Loss     *float64  `json:"loss,omitempty"`
+	QueueKB  *int      `json:"queue_kb,omitempty"`
+	JitterMs *float64  `json:"jitter_ms,omitempty"`
+}
+
+// UpdateLink applies u to the running link it names, after checking the
+// result against the topology rules, and returns the link's new settings.
+func (l *Lab) UpdateLink(u LinkUpdate) (topology.Link, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, rl := range l.links {
+		lc := rl.cfg
+		reversed := lc.Between == [2]string{u.Between[1], u.Between[0]}
+		if lc.Between != u.Between && !reversed {
+			continue
 		}
+		if u.RTTMs != nil {
+			lc.RTTMs, lc.DelayMs = *u.RTTMs, nil
+		}
+		if u.DelayMs != nil {
+			lc.DelayMs, lc.RTTMs = slices.Clone(u.DelayMs), 0
+			if reversed && len(lc.DelayMs) == 2 {
+				lc.DelayMs[0], lc.DelayMs[1] = lc.DelayMs[1], lc.DelayMs[0]
+			}
+		}
+		if u.RateMbit != nil {
+			lc.RateMbit = *u.RateMbit
+		}
+		if u.Loss != nil {
+			lc.Loss = *u.Loss
+		}
+		if u.QueueKB != nil {
+			lc.QueueKB = *u.QueueKB
+		}
+		if u.JitterMs != nil {
+			lc.JitterMs = *u.JitterMs
+		}
+		// Validate the topology as it would be, so the rules stay in one place.
+		next := *l.topo
+		next.Links = slices.Clone(l.topo.Links)
+		next.Links[i] = lc
+		if err := next.Validate(); err != nil {
+			return topology.Link{}, err
+		}
+		ab, ba := lc.OneWayNs()
+		_ = rl.link.SetParams("ab", linkParams(lc, ab))
+		_ = rl.link.SetParams("ba", linkParams(lc, ba))
+		rl.cfg = lc
+		l.topo = &next
+		return lc, nil
 	}
-	return fmt.Errorf("no link between %s and %s", lc.Between[0], lc.Between[1])
+	return topology.Link{}, fmt.Errorf("lab %s has no link between %s and %s", l.Name, u.Between[0], u.Between[1])
 }
 
 func (l *Lab) writeFleet() error {

@@ -1,15 +1,18 @@
 package lab
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,12 +56,12 @@ type LinkStatus struct {
 // Status reads the live state of the lab.
 func (l *Lab) Status() Status {
 	st := Status{Name: l.Name, PID: l.PID, UptimeS: time.Since(l.Started).Seconds(), FleetPath: l.FleetPath(), Valid: true}
-	l.mu.Lock()
+	l.mu.Lock() // procs and link settings (UpdateLink) change under it
+	defer l.mu.Unlock()
 	services := map[string]*proc{}
 	for _, p := range l.procs {
 		services[p.node] = p
 	}
-	l.mu.Unlock()
 	for _, name := range l.nodeNames() {
 		ns := NodeStatus{Node: *l.Nodes[name]}
 		if p := services[name]; p != nil {
@@ -109,6 +112,24 @@ func (l *Lab) ServeControl(ctx context.Context) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(l.Status())
 	})
+	mux.HandleFunc("POST /link", func(w http.ResponseWriter, r *http.Request) {
+		var u LinkUpdate
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&u); err != nil {
+			http.Error(w, "link update: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		lc, err := l.UpdateLink(u)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		l.log.Info("link changed", zap.Strings("between", lc.Between[:]), zap.Float64("rtt_ms", lc.RTTMs),
+			zap.Float64s("delay_ms", lc.DelayMs), zap.Float64("rate_mbit", lc.RateMbit), zap.Float64("loss", lc.Loss))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(lc)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -123,23 +144,59 @@ func (l *Lab) ServeControl(ctx context.Context) error {
 	return nil
 }
 
-// FetchStatus asks a running lab's process for its status.
-func FetchStatus(ctx context.Context, s *State) (*Status, error) {
-	client := &http.Client{Transport: &http.Transport{
+func controlClient(s *State) *http.Client {
+	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", controlPath(s.Dir))
 		},
 	}, Timeout: 10 * time.Second}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://lab/status", nil)
-	resp, err := client.Do(req)
+}
+
+// control makes one request to a running lab's process and decodes its JSON
+// answer into out.
+func control(ctx context.Context, s *State, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://lab"+path, rd)
 	if err != nil {
-		return nil, fmt.Errorf("lab %s (pid %d) does not answer on %s: %w", s.Name, s.PID, controlPath(s.Dir), err)
+		return err
+	}
+	resp, err := controlClient(s).Do(req)
+	if err != nil {
+		return fmt.Errorf("lab %s (pid %d) does not answer on %s: %w", s.Name, s.PID, controlPath(s.Dir), err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("lab %s: %s", s.Name, strings.TrimSpace(string(msg)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("lab %s %s: %w", s.Name, path, err)
+	}
+	return nil
+}
+
+// FetchStatus asks a running lab's process for its status.
+func FetchStatus(ctx context.Context, s *State) (*Status, error) {
 	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("lab %s status: %w", s.Name, err)
+	if err := control(ctx, s, http.MethodGet, "/status", nil, &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
+}
+
+// RequestLinkUpdate asks a running lab's process to change a link.
+func RequestLinkUpdate(ctx context.Context, s *State, u LinkUpdate) (*topology.Link, error) {
+	var lc topology.Link
+	if err := control(ctx, s, http.MethodPost, "/link", u, &lc); err != nil {
+		return nil, err
+	}
+	return &lc, nil
 }

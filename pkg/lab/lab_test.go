@@ -1,0 +1,74 @@
+package lab
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/relay"
+)
+
+func TestNodeAddrsUniqueAndPrivate(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range topology.MaxNodes {
+		a := nodeAddr(i)
+		ip, err := netip.ParseAddr(a)
+		if err != nil || !ip.IsPrivate() || !netip.MustParsePrefix("10.77.0.0/16").Contains(ip) {
+			t.Fatalf("node %d: address %q not in 10.77.0.0/16", i, a)
+		}
+		if ip.As4()[3] == 0 || ip.As4()[3] == 255 || seen[a] {
+			t.Fatalf("node %d: address %s is a network/broadcast-looking or duplicate address", i, a)
+		}
+		seen[a] = true
+	}
+}
+
+// The config the lab writes for a relay is one relayd accepts, and chains to
+// the topology's next hops by name over the chosen protocol.
+func TestRelaydConfigIsAccepted(t *testing.T) {
+	topo, err := topology.Parse([]byte(`name: t
+nodes:
+  client: {}
+  r1: {role: relay, region: osaka, next: [r2]}
+  r2: {role: relay, region: kyoto, next: [r3], next_protocol: http}
+  r3: {role: relay}
+links:
+  - {between: [client, r1], rtt_ms: 1}
+  - {between: [r1, r2], rtt_ms: 1}
+  - {between: [r2, r3], rtt_ms: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
+	for i, name := range topo.NodeNames() {
+		l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Region: topo.Nodes[name].Region, Addr: nodeAddr(i)}
+	}
+	for _, tc := range []struct {
+		node string
+		next []string
+	}{
+		{"r1", []string{"socks5://r2:1080"}},
+		{"r2", []string{"http://r3:8080"}},
+		{"r3", nil},
+	} {
+		data, err := l.relaydConfig(l.Nodes[tc.node], "token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := relay.Parse(data)
+		if err != nil {
+			t.Fatalf("%s: relayd rejects the lab's config: %v\n%s", tc.node, err, data)
+		}
+		if !slices.Equal(cfg.Next, tc.next) {
+			t.Errorf("%s: next %v, want %v", tc.node, cfg.Next, tc.next)
+		}
+		if want := l.Nodes[tc.node].Addr + ":1080"; cfg.SOCKS != want {
+			t.Errorf("%s: socks %q, want %q", tc.node, cfg.SOCKS, want)
+		}
+		if cfg.Region != topo.Nodes[tc.node].Region || cfg.Name != tc.node || !cfg.Policy.AllowPrivate {
+			t.Errorf("%s: name %q region %q allow_private %v", tc.node, cfg.Name, cfg.Region, cfg.Policy.AllowPrivate)
+		}
+	}
+}
