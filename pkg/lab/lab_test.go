@@ -58,6 +58,9 @@ links:
 			t.Fatal(err)
 		}
 		cfg, err := relay.Parse(data)
+		if err == nil {
+			err = cfg.Validate()
+		}
 		if err != nil {
 			t.Fatalf("%s: relayd rejects the lab's config: %v\n%s", tc.node, err, data)
 		}
