@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-var relaydBin string
+var relaydBin, relayctlBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "relaymesh-e2e")
@@ -28,15 +28,18 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	relaydBin = filepath.Join(dir, "relayd")
-	args := []string{"build", "-o", relaydBin}
+	relayctlBin = filepath.Join(dir, "relayctl")
+	var race []string
 	if os.Getenv("RELAYMESH_E2E_RACE") != "" {
-		args = append(args, "-race") // relayd itself under the race detector
+		race = []string{"-race"} // the binaries themselves under the race detector
 	}
-	build := exec.Command("go", append(args, "../cmd/relayd")...)
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building relayd:", err)
-		os.Exit(1)
+	for _, b := range []struct{ out, pkg string }{{relaydBin, "../cmd/relayd"}, {relayctlBin, "../cmd/relayctl"}} {
+		build := exec.Command("go", append(append([]string{"build", "-o", b.out}, race...), b.pkg)...)
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", b.pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -14,7 +14,9 @@ import (
 )
 
 // newAdmin serves /healthz (always open: load balancers and Docker probe it),
-// /metrics and /v1/info (behind admin_token when one is set).
+// and behind admin_token when one is set: /metrics, /v1/info (identity,
+// chain, socket limits), /v1/measurements (RTTs to peer relays) and
+// /v1/probe (RTT to a destination, on demand).
 func (s *Server) newAdmin() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -32,8 +34,12 @@ func (s *Server) newAdmin() *http.Server {
 			"http":    s.HTTPAddr(),
 			"next":    s.chain.Names(),
 			"active":  s.active(),
+			"fleet":   s.cfg.Fleet,
+			"limits":  ReadLimits(),
 		})
 	})))
+	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
+	mux.Handle("GET /v1/probe", s.adminAuth(http.HandlerFunc(s.serveProbe)))
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

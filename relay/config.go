@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/probe"
 )
 
 // Config is relayd's configuration. The zero value plus Defaults() is a
@@ -39,6 +40,21 @@ type Config struct {
 	Policy PolicyConfig `yaml:"policy"`
 	Limits Limits       `yaml:"limits"`
 	Log    LogConfig    `yaml:"log"`
+
+	// Fleet is a fleet file (the embedded registry): this relay probes the
+	// RTT to every other relay listed there and pulls their measurements.
+	// Empty: no probing. This relay must be listed under its Name.
+	Fleet string      `yaml:"fleet"`
+	Probe ProbeConfig `yaml:"probe"`
+}
+
+// ProbeConfig paces the RTT probes to peer relays (see pkg/probe).
+type ProbeConfig struct {
+	Interval time.Duration `yaml:"interval"` // between two samples of one peer
+	Window   int           `yaml:"window"`   // samples kept per peer
+	Timeout  time.Duration `yaml:"timeout"`  // a sample slower than this is lost
+	// PullInterval is how often measurements are pulled from the peers.
+	PullInterval time.Duration `yaml:"pull_interval"`
 }
 
 // AuthConfig lists client credentials. Empty means no authentication.
@@ -88,6 +104,10 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDrainTimeout     = 30 * time.Second
 	DefaultShutdownGrace    = 30 * time.Second
+	DefaultProbeInterval    = probe.DefaultInterval
+	DefaultProbeWindow      = probe.DefaultWindow
+	DefaultProbeTimeout     = probe.DefaultTimeout
+	DefaultPullInterval     = 2 * time.Second
 )
 
 // Defaults returns the configuration relayd runs with when nothing is given.
@@ -105,6 +125,12 @@ func Defaults() Config {
 			ShutdownGrace:    DefaultShutdownGrace,
 		},
 		Log: LogConfig{Level: "info", Format: "console"},
+		Probe: ProbeConfig{
+			Interval:     DefaultProbeInterval,
+			Window:       DefaultProbeWindow,
+			Timeout:      DefaultProbeTimeout,
+			PullInterval: DefaultPullInterval,
+		},
 	}
 }
 
@@ -181,10 +207,19 @@ func (c *Config) Validate() error {
 		{"limits.idle_timeout", l.IdleTimeout, true},
 		{"limits.drain_timeout", l.DrainTimeout, true},
 		{"limits.shutdown_grace", l.ShutdownGrace, true},
+		{"probe.interval", c.Probe.Interval, false},
+		{"probe.timeout", c.Probe.Timeout, false},
+		{"probe.pull_interval", c.Probe.PullInterval, false},
 	} {
 		if d.v < 0 || (d.v == 0 && !d.zero) {
 			add("%s: must be positive, got %s", d.field, d.v)
 		}
+	}
+	if c.Probe.Window < 1 || c.Probe.Window > 10000 {
+		add("probe.window: must be 1..10000 samples, got %d", c.Probe.Window)
+	}
+	if c.Fleet != "" && c.Name == "" {
+		add("name: required with fleet (the relay finds itself in the fleet file by name)")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -41,6 +41,8 @@ type Server struct {
 	wg     sync.WaitGroup        // SOCKS handlers and accept loops
 	nextID atomic.Uint64
 
+	measure *measurer // nil without a fleet
+
 	socksLn, httpLn, adminLn net.Listener
 	httpSrv, adminSrv        *http.Server
 	shutdownOnce             sync.Once
@@ -144,6 +146,15 @@ func (s *Server) Start() error {
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
 		go s.adminSrv.Serve(s.adminLn)
+	}
+	if err := s.startMeasuring(); err != nil {
+		if s.adminSrv != nil {
+			s.adminSrv.Close()
+		}
+		if s.httpSrv != nil {
+			s.httpSrv.Close()
+		}
+		return s.startFailed(err)
 	}
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
@@ -352,6 +363,7 @@ func (s *Server) Shutdown(grace time.Duration) {
 
 func (s *Server) shutdown(grace time.Duration) {
 	s.log.Info("shutting down: no new connections", zap.Int("active", s.active()), zap.Duration("grace", grace))
+	s.measure.stop()
 	if s.socksLn != nil {
 		s.socksLn.Close()
 	}

@@ -103,6 +103,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 			set("shutdown-grace", func() { cfg.Limits.ShutdownGrace = f.Limits.ShutdownGrace })
 			set("log-level", func() { cfg.Log.Level = f.Log.Level })
 			set("log-format", func() { cfg.Log.Format = f.Log.Format })
+			set("fleet", func() { cfg.Fleet = f.Fleet })
 			if len(users) > 0 {
 				if password == "" {
 					password = os.Getenv("RELAYD_PASSWORD")
@@ -131,11 +132,19 @@ refused, checked on the resolved IP at connect time (--allow-private or
 			// Catch signals before listening: a SIGTERM that arrives once we
 			// accept must drain, not kill the process with tunnels open.
 			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			if err := srv.Start(); err != nil {
 				return err
 			}
 			got := <-sig
+			for got == syscall.SIGHUP {
+				if err := srv.ReloadFleet(); err != nil {
+					log.Warn("SIGHUP: fleet file not reloaded; keeping the last good one", zap.Error(err))
+				} else {
+					log.Info("SIGHUP: fleet file reloaded", zap.String("fleet", cfg.Fleet))
+				}
+				got = <-sig
+			}
 			log.Info("signal received", zap.String("signal", got.String()))
 			signal.Stop(sig)
 			srv.Shutdown(cfg.Limits.ShutdownGrace)
@@ -146,7 +155,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVarP(&configPath, "config", "c", "", "YAML config file (flags override it)")
 	fl.StringVar(&f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
-	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info ("" disables)`)
+	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
 	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required for /metrics and /v1/info (required off loopback)")
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port or http://[user:pass@]host:port")
 	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
@@ -166,5 +175,6 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.DurationVar(&f.Limits.ShutdownGrace, "shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, how long tunnels may finish before they are closed")
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "console", "console or json")
+	fl.StringVar(&f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 // Package fleet reads and writes fleet files: the embedded default registry,
 // a YAML list of the relays of one fleet and where to reach them.
 //
+//	admin_token: 5f0c...        # optional: the fleet's admin API token
 //	relays:
 //	  - name: r1            # unique; what chains and plans name
 //	    region: osaka       # what `relayctl plan --dst` takes
@@ -28,7 +29,21 @@ const EnvFile = "RELAYMESH_FLEET"
 
 // File is one fleet file.
 type File struct {
-	Relays []Relay `yaml:"relays"`
+	// AdminToken is the bearer token every relay's admin API accepts: relays
+	// use it to pull each other's measurements, relayctl to read them. Keep
+	// a fleet file with a token private (mode 0600).
+	AdminToken string  `yaml:"admin_token,omitempty"`
+	Relays     []Relay `yaml:"relays"`
+}
+
+// Relay returns the relay called name.
+func (f *File) Relay(name string) (Relay, bool) {
+	for _, r := range f.Relays {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Relay{}, false
 }
 
 // Relay is one relay of the fleet. Empty listen addresses mean the relay does

@@ -37,3 +37,16 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+func TestExampleFile(t *testing.T) {
+	f, err := Load("../../configs/fleet.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Relays) != 3 {
+		t.Fatalf("%d relays", len(f.Relays))
+	}
+	if r, ok := f.Relay("osaka"); !ok || r.Admin != "203.0.113.20:9090" {
+		t.Fatalf("osaka: %+v %v", r, ok)
+	}
+}

@@ -112,10 +112,12 @@ func (s *State) nodeNames() []string {
 // Lab is a running lab. Close tears it down.
 type Lab struct {
 	State
-	topo  *topology.Topology
-	opts  Options
-	log   *zap.Logger
-	links []*runningLink
+	topo *topology.Topology
+	opts Options
+	// adminToken is every relay's admin token, and the fleet file's.
+	adminToken string
+	log        *zap.Logger
+	links      []*runningLink
 
 	mu    sync.Mutex // guards procs, topo and each link's cfg
 	procs []*proc
@@ -184,6 +186,9 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 			return l, err
 		}
 	}
+	token := make([]byte, 16)
+	_, _ = rand.Read(token)
+	l.adminToken = hex.EncodeToString(token)
 	if err := l.writeFleet(); err != nil {
 		return l, err
 	}
@@ -221,12 +226,7 @@ func (l *Lab) setupNode(n *Node) error {
 	if err := wanemu.AddNetns(n.Netns); err != nil {
 		return err
 	}
-	if out, err := exec.Command("ip", "-n", n.Netns, "addr", "add", n.Addr+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("node %s: address %s: %v: %s", n.Name, n.Addr, err, out)
-	}
-	// Lab addresses are IPv4; without IPv6 on new devices, links carry no
-	// router solicitations or MLD reports, only the traffic under test.
-	if err := wanemu.SetSysctl(n.Netns, "net.ipv6.conf.default.disable_ipv6", "1"); err != nil {
+	if err := wanemu.AddAddr(n.Netns, "lo", n.Addr); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	for k, v := range l.topo.Sysctls(n.Name) {
@@ -336,7 +336,7 @@ func (l *Lab) UpdateLink(u LinkUpdate) (topology.Link, error) {
 }
 
 func (l *Lab) writeFleet() error {
-	var f fleet.File
+	f := fleet.File{AdminToken: l.adminToken}
 	for _, name := range l.topo.Relays() {
 		n := l.Nodes[name]
 		f.Relays = append(f.Relays, fleet.Relay{
@@ -349,7 +349,8 @@ func (l *Lab) writeFleet() error {
 		return err
 	}
 	header := fmt.Sprintf("# Fleet of lab %s, written by relayctl lab from %s.\n", l.Name, l.Topology)
-	return os.WriteFile(l.FleetPath(), append([]byte(header), data...), 0o644)
+	// 0600: the file holds the fleet's admin token.
+	return os.WriteFile(l.FleetPath(), append([]byte(header), data...), 0o600)
 }
 
 func (l *Lab) writeState() error {
@@ -381,6 +382,8 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 		"http":        hostPort(n.Addr, HTTPPort),
 		"admin":       hostPort(n.Addr, AdminPort),
 		"admin_token": adminToken,
+		// Probe every other relay of the lab and share measurements.
+		"fleet": l.FleetPath(),
 		// The lab is a closed world of namespaces: no credentials, and
 		// lab addresses (10.77/16) are private, so allow them.
 		"open":   true,
@@ -398,12 +401,7 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 }
 
 func (l *Lab) startServices(ctx context.Context) error {
-	token := make([]byte, 16)
-	_, _ = rand.Read(token)
-	adminToken := hex.EncodeToString(token)
-	if err := os.WriteFile(filepath.Join(l.Dir, "admin-token"), []byte(adminToken+"\n"), 0o600); err != nil {
-		return err
-	}
+	adminToken := l.adminToken
 	type waitFor struct {
 		p    *proc
 		n    *Node

@@ -1,23 +1,29 @@
 package wanemu
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
 // NetnsPath is where `ip netns` keeps named namespaces.
 const NetnsPath = "/var/run/netns/"
 
-// AddNetns creates a named network namespace with loopback up.
+// AddNetns creates a named network namespace with loopback up. It uses
+// `ip netns add`, which also makes /var/run/netns a shared mount point the
+// first time, so the namespace's bind mount is seen by every process (the
+// part that is easy to get wrong by hand); devices, addresses and routes
+// are then set over netlink.
 func AddNetns(name string) error {
 	if err := run("ip", "netns", "add", name); err != nil {
 		return err
@@ -71,24 +77,70 @@ func run(name string, args ...string) error {
 	return nil
 }
 
+// handleIn opens a netlink handle on a named namespace.
+func handleIn(netnsName string) (*netlink.Handle, error) {
+	ns, err := netns.GetFromPath(NetnsPath + netnsName)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", netnsName, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", netnsName, err)
+	}
+	return h, nil
+}
+
 // TxDropped returns the TX drop counter of a device in a namespace: the TUN
 // ring overflowing because the emulator fell behind (TESTBED.md pitfall 3).
-func TxDropped(netns, ifname string) (uint64, error) {
-	out, err := exec.Command("ip", "-n", netns, "-j", "-s", "link", "show", "dev", ifname).Output()
+func TxDropped(netnsName, ifname string) (uint64, error) {
+	h, err := handleIn(netnsName)
 	if err != nil {
-		return 0, fmt.Errorf("ip -n %s link show %s: %w", netns, ifname, err)
+		return 0, err
 	}
-	var v []struct {
-		Stats64 struct {
-			Tx struct {
-				Dropped uint64 `json:"dropped"`
-			} `json:"tx"`
-		} `json:"stats64"`
+	defer h.Close()
+	link, err := h.LinkByName(ifname)
+	if err != nil {
+		return 0, fmt.Errorf("%s in %s: %w", ifname, netnsName, err)
 	}
-	if err := json.Unmarshal(out, &v); err != nil || len(v) != 1 {
-		return 0, fmt.Errorf("ip -j output for %s: %v", ifname, err)
+	st := link.Attrs().Statistics
+	if st == nil {
+		return 0, fmt.Errorf("%s in %s: no statistics", ifname, netnsName)
 	}
-	return v[0].Stats64.Tx.Dropped, nil
+	return st.TxDropped, nil
+}
+
+// AddAddr puts addr/32 on a device (idempotent).
+func AddAddr(netnsName, ifname, addr string) error {
+	h, err := handleIn(netnsName)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return addAddr(h, netnsName, ifname, addr)
+}
+
+func addAddr(h *netlink.Handle, netnsName, ifname, addr string) error {
+	link, err := h.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", ifname, netnsName, err)
+	}
+	ipn, err := hostNet(addr)
+	if err != nil {
+		return err
+	}
+	if err := h.AddrReplace(link, &netlink.Addr{IPNet: ipn}); err != nil {
+		return fmt.Errorf("address %s on %s in %s: %w", addr, ifname, netnsName, err)
+	}
+	return nil
+}
+
+func hostNet(addr string) (*net.IPNet, error) {
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("address %q: want IPv4", addr)
+	}
+	return &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, nil
 }
 
 // SetSysctl writes a network sysctl (e.g. "net.ipv4.tcp_rmem") inside a

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,17 +60,43 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 }
 
 func configure(e Endpoint, peerAddr string) error {
-	n := e.Netns
+	h, err := handleIn(e.Netns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	link, err := h.LinkByName(e.Ifname)
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", e.Ifname, e.Netns, err)
+	}
 	// txqueuelen 10000: the TUN ring must absorb bursts while the emulator
-	// thread sleeps (TESTBED.md pitfall 3); addrgenmode none: no IPv6
-	// link-local chatter on the link.
-	if err := run("ip", "-n", n, "link", "set", e.Ifname, "mtu", "1500", "txqueuelen", "10000", "addrgenmode", "none", "up"); err != nil {
+	// thread sleeps (TESTBED.md pitfall 3). No IPv6 on the link: no router
+	// solicitations or MLD reports, only the traffic under test.
+	if err := h.LinkSetMTU(link, 1500); err != nil {
+		return fmt.Errorf("mtu of %s in %s: %w", e.Ifname, e.Netns, err)
+	}
+	if err := h.LinkSetTxQLen(link, 10000); err != nil {
+		return fmt.Errorf("txqueuelen of %s in %s: %w", e.Ifname, e.Netns, err)
+	}
+	if err := SetSysctl(e.Netns, "net.ipv6.conf."+e.Ifname+".disable_ipv6", "1"); err != nil {
 		return err
 	}
-	if err := run("ip", "-n", n, "addr", "replace", e.Addr+"/32", "dev", "lo"); err != nil {
+	if err := h.LinkSetUp(link); err != nil {
+		return fmt.Errorf("%s up in %s: %w", e.Ifname, e.Netns, err)
+	}
+	if err := addAddr(h, e.Netns, "lo", e.Addr); err != nil {
 		return err
 	}
-	return run("ip", "-n", n, "route", "replace", peerAddr+"/32", "dev", e.Ifname, "src", e.Addr)
+	dst, err := hostNet(peerAddr)
+	if err != nil {
+		return err
+	}
+	src, _ := hostNet(e.Addr)
+	route := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: dst, Src: src.IP, Scope: netlink.SCOPE_LINK}
+	if err := h.RouteReplace(route); err != nil {
+		return fmt.Errorf("route to %s via %s in %s: %w", peerAddr, e.Ifname, e.Netns, err)
+	}
+	return nil
 }
 
 // SetParams changes one direction while running ("ab" or "ba").

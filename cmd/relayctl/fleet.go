@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relaymesh/relaymesh/pkg/fleet"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+)
+
+// staleAfter marks measurements older than this in every output: a relay
+// refreshes its own every probe interval (2 s) and pulls peers' every 2 s.
+const staleAfter = 60 * time.Second
+
+type registryFlags struct {
+	fleetPath string
+	output    string
+}
+
+func (f *registryFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which `relayctl lab` sets)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+}
+
+// open returns the registry to read, refreshed once.
+func (f *registryFlags) open(ctx context.Context) (*registry.Fleet, error) {
+	path := f.fleetPath
+	if path == "" {
+		path = os.Getenv(fleet.EnvFile)
+	}
+	if path == "" {
+		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + fleet.EnvFile)
+	}
+	reg, err := registry.OpenFleet(path, "")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Relays pull each other's measurements, so any one that answers gives
+	// the whole matrix; the others' errors matter only if none answers.
+	if err := reg.Refresh(ctx, "fleet"); err != nil {
+		relays, _ := reg.Relays(ctx)
+		if !slices.ContainsFunc(relays, func(r registry.Relay) bool { return r.Health == "admin" }) {
+			return nil, fmt.Errorf("no relay's admin API answered: %w", err)
+		}
+	}
+	return reg, nil
+}
+
+func nodesCmd() *cobra.Command {
+	var f registryFlags
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List the fleet's relays: region, health, age of their measurements",
+		Long: `List the relays of the fleet with their region and health. A relay is healthy
+when its admin API answered relayctl, or when a peer's probe reached it in the
+last 30 s (relays probe each other; relayctl may not reach every relay itself).
+AGE is the age of the newest RTT measurement the relay made.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, err := f.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			relays, _ := reg.Relays(cmd.Context())
+			pairs, _ := reg.Pairs(cmd.Context())
+			now := time.Now()
+			type row struct {
+				registry.Relay
+				AgeS *float64 `json:"age_s"` // newest measurement this relay made; null: none
+			}
+			var rows []row
+			for _, r := range relays {
+				rw := row{Relay: r}
+				for _, p := range pairs {
+					if p.From == r.Name {
+						age := math.Round(p.Age(now).Seconds()*10) / 10
+						if rw.AgeS == nil || age < *rw.AgeS {
+							rw.AgeS = &age
+						}
+					}
+				}
+				rows = append(rows, rw)
+			}
+			if f.output == "json" {
+				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"relays": rows})
+			} else if f.output != "table" {
+				return fmt.Errorf("--output %q: want table or json", f.output)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE")
+			for _, r := range rows {
+				age := "-"
+				if r.AgeS != nil {
+					age = fmt.Sprintf("%.0fs", *r.AgeS)
+					if *r.AgeS > staleAfter.Seconds() {
+						age += " (stale)"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, orDash(r.Region), r.Healthy, r.Health, orDash(r.Admin), age)
+			}
+			return tw.Flush()
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func rttCmd() *cobra.Command {
+	var f registryFlags
+	cmd := &cobra.Command{
+		Use:   "rtt",
+		Short: "The RTT matrix the relays measured between each other",
+		Long: `Print the RTT matrix: row FROM, column TO, the median of the FROM relay's
+recent TCP-handshake probes to TO, in ms. "x" means TO did not answer FROM's
+probes (no route, or down); "-" that FROM has no measurement of TO. Values
+older than 60 s are marked stale. On a terminal cells are coloured by RTT.
+
+--output json gives every pair with min, p90, jitter, loss, sample count,
+whether it is estimated (a prior, not a probe) and its age.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, err := f.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pairs, _ := reg.Pairs(cmd.Context())
+			now := time.Now()
+			if f.output == "json" {
+				type outPair struct {
+					registry.Pair
+					AgeS  float64 `json:"age_s"`
+					Stale bool    `json:"stale"`
+				}
+				out := make([]outPair, 0, len(pairs))
+				for _, p := range pairs {
+					out = append(out, outPair{Pair: p, AgeS: math.Round(p.Age(now).Seconds()*10) / 10, Stale: p.Age(now) > staleAfter})
+				}
+				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"pairs": out})
+			} else if f.output != "table" {
+				return fmt.Errorf("--output %q: want table or json", f.output)
+			}
+			relays, _ := reg.Relays(cmd.Context())
+			printMatrix(cmd.OutOrStdout(), relays, pairs, now, isTerminal(cmd.OutOrStdout()))
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printMatrix(w io.Writer, relays []registry.Relay, pairs []registry.Pair, now time.Time, colour bool) {
+	byPair := map[[2]string]registry.Pair{}
+	for _, p := range pairs {
+		byPair[[2]string{p.From, p.To}] = p
+	}
+	// With colour every cell carries escape codes of the same length, so
+	// tabwriter (which counts them as width) still aligns the columns.
+	plain := func(s string) string {
+		if colour {
+			return paint("39", s)
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, plain("FROM \\ TO")+"\t")
+	for _, to := range relays {
+		fmt.Fprintf(tw, "%s\t", plain(to.Name))
+	}
+	fmt.Fprintln(tw)
+	stale := false
+	for _, from := range relays {
+		fmt.Fprintf(tw, "%s\t", plain(from.Name))
+		for _, to := range relays {
+			cell := "-"
+			if p, ok := byPair[[2]string{from.Name, to.Name}]; ok {
+				switch {
+				case p.Loss >= 1:
+					cell = "x"
+				default:
+					cell = fmt.Sprintf("%.1f", p.RTTMs)
+					if p.Estimated {
+						cell = "~" + cell
+					}
+				}
+				if p.Age(now) > staleAfter {
+					cell += "*"
+					stale = true
+				}
+				if colour {
+					cell = colourRTT(p, cell)
+				}
+			} else {
+				if from.Name == to.Name {
+					cell = ""
+				}
+				cell = plain(cell)
+			}
+			fmt.Fprintf(tw, "%s\t", cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nRTT in ms (median of recent probes); x: no answer; ~: estimated; -: not measured.")
+	if stale {
+		fmt.Fprintf(w, "*: older than %s (stale: the measuring relay may be down or unreachable).\n", staleAfter)
+	}
+}
+
+// colourRTT grades a cell: green under 50 ms, yellow under 150 ms, red
+// above, grey when unreachable or stale.
+func colourRTT(p registry.Pair, cell string) string {
+	code := "32" // green
+	switch {
+	case p.Loss >= 1 || p.Age(time.Now()) > staleAfter:
+		code = "90"
+	case p.RTTMs >= 150:
+		code = "31"
+	case p.RTTMs >= 50:
+		code = "33"
+	}
+	return paint(code, cell)
+}
+
+// paint wraps s in an SGR colour code (two digits) and a reset.
+func paint(code, s string) string { return "\x1b[" + code + "m" + s + "\x1b[0m" }
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type fleetRelay struct {
+	name, admin string
+	r           *relayd
+}
+
+func writeFleetFile(t *testing.T, path, token string, relays []*fleetRelay) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "admin_token: %s\nrelays:\n", token)
+	for _, r := range relays {
+		fmt.Fprintf(&b, "  - {name: %s, region: reg-%s, admin: %s}\n", r.name, r.name, r.admin)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startFleetRelay runs relayd with a fleet file and fast probing.
+func startFleetRelay(t *testing.T, dir, fleetPath, token string, fr *fleetRelay) {
+	cfg := filepath.Join(dir, fr.name+".yaml")
+	body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", fleetPath)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token, "--allow-private")
+}
+
+type rttOut struct {
+	Pairs []struct {
+		From, To  string
+		RTTMs     float64 `json:"rtt_ms"`
+		Loss      float64
+		Samples   int
+		Estimated bool
+		AgeS      float64 `json:"age_s"`
+	}
+}
+
+func relayctlJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, err := exec.Command(relayctlBin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("relayctl %v: %v\n%s", args, err, out)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("relayctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// waitRTT polls `relayctl rtt` until cond holds, for up to 10 s.
+func waitRTT(t *testing.T, fleetPath string, cond func(rttOut) bool) rttOut {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var m rttOut
+		relayctlJSON(t, &m, "rtt", "--fleet", fleetPath, "--output", "json")
+		if cond(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rtt matrix did not get there in 10 s: %+v", m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFleetMeasurements: relays given a fleet file probe each other, share
+// what they measure, re-read the file on SIGHUP, and relayctl nodes/rtt
+// show the fleet, its health and the matrix.
+func TestFleetMeasurements(t *testing.T) {
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token"
+	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}, {name: "c", admin: freeAddr(t)}}
+	writeFleetFile(t, fleetPath, token, relays)
+	for _, fr := range relays {
+		startFleetRelay(t, dir, fleetPath, token, fr)
+	}
+	full := func(n int) func(rttOut) bool {
+		return func(m rttOut) bool {
+			ok := 0
+			for _, p := range m.Pairs {
+				if p.Loss == 0 && p.Samples >= 3 && p.RTTMs > 0 && p.RTTMs < 50 && !p.Estimated && p.AgeS < 5 {
+					ok++
+				}
+			}
+			return ok == n*(n-1)
+		}
+	}
+	waitRTT(t, fleetPath, full(3))
+
+	var nodes struct {
+		Relays []struct {
+			Name, Region, Health string
+			Healthy              bool
+		}
+	}
+	relayctlJSON(t, &nodes, "nodes", "--fleet", fleetPath, "--output", "json")
+	if len(nodes.Relays) != 3 {
+		t.Fatalf("nodes: %+v", nodes)
+	}
+	for _, n := range nodes.Relays {
+		if !n.Healthy || n.Region != "reg-"+n.Name {
+			t.Errorf("node %+v", n)
+		}
+	}
+
+	// A fourth relay joins: the file is rewritten and a, b, c get SIGHUP
+	// (they would also notice the change within 2 s on their own).
+	d := &fleetRelay{name: "d", admin: freeAddr(t)}
+	relays = append(relays, d)
+	writeFleetFile(t, fleetPath, token, relays)
+	startFleetRelay(t, dir, fleetPath, token, d)
+	for _, fr := range relays[:3] {
+		_ = fr.r.cmd.Process.Signal(syscall.SIGHUP)
+	}
+	waitRTT(t, fleetPath, full(4))
+
+	// c goes away: the others' newest probes of c get no answer, and nodes
+	// says c is unhealthy.
+	relays[2].r.stop(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		relayctlJSON(t, &nodes, "nodes", "--fleet", fleetPath, "--output", "json")
+		down := false
+		for _, n := range nodes.Relays {
+			if n.Name == "c" && !n.Healthy {
+				down = true
+			}
+		}
+		if down {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c still healthy 10 s after it stopped: %+v", nodes)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The table form prints the matrix with the relay names.
+	out, err := exec.Command(relayctlBin, "rtt", "--fleet", fleetPath).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "FROM \\ TO") || !strings.Contains(string(out), "RTT in ms") {
+		t.Fatalf("rtt table: %v\n%s", err, out)
+	}
+}
+
+// TestAdminProbe: /v1/probe measures a destination on demand, needs the
+// admin token, and obeys the destination policy.
+func TestAdminProbe(t *testing.T) {
+	target := startServer(t, func(c net.Conn) {})
+	get := func(r *relayd, path, token string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+r.admin+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	open := startRelayd(t, "--allow-private", "--admin-token", "tok")
+	if code, _ := get(open, "/v1/probe?target="+target.addr(), ""); code != http.StatusUnauthorized {
+		t.Fatalf("probe without token: %d", code)
+	}
+	code, body := get(open, "/v1/probe?target="+target.addr()+"&count=3", "tok")
+	var res struct {
+		Summary struct {
+			Samples, Lost int
+			MedianMs      float64 `json:"median_ms"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Summary.Samples != 3 || res.Summary.Lost != 0 || res.Summary.MedianMs <= 0 {
+		t.Fatalf("probe: %d %s", code, body)
+	}
+	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "tok"); code != http.StatusBadRequest {
+		t.Fatalf("count 500: %d %s", code, body)
+	}
+	// Without --allow-private, loopback is refused and nothing connects.
+	before := target.conn.get()
+	strict := startRelayd(t)
+	if code, body := get(strict, "/v1/probe?target="+target.addr(), ""); code != http.StatusForbidden {
+		t.Fatalf("probe of loopback on a default relay: %d %s", code, body)
+	}
+	if n := target.conn.get() - before; n != 0 {
+		t.Fatalf("the denied probe reached the target %d times", n)
+	}
+	// /v1/info reports the relay's socket limits.
+	_, body = get(open, "/v1/info", "tok")
+	if !strings.Contains(body, `"tcp_rmem_max_bytes"`) || !strings.Contains(body, `"congestion_control"`) {
+		t.Fatalf("info: %s", body)
+	}
+}

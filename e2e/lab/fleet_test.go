@@ -1,0 +1,90 @@
+package lab_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/topology"
+)
+
+// TestLabRTTMatrixAccuracy is the registry issue's acceptance on the fleet
+// backend: in a lab, 10 s after the relays start, every relay-to-relay RTT
+// in `relayctl rtt` is within 1 ms or 5 % (whichever is larger) of the
+// configured link RTT, and relays without a link between them are shown as
+// not answering. relayctl runs in the client node with the lab's fleet file
+// ($RELAYMESH_FLEET) and reads the whole matrix from the relays it reaches
+// (relays pass each other's measurements on).
+func TestLabRTTMatrixAccuracy(t *testing.T) {
+	for _, file := range []string{"world", "split4"} {
+		t.Run(file, func(t *testing.T) {
+			bins := labBins(t)
+			src, err := os.ReadFile("../../configs/lab/" + file + ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := "e2e-rtt-" + file
+			body := strings.Replace(string(src), "name: "+file, "name: "+name, 1)
+			topo, err := topology.Parse([]byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := labTopology(t, body)
+			script := fmt.Sprintf("sleep 10; %s rtt --output json", filepath.Join(bins, "relayctl"))
+			var out string
+			var code int
+			for attempt := 1; attempt <= 3; attempt++ { // exit 3: an invalid run, measure again
+				out, code = relayctl(t, t.TempDir(), "run", "-t", path, "--", "sh", "-c", script)
+				if code != 3 {
+					break
+				}
+				t.Logf("run %d invalid:\n%s", attempt, out)
+			}
+			if code != 0 {
+				t.Fatalf("lab run exited %d:\n%s", code, out)
+			}
+			var m struct {
+				Pairs []struct {
+					From, To string
+					RTTMs    float64 `json:"rtt_ms"`
+					Loss     float64
+					Samples  int
+				}
+			}
+			if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &m); err != nil {
+				t.Fatalf("rtt json: %v\n%s", err, out)
+			}
+			linkRTT := map[[2]string]float64{}
+			for _, l := range topo.Links {
+				ab, ba := l.OneWayNs()
+				rtt := float64(ab+ba) / 1e6
+				linkRTT[[2]string{l.Between[0], l.Between[1]}] = rtt
+				linkRTT[[2]string{l.Between[1], l.Between[0]}] = rtt
+			}
+			got := map[[2]string]bool{}
+			relays := topo.Relays()
+			for _, p := range m.Pairs {
+				got[[2]string{p.From, p.To}] = true
+				want, linked := linkRTT[[2]string{p.From, p.To}]
+				switch {
+				case !linked && p.Loss < 1:
+					t.Errorf("%s -> %s: no link, but probes were answered (%.2f ms)", p.From, p.To, p.RTTMs)
+				case linked && (p.Loss > 0 || math.Abs(p.RTTMs-want) > max(1, 0.05*want)):
+					t.Errorf("%s -> %s: %.2f ms (loss %.2f, %d samples), link RTT %.2f ms: want within max(1 ms, 5 %%)", p.From, p.To, p.RTTMs, p.Loss, p.Samples, want)
+				}
+			}
+			for _, a := range relays {
+				for _, b := range relays {
+					if a != b && !got[[2]string{a, b}] {
+						t.Errorf("no measurement %s -> %s", a, b)
+					}
+				}
+			}
+			t.Logf("%d pairs checked", len(m.Pairs))
+		})
+	}
+}

@@ -1,0 +1,311 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/fleet"
+)
+
+// Measurements is what a relay's admin API serves at /v1/measurements: the
+// pairs it measured itself (scope=local, the default), or with scope=fleet
+// also those it pulled from its peers. AgeS of each pair is its age when
+// served, so a reader computes UpdatedAt on its own clock (relays' clocks
+// may disagree; ages do not).
+type Measurements struct {
+	Relay  string       `json:"relay"`
+	Region string       `json:"region,omitempty"`
+	Pairs  []ServedPair `json:"pairs"`
+}
+
+// ServedPair is a Pair with its age at serving time.
+type ServedPair struct {
+	Pair
+	AgeS float64 `json:"age_s"`
+}
+
+// Serve turns pairs into what /v1/measurements answers, ages taken at now.
+func Serve(relay, region string, pairs []Pair, now time.Time) Measurements {
+	m := Measurements{Relay: relay, Region: region, Pairs: make([]ServedPair, 0, len(pairs))}
+	for _, p := range pairs {
+		m.Pairs = append(m.Pairs, ServedPair{Pair: p, AgeS: p.Age(now).Seconds()})
+	}
+	return m
+}
+
+// FleetHealthTTL: a relay whose admin API answered within this is healthy;
+// otherwise a peer's probe answered within this makes it healthy.
+const FleetHealthTTL = 30 * time.Second
+
+// Fleet is the fleet-file backend. Relays come from the file (re-read when
+// it changes, or on Reload); measurements are pulled from each relay's
+// admin API with the file's admin token. Inside relayd, Self names the
+// relay running it: its own pairs come from Publish, not from a pull.
+type Fleet struct {
+	path   string
+	self   string
+	client *http.Client
+
+	mu       sync.Mutex
+	file     *fleet.File
+	modTime  time.Time
+	size     int64
+	local    []Pair
+	pulled   map[string]pull
+	watchers []chan struct{}
+}
+
+type pull struct {
+	pairs []Pair
+	at    time.Time // when it answered
+	err   error
+}
+
+// OpenFleet reads the fleet file at path. self is the name of the relay
+// using it ("" for a client such as relayctl).
+func OpenFleet(path, self string) (*Fleet, error) {
+	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, client: &http.Client{Timeout: 3 * time.Second}}
+	if _, err := f.Reload(); err != nil {
+		return nil, err
+	}
+	if self != "" {
+		if _, ok := f.file.Relay(self); !ok {
+			return nil, fmt.Errorf("%s: this relay (%q) is not listed; add it, or set this relay's name to one of the file's", path, self)
+		}
+	}
+	return f, nil
+}
+
+// Reload re-reads the file if it changed since the last read. On an error
+// the last good fleet stays in use.
+func (f *Fleet) Reload() (changed bool, err error) {
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	same := f.file != nil && st.ModTime().Equal(f.modTime) && st.Size() == f.size
+	f.mu.Unlock()
+	if same {
+		return false, nil
+	}
+	file, err := fleet.Load(f.path)
+	if err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	f.file, f.modTime, f.size = file, st.ModTime(), st.Size()
+	for name := range f.pulled {
+		if _, ok := file.Relay(name); !ok {
+			delete(f.pulled, name)
+		}
+	}
+	watchers := slices.Clone(f.watchers)
+	f.mu.Unlock()
+	for _, w := range watchers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+	return true, nil
+}
+
+// File returns the fleet as last read.
+func (f *Fleet) File() *fleet.File {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.file
+}
+
+// Relays lists the fleet with health: the relay itself is healthy; another
+// is healthy when its admin API answered a pull within FleetHealthTTL, or
+// when a peer's newest probe of it, less than FleetHealthTTL old, was
+// answered.
+func (f *Fleet) Relays(ctx context.Context) ([]Relay, error) {
+	pairs, _ := f.Pairs(ctx)
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Relay, 0, len(f.file.Relays))
+	for _, r := range f.file.Relays {
+		rel := Relay{Name: r.Name, Region: r.Region, SOCKS: r.SOCKS, HTTP: r.HTTP, Admin: r.Admin, Health: "unknown"}
+		switch p, ok := f.pulled[r.Name]; {
+		case r.Name == f.self:
+			rel.Healthy, rel.Health = true, "self"
+		case ok && p.err == nil && now.Sub(p.at) < FleetHealthTTL:
+			rel.Healthy, rel.Health = true, "admin"
+		default:
+			for _, p := range pairs {
+				if p.To == r.Name && p.Answering() && p.Age(now) < FleetHealthTTL {
+					rel.Healthy, rel.Health = true, "probes"
+					break
+				}
+			}
+		}
+		out = append(out, rel)
+	}
+	return out, nil
+}
+
+// Pairs merges this relay's own pairs and those pulled from others, keeping
+// the newest per (from, to).
+func (f *Fleet) Pairs(context.Context) ([]Pair, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	newest := map[[2]string]Pair{}
+	add := func(ps []Pair) {
+		for _, p := range ps {
+			k := [2]string{p.From, p.To}
+			if old, ok := newest[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) {
+				newest[k] = p
+			}
+		}
+	}
+	add(f.local)
+	for _, p := range f.pulled {
+		add(p.pairs)
+	}
+	out := make([]Pair, 0, len(newest))
+	for _, p := range newest {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Pair) int { return strings.Compare(a.From+"\x00"+a.To, b.From+"\x00"+b.To) })
+	return out, nil
+}
+
+// Publish records this relay's own measurements (from must be Self).
+func (f *Fleet) Publish(_ context.Context, from string, pairs []Pair) error {
+	if from != f.self || from == "" {
+		return fmt.Errorf("fleet registry of %q cannot publish for %q: each relay serves its own measurements", f.self, from)
+	}
+	f.mu.Lock()
+	f.local = slices.Clone(pairs)
+	f.mu.Unlock()
+	return nil
+}
+
+// Watch signals when the file changed.
+func (f *Fleet) Watch(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	f.mu.Lock()
+	f.watchers = append(f.watchers, ch)
+	f.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		f.watchers = slices.DeleteFunc(f.watchers, func(c chan struct{}) bool { return c == ch })
+		f.mu.Unlock()
+	}()
+	return ch
+}
+
+// Refresh pulls every other relay's measurements concurrently. scope is
+// "local" (what each measured) or "fleet" (what each knows, itself pulled
+// from its peers). Relays and relayctl pull "fleet": measurements then
+// spread through the fleet even where two relays cannot reach each other
+// (newest per pair wins), and one reachable relay is enough for relayctl.
+// A pull carries the whole matrix: fine for hundreds of relays; a fleet of
+// thousands wants the Consul backend. It returns the relays that could not
+// be reached, joined.
+func (f *Fleet) Refresh(ctx context.Context, scope string) error {
+	file := f.File()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, r := range file.Relays {
+		if r.Name == f.self || r.Admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pairs, err := f.fetch(ctx, r, file.AdminToken, scope)
+			f.mu.Lock()
+			if err == nil {
+				f.pulled[r.Name] = pull{pairs: pairs, at: time.Now()}
+			} else {
+				old := f.pulled[r.Name]
+				old.err = err // keep the last pairs: they age, and say so
+				f.pulled[r.Name] = old
+			}
+			f.mu.Unlock()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s (%s): %w", r.Name, r.Admin, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+"/v1/measurements?scope="+scope, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("admin API answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var m Measurements
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	now := time.Now()
+	out := make([]Pair, 0, len(m.Pairs))
+	for _, sp := range m.Pairs {
+		p := sp.Pair
+		p.UpdatedAt = now.Add(-time.Duration(sp.AgeS * float64(time.Second)))
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Run re-reads the file when it changes (checked every 2 s) and pulls the
+// peers' measurements every pullEvery, until ctx ends. report, if set, hears
+// the outcome of every pull (nil when every peer answered) and every file
+// that could not be read.
+func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, report func(error)) {
+	if report == nil {
+		report = func(error) {}
+	}
+	reload := time.NewTicker(2 * time.Second)
+	defer reload.Stop()
+	pullT := time.NewTicker(pullEvery)
+	defer pullT.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload.C:
+			if _, err := f.Reload(); err != nil {
+				report(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
+			}
+		case <-pullT.C:
+			err := f.Refresh(ctx, "fleet")
+			if ctx.Err() == nil {
+				report(err)
+			}
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRelayAdmin serves /v1/measurements like relayd's admin API does, with
+// a token check, so the fleet backend's pull can be tested without relayd
+// (the e2e tests run it against real relayd processes).
+func fakeRelayAdmin(t *testing.T, token string, m Measurements) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "admin token required", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/v1/measurements" || r.URL.Query().Get("scope") == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(m)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeFleet(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFleetPullHealthAndAge(t *testing.T) {
+	now := time.Now()
+	b := fakeRelayAdmin(t, "tok", Serve("b", "osaka", []Pair{
+		{From: "b", To: "a", RTTMs: 10, Samples: 5, UpdatedAt: now.Add(-3 * time.Second)},
+		{From: "b", To: "c", RTTMs: 20, Loss: 1, Samples: 5, UpdatedAt: now.Add(-3 * time.Second)},
+	}, now))
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, `admin_token: tok
+relays:
+  - {name: a, region: tokyo, admin: 127.0.0.1:1}
+  - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
+  - {name: c, region: kyoto, admin: 127.0.0.1:1}
+`)
+	f, err := OpenFleet(path, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Publish(context.Background(), "a", []Pair{{From: "a", To: "b", RTTMs: 11, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Publish(context.Background(), "b", nil); err == nil {
+		t.Fatal("publishing for another relay must fail")
+	}
+	// c's admin is unreachable: the error names it; b's pairs arrive.
+	err = f.Refresh(context.Background(), "fleet")
+	if err == nil || !strings.Contains(err.Error(), "c (127.0.0.1:1)") {
+		t.Fatalf("refresh error %v, want one naming c", err)
+	}
+	pairs, _ := f.Pairs(context.Background())
+	if len(pairs) != 3 {
+		t.Fatalf("pairs %+v", pairs)
+	}
+	for _, p := range pairs {
+		if p.From == "b" && p.To == "a" {
+			// Age rebased on our clock: ~3 s, whatever b's clock says.
+			if age := p.Age(time.Now()); age < 2*time.Second || age > 5*time.Second {
+				t.Fatalf("age %v, want ~3 s", age)
+			}
+		}
+	}
+	relays, _ := f.Relays(context.Background())
+	health := map[string]string{}
+	for _, r := range relays {
+		health[r.Name] = r.Health
+		if (r.Health == "unknown") == r.Healthy {
+			t.Errorf("%s: healthy %v with health %q", r.Name, r.Healthy, r.Health)
+		}
+	}
+	// a: itself; b: answered; c: unreachable, and b's probes to c were lost.
+	if health["a"] != "self" || health["b"] != "admin" || health["c"] != "unknown" {
+		t.Fatalf("health %v", health)
+	}
+}
+
+func TestFleetReloadKeepsLastGood(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, "relays:\n  - {name: a}\n")
+	f, err := OpenFleet(path, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changed := f.Watch(ctx)
+	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n")
+	if ok, err := f.Reload(); !ok || err != nil {
+		t.Fatalf("reload: %v %v", ok, err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("no change signalled")
+	}
+	if len(f.File().Relays) != 2 {
+		t.Fatalf("relays %+v", f.File().Relays)
+	}
+	writeFleet(t, path, "relays:\n  - {name: a}\n  - {nmae: b}\n")
+	if _, err := f.Reload(); err == nil || !strings.Contains(err.Error(), "nmae") {
+		t.Fatalf("reload of a bad file: %v", err)
+	}
+	if len(f.File().Relays) != 2 {
+		t.Fatal("a bad file replaced the last good one")
+	}
+}
+
+func TestOpenFleetNotListed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, "relays:\n  - {name: a}\n")
+	if _, err := OpenFleet(path, "zz"); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
+		t.Fatalf("err %v", err)
+	}
+}
