@@ -1,0 +1,715 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/topology"
+)
+
+const (
+	warmupBytes   = 1 << 20
+	warmupCount   = 3
+	readyTimeout  = 30 * time.Second
+	stopTimeout   = 10 * time.Second
+	cleanupBudget = 90 * time.Second
+)
+
+// daemon is a dante or squid process this driver started in a node.
+type daemon struct {
+	what, node string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	err        error
+	logf       *os.File
+}
+
+// bench is one topology being measured.
+type bench struct {
+	c       *config
+	name    string
+	topo    *topology.Topology
+	state   *lab.State
+	tr      *TopoResult
+	daemons []*daemon
+}
+
+func measureTopology(ctx context.Context, c *config, name string) *TopoResult {
+	start := time.Now()
+	file := filepath.Join(c.configDir, name+".yaml")
+	tr := &TopoResult{Name: name, File: file, Started: start.UTC(), Impls: map[string]*ImplResult{}}
+	defer func() { tr.DurationS = time.Since(start).Seconds() }()
+	topo, err := topology.Load(file)
+	if err != nil {
+		tr.Error = err.Error()
+		return tr
+	}
+	if topo.Name != name {
+		logf("note: %s declares lab name %q", file, topo.Name)
+	}
+	b := &bench{c: c, name: topo.Name, topo: topo, tr: tr}
+	if err := b.describe(); err != nil {
+		tr.Error = err.Error()
+		return tr
+	}
+	logf("== %s: %d segment(s) %v ms via %v", name, tr.Segments, tr.SegmentRTTms, tr.Chain)
+
+	// Cleanup runs whatever happened, with its own time budget.
+	labUp := false
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupBudget)
+		defer cancel()
+		b.stopDaemons()
+		if labUp {
+			if out, err := b.relayctl(cctx, "lab", "--state-dir", c.stateRoot, "down", b.name); err != nil {
+				logf("lab down %s: %v: %s", b.name, err, out)
+				if tr.Error == "" {
+					tr.Error = "lab down: " + err.Error()
+				}
+			}
+		}
+		killStrays(c, []string{b.name})
+	}()
+
+	if out, err := b.relayctl(ctx, "lab", "--state-dir", c.stateRoot, "up", "-t", file); err != nil {
+		tr.Error = fmt.Sprintf("lab up: %v: %s", err, strings.TrimSpace(out))
+		// A lab that came half up is still ours to take down, unless it
+		// is someone else's lab of the same name.
+		labUp = !strings.Contains(out, "already up")
+		return tr
+	}
+	labUp = true
+	st, err := lab.LoadState(filepath.Join(c.stateRoot, b.name))
+	if err != nil {
+		tr.Error = err.Error()
+		return tr
+	}
+	b.state = st
+
+	impls := []string{implDirect}
+	if len(tr.Chain) > 0 {
+		impls = allImpls
+		if err := b.startPeers(ctx); err != nil {
+			tr.Error = err.Error()
+			b.readStatus()
+			return tr
+		}
+	}
+	for _, impl := range impls {
+		tr.Impls[impl] = &ImplResult{}
+	}
+	if err := b.warmup(ctx, impls); err != nil {
+		tr.Error = err.Error()
+		b.readStatus()
+		return tr
+	}
+	for round := 0; round < c.runs && ctx.Err() == nil; round++ {
+		for i := range impls {
+			impl := impls[(i+round)%len(impls)]
+			s := b.measure(ctx, impl, round, i)
+			if ctx.Err() != nil {
+				break
+			}
+			ir := tr.Impls[impl]
+			ir.Samples = append(ir.Samples, s)
+			status := fmt.Sprintf("%.2f Mbit/s", s.BytesPerS*8/1e6)
+			if !s.OK {
+				status = "FAILED: " + s.Error
+			}
+			logf("%s round %d/%d %-6s %s", name, round+1, c.runs, impl, status)
+		}
+	}
+	if ctx.Err() != nil {
+		tr.Error = "interrupted"
+	}
+	summarize(tr)
+	b.readStatus()
+	for _, impl := range impls {
+		ir := tr.Impls[impl]
+		logf("%s %-6s median %.2f Mbit/s (%d ok, %d failed) ratio %.2f", name, impl, ir.MedianBps*8/1e6, ir.OK, ir.Failed, ir.Ratio)
+	}
+	return tr
+}
+
+// describe fills the chain and segment RTTs from the topology.
+func (b *bench) describe() error {
+	tr, t := b.tr, b.topo
+	if _, ok := t.Nodes[topology.ClientNode]; !ok {
+		return errors.New("no client node")
+	}
+	servers := t.Servers()
+	if len(servers) != 1 {
+		return fmt.Errorf("want exactly one server node, have %v", servers)
+	}
+	server := servers[0]
+	rtt := func(a, z string) (float64, bool) {
+		for _, l := range t.Links {
+			if (l.Between[0] == a && l.Between[1] == z) || (l.Between[0] == z && l.Between[1] == a) {
+				ab, ba := l.OneWayNs()
+				return float64(ab+ba) / 1e6, true
+			}
+		}
+		return 0, false
+	}
+	d, ok := rtt(topology.ClientNode, server)
+	if !ok {
+		return errors.New("no direct client-server link")
+	}
+	tr.DirectRTTms = d
+	// The entry relay is the relay no other relay points at.
+	relays := t.Relays()
+	pointed := map[string]bool{}
+	for _, r := range relays {
+		for _, n := range t.Nodes[r].Next {
+			pointed[n] = true
+		}
+	}
+	var entries []string
+	for _, r := range relays {
+		if !pointed[r] {
+			entries = append(entries, r)
+		}
+	}
+	if len(relays) > 0 && len(entries) != 1 {
+		return fmt.Errorf("want one entry relay (a relay no other relay points at), have %v", entries)
+	}
+	if len(entries) == 1 {
+		for r := entries[0]; r != ""; {
+			tr.Chain = append(tr.Chain, r)
+			next := t.Nodes[r].Next
+			if len(next) > 1 {
+				return fmt.Errorf("relay %s: next %v: dante and squid are chained hop by hop, so each relay may name one next hop", r, next)
+			}
+			if len(next) == 0 {
+				break
+			}
+			r = next[0]
+			if contains(tr.Chain, r) {
+				return fmt.Errorf("relay chain loops at %s", r)
+			}
+		}
+		if len(tr.Chain) != len(relays) {
+			return fmt.Errorf("chain %v does not use every relay %v", tr.Chain, relays)
+		}
+	}
+	path := append(append([]string{topology.ClientNode}, tr.Chain...), server)
+	for i := 0; i+1 < len(path); i++ {
+		r, ok := rtt(path[i], path[i+1])
+		if !ok {
+			return fmt.Errorf("no link %s-%s on the relay path", path[i], path[i+1])
+		}
+		tr.SegmentRTTms = append(tr.SegmentRTTms, r)
+	}
+	tr.Segments = len(path) - 1
+	tr.Kind = "segments"
+	if strings.HasPrefix(b.name, "sweep") {
+		tr.Kind = "position"
+	}
+	return nil
+}
+
+// relayctl runs bin/relayctl and returns its combined output.
+func (b *bench) relayctl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, b.c.relayctl, args...)
+	setGroup(cmd)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// setGroup puts cmd in its own process group (terminal signals reach only
+// the driver, which cleans up) and makes cancellation kill the whole group.
+func setGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+}
+
+func (b *bench) node(name string) *lab.Node { return b.state.Nodes[name] }
+
+// nextHop is the relay a relay's peers forward to ("" = the destination).
+func (b *bench) nextHop(relay string) string {
+	if n := b.topo.Nodes[relay].Next; len(n) > 0 {
+		return n[0]
+	}
+	return ""
+}
+
+func danteConfig(logPath, addr, nextAddr string) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "# Written by bench/split.\nlogoutput: %s\n", logPath)
+	fmt.Fprintf(&s, "internal: %s port = %d\nexternal: %s\n", addr, dantePort, addr)
+	s.WriteString("clientmethod: none\nsocksmethod: none\n")
+	s.WriteString("user.privileged: root\nuser.unprivileged: nobody\n")
+	s.WriteString("client pass {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0\n}\n")
+	s.WriteString("socks pass {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0\n}\n")
+	if nextAddr != "" {
+		fmt.Fprintf(&s, "route {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0 via: %s port = %d\n\tproxyprotocol: socks_v5\n\tcommand: connect\n}\n", nextAddr, dantePort)
+	}
+	return s.String()
+}
+
+// squidConfig: cache_log goes to stderr, which the driver points at
+// <labdir>/<node>.squid.log: squid writes its log as the proxy user, who
+// cannot enter the lab directory (0700), and for the same reason coredump_dir
+// is none. No DNS servers: lab names resolve from /etc/hosts.
+func squidConfig(dir, node, addr, nextAddr string) string {
+	var s strings.Builder
+	s.WriteString("# Written by bench/split.\n")
+	fmt.Fprintf(&s, "http_port %s:%d\n", addr, squidPort)
+	s.WriteString("http_access allow all\ncache deny all\naccess_log none\n")
+	s.WriteString("cache_log /dev/stderr\n")
+	fmt.Fprintf(&s, "pid_filename %s\n", filepath.Join(dir, node+".squid.pid"))
+	s.WriteString("coredump_dir none\nshutdown_lifetime 0 seconds\n")
+	fmt.Fprintf(&s, "visible_hostname %s\npinger_enable off\ndns_nameservers 127.0.0.1\n", node)
+	if nextAddr != "" {
+		fmt.Fprintf(&s, "cache_peer %s parent %d 0 no-query no-digest default\nnever_direct allow all\n", nextAddr, squidPort)
+	}
+	return s.String()
+}
+
+// startPeers starts dante and squid on every relay node, last hop first, and
+// waits until both chains answer from the client.
+func (b *bench) startPeers(ctx context.Context) error {
+	dir := b.state.Dir
+	proxyUID, proxyGID := -1, -1
+	if u, err := user.Lookup("proxy"); err == nil {
+		proxyUID, _ = strconv.Atoi(u.Uid)
+		proxyGID, _ = strconv.Atoi(u.Gid)
+	}
+	for i := len(b.tr.Chain) - 1; i >= 0; i-- {
+		r := b.tr.Chain[i]
+		n := b.node(r)
+		nextAddr := ""
+		if h := b.nextHop(r); h != "" {
+			nextAddr = b.node(h).Addr
+		}
+		// dante
+		conf := filepath.Join(dir, r+".dante.conf")
+		logPath := filepath.Join(dir, r+".dante.log")
+		if err := os.WriteFile(conf, []byte(danteConfig(logPath, n.Addr, nextAddr)), 0o644); err != nil {
+			return err
+		}
+		if err := b.startDaemon("dante", n, filepath.Join(dir, r+".dante.out"), -1, -1,
+			"/usr/sbin/danted", "-f", conf, "-p", filepath.Join(dir, r+".dante.pid")); err != nil {
+			return err
+		}
+		// squid
+		conf = filepath.Join(dir, r+".squid.conf")
+		if err := os.WriteFile(conf, []byte(squidConfig(dir, r, n.Addr, nextAddr)), 0o644); err != nil {
+			return err
+		}
+		squid, err := exec.LookPath("squid")
+		if err != nil {
+			squid = "/usr/sbin/squid"
+		}
+		if err := b.startDaemon("squid", n, filepath.Join(dir, r+".squid.log"), proxyUID, proxyGID,
+			squid, "-N", "-n", squidService(b.name, r), "-f", conf); err != nil {
+			return err
+		}
+	}
+	// Every daemon listens before the chain is tried from the client.
+	deadline := time.Now().Add(readyTimeout)
+	for _, d := range b.daemons {
+		port := dantePort
+		if d.what == "squid" {
+			port = squidPort
+		}
+		if err := b.waitListening(ctx, d, port, deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// squidService is squid's -n service name (its shared memory and default
+// paths): one per lab node, so instances never share anything.
+func squidService(labName, node string) string {
+	var s strings.Builder
+	for _, ch := range "rm" + labName + node {
+		if ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' {
+			s.WriteRune(ch)
+		}
+	}
+	return s.String()
+}
+
+func (b *bench) startDaemon(what string, n *lab.Node, logPath string, uid, gid int, argv ...string) error {
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if uid >= 0 {
+		_ = lf.Chown(uid, gid) // squid reopens it as the proxy user
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("node %s: start %s: %w", n.Name, what, err)
+	}
+	d := &daemon{what: what, node: n.Name, cmd: cmd, done: make(chan struct{}), logf: lf}
+	go func() {
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	b.daemons = append(b.daemons, d)
+	logf("%s: started %s on %s (pid %d), output in %s", b.name, what, n.Name, cmd.Process.Pid, logPath)
+	return nil
+}
+
+// waitListening polls the daemon's port inside its node.
+func (b *bench) waitListening(ctx context.Context, d *daemon, port int, deadline time.Time) error {
+	addr := b.node(d.node).Addr
+	for {
+		select {
+		case <-d.done:
+			return fmt.Errorf("node %s: %s exited at start (%v); see its log in %s", d.node, d.what, d.err, b.state.Dir)
+		default:
+		}
+		out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", b.node(d.node).Netns, "ss", "-Hltn", "src", fmt.Sprintf("%s:%d", addr, port)).Output()
+		if strings.TrimSpace(string(out)) != "" {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s: %s does not listen on %s:%d after %v", d.node, d.what, addr, port, readyTimeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stopDaemons ends every daemon: SIGTERM, SIGKILL to its process group after
+// stopTimeout, then anything left in the group.
+func (b *bench) stopDaemons() {
+	// The main process first: dante's mother ends its own children.
+	for _, d := range b.daemons {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(stopTimeout)
+	for _, d := range b.daemons {
+		select {
+		case <-d.done:
+		case <-deadline:
+		}
+	}
+	for _, d := range b.daemons {
+		select {
+		case <-d.done:
+		default:
+			logf("%s: %s on %s did not stop in %v: killing", b.name, d.what, d.node, stopTimeout)
+			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			<-d.done
+		}
+		killGroup(d.cmd.Process.Pid)
+		d.logf.Close()
+	}
+	b.daemons = nil
+}
+
+// killGroup SIGKILLs any process still in process group pgid (dante's
+// children) and waits briefly for them to go.
+func killGroup(pgid int) {
+	for i := 0; i < 50; i++ {
+		left := groupMembers(pgid)
+		if len(left) == 0 {
+			return
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		time.Sleep(100 * time.Millisecond)
+	}
+	logf("process group %d still has members %v", pgid, groupMembers(pgid))
+}
+
+// groupMembers lists live (non-zombie) processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	forProcs(func(pid int, stat, _ string) {
+		f := statFields(stat)
+		if len(f) > 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// statFields returns /proc/PID/stat fields after the command name: state,
+// ppid, pgrp, ...
+func statFields(stat string) []string {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(stat[i+1:])
+}
+
+func forProcs(fn func(pid int, stat, cmdline string)) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		fn(pid, string(stat), strings.ReplaceAll(string(cl), "\x00", " "))
+	}
+}
+
+// killStrays kills dante and squid process groups left by an earlier run of
+// this driver for the given labs (recognized by their config paths in this
+// driver's state directory).
+func killStrays(c *config, labs []string) {
+	groups := map[int]string{}
+	forProcs(func(pid int, stat, cmdline string) {
+		for _, l := range labs {
+			dir := filepath.Join(c.stateRoot, l) + "/"
+			if strings.Contains(cmdline, dir) && (strings.Contains(cmdline, ".dante.conf") || strings.Contains(cmdline, ".squid.conf")) {
+				if f := statFields(stat); len(f) > 3 && f[0] != "Z" {
+					pg, _ := strconv.Atoi(f[2])
+					groups[pg] = cmdline
+				}
+			}
+		}
+	})
+	for pg, cl := range groups {
+		if pg <= 1 {
+			continue
+		}
+		logf("killing stray process group %d: %s", pg, cl)
+		_ = syscall.Kill(-pg, syscall.SIGTERM)
+		time.Sleep(500 * time.Millisecond)
+		killGroup(pg)
+	}
+}
+
+// curlResult is one curl run.
+type curlResult struct {
+	speed float64
+	size  int64
+	code  int
+	err   error
+}
+
+// curlArgs is the proxy part of curl's argv for impl.
+func (b *bench) curlArgs(impl string) []string {
+	if impl == implDirect {
+		return nil
+	}
+	entry := b.tr.Chain[0]
+	switch impl {
+	case implRelayd:
+		return []string{"-x", fmt.Sprintf("socks5h://%s:%d", entry, lab.SOCKSPort)}
+	case implDante:
+		return []string{"-x", fmt.Sprintf("socks5h://%s:%d", b.node(entry).Addr, dantePort)}
+	case implSquid:
+		return []string{"-p", "-x", fmt.Sprintf("http://%s:%d", entry, squidPort)}
+	}
+	panic("unknown implementation " + impl)
+}
+
+func (b *bench) serverName() string { return b.topo.Servers()[0] }
+
+// curl downloads size bytes from the client node through impl.
+func (b *bench) curl(ctx context.Context, impl string, size int64) curlResult {
+	url := fmt.Sprintf("http://%s:%d/bytes/%d", b.serverName(), lab.TrafficPort, size)
+	args := []string{"lab", "--state-dir", b.c.stateRoot, "exec", "--lab", b.name, "client", "--",
+		"curl", "-sS", "-o", "/dev/null", "--max-time", strconv.Itoa(b.c.maxTime),
+		"-w", `%{speed_download} %{size_download} %{http_code}\n`}
+	args = append(append(args, b.curlArgs(impl)...), url)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(b.c.maxTime+30)*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, b.c.relayctl, args...)
+	setGroup(cmd)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	runErr := cmd.Run()
+	var r curlResult
+	f := strings.Fields(out.String())
+	if len(f) == 3 {
+		r.speed, _ = strconv.ParseFloat(f[0], 64)
+		r.size, _ = strconv.ParseInt(f[1], 10, 64)
+		r.code, _ = strconv.Atoi(f[2])
+	}
+	msg := strings.TrimSpace(errb.String())
+	switch {
+	case runErr != nil:
+		r.err = fmt.Errorf("curl: %v: %s", runErr, msg)
+	case r.code != 200:
+		r.err = fmt.Errorf("http_code %d (%s)", r.code, msg)
+	case r.size != size:
+		r.err = fmt.Errorf("size_download %d, want %d (%s)", r.size, size, msg)
+	case r.speed <= 0:
+		r.err = fmt.Errorf("unparsable curl output %q", out.String())
+	}
+	return r
+}
+
+// flushMetrics forgets cached TCP metrics (ssthresh, RTT) in every node, so
+// no run inherits state from the one before.
+func (b *bench) flushMetrics(ctx context.Context) {
+	for _, n := range b.state.Nodes {
+		_ = exec.CommandContext(ctx, "ip", "-n", n.Netns, "tcp_metrics", "flush", "all").Run()
+	}
+}
+
+func (b *bench) measure(ctx context.Context, impl string, round, order int) Sample {
+	s := Sample{Round: round, Order: order}
+	for attempt := 1; attempt <= 2; attempt++ {
+		b.flushMetrics(ctx)
+		s.Attempts = attempt
+		r := b.curl(ctx, impl, b.c.size)
+		if r.err == nil {
+			s.OK, s.BytesPerS, s.Error = true, r.speed, ""
+			return s
+		}
+		if ctx.Err() != nil {
+			s.Error = "interrupted"
+			return s
+		}
+		if attempt == 1 {
+			s.FirstErr = r.err.Error()
+			logf("%s %s round %d: %v: retrying once", b.name, impl, round+1, r.err)
+			time.Sleep(2 * time.Second)
+		} else {
+			s.Error = r.err.Error()
+		}
+	}
+	return s
+}
+
+// warmup makes every chain answer (ready check: one success within
+// readyTimeout) and then does warmupCount more downloads through it.
+func (b *bench) warmup(ctx context.Context, impls []string) error {
+	for _, impl := range impls {
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			r := b.curl(ctx, impl, 1000)
+			if r.err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.tr.Warmup = append(b.tr.Warmup, fmt.Sprintf("%s ready check: %v", impl, r.err))
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s chain does not answer after %v: %v", impl, readyTimeout, r.err)
+			}
+			time.Sleep(time.Second)
+		}
+		for i := 0; i < warmupCount; i++ {
+			if r := b.curl(ctx, impl, warmupBytes); r.err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				b.tr.Warmup = append(b.tr.Warmup, fmt.Sprintf("%s warm-up %d: %v", impl, i+1, r.err))
+				logf("%s %s warm-up %d: %v", b.name, impl, i+1, r.err)
+			}
+		}
+	}
+	return nil
+}
+
+// readStatus records the lab's self-check.
+func (b *bench) readStatus() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := b.relayctl(ctx, "lab", "--state-dir", b.c.stateRoot, "status", b.name, "-o", "json")
+	if err != nil {
+		b.tr.Problems = append(b.tr.Problems, fmt.Sprintf("lab status: %v: %s", err, strings.TrimSpace(out)))
+		return
+	}
+	var st lab.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		b.tr.Problems = append(b.tr.Problems, fmt.Sprintf("lab status: %v", err))
+		return
+	}
+	v := st.Valid
+	b.tr.Valid = &v
+	b.tr.Problems = append(b.tr.Problems, st.Problems...)
+	if !v {
+		logf("%s: lab self-check INVALID: %v", b.name, st.Problems)
+	}
+}
+
+// summarize computes medians and ratios.
+func summarize(tr *TopoResult) {
+	for _, ir := range tr.Impls {
+		var ok []float64
+		ir.OK, ir.Failed = 0, 0
+		for _, s := range ir.Samples {
+			if s.OK {
+				ok = append(ok, s.BytesPerS)
+				ir.OK++
+			} else {
+				ir.Failed++
+			}
+		}
+		ir.MedianBps, ir.MinBps, ir.MaxBps = 0, 0, 0
+		if len(ok) > 0 {
+			sort.Float64s(ok)
+			ir.MinBps, ir.MaxBps = ok[0], ok[len(ok)-1]
+			if m := len(ok) / 2; len(ok)%2 == 1 {
+				ir.MedianBps = ok[m]
+			} else {
+				ir.MedianBps = (ok[m-1] + ok[m]) / 2
+			}
+		}
+	}
+	d := tr.Impls[implDirect]
+	for _, ir := range tr.Impls {
+		ir.Ratio = 0
+		if d != nil && d.MedianBps > 0 && ir.MedianBps > 0 {
+			ir.Ratio = ir.MedianBps / d.MedianBps
+		}
+	}
+}
+
+// versions records what was measured.
+func versions(c *config) map[string]string {
+	v := map[string]string{}
+	for _, pkg := range []string{"dante-server", "squid", "curl"} {
+		if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", pkg).Output(); err == nil {
+			v[pkg] = strings.TrimSpace(string(out))
+		}
+	}
+	relayd := filepath.Join(filepath.Dir(c.relayctl), "relayd")
+	if bi, err := buildinfo.ReadFile(relayd); err == nil {
+		s := bi.Main.Path + " " + bi.Main.Version + " (" + bi.GoVersion
+		for _, kv := range bi.Settings {
+			if kv.Key == "vcs.revision" || kv.Key == "vcs.modified" {
+				s += ", " + kv.Key + "=" + kv.Value
+			}
+		}
+		v["relayd"] = s + ")"
+	}
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		v["git_head"] = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("sysctl", "-n", "net.ipv4.tcp_congestion_control").Output(); err == nil {
+		v["host_congestion_control"] = strings.TrimSpace(string(out))
+	}
+	return v
+}
