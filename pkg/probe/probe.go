@@ -14,10 +14,12 @@ package probe
 import (
 	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -69,11 +71,18 @@ func NewWindow(size int) *Window {
 	return &Window{samples: make([]sample, size)}
 }
 
-// Add records one sample; err != nil marks it lost.
+// Add records one sample; err != nil marks it lost, except a refused
+// connection: the RST came back after one round trip, so the network path
+// answered (rtt counts) though the peer's service did not (err is kept, and
+// Summary.LastErr reports it). A relay probing a peer that is still
+// starting, or restarting, thus measures the path without counting loss.
 func (w *Window) Add(rtt time.Duration, err error, at time.Time) {
 	s := sample{rttNs: int64(rtt), at: at}
 	if err != nil {
-		s.lost, s.err, s.rttNs = true, err.Error(), 0
+		s.err = err.Error()
+		if !errors.Is(err, syscall.ECONNREFUSED) || rtt <= 0 {
+			s.lost, s.rttNs = true, 0
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -104,12 +113,11 @@ func summarize(ordered []sample) Summary {
 	for _, x := range ordered {
 		s.Samples++
 		s.LastAt = x.at
+		s.LastErr = x.err
 		if x.lost {
 			s.Lost++
-			s.LastErr = x.err
 			continue
 		}
-		s.LastErr = ""
 		if prev >= 0 {
 			d := x.rttNs - prev
 			jitterSum += float64(max(d, -d))
@@ -134,17 +142,22 @@ func summarize(ordered []sample) Summary {
 }
 
 // HandshakeRTT measures one round trip to addr as the duration of a TCP
-// connect, and closes the connection.
+// connect, and closes the connection. On error it still returns how long
+// the attempt took (a refused connect is one round trip too).
 func HandshakeRTT(ctx context.Context, addr string) (time.Duration, error) {
 	var d net.Dialer
+	return TimedConnect(ctx, &d, addr)
+}
+
+// TimedConnect times one TCP connect through d and closes the connection.
+func TimedConnect(ctx context.Context, d *net.Dialer, addr string) (time.Duration, error) {
 	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", addr)
 	rtt := time.Since(start)
-	if err != nil {
-		return 0, err
+	if err == nil {
+		c.Close()
 	}
-	c.Close()
-	return rtt, nil
+	return rtt, err
 }
 
 // Sample measures count round trips to addr, spaced by gap, with a timeout

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"net"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,11 +92,28 @@ func TestProber(t *testing.T) {
 	if up := snap["up"]; up.Lost != 0 || up.MedianMs <= 0 || up.MedianMs > 50 {
 		t.Fatalf("up: %+v", up)
 	}
-	if down := snap["down"]; down.Reachable() {
+	// Nothing listens on "down": the path answers (RST), the service not.
+	if down := snap["down"]; !strings.Contains(down.LastErr, "refused") {
 		t.Fatalf("down: %+v", down)
 	}
 	targets.Store(map[string]string{"up": ln.Addr().String()})
 	waitFor(func(s map[string]Summary) bool { _, ok := s["down"]; return !ok })
 	cancel()
 	<-done
+}
+
+// A refused connect measured the path (the RST took one round trip): it
+// counts as an RTT sample, not loss, and is reported as the last error.
+func TestRefusedIsAnsweredPathNotHealthyService(t *testing.T) {
+	w := NewWindow(3)
+	w.Add(10*time.Millisecond, nil, time.Now())
+	w.Add(12*time.Millisecond, syscall.ECONNREFUSED, time.Now())
+	s := w.Summary()
+	if s.Lost != 0 || s.MedianMs != 12 || s.LastErr == "" {
+		t.Fatalf("%+v", s)
+	}
+	w.Add(11*time.Millisecond, nil, time.Now())
+	if s := w.Summary(); s.LastErr != "" {
+		t.Fatalf("last error after an answer: %q", s.LastErr)
+	}
 }

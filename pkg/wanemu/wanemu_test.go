@@ -12,6 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func TestMain(m *testing.M) {
+	QuietGC(2 << 30) // as relayctl lab does: no GC pauses in the packet loops
+	os.Exit(m.Run())
+}
+
 func requireRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and TUN devices (CI runs as root)")
