@@ -41,7 +41,8 @@ type Pair struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Answering says whether To answered From's newest probe.
+// Answering says whether To's service answered From's newest probe (a
+// refused connect measures the path but means the relay is down).
 func (p Pair) Answering() bool { return p.Samples > 0 && p.Loss < 1 && p.LastError == "" }
 
 // Age is how old the measurement is at now.
