@@ -28,9 +28,16 @@ vet:
 # the link emulator and the lab: their timing self-checks need the packet
 # loop uninstrumented and the machine to themselves (-p 1, after the rest).
 # Tests needing root (namespaces, TUN) skip with a printed reason elsewhere.
-unit:
+unit: bin/consul
 	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab)
 	$(GO) test -p 1 -count=1 -timeout 10m ./pkg/wanemu/... ./e2e/lab/...
+
+# A real Consul agent for the Consul registry tests (pkg/registry, e2e): built
+# once from tools/consul (its own module: Consul's dependencies stay out of
+# ours), ~4 min cold, then cached here (git-ignored). Tests skip without it.
+bin/consul: tools/consul/go.mod tools/consul/go.sum tools/consul/main.go
+	mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -C tools/consul -trimpath -o ../../bin/consul .
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)

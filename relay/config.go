@@ -44,8 +44,23 @@ type Config struct {
 	// Fleet is a fleet file (the embedded registry): this relay probes the
 	// RTT to every other relay listed there and pulls their measurements.
 	// Empty: no probing. This relay must be listed under its Name.
-	Fleet string      `yaml:"fleet"`
-	Probe ProbeConfig `yaml:"probe"`
+	Fleet string `yaml:"fleet"`
+	// Consul is the other registry: this relay registers itself there,
+	// probes every other registered relay and writes its measurements to
+	// Consul's KV store. Exclusive with Fleet.
+	Consul ConsulConfig `yaml:"consul"`
+	Probe  ProbeConfig  `yaml:"probe"`
+}
+
+// ConsulConfig selects the Consul registry (docs/registry.md).
+type ConsulConfig struct {
+	// Addr is the Consul agent's HTTP API (host:port or http(s)://host:port),
+	// normally the agent on this relay's host. Empty: Consul is not used.
+	Addr string `yaml:"addr"`
+	// Token is the ACL token (empty: $CONSUL_HTTP_TOKEN, else anonymous).
+	// It needs service:write on relaymesh, key:write on
+	// relaymesh/measurements/<name>, key:read on the prefix, node:read.
+	Token string `yaml:"token"`
 }
 
 // ProbeConfig paces the RTT probes to peer relays (see pkg/probe).
@@ -220,6 +235,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Fleet != "" && c.Name == "" {
 		add("name: required with fleet (the relay finds itself in the fleet file by name)")
+	}
+	if c.Consul.Addr != "" {
+		if c.Fleet != "" {
+			add("fleet, consul.addr: choose one registry, not both")
+		}
+		if c.Name == "" {
+			add("name: required with consul (the relay registers under its name)")
+		}
+		if c.Admin == "" {
+			add("admin: required with consul (Consul checks /healthz there and peers probe it)")
+		}
+	}
+	if c.Consul.Token != "" && c.Consul.Addr == "" {
+		add("consul.token: set without consul.addr")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -19,29 +19,28 @@ import (
 )
 
 // measurer runs the prober against the fleet's other relays, publishes
-// what it measures and pulls the peers' measurements. Its goroutines end
-// when stop is called.
+// what it measures through the registry (a fleet file or Consul) and keeps
+// the registry's view of the fleet current. Its goroutines end when stop is
+// called.
 type measurer struct {
-	fleet  *registry.Fleet
+	reg    registry.Registry
+	fleet  *registry.Fleet  // set with a fleet file
+	consul *registry.Consul // set with Consul
 	prober *probe.Prober
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	log    *zap.Logger
 }
 
 func (s *Server) startMeasuring() error {
-	if s.cfg.Fleet == "" {
-		return nil
-	}
-	fl, err := registry.OpenFleet(s.cfg.Fleet, s.cfg.Name)
-	if err != nil {
-		return fmt.Errorf("fleet: %w", err)
-	}
-	m := &measurer{fleet: fl}
-	m.prober = &probe.Prober{
-		Interval: s.cfg.Probe.Interval,
-		Timeout:  s.cfg.Probe.Timeout,
-		Window:   s.cfg.Probe.Window,
-		Targets: func() map[string]string {
+	switch {
+	case s.cfg.Fleet != "":
+		fl, err := registry.OpenFleet(s.cfg.Fleet, s.cfg.Name)
+		if err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+		m := &measurer{reg: fl, fleet: fl}
+		m.start(s, func() map[string]string {
 			out := map[string]string{}
 			for _, r := range fl.File().Relays {
 				if r.Name != s.cfg.Name && r.Admin != "" {
@@ -49,11 +48,72 @@ func (s *Server) startMeasuring() error {
 				}
 			}
 			return out
-		},
+		}, func(ctx context.Context) {
+			// Log when the pull outcome changes (a peer unreachable, back),
+			// not on every pull.
+			last := ""
+			fl.Run(ctx, s.cfg.Probe.PullInterval, func(err error) {
+				msg := ""
+				if err != nil {
+					msg = err.Error()
+				}
+				if msg == last {
+					return
+				}
+				last = msg
+				if err != nil {
+					m.log.Warn("cannot read every peer's measurements; using the last known", zap.Error(err))
+				} else {
+					m.log.Info("reading every peer's measurements")
+				}
+			})
+		})
+		m.log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(fl.File().Relays)-1),
+			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
+	case s.cfg.Consul.Addr != "":
+		log := s.log.Named("measure")
+		// The bound addresses, not the configured ones: port 0 means "any".
+		c, err := registry.NewConsul(registry.ConsulOptions{
+			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
+			WatchCoalesce: s.cfg.Probe.PullInterval,
+			Self: &registry.SelfRegistration{
+				Name: s.cfg.Name, Region: s.cfg.Region,
+				SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(),
+			},
+		})
+		if err != nil {
+			return err
+		}
+		m := &measurer{reg: c, consul: c}
+		m.start(s, func() map[string]string {
+			out := map[string]string{}
+			relays, _ := c.Relays(context.Background())
+			for _, r := range relays {
+				if r.Name != s.cfg.Name && r.Admin != "" {
+					out[r.Name] = r.Admin
+				}
+			}
+			return out
+		}, c.Run)
+		s.metrics.watchRegistry(c)
+		m.log.Info("probing the relays registered in consul", zap.String("consul", c.Addr()),
+			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
+	}
+	return nil
+}
+
+// start runs the prober over targets, publishes its snapshot every probe
+// interval, and runs the registry's own loop (run) until stop.
+func (m *measurer) start(s *Server, targets func() map[string]string, run func(context.Context)) {
+	m.log = s.log.Named("measure")
+	m.prober = &probe.Prober{
+		Interval: s.cfg.Probe.Interval,
+		Timeout:  s.cfg.Probe.Timeout,
+		Window:   s.cfg.Probe.Window,
+		Targets:  targets,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	log := s.log.Named("measure")
 	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
@@ -63,53 +123,54 @@ func (s *Server) startMeasuring() error {
 		defer m.wg.Done()
 		t := time.NewTicker(s.cfg.Probe.Interval)
 		defer t.Stop()
+		failing := false // log when publishing starts or stops failing, not every time
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = fl.Publish(ctx, s.cfg.Name, registry.PairsFrom(s.cfg.Name, m.prober.Snapshot()))
+				err := m.reg.Publish(ctx, s.cfg.Name, registry.PairsFrom(s.cfg.Name, m.prober.Snapshot()))
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil && !failing {
+					m.log.Warn("cannot publish this relay's measurements; retrying every probe interval", zap.Error(err))
+				} else if err == nil && failing {
+					m.log.Info("publishing this relay's measurements again")
+				}
+				failing = err != nil
 			}
 		}
 	}()
-	// Log when the pull outcome changes (a peer unreachable, back), not on
-	// every pull.
 	go func() {
 		defer m.wg.Done()
-		last := ""
-		fl.Run(ctx, s.cfg.Probe.PullInterval, func(err error) {
-			msg := ""
-			if err != nil {
-				msg = err.Error()
-			}
-			if msg == last {
-				return
-			}
-			last = msg
-			if err != nil {
-				log.Warn("cannot read every peer's measurements; using the last known", zap.Error(err))
-			} else {
-				log.Info("reading every peer's measurements")
-			}
-		})
+		run(ctx)
 	}()
 	s.measure = m
-	log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(fl.File().Relays)-1),
-		zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
-	return nil
 }
 
+// stop ends the measuring goroutines; with Consul it then deregisters the
+// relay, so that peers stop probing it and planners stop using it now
+// rather than when its health check has failed.
 func (m *measurer) stop() {
 	if m == nil {
 		return
 	}
 	m.cancel()
 	m.wg.Wait()
+	if m.consul != nil {
+		if err := m.consul.Deregister(context.Background()); err != nil {
+			m.log.Warn("leaving consul registered; its health check will fail and Consul deregisters it after a minute", zap.Error(err))
+		} else {
+			m.log.Info("deregistered from consul")
+		}
+	}
 }
 
-// ReloadFleet re-reads the fleet file now (relayd calls it on SIGHUP).
+// ReloadFleet re-reads the fleet file now (relayd calls it on SIGHUP). With
+// Consul there is nothing to re-read: it is watched all the time.
 func (s *Server) ReloadFleet() error {
-	if s.measure == nil {
+	if s.measure == nil || s.measure.fleet == nil {
 		return nil
 	}
 	_, err := s.measure.fleet.Reload()
@@ -127,7 +188,7 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 		}
 	case "fleet":
 		if s.measure != nil {
-			pairs, _ = s.measure.fleet.Pairs(r.Context())
+			pairs, _ = s.measure.reg.Pairs(r.Context())
 		}
 	default:
 		http.Error(w, fmt.Sprintf("scope %q: want local or fleet", scope), http.StatusBadRequest)
@@ -173,14 +234,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 	}
 	dialer := s.policy.Dialer(net.Dialer{})
 	measure := func(ctx context.Context, addr string) (time.Duration, error) {
-		start := time.Now()
-		c, err := dialer.DialContext(ctx, "tcp", addr)
-		rtt := time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		c.Close()
-		return rtt, nil
+		return probe.TimedConnect(ctx, dialer, addr)
 	}
 	sum := probe.Sample(r.Context(), addr, count, 200*time.Millisecond, s.cfg.Probe.Timeout, measure)
 	writeJSON(w, map[string]any{"from": s.cfg.Name, "target": target, "addr": addr, "summary": sum})

@@ -1,10 +1,13 @@
 package relay
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
 // metrics are exposed on the admin listener at /metrics (Prometheus text).
@@ -20,6 +23,10 @@ type metrics struct {
 	handshakeFailures *prometheus.CounterVec
 	acceptErrors      *prometheus.CounterVec
 	panics            prometheus.Counter
+	// registry is the registry whose freshness the registry gauges report;
+	// unset (no registry, or the fleet file, which cannot go stale as a
+	// whole) they read 0.
+	registry atomic.Pointer[registry.Staleness]
 }
 
 func newMetrics() *metrics {
@@ -55,6 +62,27 @@ func newMetrics() *metrics {
 			Name: "relaymesh_handler_panics_total", Help: "Panics recovered in connection handlers.",
 		}),
 	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_registry_stale",
+			Help: "1 while the registry (Consul) cannot be reached and the relays and measurements in use are the last known.",
+		}, func() float64 {
+			if stale, _ := m.registryState(); stale {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_registry_age_seconds",
+			Help: "Seconds since the registry (Consul) last answered; it is asked at least every 5 s. 0 without Consul.",
+		}, func() float64 {
+			_, since := m.registryState()
+			if since.IsZero() {
+				return 0
+			}
+			return time.Since(since).Seconds()
+		}),
+	)
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -70,4 +98,15 @@ func (m *metrics) observeDial(hop int, name string, d time.Duration, err error) 
 		result = "error"
 	}
 	m.dialSeconds.WithLabelValues(name, result).Observe(d.Seconds())
+}
+
+// watchRegistry makes the registry gauges report r.
+func (m *metrics) watchRegistry(r registry.Staleness) { m.registry.Store(&r) }
+
+func (m *metrics) registryState() (bool, time.Time) {
+	r := m.registry.Load()
+	if r == nil {
+		return false, time.Time{}
+	}
+	return (*r).Stale()
 }

@@ -23,17 +23,38 @@ import (
 const staleAfter = 60 * time.Second
 
 type registryFlags struct {
-	fleetPath string
-	output    string
+	fleetPath   string
+	consulAddr  string
+	consulToken string
+	output      string
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which `relayctl lab` sets)")
+	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500)")
+	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
 }
 
 // open returns the registry to read, refreshed once.
-func (f *registryFlags) open(ctx context.Context) (*registry.Fleet, error) {
+func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
+	if f.consulAddr != "" {
+		if f.fleetPath != "" {
+			return nil, errors.New("--fleet and --consul: give one registry")
+		}
+		// An empty token leaves the Consul client's own $CONSUL_HTTP_TOKEN.
+		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: f.consulAddr, Token: f.consulToken})
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		return reg, nil
+	}
+	if f.consulToken != "" {
+		return nil, errors.New("--consul-token needs --consul")
+	}
 	path := f.fleetPath
 	if path == "" {
 		path = os.Getenv(fleet.EnvFile)
@@ -63,10 +84,12 @@ func nodesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the fleet's relays: region, health, age of their measurements",
-		Long: `List the relays of the fleet with their region and health. A relay is healthy
-when its admin API answered relayctl, or when a peer's probe reached it in the
-last 30 s (relays probe each other; relayctl may not reach every relay itself).
-AGE is the age of the newest RTT measurement the relay made.`,
+		Long: `List the relays of the fleet with their region and health. With a fleet file a
+relay is healthy when its admin API answered relayctl, or when a peer's probe
+reached it in the last 30 s (relays probe each other; relayctl may not reach
+every relay itself). With --consul, healthy means every Consul check of the
+relay (its node's and the one on its /healthz) is passing. AGE is the age of
+the newest RTT measurement the relay made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, err := f.open(cmd.Context())
@@ -126,6 +149,8 @@ func rttCmd() *cobra.Command {
 recent TCP-handshake probes to TO, in ms. "x" means TO did not answer FROM's
 probes (no route, or down); "-" that FROM has no measurement of TO. Values
 older than 60 s are marked stale. On a terminal cells are coloured by RTT.
+With --consul, pairs no relay measured yet are estimated from Consul's network
+coordinates of the relays' nodes and marked "~".
 
 --output json gives every pair with min, p90, jitter, loss, sample count,
 whether it is estimated (a prior, not a probe) and its age.`,

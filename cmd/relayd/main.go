@@ -104,6 +104,12 @@ refused, checked on the resolved IP at connect time (--allow-private or
 			set("log-level", func() { cfg.Log.Level = f.Log.Level })
 			set("log-format", func() { cfg.Log.Format = f.Log.Format })
 			set("fleet", func() { cfg.Fleet = f.Fleet })
+			set("consul", func() { cfg.Consul.Addr = f.Consul.Addr })
+			set("consul-token", func() { cfg.Consul.Token = f.Consul.Token })
+			if cfg.Consul.Addr != "" && cfg.Consul.Token == "" {
+				// The Consul CLI's variable; a flag would show in ps.
+				cfg.Consul.Token = os.Getenv("CONSUL_HTTP_TOKEN")
+			}
 			if len(users) > 0 {
 				if password == "" {
 					password = os.Getenv("RELAYD_PASSWORD")
@@ -138,9 +144,12 @@ refused, checked on the resolved IP at connect time (--allow-private or
 			}
 			got := <-sig
 			for got == syscall.SIGHUP {
-				if err := srv.ReloadFleet(); err != nil {
+				switch err := srv.ReloadFleet(); {
+				case cfg.Fleet == "":
+					log.Info("SIGHUP: no fleet file to re-read (a Consul registry is watched all the time)")
+				case err != nil:
 					log.Warn("SIGHUP: fleet file not reloaded; keeping the last good one", zap.Error(err))
-				} else {
+				default:
 					log.Info("SIGHUP: fleet file reloaded", zap.String("fleet", cfg.Fleet))
 				}
 				got = <-sig
@@ -176,5 +185,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "console", "console or json")
 	fl.StringVar(&f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
+	fl.StringVar(&f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
+	fl.StringVar(&f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
 	return cmd
 }

@@ -1,0 +1,424 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/serf/coordinate"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestCoordinateDistance(t *testing.T) {
+	c := func(adj, height float64, vec ...float64) *coordinate.Coordinate {
+		return &coordinate.Coordinate{Vec: vec, Adjustment: adj, Height: height}
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, tc := range []struct {
+		name string
+		a, b *coordinate.Coordinate
+		want float64 // ms
+		ok   bool
+	}{
+		// 3-4-5 triangle of 10 ms units, plus heights 1 ms and 2 ms.
+		{"euclid+heights", c(0, 0.001, 0.03, 0), c(0, 0.002, 0, 0.04), 53, true},
+		{"adjustments added", c(0.005, 0, 0.01), c(0.002, 0, 0), 17, true},
+		// A negative adjustment that would make the distance negative is
+		// ignored, as Consul does.
+		{"negative sum ignored", c(-0.02, 0, 0.01), c(-0.01, 0, 0), 10, true},
+		{"negative adjustment kept when positive", c(-0.002, 0, 0.01), c(0, 0, 0), 8, true},
+		{"same node", c(0, 0.00001, 0.01, 0.02), c(0, 0.00001, 0.01, 0.02), 0.02, true},
+		{"missing", nil, c(0, 0, 0), 0, false},
+		{"dimensions differ", c(0, 0, 1, 2), c(0, 0, 1), 0, false},
+		{"invalid", c(0, 0, math.NaN()), c(0, 0, 0), 0, false},
+	} {
+		d, ok := CoordinateDistance(tc.a, tc.b)
+		if ok != tc.ok || math.Abs(ms(d)-tc.want) > 1e-6 {
+			t.Errorf("%s: got %v ms ok=%v, want %v ms ok=%v", tc.name, ms(d), ok, tc.want, tc.ok)
+		}
+		if ok {
+			// The same as serf's own, which Consul uses.
+			if want := tc.a.DistanceTo(tc.b); d != want {
+				t.Errorf("%s: %v, serf says %v", tc.name, d, want)
+			}
+		}
+	}
+}
+
+func TestMaterial(t *testing.T) {
+	p := func(to string, rtt, loss float64) Pair {
+		return Pair{From: "a", To: to, RTTMs: rtt, Loss: loss, Samples: 10}
+	}
+	base := []Pair{p("b", 10, 0), p("c", 0.2, 0)}
+	for _, tc := range []struct {
+		name  string
+		fresh []Pair
+		want  bool
+	}{
+		{"same", []Pair{p("b", 10, 0), p("c", 0.2, 0)}, false},
+		{"loopback wobble", []Pair{p("b", 10.4, 0), p("c", 0.6, 0)}, false},
+		{"rtt +20%", []Pair{p("b", 12, 0), p("c", 0.2, 0)}, true},
+		{"loss", []Pair{p("b", 10, 0.1), p("c", 0.2, 0)}, true},
+		{"stopped answering", []Pair{p("b", 10, 0), {From: "a", To: "c", RTTMs: 0.2, Samples: 10, LastError: "refused"}}, true},
+		{"peer gone", []Pair{p("b", 10, 0)}, true},
+		{"peer replaced", []Pair{p("b", 10, 0), p("d", 0.2, 0)}, true},
+		{"window filling", []Pair{p("b", 10, 0), {From: "a", To: "c", RTTMs: 0.2, Samples: 20}}, true},
+	} {
+		if got := material(base, tc.fresh); got != tc.want {
+			t.Errorf("%s: material = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFillHost(t *testing.T) {
+	for _, tc := range []struct{ addr, host, want string }{
+		{"0.0.0.0:1080", "10.0.0.5", "10.0.0.5:1080"},
+		{"[::]:1080", "10.0.0.5", "10.0.0.5:1080"},
+		{":1080", "fd00::1", "[fd00::1]:1080"},
+		{"127.0.0.1:1080", "10.0.0.5", "127.0.0.1:1080"},
+		{"0.0.0.0:1080", "", "0.0.0.0:1080"},
+		{"", "10.0.0.5", ""},
+	} {
+		if got := fillHost(tc.addr, tc.host); got != tc.want {
+			t.Errorf("fillHost(%q, %q) = %q, want %q", tc.addr, tc.host, got, tc.want)
+		}
+	}
+	if h, p := splitListen("0.0.0.0:1080"); h != "" || p != 1080 {
+		t.Errorf("splitListen: %q %d", h, p)
+	}
+}
+
+// consulAgent is a real Consul agent in -dev mode on free loopback ports.
+type consulAgent struct {
+	bin, dir string
+	args     []string
+	http     string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	mu       sync.Mutex
+	out      bytes.Buffer
+}
+
+// consulBinary finds the agent `make bin/consul` builds, or skips.
+func consulBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("RELAYMESH_CONSUL"); p != "" {
+		return p
+	}
+	p, _ := filepath.Abs("../../bin/consul")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set RELAYMESH_CONSUL", p)
+	}
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func startConsulAgent(t *testing.T) *consulAgent {
+	t.Helper()
+	a := &consulAgent{bin: consulBinary(t), dir: t.TempDir()}
+	httpPort := freePort(t)
+	a.http = "127.0.0.1:" + strconv.Itoa(httpPort)
+	a.args = []string{"agent", "-dev", "-node", "relaymesh-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-http-port", strconv.Itoa(httpPort), "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
+		"-server-port", strconv.Itoa(freePort(t)), "-serf-lan-port", strconv.Itoa(freePort(t)),
+		"-serf-wan-port", strconv.Itoa(freePort(t)), "-log-level", "warn"}
+	a.start(t)
+	t.Cleanup(a.kill)
+	return a
+}
+
+// start runs the agent (again, on the same ports) and waits for a leader.
+func (a *consulAgent) start(t *testing.T) {
+	t.Helper()
+	a.cmd = exec.Command(a.bin, a.args...)
+	a.cmd.Dir = a.dir
+	a.cmd.Stdout, a.cmd.Stderr = a.writer(), a.writer()
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(a.cmd, a.done)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + a.http + "/v1/status/leader")
+		if err == nil {
+			var leader string
+			_ = json.NewDecoder(resp.Body).Decode(&leader)
+			resp.Body.Close()
+			if leader != "" {
+				return
+			}
+		}
+		select {
+		case <-a.done:
+			t.Fatalf("consul agent exited:\n%s", a.output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consul agent has no leader after 30 s:\n%s", a.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill stops the agent at once, as a crash would.
+func (a *consulAgent) kill() {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.done
+}
+
+type lockedWriter struct{ a *consulAgent }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	return w.a.out.Write(p)
+}
+
+func (a *consulAgent) writer() lockedWriter { return lockedWriter{a} }
+
+func (a *consulAgent) output() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.out.String()
+}
+
+// eventually polls cond every 100 ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConsulRegistry runs the backend against a real Consul agent: a relay
+// registers with a health check, publishes, is read by another client,
+// watches fire, an agent crash and restart (which loses everything in -dev
+// mode) is ridden out and repaired, and deregistering removes it all.
+func TestConsulRegistry(t *testing.T) {
+	agent := startConsulAgent(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			fmt.Fprintln(w, "ok")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer health.Close()
+	admin := health.Listener.Addr().String()
+
+	core, logs := observer.New(zap.InfoLevel)
+	a, err := NewConsul(ConsulOptions{
+		Addr: agent.http, Log: zap.New(core), PublishEvery: time.Second, WatchCoalesce: 100 * time.Millisecond,
+		Self: &SelfRegistration{Name: "a", Region: "tokyo", SOCKS: "0.0.0.0:1080", HTTP: "127.0.0.1:8080", Admin: admin},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runWG sync.WaitGroup
+	runWG.Add(1)
+	go func() { defer runWG.Done(); a.Run(ctx) }()
+	defer func() { cancel(); runWG.Wait() }()
+
+	// The service as Consul stores it: name, tag, meta, address, check.
+	client, err := api.NewClient(&api.Config{Address: agent.http})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a registered and healthy", func() bool {
+		rs, _ := a.Relays(ctx)
+		return len(rs) == 1 && rs[0].Healthy
+	})
+	rs, _ := a.Relays(ctx)
+	// The wildcard SOCKS host is filled in with the node's address.
+	if r := rs[0]; r.Name != "a" || r.Region != "tokyo" || r.Health != "consul" || r.SOCKS != "127.0.0.1:1080" || r.HTTP != "127.0.0.1:8080" || r.Admin != admin {
+		t.Fatalf("relay: %+v", r)
+	}
+	svc, _, err := client.Agent().Service("relaymesh-a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Service != "relaymesh" || len(svc.Tags) != 1 || svc.Tags[0] != "region:tokyo" || svc.Port != 1080 || svc.Meta["admin"] != admin {
+		t.Fatalf("service: %+v", svc)
+	}
+	// Consul does not give the check's definition back; its output names
+	// the URL it polls, once the first run (staggered up to the 5 s
+	// interval) is done.
+	eventually(t, 8*time.Second, "the agent polled /healthz", func() bool {
+		checks, err := client.Agent().Checks()
+		chk := checks["relaymesh-a-healthz"]
+		return err == nil && chk != nil && chk.ServiceID == "relaymesh-a" && chk.Type == "http" &&
+			chk.Status == api.HealthPassing && strings.Contains(chk.Output, "http://"+admin+"/healthz")
+	})
+
+	// A reader (relayctl) watching, and a's measurements published.
+	reader, err := NewConsul(ConsulOptions{Addr: agent.http, WatchCoalesce: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go reader.Run(ctx)
+	changed := reader.Watch(ctx)
+	now := time.Now().Round(time.Millisecond)
+	mine := []Pair{{From: "a", To: "b", RTTMs: 12.5, MinMs: 12, P90Ms: 14, Samples: 10, UpdatedAt: now}}
+	if err := a.Publish(ctx, "a", mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(ctx, "b", mine); err == nil {
+		t.Fatal("a published for b")
+	}
+	kv, _, err := client.KV().Get("relaymesh/measurements/a", nil)
+	if err != nil || kv == nil {
+		t.Fatalf("kv: %v %v", kv, err)
+	}
+	var stored []Pair
+	if err := json.Unmarshal(kv.Value, &stored); err != nil || len(stored) != 1 || stored[0].RTTMs != 12.5 || !stored[0].UpdatedAt.Equal(now) {
+		t.Fatalf("stored: %s %v", kv.Value, err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader's watch did not fire on a publish")
+	}
+	eventually(t, 5*time.Second, "reader sees a's pair", func() bool {
+		ps, _ := reader.Pairs(ctx)
+		for _, p := range ps {
+			if p.From == "a" && p.To == "b" && p.RTTMs == 12.5 && !p.Estimated {
+				return true
+			}
+		}
+		return false
+	})
+	// A one-shot reader (relayctl) sees the same.
+	once, _ := NewConsul(ConsulOptions{Addr: agent.http})
+	if err := once.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := once.Relays(ctx); len(rs) != 1 || rs[0].Name != "a" {
+		t.Fatalf("one-shot relays: %+v", rs)
+	}
+	// A key may only speak for its own relay; garbage is ignored.
+	if _, err := client.KV().Put(&api.KVPair{Key: "relaymesh/measurements/x", Value: []byte(`[{"from":"a","to":"c","rtt_ms":1}]`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.KV().Put(&api.KVPair{Key: "relaymesh/measurements/y", Value: []byte(`not json`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := once.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := once.Pairs(ctx); len(ps) != 1 || ps[0].To != "b" {
+		t.Fatalf("pairs with a forged and a broken key: %+v", ps)
+	}
+	if stale, _ := a.Stale(); stale {
+		t.Fatal("stale while consul is up")
+	}
+
+	// The agent crashes: both keep answering with what they knew, and say
+	// it is stale.
+	agent.kill()
+	eventually(t, 10*time.Second, "a notices the outage", func() bool { s, _ := a.Stale(); return s })
+	eventually(t, 10*time.Second, "the reader notices the outage", func() bool { s, _ := reader.Stale(); return s })
+	if rs, _ := a.Relays(ctx); len(rs) != 1 || rs[0].Name != "a" {
+		t.Fatalf("relays during the outage: %+v", rs)
+	}
+	if ps, _ := reader.Pairs(ctx); len(ps) == 0 {
+		t.Fatal("the reader forgot the measurements during the outage")
+	}
+	if n := logs.FilterMessageSnippet("consul unreachable").Len(); n != 1 {
+		t.Fatalf("outage logged %d times, want once", n)
+	}
+	mine[0].RTTMs = 30 // measured during the outage; written once Consul is back
+	_ = a.Publish(ctx, "a", mine)
+
+	// It comes back empty (-dev keeps nothing): a registers again and
+	// rewrites its measurements within the 10 s catch-up target.
+	agent.start(t)
+	back := time.Now()
+	eventually(t, 10*time.Second, "a re-registered and republished", func() bool {
+		if _, _, err := client.Agent().Service("relaymesh-a", nil); err != nil {
+			return false
+		}
+		kv, _, err := client.KV().Get("relaymesh/measurements/a", nil)
+		return err == nil && kv != nil && bytes.Contains(kv.Value, []byte(`"rtt_ms":30`))
+	})
+	eventually(t, 10*time.Second-time.Since(back), "both current again", func() bool {
+		sa, _ := a.Stale()
+		sr, _ := reader.Stale()
+		ps, _ := reader.Pairs(ctx)
+		rs, _ := reader.Relays(ctx)
+		return !sa && !sr && len(ps) == 1 && ps[0].RTTMs == 30 && len(rs) == 1 && rs[0].Name == "a"
+	})
+	if logs.FilterMessageSnippet("consul reachable again").Len() == 0 {
+		t.Error("recovery not logged")
+	}
+
+	// Deregistering removes the service and the measurements.
+	if err := a.Deregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Agent().Service("relaymesh-a", nil); err == nil {
+		t.Fatal("still registered")
+	}
+	if kv, _, _ := client.KV().Get("relaymesh/measurements/a", nil); kv != nil {
+		t.Fatal("measurements still there")
+	}
+}
+
+// TestConsulCoordinatesPrior: a pair nobody measured gets the coordinate
+// estimate, marked Estimated, and a measurement replaces it.
+func TestConsulCoordinatesPrior(t *testing.T) {
+	c, err := NewConsul(ConsulOptions{Addr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.relays = []consulRelay{{Relay: Relay{Name: "a"}, node: "n1"}, {Relay: Relay{Name: "b"}, node: "n2"}, {Relay: Relay{Name: "c"}, node: "n3"}}
+	c.coords = map[string]*coordinate.Coordinate{
+		"n1": {Vec: []float64{0, 0}}, "n2": {Vec: []float64{0.03, 0.04}}, // n3: none
+	}
+	c.measured = map[string][]Pair{"b": {{From: "b", To: "a", RTTMs: 49, Samples: 5}}}
+	ps, _ := c.Pairs(context.Background())
+	if len(ps) != 2 {
+		t.Fatalf("pairs: %+v", ps)
+	}
+	if p := ps[0]; p.From != "a" || p.To != "b" || !p.Estimated || math.Abs(p.RTTMs-50) > 1e-9 || p.Samples != 0 {
+		t.Fatalf("estimated: %+v", p)
+	}
+	if p := ps[1]; p.From != "b" || p.To != "a" || p.Estimated || p.RTTMs != 49 {
+		t.Fatalf("measured: %+v", p)
+	}
+}
