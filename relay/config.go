@@ -122,7 +122,7 @@ const (
 	DefaultProbeInterval    = probe.DefaultInterval
 	DefaultProbeWindow      = probe.DefaultWindow
 	DefaultProbeTimeout     = probe.DefaultTimeout
-	DefaultPullInterval     = 2 * time.Second
+	DefaultPullInterval     = 5 * time.Second
 )
 
 // Defaults returns the configuration relayd runs with when nothing is given.

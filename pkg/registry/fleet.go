@@ -61,6 +61,8 @@ type Fleet struct {
 	size     int64
 	local    []Pair
 	pulled   map[string]pull
+	relayed  map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
+	rotate   int               // which reachable peer relays next
 	watchers []chan struct{}
 }
 
@@ -73,7 +75,7 @@ type pull struct {
 // OpenFleet reads the fleet file at path. self is the name of the relay
 // using it ("" for a client such as relayctl).
 func OpenFleet(path, self string) (*Fleet, error) {
-	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, client: &http.Client{Timeout: 3 * time.Second}}
+	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: &http.Client{Timeout: 3 * time.Second}}
 	if _, err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -107,6 +109,11 @@ func (f *Fleet) Reload() (changed bool, err error) {
 	for name := range f.pulled {
 		if _, ok := file.Relay(name); !ok {
 			delete(f.pulled, name)
+		}
+	}
+	for name := range f.relayed {
+		if _, ok := file.Relay(name); !ok {
+			delete(f.relayed, name)
 		}
 	}
 	watchers := slices.Clone(f.watchers)
@@ -175,6 +182,9 @@ func (f *Fleet) Pairs(context.Context) ([]Pair, error) {
 	for _, p := range f.pulled {
 		add(p.pairs)
 	}
+	for _, ps := range f.relayed {
+		add(ps)
+	}
 	out := make([]Pair, 0, len(newest))
 	for _, p := range newest {
 		out = append(out, p)
@@ -210,13 +220,10 @@ func (f *Fleet) Watch(ctx context.Context) <-chan struct{} {
 }
 
 // Refresh pulls every other relay's measurements concurrently. scope is
-// "local" (what each measured) or "fleet" (what each knows, itself pulled
-// from its peers). Relays and relayctl pull "fleet": measurements then
-// spread through the fleet even where two relays cannot reach each other
-// (newest per pair wins), and one reachable relay is enough for relayctl.
-// A pull carries the whole matrix: fine for hundreds of relays; a fleet of
-// thousands wants the Consul backend. It returns the relays that could not
-// be reached, joined.
+// "local" (what each measured: N-1 pairs) or "fleet" (what each knows: up
+// to the whole matrix). relayctl pulls "fleet" once, so one reachable relay
+// is enough; relays keep in step with Sync. It returns the relays that
+// could not be reached, joined.
 func (f *Fleet) Refresh(ctx context.Context, scope string) error {
 	file := f.File()
 	var wg sync.WaitGroup
@@ -281,6 +288,55 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 	return out, nil
 }
 
+// Sync is what a relay does every pull interval: pull each peer's own
+// measurements ("local": N-1 pairs from each of N-1 peers), then, only if
+// some peers could not be reached from here, read theirs from one peer that
+// could (rotating), as that peer knows them ("fleet"). Measurements thus
+// reach every relay even where two relays have no path between them, and a
+// fleet whose relays all reach each other never moves the whole matrix.
+func (f *Fleet) Sync(ctx context.Context) error {
+	err := f.Refresh(ctx, "local")
+	file := f.File()
+	f.mu.Lock()
+	var missing []string
+	var via []fleet.Relay
+	for _, r := range file.Relays {
+		if r.Name == f.self || r.Admin == "" {
+			continue
+		}
+		if p, ok := f.pulled[r.Name]; ok && p.err == nil && !p.at.IsZero() {
+			via = append(via, r)
+		} else {
+			missing = append(missing, r.Name)
+		}
+	}
+	var from fleet.Relay
+	if len(via) > 0 {
+		from = via[f.rotate%len(via)]
+		f.rotate++
+	}
+	f.mu.Unlock()
+	if len(missing) == 0 || len(via) == 0 {
+		return err
+	}
+	pairs, rerr := f.fetch(ctx, from, file.AdminToken, "fleet")
+	if rerr != nil {
+		return errors.Join(err, fmt.Errorf("%s (%s), relaying: %w", from.Name, from.Admin, rerr))
+	}
+	byFrom := map[string][]Pair{}
+	for _, p := range pairs {
+		if slices.Contains(missing, p.From) {
+			byFrom[p.From] = append(byFrom[p.From], p)
+		}
+	}
+	f.mu.Lock()
+	for name, ps := range byFrom {
+		f.relayed[name] = ps
+	}
+	f.mu.Unlock()
+	return err
+}
+
 // Run re-reads the file when it changes (checked every 2 s) and pulls the
 // peers' measurements every pullEvery, until ctx ends. report, if set, hears
 // the outcome of every pull (nil when every peer answered) and every file
@@ -302,7 +358,7 @@ func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, report func(er
 				report(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
 			}
 		case <-pullT.C:
-			err := f.Refresh(ctx, "fleet")
+			err := f.Sync(ctx)
 			if ctx.Err() == nil {
 				report(err)
 			}
