@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relaymesh/relaymesh/pkg/fleet"
+	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -31,13 +32,16 @@ type registryFlags struct {
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which `relayctl lab` sets)")
-	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500)")
+	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $RELAYMESH_CONSUL, which a lab with --registry consul sets, when there is no fleet file)")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
 }
 
 // open returns the registry to read, refreshed once.
 func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
+	if f.consulAddr == "" && f.fleetPath == "" && os.Getenv(fleet.EnvFile) == "" {
+		f.consulAddr = os.Getenv(lab.EnvConsul) // a lab whose registry is Consul sets it
+	}
 	if f.consulAddr != "" {
 		if f.fleetPath != "" {
 			return nil, errors.New("--fleet and --consul: give one registry")

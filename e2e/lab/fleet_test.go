@@ -12,22 +12,34 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/topology"
 )
 
-// TestLabRTTMatrixAccuracy is the registry issue's acceptance on the fleet
-// backend: in a lab, 10 s after the relays start, every relay-to-relay RTT
+// TestLabRTTMatrixAccuracy is the registry issue's acceptance, on both
+// backends: in a lab, 10 s after the relays start, every relay-to-relay RTT
 // in `relayctl rtt` is within 1 ms or 5 % (whichever is larger) of the
 // configured link RTT, and relays without a link between them are shown as
-// not answering. relayctl runs in the client node with the lab's fleet file
-// ($RELAYMESH_FLEET) and reads the whole matrix from the relays it reaches
-// (relays pass each other's measurements on).
+// not answering. relayctl runs in the client node with no flags: the lab
+// sets $RELAYMESH_FLEET (fleet file: relayctl reads the whole matrix from
+// the relays it reaches, which pass each other's measurements on) or
+// $RELAYMESH_CONSUL (a real Consul agent the lab runs on an added node).
 func TestLabRTTMatrixAccuracy(t *testing.T) {
-	for _, file := range []string{"world", "split4"} {
-		t.Run(file, func(t *testing.T) {
+	consulBin, _ := filepath.Abs("../../bin/consul")
+	for _, tc := range []struct{ file, registry string }{
+		{"world", "fleet"}, {"split4", "fleet"}, {"world", "consul"}, {"split4", "consul"},
+	} {
+		file := tc.file
+		t.Run(file+"/"+tc.registry, func(t *testing.T) {
 			bins := labBins(t)
+			args := []string{"--registry", tc.registry}
+			if tc.registry == "consul" {
+				if _, err := os.Stat(consulBin); err != nil {
+					t.Skipf("no Consul binary at %s (make bin/consul builds it; make test does): %v", consulBin, err)
+				}
+				args = append(args, "--consul", consulBin)
+			}
 			src, err := os.ReadFile("../../configs/lab/" + file + ".yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := "e2e-rtt-" + file
+			name := "e2e-" + file + "-" + tc.registry[:1]
 			body := strings.Replace(string(src), "name: "+file, "name: "+name, 1)
 			topo, err := topology.Parse([]byte(body))
 			if err != nil {
@@ -38,7 +50,7 @@ func TestLabRTTMatrixAccuracy(t *testing.T) {
 			var out string
 			var code int
 			for attempt := 1; attempt <= 3; attempt++ { // exit 3: an invalid run, measure again
-				out, code = relayctl(t, t.TempDir(), "run", "-t", path, "--", "sh", "-c", script)
+				out, code = relayctl(t, t.TempDir(), append(append([]string{"run", "-t", path}, args...), "--", "sh", "-c", script)...)
 				if code != 3 {
 					break
 				}

@@ -11,13 +11,17 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +51,20 @@ const (
 // EnvLab names the lab a command runs in (set by Command).
 const EnvLab = "RELAYMESH_LAB"
 
+// EnvConsul is the Consul agent address relayctl reads when no registry
+// flag is given; Command sets it in a lab whose registry is Consul.
+const EnvConsul = "RELAYMESH_CONSUL"
+
+// With Options.Registry "consul" the lab adds a node ConsulNode running a
+// Consul agent (HTTP on ConsulPort), linked to every relay and to the
+// client by links of ConsulLinkRTTMs, and relays register there instead of
+// reading the fleet file.
+const (
+	ConsulNode      = "consul"
+	ConsulPort      = 8500
+	ConsulLinkRTTMs = 0.2
+)
+
 // DefaultStateRoot holds one directory per running lab: its state, the
 // files it wrote (fleet, relay configs) and the services' logs.
 const DefaultStateRoot = "/run/relaymesh/lab"
@@ -60,6 +78,11 @@ type Options struct {
 	// ReadyTimeout bounds the wait for every service to accept connections
 	// (default 15 s).
 	ReadyTimeout time.Duration
+	// Registry is what relays share measurements through: "fleet" (the
+	// default: the lab's fleet file) or "consul" (an agent in the lab).
+	Registry string
+	// ConsulPath is the consul binary, with Registry "consul".
+	ConsulPath string
 }
 
 // Node is one node as the lab runs it.
@@ -80,6 +103,9 @@ type State struct {
 	Dir      string           `json:"dir"`
 	Nodes    map[string]*Node `json:"nodes"`
 	Started  time.Time        `json:"started"`
+	// ConsulAddr is the lab's Consul agent (host:port) when its registry is
+	// Consul; empty with the fleet file.
+	ConsulAddr string `json:"consul_addr,omitempty"`
 }
 
 // FleetPath is the lab's fleet file.
@@ -96,7 +122,12 @@ func (s *State) Command(ctx context.Context, node string, argv ...string) (*exec
 		return nil, errors.New("no command given")
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
-	cmd.Env = append(os.Environ(), fleet.EnvFile+"="+s.FleetPath(), EnvLab+"="+s.Name)
+	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name)
+	if s.ConsulAddr != "" {
+		cmd.Env = append(cmd.Env, EnvConsul+"="+s.ConsulAddr)
+	} else {
+		cmd.Env = append(cmd.Env, fleet.EnvFile+"="+s.FleetPath())
+	}
 	return cmd, nil
 }
 
@@ -152,6 +183,15 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 15 * time.Second
 	}
+	switch opts.Registry {
+	case "", "fleet":
+	case "consul":
+		if topo, err = withConsul(topo); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("registry %q: want fleet or consul", opts.Registry)
+	}
 	dir := filepath.Join(opts.StateRoot, topo.Name)
 	if old, err := LoadState(dir); err == nil {
 		if processAlive(old.PID) {
@@ -175,6 +215,10 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 	for i, name := range topo.NodeNames() {
 		tn := topo.Nodes[name]
 		l.Nodes[name] = &Node{Name: name, Role: tn.Role, Region: tn.Region, Netns: netnsName(topo.Name, name), Addr: nodeAddr(i)}
+	}
+	if opts.Registry == "consul" {
+		l.Nodes[ConsulNode].Role = "consul"
+		l.ConsulAddr = hostPort(l.Nodes[ConsulNode].Addr, ConsulPort)
 	}
 	for _, name := range topo.NodeNames() {
 		if err := l.setupNode(l.Nodes[name]); err != nil {
@@ -215,6 +259,22 @@ func CheckPrivileges() error {
 		return errors.New("the lab needs `ip` from iproute2: apt-get install iproute2")
 	}
 	return nil
+}
+
+// withConsul returns topo with a node for the Consul agent, linked to every
+// relay (registration, health checks, KV) and to the client (relayctl).
+func withConsul(topo *topology.Topology) (*topology.Topology, error) {
+	if _, ok := topo.Nodes[ConsulNode]; ok {
+		return nil, fmt.Errorf("nodes.%s: the name is taken by the lab's Consul agent with --registry consul; rename the node", ConsulNode)
+	}
+	t := *topo
+	t.Nodes = maps.Clone(topo.Nodes)
+	t.Nodes[ConsulNode] = &topology.Node{}
+	t.Links = slices.Clone(topo.Links)
+	for _, n := range append(topo.Relays(), topology.ClientNode) {
+		t.Links = append(t.Links, topology.Link{Between: [2]string{ConsulNode, n}, RTTMs: ConsulLinkRTTMs})
+	}
+	return &t, t.Validate()
 }
 
 func netnsName(lab, node string) string { return "rm-" + lab + "-" + node }
@@ -382,9 +442,7 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 		"http":        hostPort(n.Addr, HTTPPort),
 		"admin":       hostPort(n.Addr, AdminPort),
 		"admin_token": adminToken,
-		// Probe every other relay of the lab and share measurements; pull
-		// every 2 s (not 5): a lab wants the matrix complete within 10 s.
-		"fleet": l.FleetPath(),
+		// Pull every 2 s (not 5): a lab wants the matrix complete in 10 s.
 		"probe": map[string]any{"pull_interval": "2s"},
 		// The lab is a closed world of namespaces: no credentials, and
 		// lab addresses (10.77/16) are private, so allow them.
@@ -394,6 +452,12 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	}
 	if len(next) > 0 {
 		cfg["next"] = next
+	}
+	// Probe every other relay of the lab and share measurements.
+	if l.ConsulAddr != "" {
+		cfg["consul"] = map[string]any{"addr": l.ConsulAddr}
+	} else {
+		cfg["fleet"] = l.FleetPath()
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -410,6 +474,11 @@ func (l *Lab) startServices(ctx context.Context) error {
 		port int
 	}
 	var waits []waitFor
+	if l.ConsulAddr != "" {
+		if err := l.startConsul(ctx); err != nil {
+			return err
+		}
+	}
 	for _, name := range l.topo.Relays() {
 		n := l.Nodes[name]
 		if l.opts.RelaydPath == "" {
@@ -477,6 +546,56 @@ func (l *Lab) start(ctx context.Context, n *Node, what string, argv ...string) (
 	l.mu.Unlock()
 	l.log.Debug("started", zap.String("node", n.Name), zap.String("what", what), zap.Int("pid", cmd.Process.Pid), zap.String("log", logPath))
 	return p, nil
+}
+
+// startConsul runs a Consul dev agent on the consul node and waits until it
+// has elected itself leader (relays register right after).
+func (l *Lab) startConsul(ctx context.Context) error {
+	if l.opts.ConsulPath == "" {
+		return errors.New("no consul binary for --registry consul (build it with `make bin/consul`, or pass --consul PATH)")
+	}
+	n := l.Nodes[ConsulNode]
+	p, err := l.start(ctx, n, "consul", l.opts.ConsulPath, "agent", "-dev", "-node", "lab-"+l.Name,
+		"-bind", n.Addr, "-client", n.Addr, "-http-port", strconv.Itoa(ConsulPort), "-dns-port", "-1", "-grpc-port", "-1")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(l.opts.ReadyTimeout)
+	if err := waitListening(p, n, ConsulPort, deadline); err != nil {
+		return err
+	}
+	for {
+		var leader string
+		// Dial on the namespace's thread (an http.Client would dial from
+		// another goroutine, outside the namespace), then speak HTTP on it.
+		err := wanemu.InNetns(n.Netns, func() error {
+			c, err := net.DialTimeout("tcp", l.ConsulAddr, time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			req, _ := http.NewRequest(http.MethodGet, "http://"+l.ConsulAddr+"/v1/status/leader", nil)
+			if err := req.Write(c); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			leader = strings.Trim(strings.TrimSpace(string(body)), `"`)
+			return err
+		})
+		if err == nil && leader != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consul on %s has no leader after %s: %v; its log (%s):\n%s", l.ConsulAddr, l.opts.ReadyTimeout, err, p.logPath, tail(p.logPath, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitListening dials the service from its own namespace until it answers.

@@ -67,11 +67,19 @@ type Stats struct {
 	LatenessP50Ns int64 `json:"lateness_p50_ns"`
 	LatenessP99Ns int64 `json:"lateness_p99_ns"`
 	LatenessMaxNs int64 `json:"lateness_max_ns"`
+	// LatenessSamples is how many packets the percentiles are over.
+	LatenessSamples int `json:"lateness_samples"`
 }
 
 // MaxP99LatenessNs is the self-check bound: above it, delays are no longer
 // what the topology says (TESTBED.md pitfall 4) and a run is invalid.
 const MaxP99LatenessNs = 500_000
+
+// MinP99Samples: below this many packets the p99 is just the worst one or
+// two, and one VM wake-up hiccup (this machine wakes an idle RT thread up to
+// a few ms late now and then) failed a lab that carried only probes; there
+// the max bound below decides.
+const MinP99Samples = 200
 
 // MaxLatenessNs bounds the single worst packet. p99 misses one long stall
 // (a thread not run for 70 ms while other processes compiled kept p99 at
@@ -83,7 +91,7 @@ const MaxLatenessNs = 20_000_000
 // drops are emulated behaviour, not faults.
 func (s Stats) Check() error {
 	var errs []error
-	if s.LatenessP99Ns > MaxP99LatenessNs {
+	if s.LatenessP99Ns > MaxP99LatenessNs && s.LatenessSamples >= MinP99Samples {
 		errs = append(errs, fmt.Errorf("p99 lateness %.3f ms > %.1f ms (emulator overloaded)", float64(s.LatenessP99Ns)/1e6, float64(MaxP99LatenessNs)/1e6))
 	}
 	if s.LatenessMaxNs > MaxLatenessNs {
@@ -291,6 +299,7 @@ func (d *direction) stats() Stats {
 	d.mu.Unlock()
 	if len(v) > 0 {
 		slices.Sort(v)
+		s.LatenessSamples = len(v)
 		s.LatenessP50Ns = v[len(v)/2]
 		s.LatenessP99Ns = v[len(v)*99/100]
 	}

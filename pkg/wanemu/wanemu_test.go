@@ -336,3 +336,23 @@ func TestJitterKeepsOrder(t *testing.T) {
 	ab, ba := l.Stats()
 	t.Logf("ab %+v ba %+v", ab, ba)
 }
+
+// The self-check's rules, on hand-made statistics (no root needed).
+func TestStatsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		st    Stats
+		valid bool
+	}{
+		{"quiet", Stats{LatenessSamples: 5000, LatenessP99Ns: 200e3, LatenessMaxNs: 2e6}, true},
+		{"p99 over bound", Stats{LatenessSamples: 5000, LatenessP99Ns: 600e3, LatenessMaxNs: 2e6}, false},
+		{"few packets: p99 is the max, max bound decides", Stats{LatenessSamples: 60, LatenessP99Ns: 3e6, LatenessMaxNs: 3e6}, true},
+		{"one long stall", Stats{LatenessSamples: 5000, LatenessP99Ns: 100e3, LatenessMaxNs: 70e6}, false},
+		{"slots exhausted", Stats{LatenessSamples: 5000, DropsSlots: 1}, false},
+		{"queue and loss drops are emulated, not faults", Stats{LatenessSamples: 5000, DropsQueue: 10, DropsLoss: 10}, true},
+	} {
+		if err := tc.st.Check(); (err == nil) != tc.valid {
+			t.Errorf("%s: Check() = %v, want valid %v", tc.name, err, tc.valid)
+		}
+	}
+}
