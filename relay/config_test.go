@@ -18,6 +18,10 @@ func TestParseConfig(t *testing.T) {
 			func(c Config) bool { return c.Limits.IdleTimeout == 90*time.Second && c.Limits.MaxConns == 10 }},
 		{"next and policy", "next: [socks5://a:1, http://u:p@b:2]\npolicy: {allow: [10.0.0.0/8]}",
 			func(c Config) bool { return len(c.Next) == 2 && c.Policy.Allow[0] == "10.0.0.0/8" }},
+		{"fleet and probe", "name: tokyo\nfleet: /etc/fleet.yaml\nprobe: {interval: 1s, window: 60}",
+			func(c Config) bool {
+				return c.Fleet == "/etc/fleet.yaml" && c.Probe.Window == 60 && c.Probe.Timeout == DefaultProbeTimeout
+			}},
 	}
 	for _, tc := range good {
 		c, err := Parse([]byte(tc.yaml))
@@ -38,6 +42,13 @@ func TestParseConfig(t *testing.T) {
 		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},
 		{"half user", "auth: {users: [{user: a}]}", "auth.users[0]"},
 		{"bad listen", "socks: nonsense", "socks:"},
+		{"fleet without name", "fleet: /etc/fleet.yaml", "name: required with fleet"},
+		{"two registries", "name: a\nfleet: /f.yaml\nconsul: {addr: 127.0.0.1:8500}", "choose one registry"},
+		{"consul without name", "consul: {addr: 127.0.0.1:8500}", "name: required with consul"},
+		{"consul without admin", "name: a\nadmin: ''\nconsul: {addr: 127.0.0.1:8500}", "admin: required with consul"},
+		{"token without consul", "consul: {token: t}", "consul.token"},
+		{"probe window", "probe: {window: 0}", "probe.window"},
+		{"probe interval", "probe: {interval: 0s}", "probe.interval"},
 	}
 	for _, tc := range bad {
 		c, err := Parse([]byte(tc.yaml))

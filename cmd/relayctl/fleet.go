@@ -151,7 +151,9 @@ func rttCmd() *cobra.Command {
 		Short: "The RTT matrix the relays measured between each other",
 		Long: `Print the RTT matrix: row FROM, column TO, the median of the FROM relay's
 recent TCP-handshake probes to TO, in ms. "x" means TO did not answer FROM's
-probes (no route, or down); "-" that FROM has no measurement of TO. Values
+probes (no route, or the host is down); "down" that TO's host answered but its
+relay refused the connection (stopped or restarting); "-" that FROM has no
+measurement of TO. Values
 older than 60 s are marked stale. On a terminal cells are coloured by RTT.
 With --consul, pairs no relay measured yet are estimated from Consul's network
 coordinates of the relays' nodes and marked "~".
@@ -217,6 +219,8 @@ func printMatrix(w io.Writer, relays []registry.Relay, pairs []registry.Pair, no
 				switch {
 				case p.Loss >= 1:
 					cell = "x"
+				case !p.Answering():
+					cell = "down" // the path answers (RST) but the relay's service does not
 				default:
 					cell = fmt.Sprintf("%.1f", p.RTTMs)
 					if p.Estimated {
@@ -241,7 +245,7 @@ func printMatrix(w io.Writer, relays []registry.Relay, pairs []registry.Pair, no
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nRTT in ms (median of recent probes); x: no answer; ~: estimated; -: not measured.")
+	fmt.Fprintln(w, "\nRTT in ms (median of recent probes); x: no answer; down: the host answers but the relay does not\n(connection refused); ~: estimated; -: not measured.")
 	if stale {
 		fmt.Fprintf(w, "*: older than %s (stale: the measuring relay may be down or unreachable).\n", staleAfter)
 	}
