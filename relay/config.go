@@ -32,6 +32,19 @@ type Config struct {
 	// every admin path but /healthz. Required when Admin is not loopback.
 	AdminToken string `yaml:"admin_token"`
 
+	// Relay is the listen address of the native inter-relay protocol
+	// (docs/protocol.md): other relays send route headers here. Empty: off.
+	// Requires a fleet secret.
+	Relay string `yaml:"relay"`
+	// FleetSecret authenticates relays to each other (HMAC-SHA256 over every
+	// route header). Shared by the whole fleet; at least 16 bytes. Required
+	// with Relay or a relaymesh:// next hop. Prefer FleetSecretFile: a
+	// config file is copied around more often than a secret should be.
+	FleetSecret string `yaml:"fleet_secret"`
+	// FleetSecretFile holds the fleet secret (surrounding whitespace is
+	// trimmed). Exclusive with FleetSecret.
+	FleetSecretFile string `yaml:"fleet_secret_file"`
+
 	// Open allows listening on a non-loopback address without credentials.
 	Open bool `yaml:"open"`
 
@@ -174,10 +187,10 @@ func Parse(data []byte) (Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.SOCKS == "" && c.HTTP == "" {
-		add("socks, http: at least one front end must listen")
+	if c.SOCKS == "" && c.HTTP == "" && c.Relay == "" {
+		add("socks, http, relay: at least one front end must listen")
 	}
-	for _, l := range []struct{ field, addr string }{{"socks", c.SOCKS}, {"http", c.HTTP}, {"admin", c.Admin}} {
+	for _, l := range []struct{ field, addr string }{{"socks", c.SOCKS}, {"http", c.HTTP}, {"admin", c.Admin}, {"relay", c.Relay}} {
 		if l.addr == "" {
 			continue
 		}
@@ -185,10 +198,24 @@ func (c *Config) Validate() error {
 			add("%s: %q is not host:port: %v", l.field, l.addr, err)
 		}
 	}
+	nativeNext := false
 	for i, n := range c.Next {
-		if _, err := chain.ParseHop(n); err != nil {
+		h, err := chain.ParseHop(n)
+		if err != nil {
 			add("next[%d]: %v", i, err)
 		}
+		nativeNext = nativeNext || h.Scheme == "relaymesh"
+	}
+	switch {
+	case c.FleetSecret != "" && c.FleetSecretFile != "":
+		add("fleet_secret, fleet_secret_file: set one, not both")
+	case c.FleetSecret == "" && c.FleetSecretFile == "" && c.Relay != "":
+		add("fleet_secret: required with relay (the relay listener only serves relays holding the fleet secret; --fleet-secret-file)")
+	case c.FleetSecret == "" && c.FleetSecretFile == "" && nativeNext:
+		add("fleet_secret: required with a relaymesh:// next hop (--fleet-secret-file)")
+	case c.FleetSecret != "" && len(c.FleetSecret) < MinFleetSecretBytes:
+		// Never echo the secret, not even in part.
+		add("fleet_secret: must be at least %d bytes", MinFleetSecretBytes)
 	}
 	for i, u := range c.Auth.Users {
 		if u.Name == "" || u.Password == "" {
@@ -300,6 +327,29 @@ func (c *Config) LoadCredentials() (map[string]string, error) {
 		return nil, fmt.Errorf("auth.credentials_file: %w", err)
 	}
 	return users, nil
+}
+
+// MinFleetSecretBytes is the shortest fleet secret accepted: 128 bits.
+const MinFleetSecretBytes = 16
+
+// LoadFleetSecret returns the fleet secret from the config or its file (nil
+// when neither is set). Errors never contain the secret.
+func (c *Config) LoadFleetSecret() ([]byte, error) {
+	if c.FleetSecretFile == "" {
+		if c.FleetSecret == "" {
+			return nil, nil
+		}
+		return []byte(c.FleetSecret), nil
+	}
+	data, err := os.ReadFile(c.FleetSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("fleet_secret_file: %w", err)
+	}
+	secret := bytes.TrimSpace(data)
+	if len(secret) < MinFleetSecretBytes {
+		return nil, fmt.Errorf("fleet_secret_file %s: the secret must be at least %d bytes (e.g. head -c 32 /dev/urandom | base64)", c.FleetSecretFile, MinFleetSecretBytes)
+	}
+	return secret, nil
 }
 
 // isLoopbackListen reports whether a listen address only accepts local

@@ -50,7 +50,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"hop", "result"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, upstream, ...).",
+			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, upstream, route_auth, route_replay, ...).",
 		}, []string{"reason"}),
 		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",

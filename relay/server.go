@@ -18,6 +18,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/httpconnect"
 	"github.com/relaymesh/relaymesh/pkg/policy"
+	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/socks5"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
@@ -43,9 +44,12 @@ type Server struct {
 
 	measure *measurer // nil without a fleet
 
-	socksLn, httpLn, adminLn net.Listener
-	httpSrv, adminSrv        *http.Server
-	shutdownOnce             sync.Once
+	secret []byte             // fleet secret; nil without native relaying
+	replay *route.ReplayGuard // remembers route header nonces (relay listener)
+
+	socksLn, httpLn, adminLn, relayLn net.Listener
+	httpSrv, adminSrv                 *http.Server
+	shutdownOnce                      sync.Once
 }
 
 // New validates cfg and builds a server. It refuses configurations that would
@@ -66,6 +70,10 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 			}
 		}
 	}
+	secret, err := cfg.LoadFleetSecret()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
 		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token (--admin-token)", cfg.Admin)
 	}
@@ -84,6 +92,8 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		metrics: newMetrics(),
 		slots:   make(chan struct{}, cfg.Limits.MaxConns),
 		conns:   map[net.Conn]struct{}{},
+		secret:  secret,
+		replay:  &route.ReplayGuard{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.chain = s.buildChain()
@@ -112,6 +122,9 @@ func (s *Server) buildChain() *chain.Chain {
 			c.Clients = append(c.Clients, socks5.Client{User: h.User, Password: h.Password})
 		case "http":
 			c.Clients = append(c.Clients, httpconnect.Client{User: h.User, Password: h.Password})
+		case "relaymesh":
+			// Consecutive relaymesh hops share one header (chain.RouteHopDialer).
+			c.Clients = append(c.Clients, route.Client{Secret: s.secret})
 		}
 	}
 	return c
@@ -135,6 +148,11 @@ func (s *Server) Start() error {
 			return s.startFailed(fmt.Errorf("admin: listen %s: %w", s.cfg.Admin, err))
 		}
 	}
+	if s.cfg.Relay != "" {
+		if s.relayLn, err = net.Listen("tcp", s.cfg.Relay); err != nil {
+			return s.startFailed(fmt.Errorf("relay: listen %s: %w", s.cfg.Relay, err))
+		}
+	}
 	if s.socksLn != nil {
 		s.wg.Add(1)
 		go s.acceptLoop(s.socksLn, "socks5", s.serveSOCKS)
@@ -142,6 +160,10 @@ func (s *Server) Start() error {
 	if s.httpLn != nil {
 		s.httpSrv = s.newHTTPFrontend()
 		go s.httpSrv.Serve(&capListener{Listener: s.httpLn, s: s})
+	}
+	if s.relayLn != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.relayLn, "relay", s.serveRelay)
 	}
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
@@ -159,12 +181,12 @@ func (s *Server) Start() error {
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
-		zap.Strings("next", s.chain.Names()), zap.Bool("auth", s.auth.enabled()))
+		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Names()), zap.Bool("auth", s.auth.enabled()))
 	return nil
 }
 
 func (s *Server) startFailed(err error) error {
-	for _, l := range []net.Listener{s.socksLn, s.httpLn, s.adminLn} {
+	for _, l := range []net.Listener{s.socksLn, s.httpLn, s.adminLn, s.relayLn} {
 		if l != nil {
 			l.Close()
 		}
@@ -183,6 +205,7 @@ func addrOf(l net.Listener) string {
 func (s *Server) SOCKSAddr() string { return addrOf(s.socksLn) }
 func (s *Server) HTTPAddr() string  { return addrOf(s.httpLn) }
 func (s *Server) AdminAddr() string { return addrOf(s.adminLn) }
+func (s *Server) RelayAddr() string { return addrOf(s.relayLn) }
 
 // admit takes a connection slot and tracks c; false means the relay is full.
 func (s *Server) admit(c net.Conn) bool {
@@ -293,6 +316,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 // dial reaches dst through the chain, logging and counting failures. Denials
 // are logged once here, with the rule and the hop.
 func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (net.Conn, error) {
+	return s.dialVia(ctx, log, s.chain, dst)
+}
+
+// dialVia is dial through any chain (the relay listener builds one per
+// route header).
+func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, dst string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Limits.DialTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -300,11 +329,11 @@ func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (net.Con
 	var up net.Conn
 	var err error
 	host, _, _ := net.SplitHostPort(dst)
-	if perr := s.policy.CheckLiteral(host); perr != nil && len(s.chain.Hops) > 0 {
+	if perr := s.policy.CheckLiteral(host); perr != nil && len(ch.Hops) > 0 {
 		// Chained: the last hop resolves names, but a literal IP we can refuse here.
 		err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}
 	} else {
-		up, err = s.chain.DialContext(ctx, "tcp", dst)
+		up, err = ch.DialContext(ctx, "tcp", dst)
 	}
 	if err == nil {
 		return up, nil
@@ -366,6 +395,9 @@ func (s *Server) shutdown(grace time.Duration) {
 	s.measure.stop()
 	if s.socksLn != nil {
 		s.socksLn.Close()
+	}
+	if s.relayLn != nil {
+		s.relayLn.Close()
 	}
 	deadline := time.Now().Add(grace)
 	httpDone := make(chan struct{})

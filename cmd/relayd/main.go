@@ -66,6 +66,11 @@ refused, checked on the resolved IP at connect time (--allow-private or
   RELAYD_PASSWORD=s3cret relayd run --socks 0.0.0.0:1080 --http "" --user alice \
       --next socks5://bob:pw@osaka.example.net:1080
 
+  # a native 3-relay chain: the entry sends one header naming osaka and tokyo
+  relayd run --relay-listen :7000 --fleet-secret-file /etc/relaymesh/fleet.key   # on osaka and tokyo
+  relayd run --fleet-secret-file /etc/relaymesh/fleet.key \
+      --next relaymesh://osaka.example.net:7000 --next relaymesh://tokyo.example.net:7000
+
   # from a config file, one setting overridden
   relayd run --config /etc/relayd.yaml --log-level debug`,
 		Args: cobra.NoArgs,
@@ -87,6 +92,8 @@ refused, checked on the resolved IP at connect time (--allow-private or
 			set("http", func() { cfg.HTTP = f.HTTP })
 			set("admin", func() { cfg.Admin = f.Admin })
 			set("admin-token", func() { cfg.AdminToken = f.AdminToken })
+			set("relay-listen", func() { cfg.Relay = f.Relay })
+			set("fleet-secret-file", func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" })
 			set("next", func() { cfg.Next = f.Next })
 			set("allow-private", func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate })
 			set("allow", func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) })
@@ -166,7 +173,9 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
 	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required for /metrics and /v1/info (required off loopback)")
-	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port or http://[user:pass@]host:port")
+	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
+	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --fleet-secret-file; "" disables)`)
+	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding the fleet secret (>= 16 bytes) that authenticates relays to each other; needed by --relay-listen and relaymesh:// hops")
 	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
 	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
 	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")

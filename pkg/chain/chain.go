@@ -168,7 +168,7 @@ func Classify(err error) Kind {
 // Hop describes one next hop parsed from a URL such as
 // socks5://user:pass@host:port or http://host:port.
 type Hop struct {
-	Scheme   string // "socks5" or "http"
+	Scheme   string // "socks5", "http" or "relaymesh"
 	Addr     string // host:port
 	User     string
 	Password string
@@ -178,7 +178,8 @@ type Hop struct {
 func (h Hop) Name() string { return h.Scheme + "://" + h.Addr }
 
 // ParseHop parses a next-hop URL. Supported schemes: socks5, socks5h (same
-// thing: the hop always resolves names), http.
+// thing: the hop always resolves names), http, and relaymesh (another relay's
+// relay listener, spoken to in the native protocol, docs/protocol.md).
 func ParseHop(raw string) (Hop, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -189,8 +190,13 @@ func ParseHop(raw string) (Hop, error) {
 	case "socks5", "socks5h":
 		h.Scheme = "socks5"
 	case "http":
+	case "relaymesh":
+		if u.User != nil {
+			// Relays authenticate each other with the fleet secret.
+			return Hop{}, fmt.Errorf("next hop %q: relaymesh:// hops take no user:password (the fleet secret authenticates them)", redact(raw))
+		}
 	default:
-		return Hop{}, fmt.Errorf("next hop %q: unsupported scheme %q (want socks5:// or http://)", redact(raw), u.Scheme)
+		return Hop{}, fmt.Errorf("next hop %q: unsupported scheme %q (want socks5://, http:// or relaymesh://)", redact(raw), u.Scheme)
 	}
 	if u.Path != "" && u.Path != "/" {
 		return Hop{}, fmt.Errorf("next hop %q: unexpected path %q (want scheme://[user:pass@]host:port)", redact(raw), u.Path)
@@ -222,6 +228,25 @@ type HopDialer interface {
 	// conn carries the tunnel. It must honour ctx's deadline.
 	Through(ctx context.Context, conn net.Conn, addr string) error
 }
+
+// RouteHopDialer is a HopDialer that reaches a run of consecutive hops of its
+// scheme in ONE handshake: it asks the hop reached over conn to pass through
+// via (the run's other hops, in order) and connect to addr. Chain uses it for
+// relaymesh:// hops instead of nesting one handshake per hop.
+type RouteHopDialer interface {
+	HopDialer
+	ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string) error
+}
+
+// RouteError wraps a RouteHopDialer's failure with the hop of the run that
+// reported it: Offset 0 is the hop reached over conn, 1 the next, ...
+type RouteError struct {
+	Offset int
+	Err    error
+}
+
+func (e *RouteError) Error() string { return e.Err.Error() }
+func (e *RouteError) Unwrap() error { return e.Err }
 
 // HopDialerFactory builds the protocol client for a hop.
 type HopDialerFactory func(h Hop) HopDialer
@@ -269,13 +294,28 @@ func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	// A cancelled ctx (shutdown, client gone) interrupts a handshake in flight.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	for i, h := range c.Hops {
-		target := addr
-		if i+1 < len(c.Hops) {
-			target = c.Hops[i+1].Addr
+	for i := 0; i < len(c.Hops); {
+		// A run of relaymesh:// hops is one handshake with the first of them
+		// (the header names the rest); any other hop is a run of one.
+		j := i + 1
+		rd, isRoute := c.Clients[i].(RouteHopDialer)
+		for isRoute && j < len(c.Hops) && c.Hops[j].Scheme == c.Hops[i].Scheme {
+			j++
 		}
-		err := c.Clients[i].Through(ctx, conn, target)
-		c.observe(i+1, h.Name(), start, err)
+		target := addr
+		if j < len(c.Hops) {
+			target = c.Hops[j].Addr
+		}
+		if isRoute {
+			via := make([]string, 0, j-i-1)
+			for _, h := range c.Hops[i+1 : j] {
+				via = append(via, h.Addr)
+			}
+			err = rd.ThroughRoute(ctx, conn, via, target)
+		} else {
+			err = c.Clients[i].Through(ctx, conn, target)
+		}
+		c.observe(i+1, c.Hops[i].Name(), start, err)
 		start = time.Now()
 		if err != nil {
 			stop()
@@ -285,6 +325,21 @@ func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn
 				k = KindTimeout
 				err = fmt.Errorf("%w (%v)", err, ctx.Err())
 			}
+			var re *RouteError
+			if errors.As(err, &re) {
+				// The run's relays already said whom the failure belongs
+				// to (the relay that could not reach its next step, or
+				// the next relay when that one is down): name it as is.
+				r := i + min(max(re.Offset, 0), j-i-1)
+				if r+1 < len(c.Hops) {
+					target = c.Hops[r+1].Addr
+				}
+				return nil, &HopError{Hop: r + 1, HopName: c.Hops[r].Name(), Target: target, Kind: k, Err: err}
+			}
+			if i+1 < j {
+				target = c.Hops[i+1].Addr
+			}
+			h := c.Hops[i]
 			he := &HopError{Hop: i + 1, HopName: h.Name(), Target: target, Kind: k, Err: err}
 			if i+1 < len(c.Hops) && (k == KindRefused || k == KindHostUnreachable || k == KindNetUnreachable || k == KindTimeout) {
 				// Hop i+1 could not reach hop i+2: the one that is down (or
@@ -295,6 +350,7 @@ func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn
 			}
 			return nil, he
 		}
+		i = j
 	}
 	if !stop() {
 		conn.Close()

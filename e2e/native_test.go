@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
+)
+
+const fleetSecret = "e2e-fleet-secret-0123456789abcdef"
+
+// nativeRelay is a relayd with a relay listener on a known port.
+type nativeRelay struct {
+	*relayd
+	relayAddr string
+}
+
+func writeSecret(t *testing.T, secret string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fleet.key")
+	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// nativeChainOf starts n relays with relay listeners; the entry (first) lists
+// the others as relaymesh:// next hops, so its SOCKS5/HTTP clients go
+// entry → relays[1] → ... → relays[n-1] → destination with ONE header.
+func nativeChainOf(t *testing.T, n int, extra ...string) []*nativeRelay {
+	t.Helper()
+	secretFile := writeSecret(t, fleetSecret)
+	out := make([]*nativeRelay, n)
+	for i := n - 1; i >= 0; i-- {
+		addr := freeAddr(t)
+		args := append([]string{"--allow-private", "--relay-listen", addr, "--fleet-secret-file", secretFile}, extra...)
+		if i == 0 {
+			for _, r := range out[1:] {
+				args = append(args, "--next", "relaymesh://"+r.relayAddr)
+			}
+		}
+		out[i] = &nativeRelay{relayd: startRelayd(t, args...), relayAddr: addr}
+	}
+	return out
+}
+
+// TestNativeChain: curl and x/net/proxy through a 3-relay native chain; a few
+// MiB of random data each way at once with SHA-256 at both ends, and a
+// half-close that must not cut the reply.
+func TestNativeChain(t *testing.T) {
+	relays := nativeChainOf(t, 3)
+	entry := relays[0]
+
+	ts := fileServer(t)
+	const body = 3 << 20
+	url := ts.URL + "/bytes/" + strconv.Itoa(body)
+	for _, args := range [][]string{
+		{"-x", "socks5h://" + entry.socks, url},
+		{"-x", "http://" + entry.http, url},
+		{"-p", "-x", "http://" + entry.http, url},
+	} {
+		got, err := curl(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, pattern(body)) {
+			t.Fatalf("curl %v: body mismatch, %d bytes", args, len(got))
+		}
+	}
+
+	t.Run("sha256 both directions", func(t *testing.T) {
+		const size = 4 << 20
+		type sums struct{ gotUp, sentDown [32]byte }
+		res := make(chan sums, 1)
+		srv := startServer(t, func(c net.Conn) {
+			var s sums
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := sha256.New()
+				_, _ = io.Copy(h, c)
+				copy(s.gotUp[:], h.Sum(nil))
+			}()
+			h := sha256.New()
+			_, _ = io.Copy(io.MultiWriter(c, h), io.LimitReader(rand.Reader, size))
+			_ = c.(*net.TCPConn).CloseWrite()
+			copy(s.sentDown[:], h.Sum(nil))
+			wg.Wait()
+			res <- s
+		})
+		c, raw, err := xnetDial(t, entry.socks, srv.addr(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
+		var sentUp [32]byte
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := sha256.New()
+			_, _ = io.Copy(io.MultiWriter(c, h), io.LimitReader(rand.Reader, size))
+			_ = raw.CloseWrite()
+			copy(sentUp[:], h.Sum(nil))
+		}()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		wg.Wait()
+		if err != nil || n != size {
+			t.Fatalf("download: %d bytes, %v", n, err)
+		}
+		s := <-res
+		if s.gotUp != sentUp || !bytes.Equal(s.sentDown[:], h.Sum(nil)) {
+			t.Fatal("SHA-256 mismatch")
+		}
+	})
+
+	t.Run("half-close", func(t *testing.T) {
+		const upBytes, downBytes = 2 << 20, 1 << 20
+		srv := startServer(t, func(c net.Conn) {
+			if n, err := io.Copy(io.Discard, c); err != nil || n != upBytes {
+				return
+			}
+			_, _ = c.Write(pattern(downBytes))
+			_ = c.(*net.TCPConn).CloseWrite()
+		})
+		c, raw, err := xnetDial(t, entry.socks, srv.addr(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(pattern(upBytes)); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(c)
+		if err != nil || !bytes.Equal(got, pattern(downBytes)) {
+			t.Fatalf("after half-close: %d bytes, %v", len(got), err)
+		}
+	})
+
+	// One header, not nested handshakes: the middle relay accepted exactly
+	// the tunnels above on its relay listener and saw no SOCKS5 client.
+	if v := metricValue(t, relays[1].relayd, `relaymesh_tunnel_requests_total{frontend="relay",result="ok"}`); v != 5 {
+		t.Fatalf("middle relay opened %v native tunnels, want 5", v)
+	}
+	if v := metricValue(t, relays[2].relayd, `relaymesh_tunnel_requests_total{frontend="relay",result="ok"}`); v != 5 {
+		t.Fatalf("last relay opened %v native tunnels, want 5", v)
+	}
+	if strings.Contains(relays[1].logs(), `"frontend":"socks5"`) {
+		t.Fatal("the middle relay served a SOCKS5 client: the chain nested handshakes")
+	}
+}
+
+// TestNativeRefused: the last relay cannot reach the destination; the entry
+// answers SOCKS5 0x05 and its log names the last hop.
+func TestNativeRefused(t *testing.T) {
+	relays := nativeChainOf(t, 3)
+	deadPort := freePort(t)
+	if rep, err := socksRaw(t, relays[0].socks, connectReq("127.0.0.1", deadPort)); err != nil || rep != 0x05 {
+		t.Fatalf("reply 0x%02x %v, want 0x05", rep, err)
+	}
+	if code := httpConnect(t, relays[0].http, "127.0.0.1:"+strconv.Itoa(deadPort)); code != 502 {
+		t.Fatalf("HTTP CONNECT: %d, want 502", code)
+	}
+	time.Sleep(100 * time.Millisecond)
+	logs := relays[0].logs()
+	last := `"hop_name":"relaymesh://` + relays[2].relayAddr + `"`
+	if !strings.Contains(logs, `"hop":2`) || !strings.Contains(logs, last) || !strings.Contains(logs, `"kind":"refused"`) {
+		t.Fatalf("entry log does not name hop 2 (%s) as refused:\n%s", last, logs)
+	}
+
+	// A middle relay that is down is named too (hop 1 cannot reach hop 2).
+	relays[2].stop(t)
+	srv := startServer(t, echo)
+	if rep, _ := socksRaw(t, relays[0].socks, connectReq("127.0.0.1", srv.ln.Addr().(*net.TCPAddr).Port)); rep != 0x05 {
+		t.Fatalf("dead last relay: reply 0x%02x, want 0x05", rep)
+	}
+	if srv.conn.get() != 0 {
+		t.Fatal("destination reached through a dead relay?")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := strings.Count(relays[0].logs(), `"hop":2,"hop_name":"relaymesh://`+relays[2].relayAddr+`"`); n != 3 {
+		t.Fatalf("entry named the dead last relay in %d of 3 failures:\n%s", n, relays[0].logs())
+	}
+}
+
+// rawRelay connects to a relay listener and sends hdr.
+func rawRelay(t *testing.T, addr string, hdr []byte) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestNativeStranger: a client without the fleet secret gets nothing through
+// the relay listener (no response at all), and the target sees no connection.
+func TestNativeStranger(t *testing.T) {
+	relays := nativeChainOf(t, 2)
+	srv := startServer(t, echo)
+	for _, tc := range []struct {
+		name string
+		hops []string
+	}{
+		{"direct to destination", nil},
+		{"through the next relay", []string{relays[1].relayAddr}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := route.NewRequest(tc.hops, srv.addr(), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr, err := req.Marshal([]byte("a-stranger-guessing-the-secret!!"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rawRelay(t, relays[0].relayAddr, hdr)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got, err := io.ReadAll(c)
+			if len(got) != 0 {
+				t.Fatalf("stranger got %d bytes back: %q", len(got), got)
+			}
+			if err != nil {
+				t.Logf("closed with %v", err) // a reset is fine too
+			}
+		})
+	}
+	if n := srv.conn.get(); n != 0 {
+		t.Fatalf("target saw %d connections from a stranger", n)
+	}
+	if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="route_auth"}`); v != 2 {
+		t.Fatalf("route_auth denials = %v, want 2", v)
+	}
+	if strings.Contains(relays[0].logs(), fleetSecret) {
+		t.Fatal("the fleet secret appeared in the logs")
+	}
+}
+
+// TestNativeReplay: a valid header (our own client, built with the codec)
+// works once; the same bytes sent again are refused without a response.
+func TestNativeReplay(t *testing.T) {
+	relays := nativeChainOf(t, 1)
+	srv := startServer(t, echo)
+	secret := []byte(fleetSecret)
+	req, err := route.NewRequest(nil, srv.addr(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := req.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := rawRelay(t, relays[0].relayAddr, hdr)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := route.ReadResponse(c, secret, req.Nonce)
+	if err != nil || resp.Status != route.StatusOK {
+		t.Fatalf("first use: %+v %v", resp, err)
+	}
+	msg := []byte("hello through the native protocol")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo: %q %v", got, err)
+	}
+
+	c2 := rawRelay(t, relays[0].relayAddr, hdr)
+	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, _ := io.ReadAll(c2); len(got) != 0 {
+		t.Fatalf("replayed header got %d bytes back", len(got))
+	}
+	if n := srv.conn.get(); n != 1 {
+		t.Fatalf("target saw %d connections, want 1 (the replay must not reach it)", n)
+	}
+	if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="route_replay"}`); v != 1 {
+		t.Fatalf("route_replay denials = %v, want 1", v)
+	}
+	if !strings.Contains(relays[0].logs(), `"rule":"route_replay"`) {
+		t.Fatalf("replay not logged:\n%s", relays[0].logs())
+	}
+}
+
+// TestNativeChurnNoLeak: successes, refused destinations, strangers and
+// resets through a 3-relay native chain leave no goroutines or fds behind on
+// any relay.
+func TestNativeChurnNoLeak(t *testing.T) {
+	relays := nativeChainOf(t, 3, "--log-level", "info")
+	srv := startServer(t, echo)
+	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	stranger, err := (&route.Request{Dst: srv.addr(), Time: time.Now()}).Marshal([]byte("not-the-fleet-secret-at-all"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	type stats struct{ g, fd int }
+	base := make([]stats, len(relays))
+	for i, r := range relays {
+		base[i].g, base[i].fd = relayStats(t, r.relayd)
+	}
+	for i := 0; i < 300; i++ {
+		switch i % 4 {
+		case 0:
+			c, _, err := xnetDial(t, relays[0].socks, srv.addr(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = c.Write([]byte("x"))
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+		case 1:
+			if c, _, err := xnetDial(t, relays[0].socks, dead, nil); err == nil {
+				c.Close()
+				t.Fatal("dial to a closed port succeeded")
+			}
+		case 2:
+			c := rawRelay(t, relays[1].relayAddr, stranger)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.ReadAll(c)
+			c.Close()
+		case 3:
+			c, raw, err := xnetDial(t, relays[0].socks, srv.addr(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = c.Write(bytes.Repeat([]byte("y"), 4096))
+			_ = raw.SetLinger(0) // RST instead of FIN
+			c.Close()
+		}
+	}
+	for i, r := range relays {
+		var g, fd int
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if g, fd = relayStats(t, r.relayd); g <= base[i].g+5 && fd <= base[i].fd+5 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("relay %d after churn: goroutines %d (baseline %d), fds %d (baseline %d)", i, g, base[i].g, fd, base[i].fd)
+			}
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+)
+
+// Client speaks the route protocol over a conn someone else dialed (it opens
+// no sockets). It is the chain.RouteHopDialer for relaymesh:// hops. It reads
+// exactly the response's bytes, so after success the conn is the raw tunnel
+// and stays a *net.TCPConn if it was one.
+type Client struct {
+	Secret []byte
+	Now    func() time.Time // for tests; nil is time.Now
+}
+
+// Through implements chain.HopDialer: the hop reached over conn is the last relay.
+func (c Client) Through(ctx context.Context, conn net.Conn, addr string) error {
+	return c.ThroughRoute(ctx, conn, nil, addr)
+}
+
+// ThroughRoute sends one header naming via and addr, and waits for the
+// status. A failure is a *chain.RouteError whose Offset names the relay
+// that reported it (0: the one reached over conn).
+func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string) error {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	req, err := NewRequest(via, addr, now())
+	if err != nil {
+		return err
+	}
+	hdr, err := req.Marshal(c.Secret)
+	if err != nil {
+		return fmt.Errorf("route: %w", err)
+	}
+	if _, err := conn.Write(hdr); err != nil {
+		return fmt.Errorf("route: send header: %w", err)
+	}
+	resp, err := ReadResponse(conn, c.Secret, req.Nonce)
+	if err != nil {
+		if errors.Is(err, ErrAuth) {
+			return &chain.HopAuthError{Msg: "route: response MAC does not verify: the relay has a different fleet secret"}
+		}
+		if ctx.Err() == nil && (errors.Is(err, net.ErrClosed) || isEOF(err)) {
+			// A relay closes without a word on a header it cannot verify.
+			return &chain.HopAuthError{Msg: "route: relay closed without a status: wrong fleet secret, clock skew beyond the replay window, or not a relay listener"}
+		}
+		return fmt.Errorf("route: read status: %w", err)
+	}
+	if resp.Status == StatusOK {
+		return nil
+	}
+	return &chain.RouteError{Offset: int(resp.Hop), Err: &StatusError{Status: resp.Status, Reason: resp.Reason}}
+}
+
+// StatusError is a failure status a relay sent back. It unwraps to a
+// *chain.RemoteError so chain.Classify maps it to the matching Kind.
+type StatusError struct {
+	Status Status
+	Reason string // as the reporting relay wrote it
+}
+
+func (e *StatusError) Error() string {
+	if e.Reason == "" {
+		return "route status: " + e.Status.String()
+	}
+	return "route status: " + e.Status.String() + ": " + e.Reason
+}
+
+func (e *StatusError) Unwrap() error {
+	return &chain.RemoteError{Kind: KindOf(e.Status), Msg: e.Error()}
+}
+
+// KindOf maps a failure status to a chain.Kind.
+func KindOf(s Status) chain.Kind {
+	switch s {
+	case StatusDenied:
+		return chain.KindDenied
+	case StatusNetUnreachable:
+		return chain.KindNetUnreachable
+	case StatusHostUnreachable:
+		return chain.KindHostUnreachable
+	case StatusRefused:
+		return chain.KindRefused
+	case StatusTimeout:
+		return chain.KindTimeout
+	case StatusAuthFailed:
+		return chain.KindAuth
+	}
+	return chain.KindGeneral
+}
+
+// StatusOf maps a chain.Kind to the status a relay reports.
+func StatusOf(k chain.Kind) Status {
+	switch k {
+	case chain.KindDenied:
+		return StatusDenied
+	case chain.KindNetUnreachable:
+		return StatusNetUnreachable
+	case chain.KindHostUnreachable:
+		return StatusHostUnreachable
+	case chain.KindRefused:
+		return StatusRefused
+	case chain.KindTimeout:
+		return StatusTimeout
+	case chain.KindAuth:
+		return StatusAuthFailed
+	}
+	return StatusGeneral
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}

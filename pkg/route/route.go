@@ -1,0 +1,425 @@
+// Package route is relaymesh's inter-relay protocol (docs/protocol.md): the
+// entry relay sends one request header carrying the remaining hops and the
+// final destination, authenticated with the fleet secret; each relay pops
+// itself and forwards it; the status travels back in one response.
+//
+// This file and replay.go are the pure codec: io.Reader / []byte in, values
+// out, no sockets, no logging. client.go is the chain.HopDialer built on it.
+package route
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Wire constants. Every length on the wire is a single byte, so no length
+// field can ask for more than 255 bytes; MaxHops bounds the list.
+const (
+	Version      = 1
+	MaxHops      = 8
+	MaxHostBytes = 255
+	MaxReason    = 255
+	NonceBytes   = 16
+	MACBytes     = sha256.Size
+	// MaxHeaderBytes bounds a request header: 31 fixed bytes, up to 9
+	// addresses of at most 259 bytes, the MAC. Marshal never exceeds it.
+	MaxHeaderBytes = 4096
+)
+
+var magic = [4]byte{'R', 'M', 'S', 'H'}
+
+// Message types, part of what the MAC covers so a response can never be
+// taken for a request or the other way round.
+const (
+	typeRequest  = 0x01
+	typeResponse = 0x02
+)
+
+// Address types, the same numbers as SOCKS5 (RFC 1928) for familiarity.
+const (
+	atypIPv4   = 0x01
+	atypDomain = 0x03
+	atypIPv6   = 0x04
+)
+
+// requestPrefix is magic, version, type, timestamp (8), nonce, hop count.
+const requestPrefix = 4 + 1 + 1 + 8 + NonceBytes + 1
+
+// responsePrefix is magic, version, type, status, hop, reason length.
+const responsePrefix = 4 + 1 + 1 + 1 + 1 + 1
+
+var (
+	// ErrMalformed: the bytes are not a well-formed header.
+	ErrMalformed = errors.New("route: malformed header")
+	// ErrAuth: the MAC does not match (wrong fleet secret or tampering).
+	ErrAuth = errors.New("route: bad MAC (wrong fleet secret or tampered header)")
+	// ErrTooLarge: a value exceeds a protocol maximum.
+	ErrTooLarge = errors.New("route: value exceeds protocol maximum")
+)
+
+// Request is the header the entry relay sends. Hops are the relays after the
+// receiver, in order; Dst is what the last relay connects to.
+type Request struct {
+	Hops  []string // host:port of each remaining relay's relay listener
+	Dst   string   // host:port, host a domain, IPv4 or IPv6 literal
+	Time  time.Time
+	Nonce [NonceBytes]byte
+}
+
+// NewRequest stamps a request with now and a fresh random nonce.
+func NewRequest(hops []string, dst string, now time.Time) (*Request, error) {
+	r := &Request{Hops: hops, Dst: dst, Time: now}
+	if _, err := rand.Read(r.Nonce[:]); err != nil {
+		return nil, fmt.Errorf("route: nonce: %w", err)
+	}
+	return r, nil
+}
+
+// Marshal encodes the request and appends its MAC under secret.
+func (r *Request) Marshal(secret []byte) ([]byte, error) {
+	if len(r.Hops) > MaxHops {
+		return nil, fmt.Errorf("%w: %d hops (max %d)", ErrTooLarge, len(r.Hops), MaxHops)
+	}
+	b := make([]byte, 0, 512)
+	b = append(b, magic[:]...)
+	b = append(b, Version, typeRequest)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixMilli()))
+	b = append(b, r.Nonce[:]...)
+	b = append(b, byte(len(r.Hops)))
+	var err error
+	for i, h := range r.Hops {
+		if b, err = appendAddr(b, h); err != nil {
+			return nil, fmt.Errorf("hop %d: %w", i+1, err)
+		}
+	}
+	if b, err = appendAddr(b, r.Dst); err != nil {
+		return nil, fmt.Errorf("destination: %w", err)
+	}
+	b = appendMAC(b, secret, nil)
+	if len(b) > MaxHeaderBytes {
+		return nil, fmt.Errorf("%w: header %d bytes", ErrTooLarge, len(b))
+	}
+	return b, nil
+}
+
+// ReadRequest reads exactly one request header from rd and verifies its MAC.
+// It reads no byte past the header. A bad MAC is ErrAuth; the caller checks
+// freshness and nonce reuse with a ReplayGuard.
+func ReadRequest(rd io.Reader, secret []byte) (*Request, error) {
+	var buf [MaxHeaderBytes]byte // bounded by the protocol, never by a length field
+	b := buf[:requestPrefix]
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(b, typeRequest); err != nil {
+		return nil, err
+	}
+	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14])))}
+	copy(r.Nonce[:], b[14:14+NonceBytes])
+	n := int(b[requestPrefix-1])
+	if n > MaxHops {
+		return nil, fmt.Errorf("%w: %d hops (max %d)", ErrMalformed, n, MaxHops)
+	}
+	var err error
+	for i := 0; i <= n; i++ {
+		var host string
+		if b, host, err = readAddr(rd, b); err != nil {
+			return nil, err
+		}
+		if i < n {
+			r.Hops = append(r.Hops, host)
+		} else {
+			r.Dst = host
+		}
+	}
+	body := len(b)
+	b = b[:body+MACBytes]
+	if _, err := io.ReadFull(rd, b[body:]); err != nil {
+		return nil, noEOF(err)
+	}
+	if !verifyMAC(b[:body], b[body:], secret, nil) {
+		return nil, ErrAuth
+	}
+	return r, nil
+}
+
+// ParseRequest is ReadRequest over a byte slice that must hold exactly one header.
+func ParseRequest(b []byte, secret []byte) (*Request, error) {
+	rd := &sliceReader{b: b}
+	r, err := ReadRequest(rd, secret)
+	if err != nil {
+		return nil, err
+	}
+	if len(rd.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rd.b))
+	}
+	return r, nil
+}
+
+// Status is the outcome a relay reports back.
+type Status byte
+
+const (
+	StatusOK              Status = 0x00
+	StatusDenied          Status = 0x01 // destination policy refused it
+	StatusNetUnreachable  Status = 0x02
+	StatusHostUnreachable Status = 0x03 // includes DNS failure
+	StatusRefused         Status = 0x04
+	StatusTimeout         Status = 0x05
+	StatusAuthFailed      Status = 0x06 // a relay refused our header (secret, replay)
+	StatusGeneral         Status = 0x07
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusDenied:
+		return "denied"
+	case StatusNetUnreachable:
+		return "network unreachable"
+	case StatusHostUnreachable:
+		return "host unreachable"
+	case StatusRefused:
+		return "connection refused"
+	case StatusTimeout:
+		return "timeout"
+	case StatusAuthFailed:
+		return "authentication failed"
+	case StatusGeneral:
+		return "general failure"
+	}
+	return "status 0x" + strconv.FormatUint(uint64(s), 16)
+}
+
+// Response is what comes back. Hop is which relay reported the status,
+// counted from the relay that sends the response (0: that relay itself
+// tried and failed to reach its next step; 1: the relay after it; ...).
+type Response struct {
+	Status Status
+	Hop    uint8
+	Reason string // short, human-readable; never carries secrets
+}
+
+// Marshal encodes the response with a MAC bound to reqNonce, the nonce of the
+// request it answers, so an old response cannot be replayed onto a new request.
+func (r *Response) Marshal(secret []byte, reqNonce [NonceBytes]byte) ([]byte, error) {
+	if len(r.Reason) > MaxReason {
+		return nil, fmt.Errorf("%w: reason %d bytes (max %d)", ErrTooLarge, len(r.Reason), MaxReason)
+	}
+	if r.Status > StatusGeneral {
+		return nil, fmt.Errorf("%w: unknown status %d", ErrMalformed, r.Status)
+	}
+	b := make([]byte, 0, responsePrefix+len(r.Reason)+MACBytes)
+	b = append(b, magic[:]...)
+	b = append(b, Version, typeResponse, byte(r.Status), r.Hop, byte(len(r.Reason)))
+	b = append(b, r.Reason...)
+	return appendMAC(b, secret, reqNonce[:]), nil
+}
+
+// ReadResponse reads exactly one response from rd (no byte past it: the
+// destination's first bytes may follow) and verifies its MAC.
+func ReadResponse(rd io.Reader, secret []byte, reqNonce [NonceBytes]byte) (*Response, error) {
+	var buf [responsePrefix + MaxReason + MACBytes]byte
+	b := buf[:responsePrefix]
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(b, typeResponse); err != nil {
+		return nil, err
+	}
+	r := &Response{Status: Status(b[6]), Hop: b[7]}
+	if r.Status > StatusGeneral {
+		return nil, fmt.Errorf("%w: unknown status %d", ErrMalformed, b[6])
+	}
+	body := responsePrefix + int(b[8])
+	b = buf[:body+MACBytes]
+	if _, err := io.ReadFull(rd, b[responsePrefix:]); err != nil {
+		return nil, noEOF(err)
+	}
+	if !verifyMAC(b[:body], b[body:], secret, reqNonce[:]) {
+		return nil, ErrAuth
+	}
+	r.Reason = string(b[responsePrefix:body])
+	return r, nil
+}
+
+// ParseResponse is ReadResponse over a byte slice holding exactly one response.
+func ParseResponse(b []byte, secret []byte, reqNonce [NonceBytes]byte) (*Response, error) {
+	rd := &sliceReader{b: b}
+	r, err := ReadResponse(rd, secret, reqNonce)
+	if err != nil {
+		return nil, err
+	}
+	if len(rd.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rd.b))
+	}
+	return r, nil
+}
+
+func checkPrefix(b []byte, typ byte) error {
+	if [4]byte(b[:4]) != magic {
+		return fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	if b[4] != Version {
+		return fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[4], Version)
+	}
+	if b[5] != typ {
+		return fmt.Errorf("%w: message type %d (want %d)", ErrMalformed, b[5], typ)
+	}
+	return nil
+}
+
+// appendMAC appends HMAC-SHA256(secret, bind || b) to b. bind is the request
+// nonce for responses, nil for requests.
+func appendMAC(b, secret, bind []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(bind)
+	m.Write(b)
+	return m.Sum(b)
+}
+
+func verifyMAC(b, mac, secret, bind []byte) bool {
+	m := hmac.New(sha256.New, secret)
+	m.Write(bind)
+	m.Write(b)
+	return hmac.Equal(m.Sum(nil), mac) // constant time
+}
+
+// appendAddr encodes host:port as atyp, address, port (big endian).
+func appendAddr(b []byte, hostport string) ([]byte, error) {
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", hostport, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return nil, fmt.Errorf("%q: port must be 1..65535", hostport)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return nil, fmt.Errorf("%q: zoned addresses are not routable between relays", hostport)
+		}
+		if ip.Is4() {
+			b = append(b, atypIPv4)
+		} else {
+			b = append(b, atypIPv6)
+		}
+		b = append(b, ip.AsSlice()...)
+	} else {
+		if err := checkDomain(host); err != nil {
+			return nil, fmt.Errorf("%q: %w", hostport, err)
+		}
+		b = append(b, atypDomain, byte(len(host)))
+		b = append(b, host...)
+	}
+	return binary.BigEndian.AppendUint16(b, uint16(port)), nil
+}
+
+// readAddr reads one address from rd, appending its raw bytes to b (which
+// has capacity MaxHeaderBytes, enough for every address the protocol allows).
+func readAddr(rd io.Reader, b []byte) ([]byte, string, error) {
+	read := func(n int) ([]byte, error) {
+		start := len(b)
+		b = b[:start+n]
+		if _, err := io.ReadFull(rd, b[start:]); err != nil {
+			return nil, noEOF(err)
+		}
+		return b[start:], nil
+	}
+	t, err := read(1)
+	if err != nil {
+		return b, "", err
+	}
+	var host string
+	switch t[0] {
+	case atypIPv4:
+		a, err := read(4)
+		if err != nil {
+			return b, "", err
+		}
+		host = netip.AddrFrom4([4]byte(a)).String()
+	case atypIPv6:
+		a, err := read(16)
+		if err != nil {
+			return b, "", err
+		}
+		host = netip.AddrFrom16([16]byte(a)).String()
+	case atypDomain:
+		l, err := read(1)
+		if err != nil {
+			return b, "", err
+		}
+		d, err := read(int(l[0]))
+		if err != nil {
+			return b, "", err
+		}
+		host = string(d)
+		if err := checkDomain(host); err != nil {
+			return b, "", fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			// One encoding per address: IPs travel as IPs.
+			return b, "", fmt.Errorf("%w: IP literal %q sent as a domain", ErrMalformed, host)
+		}
+	default:
+		return b, "", fmt.Errorf("%w: address type %d", ErrMalformed, t[0])
+	}
+	p, err := read(2)
+	if err != nil {
+		return b, "", err
+	}
+	port := binary.BigEndian.Uint16(p)
+	if port == 0 {
+		return b, "", fmt.Errorf("%w: port 0", ErrMalformed)
+	}
+	return b, net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// checkDomain accepts host names made of letters, digits, '.', '-' and '_'.
+// Anything else (':', '/', spaces, control bytes) has no business in a DNS
+// name and would only make logs and re-encoding ambiguous.
+func checkDomain(h string) error {
+	if h == "" {
+		return errors.New("empty host")
+	}
+	if len(h) > MaxHostBytes {
+		return fmt.Errorf("host is %d bytes (max %d)", len(h), MaxHostBytes)
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("host has byte 0x%02x", c)
+		}
+	}
+	return nil
+}
+
+// noEOF turns an EOF inside a header into ErrUnexpectedEOF: the peer stopped
+// mid-header, which is not a clean close.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+type sliceReader struct{ b []byte }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}

@@ -1,0 +1,111 @@
+package relay
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/route"
+)
+
+// serveRelay handles one route header on the relay listener (docs/protocol.md):
+// verify it, pop ourselves, reach the next relay or the destination, send the
+// status back, then tunnel. The caller closes c.
+func (s *Server) serveRelay(c *net.TCPConn) {
+	log := s.connLogger("relay", c)
+	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
+	// The sender waits for our status before it sends data, so the buffer
+	// normally holds only the header; anything beyond is forwarded below.
+	br := bufio.NewReaderSize(c, route.MaxHeaderBytes)
+	req, err := route.ReadRequest(br, s.secret)
+	if err != nil {
+		if errors.Is(err, route.ErrAuth) {
+			// No response: a stranger learns nothing, not even that this
+			// is a relay listener.
+			s.routeDenied(log, "route_auth", err)
+			return
+		}
+		s.handshakeFailed(log, "relay", "header", err)
+		return
+	}
+	if err := s.replay.Check(req); err != nil {
+		s.routeDenied(log, "route_replay", err)
+		return
+	}
+	log = log.With(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
+
+	// The remaining hops are relays the (authenticated) entry chose: they
+	// are reached like configured hops, without the destination policy; the
+	// last relay applies its own policy to the destination.
+	ch := &chain.Chain{
+		Base:    s.chain.Base,
+		Direct:  s.chain.Direct,
+		Observe: s.metrics.observeDial,
+	}
+	for _, h := range req.Hops {
+		ch.Hops = append(ch.Hops, chain.Hop{Scheme: "relaymesh", Addr: h})
+		ch.Clients = append(ch.Clients, route.Client{Secret: s.secret})
+	}
+	// Cover the dial and the status write; the dial has its own timeout.
+	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))
+	up, err := s.dialVia(s.ctx, log, ch, req.Dst)
+	resp := route.Response{Status: route.StatusOK}
+	if err != nil {
+		kind := chain.Classify(err)
+		resp.Status = route.StatusOf(kind)
+		var he *chain.HopError
+		if errors.As(err, &he) {
+			// ch's hop n is the relay n places after us: exactly the
+			// offset the previous relay expects (0 is us).
+			resp.Hop = uint8(he.Hop)
+		}
+		resp.Reason = reasonOf(err)
+		s.metrics.tunnelsOpened.WithLabelValues("relay", kind.Label()).Inc()
+	}
+	msg, merr := resp.Marshal(s.secret, req.Nonce)
+	if merr != nil { // cannot happen: reason is truncated, status is ours
+		log.Error("route response", zap.Error(merr))
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	if _, werr := c.Write(msg); werr != nil || err != nil {
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	if err := forwardBuffered(br, up); err != nil {
+		up.Close()
+		return
+	}
+	s.metrics.tunnelsOpened.WithLabelValues("relay", "ok").Inc()
+	s.pipe(log, "relay", c, up)
+}
+
+// reasonOf is the short reason sent back: the reporting relay's own words
+// when the failure came from further down, else our error, cut to fit.
+func reasonOf(err error) string {
+	var se *route.StatusError
+	r := err.Error()
+	if errors.As(err, &se) {
+		r = se.Reason
+	}
+	if len(r) > route.MaxReason {
+		r = r[:route.MaxReason]
+	}
+	return r
+}
+
+// routeDenied logs a refused route header once, with its source and why,
+// and counts it. The header's content is not logged: it is unauthenticated.
+func (s *Server) routeDenied(log *zap.Logger, rule string, err error) {
+	s.metrics.denials.WithLabelValues(rule).Inc()
+	log.Warn("route header refused", zap.String("rule", rule), zap.String("reason", err.Error()))
+}
