@@ -171,7 +171,7 @@ func TestNativeChain(t *testing.T) {
 // answers SOCKS5 0x05 and its log names the last hop.
 func TestNativeRefused(t *testing.T) {
 	relays := nativeChainOf(t, 3)
-	deadPort := freePort(t)
+	deadPort := refusedPort(t)
 	if rep, err := socksRaw(t, relays[0].socks, connectReq("127.0.0.1", deadPort)); err != nil || rep != 0x05 {
 		t.Fatalf("reply 0x%02x %v, want 0x05", rep, err)
 	}
@@ -310,7 +310,7 @@ func TestNativeReplay(t *testing.T) {
 func TestNativeChurnNoLeak(t *testing.T) {
 	relays := nativeChainOf(t, 3, "--log-level", "info")
 	srv := startServer(t, echo)
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(refusedPort(t))
 	stranger, err := (&route.Request{Dst: srv.addr(), Time: time.Now()}).Marshal([]byte("not-the-fleet-secret-at-all"))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,6 +207,27 @@ socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
 		startBackground(t, cmd, port)
 		roundTrip(t, "socks5://127.0.0.1:"+strconv.Itoa(port))
 	})
+}
+
+// refusedPort returns a loopback port that refuses connections for the rest
+// of the test: a TCP socket bound to it that never listens. A port merely
+// found free and closed again could be taken by another process before the
+// test dials it (a relayd of a parallel test did once: reply 0x00, not 0x05).
+func refusedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 func freePort(t testing.TB) int {

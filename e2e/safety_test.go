@@ -108,7 +108,7 @@ func httpConnect(t testing.TB, proxyAddr, target string) int {
 // TestDialFailures: refused and unreachable destinations and a dead hop map to
 // the right replies quickly, and the log names the failing hop.
 func TestDialFailures(t *testing.T) {
-	deadPort := freePort(t)
+	deadPort := refusedPort(t)
 	r := startRelayd(t, "--allow-private")
 	if rep, err := socksRaw(t, r.socks, connectReq("127.0.0.1", deadPort)); err != nil || rep != 0x05 {
 		t.Fatalf("refused: reply 0x%02x %v, want 0x05", rep, err)
@@ -269,7 +269,7 @@ func TestIdleTimeout(t *testing.T) {
 func TestChurnNoLeak(t *testing.T) {
 	r := startRelayd(t, "--allow-private", "--log-level", "info")
 	srv := startServer(t, echo)
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(refusedPort(t))
 	time.Sleep(200 * time.Millisecond)
 	g0, fd0 := relayStats(t, r)
 	for i := 0; i < 1000; i++ {
