@@ -80,25 +80,7 @@ func TestNativeChain(t *testing.T) {
 
 	t.Run("sha256 both directions", func(t *testing.T) {
 		const size = 4 << 20
-		type sums struct{ gotUp, sentDown [32]byte }
-		res := make(chan sums, 1)
-		srv := startServer(t, func(c net.Conn) {
-			var s sums
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h := sha256.New()
-				_, _ = io.Copy(h, c)
-				copy(s.gotUp[:], h.Sum(nil))
-			}()
-			h := sha256.New()
-			_, _ = io.Copy(io.MultiWriter(c, h), io.LimitReader(rand.Reader, size))
-			_ = c.(*net.TCPConn).CloseWrite()
-			copy(s.sentDown[:], h.Sum(nil))
-			wg.Wait()
-			res <- s
-		})
+		srv, res := startHashServer(t, size)
 		c, raw, err := xnetDial(t, entry.socks, srv.addr(), nil)
 		if err != nil {
 			t.Fatal(err)

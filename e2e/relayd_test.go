@@ -297,17 +297,17 @@ func TestHalfClose(t *testing.T) {
 	}
 }
 
-// TestIntegrityBothDirections sends 256 MiB of random data each way at once
-// through 3 hops and compares SHA-256 at both ends.
-func TestIntegrityBothDirections(t *testing.T) {
-	size := int64(256 << 20)
-	if testing.Short() {
-		size = 32 << 20
-	}
-	type sums struct{ gotUp, sentDown [32]byte }
-	res := make(chan sums, 1)
+// hashSums are what a hash server saw: the SHA-256 of everything the client
+// sent, and of what it sent back.
+type hashSums struct{ gotUp, sentDown [32]byte }
+
+// startHashServer accepts one connection, sends size random bytes while
+// reading everything the client sends, half-closes after sending, and
+// reports both hashes when both directions are done.
+func startHashServer(t testing.TB, size int64) (*server, <-chan hashSums) {
+	res := make(chan hashSums, 1)
 	srv := startServer(t, func(c net.Conn) {
-		var s sums
+		var s hashSums
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
@@ -323,6 +323,17 @@ func TestIntegrityBothDirections(t *testing.T) {
 		wg.Wait()
 		res <- s
 	})
+	return srv, res
+}
+
+// TestIntegrityBothDirections sends 256 MiB of random data each way at once
+// through 3 hops and compares SHA-256 at both ends.
+func TestIntegrityBothDirections(t *testing.T) {
+	size := int64(256 << 20)
+	if testing.Short() {
+		size = 32 << 20
+	}
+	srv, res := startHashServer(t, size)
 	relays := chainOf(t, 3)
 	c, raw, err := xnetDial(t, relays[0].socks, srv.addr(), nil)
 	if err != nil {

@@ -119,7 +119,7 @@ type Consul struct {
 	lastContact time.Time             // when Consul last answered; NewConsul's time until it does
 	epoch       uint64                // bumped on every failure: blocking loops restart from index 0
 	gen         chan struct{}         // closed on recovery: abandons queries stuck on a dead connection
-	watchers    []chan struct{}
+	watchers    watchers
 	badKeys     map[string]bool // undecodable KV keys already logged
 	left        bool            // Deregister was called: never register or write again
 }
@@ -346,31 +346,7 @@ func (c *Consul) write(ctx context.Context, from string) error {
 
 // Watch signals when the registered relays or the measurements changed
 // (coordinates, which drift all the time, do not signal).
-func (c *Consul) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	c.mu.Lock()
-	c.watchers = append(c.watchers, ch)
-	c.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		c.mu.Lock()
-		c.watchers = slices.DeleteFunc(c.watchers, func(w chan struct{}) bool { return w == ch })
-		c.mu.Unlock()
-	}()
-	return ch
-}
-
-func (c *Consul) notify() {
-	c.mu.Lock()
-	watchers := slices.Clone(c.watchers)
-	c.mu.Unlock()
-	for _, w := range watchers {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
-}
+func (c *Consul) Watch(ctx context.Context) <-chan struct{} { return c.watchers.add(ctx) }
 
 // Stale reports whether Consul cannot be reached right now (Relays and
 // Pairs then answer with the last known data) and when it last answered.
@@ -738,7 +714,7 @@ func (c *Consul) fetchServices(ctx context.Context, q *api.QueryOptions) (*api.Q
 	c.relays = relays
 	c.mu.Unlock()
 	if changed {
-		c.notify()
+		c.watchers.notify()
 	}
 	if self := c.selfName(); self != "" && !slices.ContainsFunc(relays, func(r consulRelay) bool { return r.Name == self }) {
 		if err := c.ensureRegistered(ctx); err != nil && ctx.Err() == nil {
@@ -822,7 +798,7 @@ func (c *Consul) fetchKV(ctx context.Context, q *api.QueryOptions) (*api.QueryMe
 	}
 	c.mu.Unlock()
 	if changed {
-		c.notify()
+		c.watchers.notify()
 	}
 	if lost {
 		// Written once and gone: the KV store was lost (an agent restarted in

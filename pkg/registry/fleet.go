@@ -63,7 +63,7 @@ type Fleet struct {
 	pulled   map[string]pull
 	relayed  map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
 	rotate   int               // which reachable peer relays next
-	watchers []chan struct{}
+	watchers watchers
 }
 
 type pull struct {
@@ -116,14 +116,8 @@ func (f *Fleet) Reload() (changed bool, err error) {
 			delete(f.relayed, name)
 		}
 	}
-	watchers := slices.Clone(f.watchers)
 	f.mu.Unlock()
-	for _, w := range watchers {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
+	f.watchers.notify()
 	return true, nil
 }
 
@@ -205,19 +199,7 @@ func (f *Fleet) Publish(_ context.Context, from string, pairs []Pair) error {
 }
 
 // Watch signals when the file changed.
-func (f *Fleet) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	f.mu.Lock()
-	f.watchers = append(f.watchers, ch)
-	f.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		f.mu.Lock()
-		f.watchers = slices.DeleteFunc(f.watchers, func(c chan struct{}) bool { return c == ch })
-		f.mu.Unlock()
-	}()
-	return ch
-}
+func (f *Fleet) Watch(ctx context.Context) <-chan struct{} { return f.watchers.add(ctx) }
 
 // Refresh pulls every other relay's measurements concurrently. scope is
 // "local" (what each measured: N-1 pairs) or "fleet" (what each knows: up

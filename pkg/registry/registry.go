@@ -6,6 +6,8 @@ package registry
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
@@ -77,4 +79,39 @@ type Registry interface {
 	// Watch signals (without blocking) when the fleet may have changed,
 	// until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
+}
+
+// watchers fans a change signal out to every Watch channel, without
+// blocking: a channel holds one pending signal, so a slow reader sees "it
+// changed" once, however often it did. The zero value is ready to use.
+type watchers struct {
+	mu    sync.Mutex
+	chans []chan struct{}
+}
+
+// add returns a channel signalled on every notify until ctx ends.
+func (w *watchers) add(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	w.chans = append(w.chans, ch)
+	w.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		w.mu.Lock()
+		w.chans = slices.DeleteFunc(w.chans, func(c chan struct{}) bool { return c == ch })
+		w.mu.Unlock()
+	}()
+	return ch
+}
+
+func (w *watchers) notify() {
+	w.mu.Lock()
+	chans := slices.Clone(w.chans)
+	w.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
