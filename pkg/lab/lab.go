@@ -46,6 +46,7 @@ const (
 	HTTPPort    = 8080 // relays: HTTP proxy
 	AdminPort   = 9090 // relays: admin API
 	TrafficPort = 8000 // servers: GET /bytes/N, POST /upload
+	RelayPort   = 7000 // relays: the native inter-relay protocol
 )
 
 // EnvLab names the lab a command runs in (set by Command).
@@ -233,6 +234,11 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
 	l.adminToken = hex.EncodeToString(token)
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	if err := os.WriteFile(l.secretPath(), []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
+		return l, err
+	}
 	if err := l.writeFleet(); err != nil {
 		return l, err
 	}
@@ -413,6 +419,9 @@ func (l *Lab) writeFleet() error {
 	return os.WriteFile(l.FleetPath(), append([]byte(header), data...), 0o600)
 }
 
+// secretPath is the lab's fleet secret (native protocol), mode 0600.
+func (l *Lab) secretPath() string { return filepath.Join(l.Dir, "fleet-secret") }
+
 func (l *Lab) writeState() error {
 	data, err := json.MarshalIndent(&l.State, "", "  ")
 	if err != nil {
@@ -428,8 +437,11 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	tn := l.topo.Nodes[n.Name]
 	scheme := "socks5"
 	port := SOCKSPort
-	if tn.NextProtocol == "http" {
+	switch tn.NextProtocol {
+	case "http":
 		scheme, port = "http", HTTPPort
+	case "relaymesh":
+		scheme, port = "relaymesh", RelayPort
 	}
 	var next []string
 	for _, h := range tn.Next {
@@ -442,6 +454,10 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 		"http":        hostPort(n.Addr, HTTPPort),
 		"admin":       hostPort(n.Addr, AdminPort),
 		"admin_token": adminToken,
+		// Every relay also serves the native protocol, with the lab's
+		// fleet secret, so any relay can be a relaymesh:// hop.
+		"relay":             hostPort(n.Addr, RelayPort),
+		"fleet_secret_file": l.secretPath(),
 		// Pull every 2 s (not 5): a lab wants the matrix complete in 10 s.
 		"probe": map[string]any{"pull_interval": "2s"},
 		// The lab is a closed world of namespaces: no credentials, and

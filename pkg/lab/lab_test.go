@@ -33,6 +33,7 @@ nodes:
   r1: {role: relay, region: osaka, next: [r2]}
   r2: {role: relay, region: kyoto, next: [r3], next_protocol: http}
   r3: {role: relay}
+  r0: {role: relay, next: [r1, r2], next_protocol: relaymesh}
 links:
   - {between: [client, r1], rtt_ms: 1}
   - {between: [r1, r2], rtt_ms: 1}
@@ -52,6 +53,7 @@ links:
 		{"r1", []string{"socks5://r2:1080"}},
 		{"r2", []string{"http://r3:8080"}},
 		{"r3", nil},
+		{"r0", []string{"relaymesh://r1:7000", "relaymesh://r2:7000"}},
 	} {
 		data, err := l.relaydConfig(l.Nodes[tc.node], "token")
 		if err != nil {

@@ -81,7 +81,8 @@ type Node struct {
 	// relayd dials through, in order. Empty: dial destinations directly.
 	Next []string `yaml:"next"`
 	// NextProtocol is, for relays only, how Next hops are spoken to:
-	// "" (default, socks5), "socks5" or "http".
+	// "" (default, socks5), "socks5", "http" or "relaymesh" (the native
+	// inter-relay protocol: consecutive relaymesh hops carry one header).
 	NextProtocol string `yaml:"next_protocol"`
 }
 
@@ -219,9 +220,9 @@ func (t *Topology) Validate() error {
 		}
 		checkSysctl(add, f+".sysctl", n.Sysctl)
 		switch n.NextProtocol {
-		case "", "socks5", "http":
+		case "", "socks5", "http", "relaymesh":
 		default:
-			add("%s.next_protocol: %q is not one of socks5, http", f, n.NextProtocol)
+			add("%s.next_protocol: %q is not one of socks5, http, relaymesh", f, n.NextProtocol)
 		}
 		if n.Role != RoleRelay {
 			if len(n.Next) > 0 {

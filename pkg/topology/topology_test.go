@@ -176,7 +176,7 @@ func TestParseBad(t *testing.T) {
 		{"next loop", base + "  r4: {role: relay, next: [r5]}\n  r5: {role: relay, next: [r6]}\n  r6: {role: relay, next: [r4]}\n",
 			"nodes.r4.next: relays chain through each other in a loop (r4 -> r5 -> r6 -> r4)"},
 		{"next loop via later hop", base + "  r4: {role: relay, next: [r1, r5]}\n  r5: {role: relay, next: [r4]}\n", "in a loop (r4 -> r5 -> r4)"},
-		{"bad next_protocol", base + "  r4: {role: relay, next: [r1], next_protocol: socks4}\n", `nodes.r4.next_protocol: "socks4" is not one of socks5, http`},
+		{"bad next_protocol", base + "  r4: {role: relay, next: [r1], next_protocol: socks4}\n", `nodes.r4.next_protocol: "socks4" is not one of socks5, http, relaymesh`},
 		{"link unknown node", link("{between: [r1, r9], rtt_ms: 5}"), `links[1].between: unknown node "r9"`},
 		{"link empty end", link("{between: [r1, ''], rtt_ms: 5}"), "links[1].between: endpoint 1 is empty"},
 		{"link no between", link("{rtt_ms: 5}"), "links[1].between: endpoint 0 is empty"},
