@@ -8,7 +8,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse
 
-.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split consul-outage-full clean
+.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean
 
 all: build
 
@@ -65,3 +65,7 @@ clean:
 # The split experiment in the lab (needs root; ~40 min): relayd vs dante vs squid.
 bench-split:
 	./bench/run-split-bench.sh -runs 5 -size 67108864
+
+# Time to first byte through a 4-segment 50 ms chain (needs root; ~2 min).
+bench-ttfb:
+	./bench/run-ttfb-bench.sh -runs 50

@@ -1,0 +1,318 @@
+// Command ttfb measures time to first byte through a 4-segment 50 ms chain
+// in the emulated WAN lab (bench/ttfb/topology.yaml: client-r1-r2-r3-server
+// at 12.5 ms RTT per segment, plus a direct 50 ms client-server link).
+//
+// It brings the lab up (`relayctl lab up`), starts the chains it compares on
+// the relay nodes (extra relayd processes on their own ports, dante and
+// squid), checks every chain answers, then measures -runs rounds; in each
+// round every variant runs one `curl http://server:8000/bytes/1` from the
+// client node (order rotated per round) and the sample is curl's
+// %{time_total}: connecting through the chain, sending the request and
+// receiving the whole 1-byte answer. It reads the lab's self-check and tears
+// everything down, also on error or SIGINT/SIGTERM. Results go to
+// bench/results/ttfb.{json,md}.
+//
+// Only lab addresses (10.77/16, inside network namespaces) are used.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/lab"
+)
+
+// Variant names, in table order.
+const (
+	vDirect   = "direct"
+	vNative   = "relayd-native"
+	vHopByHop = "relayd-hop-by-hop"
+	vNested   = "relayd-nested"
+	vDante    = "dante-hop-by-hop"
+	vSquid    = "squid-parents"
+)
+
+var allVariants = []string{vDirect, vNative, vHopByHop, vNested, vDante, vSquid}
+
+// Ports of what this driver starts on relay nodes. The lab's own relayd
+// serves SOCKS5 on 1080 and the native protocol on 7000 on every relay.
+const (
+	portNative   = 1090 // r1: --next relaymesh://r2:7000 --next relaymesh://r3:7000
+	portHopByHop = 1091 // r1 -> r2:1091 -> r3:1080 (the lab's relayd, no next)
+	portNested   = 1092 // r1: --next socks5://r2:1080 --next socks5://r3:1080
+	portDante    = 1081
+	portSquid    = 3128
+)
+
+// Segment RTT and direct RTT of the topology, for the expectations.
+const (
+	segRTTms    = 12.5
+	directRTTms = 50.0
+)
+
+// Expectation is the arithmetic time to first byte of a variant, in round
+// trips of the emulated links only (no processing time).
+type Expectation struct {
+	Ms      float64 `json:"ms"`
+	SegRTTs float64 `json:"setup_segment_rtts"` // chain setup, in 12.5 ms segment round trips
+	How     string  `json:"how"`
+}
+
+// expectations: s = 12.5 ms segment RTT, D = 50 ms end-to-end RTT. Every
+// chain variant ends with the HTTP request/response over the whole path
+// (one D). SOCKS5 clients here (curl, relayd, dante) do not pipeline: the
+// greeting and the CONNECT are two round trips.
+var expectations = map[string]Expectation{
+	vDirect:   {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
+	vNative:   {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
+	vHopByHop: {175, 10, "each relay runs a full SOCKS5 client to the next: client-r1, r1-r2, r2-r3 each TCP + greeting + CONNECT..reply (3 s each); r3-server TCP (1 s) = 10 s = 125 ms; + 1 D"},
+	vNested:   {200, 12, "client-r1 3 s; r1 alone: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 via r2 incl. r2's TCP to r3 (2 s), greeting r3 through r2 (2 s), CONNECT server via r2,r3 incl. r3's TCP (3 s) = 9 s; total 12 s = 150 ms; + 1 D"},
+	vDante:    {175, 10, "as relayd hop by hop (dante routes to the next sockd with its own SOCKS5 client): 10 s = 125 ms; + 1 D"},
+	vSquid:    {137.5, 7, "HTTP CONNECT is one round trip per hop: client-r1, r1-r2, r2-r3 each TCP + CONNECT..200 (2 s each); r3-server TCP (1 s) = 7 s = 87.5 ms; + 1 D"},
+}
+
+// What native would cost once issue 4's later parts exist (not measured).
+var projections = []Projection{
+	{"relayd-native warm pools", 125, "native minus the two relay-to-relay TCP handshakes (r1-r2, r2-r3): 6 s = 75 ms setup + 1 D; 1.25x direct"},
+	{"relayd-native warm pools + early data", 100, "the entry answers the SOCKS5 CONNECT at once and sends the client's request with the header over pooled conns: client-r1 TCP + greeting + CONNECT (3 s = 37.5 ms), request one-way client->r3 (18.75 ms), r3-server TCP (12.5 ms), request r3->server (6.25 ms), response server->client (25 ms) = 100 ms: the same as direct"},
+}
+
+// Projection is an arithmetic expectation for something not built yet.
+type Projection struct {
+	What string  `json:"what"`
+	Ms   float64 `json:"ms"`
+	How  string  `json:"how"`
+}
+
+// Sample is one measured request.
+type Sample struct {
+	Round    int     `json:"round"`
+	Order    int     `json:"order"`
+	TotalMs  float64 `json:"total_ms"`
+	Connect  float64 `json:"connect_ms"`     // TCP connect to the server or the proxy
+	PreXfer  float64 `json:"pretransfer_ms"` // incl. the proxy handshake / CONNECT
+	StartMs  float64 `json:"starttransfer_ms"`
+	OK       bool    `json:"ok"`
+	Attempts int     `json:"attempts"`
+	Error    string  `json:"error,omitempty"`
+	FirstErr string  `json:"first_error,omitempty"`
+}
+
+// VariantResult holds one variant's samples and statistics.
+type VariantResult struct {
+	Name        string      `json:"name"`
+	Setup       string      `json:"setup"`
+	Curl        string      `json:"curl_proxy_args"`
+	Samples     []Sample    `json:"samples"`
+	OK          int         `json:"ok"`
+	Failed      int         `json:"failed"`
+	MedianMs    float64     `json:"median_ms"`
+	P90Ms       float64     `json:"p90_ms"`
+	MinMs       float64     `json:"min_ms"`
+	MaxMs       float64     `json:"max_ms"`
+	MedianPre   float64     `json:"median_pretransfer_ms"`
+	Ratio       float64     `json:"ratio_to_direct"`
+	Expected    Expectation `json:"expected"`
+	ExcessMs    float64     `json:"median_minus_expected_ms"`
+	ExpectRatio float64     `json:"expected_ratio_to_direct"`
+}
+
+// Results is ttfb.json.
+type Results struct {
+	Date        time.Time         `json:"date"`
+	Command     string            `json:"command"`
+	Driver      []string          `json:"driver_argv"`
+	Runs        int               `json:"runs"`
+	Topology    string            `json:"topology"`
+	Machine     Machine           `json:"machine"`
+	Versions    map[string]string `json:"versions"`
+	Method      string            `json:"method"`
+	DurationS   float64           `json:"duration_s"`
+	Valid       *bool             `json:"valid"` // lab self-check after the runs; nil: not read
+	Problems    []string          `json:"problems,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	Warmup      []string          `json:"warmup_failures,omitempty"`
+	Variants    []*VariantResult  `json:"variants"`
+	Projections []Projection      `json:"projections_not_measured"`
+	Target      string            `json:"target"`
+	Notes       []string          `json:"notes,omitempty"`
+}
+
+// Machine describes where the benchmark ran.
+type Machine struct {
+	Nproc    int    `json:"nproc"`
+	Kernel   string `json:"kernel"`
+	CPU      string `json:"cpu,omitempty"`
+	Go       string `json:"go"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
+type config struct {
+	runs      int
+	warmup    int
+	outDir    string
+	topology  string
+	relayctl  string
+	stateRoot string
+	cmdline   string
+	maxTime   int
+	notesFile string
+	report    bool
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.runs, "runs", 50, "measured rounds (each round: one request per variant, order rotated)")
+	flag.IntVar(&c.warmup, "warmup", 3, "unrecorded requests per variant before measuring")
+	flag.StringVar(&c.outDir, "out", "bench/results", "directory for ttfb.json and ttfb.md")
+	flag.StringVar(&c.topology, "topology", "bench/ttfb/topology.yaml", "lab topology")
+	flag.StringVar(&c.relayctl, "relayctl", "bin/relayctl", "relayctl binary (relayd must be next to it)")
+	flag.StringVar(&c.stateRoot, "state-dir", lab.DefaultStateRoot, "the labs' state directory")
+	flag.StringVar(&c.cmdline, "cmdline", "", "command line to record (default: the driver's own)")
+	flag.IntVar(&c.maxTime, "max-time", 20, "curl --max-time per request, seconds")
+	flag.StringVar(&c.notesFile, "notes", "", "file of notes (one per line) to put in the report")
+	flag.BoolVar(&c.report, "report-only", false, "only rewrite ttfb.md from an existing ttfb.json (with -notes: replace its notes)")
+	flag.Parse()
+	if c.cmdline == "" {
+		c.cmdline = strings.Join(os.Args, " ")
+	}
+	if err := run(&c); err != nil {
+		fmt.Fprintln(os.Stderr, "ttfb:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c *config) error {
+	if c.report {
+		data, err := os.ReadFile(filepath.Join(c.outDir, "ttfb.json"))
+		if err != nil {
+			return err
+		}
+		var res Results
+		if err := json.Unmarshal(data, &res); err != nil {
+			return err
+		}
+		if c.notesFile != "" {
+			res.Notes = readNotes(c.notesFile)
+		}
+		return save(c, &res)
+	}
+	if c.runs < 1 {
+		return errors.New("need -runs >= 1")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("the lab needs root: run `sudo make bench-ttfb`")
+	}
+	if _, err := os.Stat(c.topology); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			logf("got %v: stopping after cleanup", s)
+			cancel()
+		}
+	}()
+
+	res := &Results{
+		Date:        time.Now().UTC(),
+		Command:     c.cmdline,
+		Driver:      os.Args,
+		Runs:        c.runs,
+		Topology:    c.topology,
+		Machine:     machineInfo(),
+		Versions:    versions(c),
+		Method:      methodText(c),
+		Projections: projections,
+		Target:      "relayd native WARM (pools) <= 1.3x direct time to first byte",
+	}
+	if c.notesFile != "" {
+		res.Notes = readNotes(c.notesFile)
+	}
+	measureLab(ctx, c, res)
+	if err := save(c, res); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted; partial results written")
+	}
+	if res.Error != "" {
+		return errors.New(res.Error)
+	}
+	return nil
+}
+
+// readNotes reads one note per non-empty line.
+func readNotes(path string) []string {
+	var notes []string
+	if b, err := os.ReadFile(path); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				notes = append(notes, l)
+			}
+		}
+	}
+	return notes
+}
+
+func save(c *config, res *Results) error {
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.outDir, "ttfb.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.outDir, "ttfb.md"), []byte(report(res)), 0o644)
+}
+
+func methodText(c *config) string {
+	return fmt.Sprintf("one `curl -sS -o /dev/null http://server:8000/bytes/1` per sample from the client node (through `relayctl lab exec`), "+
+		"--max-time %d; the sample is curl's %%{time_total}: from curl's start (name lookup of the server or proxy from /etc/hosts), "+
+		"TCP connect (to the server, or to r1), the proxy handshake through the whole chain (SOCKS5 greeting + CONNECT, or HTTP CONNECT), "+
+		"sending the GET and receiving the whole answer (status line, headers and the 1 body byte; curl ends at the end of the body, not at a connection close). "+
+		"A fresh curl and fresh TCP connections per sample: nothing is reused across samples (cold). "+
+		"%d round(s); in each round every variant once, order rotated by one per round; "+
+		"TCP metrics flushed in every node before each sample; "+
+		"a sample with curl error, http_code != 200 or size_download != 1 is retried once, then recorded as failed; "+
+		"%d unrecorded warm-up request(s) per variant first. Median and p90 (nearest rank) over the successful samples.",
+		c.maxTime, c.runs, c.warmup)
+}
+
+func machineInfo() Machine {
+	m := Machine{Nproc: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	m.Hostname, _ = os.Hostname()
+	return m
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
