@@ -70,6 +70,14 @@ is invalid, and lab run and lab status say so.`,
   sudo relayctl lab down`,
 	}
 	cmd.PersistentFlags().StringVar(&stateRoot, "state-dir", lab.DefaultStateRoot, "where labs keep state, written configs and service logs")
+	// Every lab command needs root (namespaces, TUN, the state directory);
+	// say so first, with what to do, rather than fail on a side effect.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if c.Name() == "traffic" {
+			return nil // runs inside a lab node, started by the lab itself
+		}
+		return lab.CheckPrivileges()
+	}
 	cmd.AddCommand(labUpCmd(&stateRoot), labDownCmd(&stateRoot), labStatusCmd(&stateRoot),
 		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labLinkCmd(&stateRoot), labTrafficCmd())
 	return cmd
@@ -145,9 +153,6 @@ until ` + "`relayctl lab down`" + `. Its files (fleet, relay configs, service lo
 --state-dir/NAME.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := lab.CheckPrivileges(); err != nil {
-				return err
-			}
 			topo, abs, err := loadTopology(f.topoPath)
 			if err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -310,5 +311,39 @@ rm -f /tmp/e2e-up-payload`
 			t.Fatalf("namespaces left after down: %v", netnsList(t, "rm-e2e-up-"))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLabNeedsRootSaysSo: without root every lab command says it needs root
+// and how to run it, before touching anything.
+func TestLabNeedsRootSaysSo(t *testing.T) {
+	bins := labBins(t) // as root: we drop to nobody for the command
+	dir, err := os.MkdirTemp("", "relaymesh-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(bins, "relayctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "relayctl")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"lab", "run", "-t", "/nonexistent.yaml", "--", "true"},
+		{"lab", "status"},
+		{"lab", "exec", "client", "--", "true"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "the lab needs root") || !strings.Contains(string(out), "sudo") {
+			t.Errorf("relayctl %v as nobody: %v\n%s", args, err, out)
+		}
 	}
 }
