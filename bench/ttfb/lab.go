@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 )
@@ -134,19 +135,11 @@ func (b *bench) node(name string) *lab.Node { return b.state.Nodes[name] }
 // relayctl runs bin/relayctl and returns its combined output.
 func (b *bench) relayctl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, b.c.relayctl, args...)
-	setGroup(cmd)
+	labpeer.SetGroup(cmd)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-// setGroup puts cmd in its own process group (terminal signals reach only
-// the driver, which cleans up) and makes cancellation kill the whole group.
-func setGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
 }
 
 func (b *bench) relayd() string { return filepath.Join(filepath.Dir(b.c.relayctl), "relayd") }
@@ -220,7 +213,7 @@ func (b *bench) startChains(ctx context.Context) error {
 			nextAddr = b.node(chain[i+1]).Addr
 		}
 		conf := filepath.Join(dir, r+".dante.conf")
-		if err := os.WriteFile(conf, []byte(danteConfig(filepath.Join(dir, r+".dante.log"), n.Addr, nextAddr)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(labpeer.DanteConfig(filepath.Join(dir, r+".dante.log"), n.Addr, nextAddr, portDante)), 0o644); err != nil {
 			return err
 		}
 		if err := b.startDaemon("dante", r, portDante, filepath.Join(dir, r+".dante.out"), -1, -1,
@@ -228,11 +221,11 @@ func (b *bench) startChains(ctx context.Context) error {
 			return err
 		}
 		conf = filepath.Join(dir, r+".squid.conf")
-		if err := os.WriteFile(conf, []byte(squidConfig(dir, r, n.Addr, nextAddr)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(labpeer.SquidConfig(dir, r, n.Addr, nextAddr, portSquid)), 0o644); err != nil {
 			return err
 		}
 		if err := b.startDaemon("squid", r, portSquid, filepath.Join(dir, r+".squid.log"), proxyUID, proxyGID,
-			squid, "-N", "-n", squidService(b.name, r), "-f", conf); err != nil {
+			squid, "-N", "-n", labpeer.SquidService(b.name, r), "-f", conf); err != nil {
 			return err
 		}
 	}
@@ -248,48 +241,6 @@ func (b *bench) startChains(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func danteConfig(logPath, addr, nextAddr string) string {
-	var s strings.Builder
-	fmt.Fprintf(&s, "# Written by bench/ttfb.\nlogoutput: %s\n", logPath)
-	fmt.Fprintf(&s, "internal: %s port = %d\nexternal: %s\n", addr, portDante, addr)
-	s.WriteString("clientmethod: none\nsocksmethod: none\n")
-	s.WriteString("user.privileged: root\nuser.unprivileged: nobody\n")
-	s.WriteString("client pass {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0\n}\n")
-	s.WriteString("socks pass {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0\n}\n")
-	if nextAddr != "" {
-		fmt.Fprintf(&s, "route {\n\tfrom: 0.0.0.0/0 to: 0.0.0.0/0 via: %s port = %d\n\tproxyprotocol: socks_v5\n\tcommand: connect\n}\n", nextAddr, portDante)
-	}
-	return s.String()
-}
-
-// squidConfig: as bench/split (cache_log to stderr, no DNS servers: lab
-// names resolve from /etc/hosts).
-func squidConfig(dir, node, addr, nextAddr string) string {
-	var s strings.Builder
-	s.WriteString("# Written by bench/ttfb.\n")
-	fmt.Fprintf(&s, "http_port %s:%d\n", addr, portSquid)
-	s.WriteString("http_access allow all\ncache deny all\naccess_log none\n")
-	s.WriteString("cache_log /dev/stderr\n")
-	fmt.Fprintf(&s, "pid_filename %s\n", filepath.Join(dir, node+".squid.pid"))
-	s.WriteString("coredump_dir none\nshutdown_lifetime 0 seconds\n")
-	fmt.Fprintf(&s, "visible_hostname %s\npinger_enable off\ndns_nameservers 127.0.0.1\n", node)
-	if nextAddr != "" {
-		fmt.Fprintf(&s, "cache_peer %s parent %d 0 no-query no-digest default\nnever_direct allow all\n", nextAddr, portSquid)
-	}
-	return s.String()
-}
-
-// squidService is squid's -n service name: one per lab node.
-func squidService(labName, node string) string {
-	var s strings.Builder
-	for _, ch := range "rm" + labName + node {
-		if ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' {
-			s.WriteRune(ch)
-		}
-	}
-	return s.String()
 }
 
 func (b *bench) startDaemon(what, node string, port int, logPath string, uid, gid int, argv ...string) error {
@@ -362,57 +313,10 @@ func (b *bench) stopDaemons() {
 			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 			<-d.done
 		}
-		killGroup(d.cmd.Process.Pid)
+		labpeer.KillGroup(d.cmd.Process.Pid)
 		d.logf.Close()
 	}
 	b.daemons = nil
-}
-
-func killGroup(pgid int) {
-	for i := 0; i < 50; i++ {
-		left := groupMembers(pgid)
-		if len(left) == 0 {
-			return
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		time.Sleep(100 * time.Millisecond)
-	}
-	logf("process group %d still has members %v", pgid, groupMembers(pgid))
-}
-
-func groupMembers(pgid int) []int {
-	var out []int
-	forProcs(func(pid int, stat, _ string) {
-		f := statFields(stat)
-		if len(f) > 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	})
-	return out
-}
-
-func statFields(stat string) []string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(stat[i+1:])
-}
-
-func forProcs(fn func(pid int, stat, cmdline string)) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		fn(pid, string(stat), strings.ReplaceAll(string(cl), "\x00", " "))
-	}
 }
 
 // killStrays kills process groups left by an earlier run of this driver for
@@ -421,13 +325,12 @@ func forProcs(fn func(pid int, stat, cmdline string)) {
 func killStrays(c *config, labName string) {
 	dir := filepath.Join(c.stateRoot, labName) + "/"
 	groups := map[int]string{}
-	forProcs(func(pid int, stat, cmdline string) {
+	labpeer.ForProcs(func(pid int, stat, cmdline string) {
 		ours := strings.Contains(cmdline, dir) &&
 			(strings.Contains(cmdline, ".dante.conf") || strings.Contains(cmdline, ".squid.conf") ||
 				(strings.Contains(cmdline, "relayd run --name") && strings.Contains(cmdline, "--fleet-secret-file "+dir+"fleet-secret")))
 		if ours {
-			if f := statFields(stat); len(f) > 3 && f[0] != "Z" {
-				pg, _ := strconv.Atoi(f[2])
+			if pg, live := labpeer.LiveGroup(stat); live {
 				groups[pg] = cmdline
 			}
 		}
@@ -439,7 +342,7 @@ func killStrays(c *config, labName string) {
 		logf("killing stray process group %d: %s", pg, cl)
 		_ = syscall.Kill(-pg, syscall.SIGTERM)
 		time.Sleep(500 * time.Millisecond)
-		killGroup(pg)
+		labpeer.KillGroup(pg)
 	}
 }
 
@@ -478,7 +381,7 @@ func (b *bench) curl(ctx context.Context, v string) curlResult {
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(b.c.maxTime+30)*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, b.c.relayctl, args...)
-	setGroup(cmd)
+	labpeer.SetGroup(cmd)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	runErr := cmd.Run()
