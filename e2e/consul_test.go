@@ -2,19 +2,16 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,93 +28,6 @@ func envDuration(name string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// consulAgent is a real Consul agent (bin/consul, `make bin/consul`) in -dev
-// mode on free loopback ports. pkg/registry's tests have the same helper:
-// test files cannot be shared across packages.
-type consulAgent struct {
-	bin, dir string
-	args     []string
-	http     string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	mu       sync.Mutex
-	out      bytes.Buffer
-}
-
-func startConsulAgent(t *testing.T) *consulAgent {
-	t.Helper()
-	bin := os.Getenv("RELAYMESH_CONSUL")
-	if bin == "" {
-		bin, _ = filepath.Abs("../bin/consul")
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set RELAYMESH_CONSUL", bin)
-		}
-	}
-	a := &consulAgent{bin: bin, dir: t.TempDir()}
-	httpPort := freePort(t)
-	a.http = "127.0.0.1:" + strconv.Itoa(httpPort)
-	a.args = []string{"agent", "-dev", "-node", "relaymesh-e2e", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-http-port", strconv.Itoa(httpPort), "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
-		"-server-port", strconv.Itoa(freePort(t)), "-serf-lan-port", strconv.Itoa(freePort(t)),
-		"-serf-wan-port", strconv.Itoa(freePort(t)), "-log-level", "warn"}
-	a.start(t)
-	t.Cleanup(a.kill)
-	return a
-}
-
-// start runs the agent (again, on the same ports) and waits for a leader.
-func (a *consulAgent) start(t *testing.T) {
-	t.Helper()
-	a.cmd = exec.Command(a.bin, a.args...)
-	a.cmd.Dir = a.dir
-	a.cmd.Stdout, a.cmd.Stderr = a, a
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(a.cmd, a.done)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + a.http + "/v1/status/leader"); err == nil {
-			var leader string
-			_ = json.NewDecoder(resp.Body).Decode(&leader)
-			resp.Body.Close()
-			if leader != "" {
-				return
-			}
-		}
-		select {
-		case <-a.done:
-			t.Fatalf("consul agent exited:\n%s", a.output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consul agent has no leader after 30 s:\n%s", a.output())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// kill stops the agent at once, as a crash would.
-func (a *consulAgent) kill() {
-	if a.cmd != nil && a.cmd.Process != nil {
-		_ = a.cmd.Process.Signal(syscall.SIGKILL)
-		<-a.done
-	}
-}
-
-func (a *consulAgent) Write(p []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.out.Write(p)
-}
-
-func (a *consulAgent) output() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.out.String()
 }
 
 type nodesOut struct {
@@ -181,13 +91,13 @@ func echoThrough(r *relayd, dst string, msg []byte) error {
 // stale, and once the agent is back (empty: -dev keeps nothing) they
 // re-register and rewrite their measurements within 10 s.
 func TestConsulFleet(t *testing.T) {
-	agent := startConsulAgent(t)
+	agent := consultest.Start(t, "../bin/consul")
 	dir := t.TempDir()
 	names := []string{"a", "b", "c"}
 	relays := map[string]*relayd{}
 	for _, n := range names {
 		cfg := filepath.Join(dir, n+".yaml")
-		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nconsul: {addr: %s}\n", agent.http)
+		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nconsul: {addr: %s}\n", agent.HTTP)
 		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -195,12 +105,12 @@ func TestConsulFleet(t *testing.T) {
 	}
 	rtt := func() rttOut {
 		var m rttOut
-		relayctlJSON(t, &m, "rtt", "--consul", agent.http, "-o", "json")
+		relayctlJSON(t, &m, "rtt", "--consul", agent.HTTP, "-o", "json")
 		return m
 	}
 	nodes := func() nodesOut {
 		var n nodesOut
-		relayctlJSON(t, &n, "nodes", "--consul", agent.http, "-o", "json")
+		relayctlJSON(t, &n, "nodes", "--consul", agent.HTTP, "-o", "json")
 		return n
 	}
 	// measured: every one of the 6 pairs probed, answering, and (when
@@ -244,7 +154,7 @@ func TestConsulFleet(t *testing.T) {
 	// The agent crashes for the outage. The relays keep relaying
 	// (checked every 500 ms through each), and report the registry stale.
 	target := startServer(t, echo)
-	agent.kill()
+	agent.Kill()
 	down := time.Now()
 	for i := 0; time.Since(down) < *consulOutage; i++ {
 		for _, n := range names {
@@ -270,7 +180,7 @@ func TestConsulFleet(t *testing.T) {
 	// and its measurements are in KV again: relayctl reads only Consul, and
 	// this agent kept nothing, so every pair it shows was written after the
 	// restart.
-	agent.start(t)
+	agent.Restart(t)
 	back := time.Now()
 	poll(10*time.Second, "catch-up after the restart", func() bool {
 		return healthy(nodes()) && measured(rtt(), 10)

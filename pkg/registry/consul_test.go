@@ -5,17 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,113 +99,6 @@ func TestFillHost(t *testing.T) {
 	}
 }
 
-// consulAgent is a real Consul agent in -dev mode on free loopback ports.
-type consulAgent struct {
-	bin, dir string
-	args     []string
-	http     string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	mu       sync.Mutex
-	out      bytes.Buffer
-}
-
-// consulBinary finds the agent `make bin/consul` builds, or skips.
-func consulBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("RELAYMESH_CONSUL"); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs("../../bin/consul")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set RELAYMESH_CONSUL", p)
-	}
-	return p
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func startConsulAgent(t *testing.T) *consulAgent {
-	t.Helper()
-	a := &consulAgent{bin: consulBinary(t), dir: t.TempDir()}
-	httpPort := freePort(t)
-	a.http = "127.0.0.1:" + strconv.Itoa(httpPort)
-	a.args = []string{"agent", "-dev", "-node", "relaymesh-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-http-port", strconv.Itoa(httpPort), "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
-		"-server-port", strconv.Itoa(freePort(t)), "-serf-lan-port", strconv.Itoa(freePort(t)),
-		"-serf-wan-port", strconv.Itoa(freePort(t)), "-log-level", "warn"}
-	a.start(t)
-	t.Cleanup(a.kill)
-	return a
-}
-
-// start runs the agent (again, on the same ports) and waits for a leader.
-func (a *consulAgent) start(t *testing.T) {
-	t.Helper()
-	a.cmd = exec.Command(a.bin, a.args...)
-	a.cmd.Dir = a.dir
-	a.cmd.Stdout, a.cmd.Stderr = a.writer(), a.writer()
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(a.cmd, a.done)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + a.http + "/v1/status/leader")
-		if err == nil {
-			var leader string
-			_ = json.NewDecoder(resp.Body).Decode(&leader)
-			resp.Body.Close()
-			if leader != "" {
-				return
-			}
-		}
-		select {
-		case <-a.done:
-			t.Fatalf("consul agent exited:\n%s", a.output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consul agent has no leader after 30 s:\n%s", a.output())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// kill stops the agent at once, as a crash would.
-func (a *consulAgent) kill() {
-	if a.cmd == nil || a.cmd.Process == nil {
-		return
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGKILL)
-	<-a.done
-}
-
-type lockedWriter struct{ a *consulAgent }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.a.mu.Lock()
-	defer w.a.mu.Unlock()
-	return w.a.out.Write(p)
-}
-
-func (a *consulAgent) writer() lockedWriter { return lockedWriter{a} }
-
-func (a *consulAgent) output() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.out.String()
-}
-
 // eventually polls cond every 100 ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -228,7 +116,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // watches fire, an agent crash and restart (which loses everything in -dev
 // mode) is ridden out and repaired, and deregistering removes it all.
 func TestConsulRegistry(t *testing.T) {
-	agent := startConsulAgent(t)
+	agent := consultest.Start(t, "../../bin/consul")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -244,7 +132,7 @@ func TestConsulRegistry(t *testing.T) {
 
 	core, logs := observer.New(zap.InfoLevel)
 	a, err := NewConsul(ConsulOptions{
-		Addr: agent.http, Log: zap.New(core), PublishEvery: time.Second, WatchCoalesce: 100 * time.Millisecond,
+		Addr: agent.HTTP, Log: zap.New(core), PublishEvery: time.Second, WatchCoalesce: 100 * time.Millisecond,
 		Self: &SelfRegistration{Name: "a", Region: "tokyo", SOCKS: "0.0.0.0:1080", HTTP: "127.0.0.1:8080", Admin: admin},
 	})
 	if err != nil {
@@ -256,7 +144,7 @@ func TestConsulRegistry(t *testing.T) {
 	defer func() { cancel(); runWG.Wait() }()
 
 	// The service as Consul stores it: name, tag, meta, address, check.
-	client, err := api.NewClient(&api.Config{Address: agent.http})
+	client, err := api.NewClient(&api.Config{Address: agent.HTTP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +175,7 @@ func TestConsulRegistry(t *testing.T) {
 	})
 
 	// A reader (relayctl) watching, and a's measurements published.
-	reader, err := NewConsul(ConsulOptions{Addr: agent.http, WatchCoalesce: 100 * time.Millisecond})
+	reader, err := NewConsul(ConsulOptions{Addr: agent.HTTP, WatchCoalesce: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +212,7 @@ func TestConsulRegistry(t *testing.T) {
 		return false
 	})
 	// A one-shot reader (relayctl) sees the same.
-	once, _ := NewConsul(ConsulOptions{Addr: agent.http})
+	once, _ := NewConsul(ConsulOptions{Addr: agent.HTTP})
 	if err := once.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +238,7 @@ func TestConsulRegistry(t *testing.T) {
 
 	// The agent crashes: both keep answering with what they knew, and say
 	// it is stale.
-	agent.kill()
+	agent.Kill()
 	eventually(t, 10*time.Second, "a notices the outage", func() bool { s, _ := a.Stale(); return s })
 	eventually(t, 10*time.Second, "the reader notices the outage", func() bool { s, _ := reader.Stale(); return s })
 	if rs, _ := a.Relays(ctx); len(rs) != 1 || rs[0].Name != "a" {
@@ -367,7 +255,7 @@ func TestConsulRegistry(t *testing.T) {
 
 	// It comes back empty (-dev keeps nothing): a registers again and
 	// rewrites its measurements within the 10 s catch-up target.
-	agent.start(t)
+	agent.Restart(t)
 	back := time.Now()
 	eventually(t, 10*time.Second, "a re-registered and republished", func() bool {
 		if _, _, err := client.Agent().Service("relaymesh-a", nil); err != nil {
