@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
@@ -30,15 +29,6 @@ const (
 	cleanupBudget = 90 * time.Second
 )
 
-// daemon is a dante or squid process this driver started in a node.
-type daemon struct {
-	what, node string
-	cmd        *exec.Cmd
-	done       chan struct{}
-	err        error
-	logf       *os.File
-}
-
 // bench is one topology being measured.
 type bench struct {
 	c       *config
@@ -46,7 +36,7 @@ type bench struct {
 	topo    *topology.Topology
 	state   *lab.State
 	tr      *TopoResult
-	daemons []*daemon
+	daemons []*labpeer.Daemon
 }
 
 func measureTopology(ctx context.Context, c *config, name string) *TopoResult {
@@ -265,7 +255,7 @@ func (b *bench) startPeers(ctx context.Context) error {
 		if err := os.WriteFile(conf, []byte(labpeer.DanteConfig(logPath, n.Addr, nextAddr, dantePort)), 0o644); err != nil {
 			return err
 		}
-		if err := b.startDaemon("dante", n, filepath.Join(dir, r+".dante.out"), -1, -1,
+		if err := b.startDaemon("dante", n, dantePort, filepath.Join(dir, r+".dante.out"), -1, -1,
 			"/usr/sbin/danted", "-f", conf, "-p", filepath.Join(dir, r+".dante.pid")); err != nil {
 			return err
 		}
@@ -278,7 +268,7 @@ func (b *bench) startPeers(ctx context.Context) error {
 		if err != nil {
 			squid = "/usr/sbin/squid"
 		}
-		if err := b.startDaemon("squid", n, filepath.Join(dir, r+".squid.log"), proxyUID, proxyGID,
+		if err := b.startDaemon("squid", n, squidPort, filepath.Join(dir, r+".squid.log"), proxyUID, proxyGID,
 			squid, "-N", "-n", labpeer.SquidService(b.name, r), "-f", conf); err != nil {
 			return err
 		}
@@ -286,91 +276,26 @@ func (b *bench) startPeers(ctx context.Context) error {
 	// Every daemon listens before the chain is tried from the client.
 	deadline := time.Now().Add(readyTimeout)
 	for _, d := range b.daemons {
-		port := dantePort
-		if d.what == "squid" {
-			port = squidPort
-		}
-		if err := b.waitListening(ctx, d, port, deadline); err != nil {
+		if err := d.WaitListening(ctx, deadline, b.state.Dir); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (b *bench) startDaemon(what string, n *lab.Node, logPath string, uid, gid int, argv ...string) error {
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startDaemon starts a peer proxy on node n and tracks it for stopDaemons.
+func (b *bench) startDaemon(what string, n *lab.Node, port int, logPath string, uid, gid int, argv ...string) error {
+	d, err := labpeer.StartDaemon(n, what, port, logPath, uid, gid, argv...)
 	if err != nil {
 		return err
 	}
-	if uid >= 0 {
-		_ = lf.Chown(uid, gid) // squid reopens it as the proxy user
-	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return fmt.Errorf("node %s: start %s: %w", n.Name, what, err)
-	}
-	d := &daemon{what: what, node: n.Name, cmd: cmd, done: make(chan struct{}), logf: lf}
-	go func() {
-		d.err = cmd.Wait()
-		close(d.done)
-	}()
 	b.daemons = append(b.daemons, d)
-	logf("%s: started %s on %s (pid %d), output in %s", b.name, what, n.Name, cmd.Process.Pid, logPath)
+	logf("%s: started %s on %s (pid %d), output in %s", b.name, what, n.Name, d.Cmd.Process.Pid, logPath)
 	return nil
 }
 
-// waitListening polls the daemon's port inside its node.
-func (b *bench) waitListening(ctx context.Context, d *daemon, port int, deadline time.Time) error {
-	addr := b.node(d.node).Addr
-	for {
-		select {
-		case <-d.done:
-			return fmt.Errorf("node %s: %s exited at start (%v); see its log in %s", d.node, d.what, d.err, b.state.Dir)
-		default:
-		}
-		out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", b.node(d.node).Netns, "ss", "-Hltn", "src", fmt.Sprintf("%s:%d", addr, port)).Output()
-		if strings.TrimSpace(string(out)) != "" {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: %s does not listen on %s:%d after %v", d.node, d.what, addr, port, readyTimeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// stopDaemons ends every daemon: SIGTERM, SIGKILL to its process group after
-// stopTimeout, then anything left in the group.
 func (b *bench) stopDaemons() {
-	// The main process first: dante's mother ends its own children.
-	for _, d := range b.daemons {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	deadline := time.After(stopTimeout)
-	for _, d := range b.daemons {
-		select {
-		case <-d.done:
-		case <-deadline:
-		}
-	}
-	for _, d := range b.daemons {
-		select {
-		case <-d.done:
-		default:
-			logf("%s: %s on %s did not stop in %v: killing", b.name, d.what, d.node, stopTimeout)
-			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-d.done
-		}
-		labpeer.KillGroup(d.cmd.Process.Pid)
-		d.logf.Close()
-	}
+	labpeer.StopAll(b.daemons, stopTimeout, logf)
 	b.daemons = nil
 }
 
@@ -378,26 +303,15 @@ func (b *bench) stopDaemons() {
 // this driver for the given labs (recognized by their config paths in this
 // driver's state directory).
 func killStrays(c *config, labs []string) {
-	groups := map[int]string{}
-	labpeer.ForProcs(func(pid int, stat, cmdline string) {
+	labpeer.KillStrays(func(cmdline string) bool {
 		for _, l := range labs {
 			dir := filepath.Join(c.stateRoot, l) + "/"
 			if strings.Contains(cmdline, dir) && (strings.Contains(cmdline, ".dante.conf") || strings.Contains(cmdline, ".squid.conf")) {
-				if pg, live := labpeer.LiveGroup(stat); live {
-					groups[pg] = cmdline
-				}
+				return true
 			}
 		}
-	})
-	for pg, cl := range groups {
-		if pg <= 1 {
-			continue
-		}
-		logf("killing stray process group %d: %s", pg, cl)
-		_ = syscall.Kill(-pg, syscall.SIGTERM)
-		time.Sleep(500 * time.Millisecond)
-		labpeer.KillGroup(pg)
-	}
+		return false
+	}, logf)
 }
 
 // curlResult is one curl run.

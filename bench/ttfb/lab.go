@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
@@ -27,22 +26,12 @@ const (
 	cleanupBudget = 90 * time.Second
 )
 
-// daemon is a process this driver started in a node.
-type daemon struct {
-	what, node string
-	port       int
-	cmd        *exec.Cmd
-	done       chan struct{}
-	err        error
-	logf       *os.File
-}
-
 type bench struct {
 	c       *config
 	name    string
 	state   *lab.State
 	res     *Results
-	daemons []*daemon
+	daemons []*labpeer.Daemon
 	byName  map[string]*VariantResult
 }
 
@@ -236,86 +225,26 @@ func (b *bench) startChains(ctx context.Context) error {
 
 	deadline := time.Now().Add(readyTimeout)
 	for _, d := range b.daemons {
-		if err := b.waitListening(ctx, d, deadline); err != nil {
+		if err := d.WaitListening(ctx, deadline, b.state.Dir); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// startDaemon starts a process on node and tracks it for stopDaemons.
 func (b *bench) startDaemon(what, node string, port int, logPath string, uid, gid int, argv ...string) error {
-	n := b.node(node)
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	d, err := labpeer.StartDaemon(b.node(node), what, port, logPath, uid, gid, argv...)
 	if err != nil {
 		return err
 	}
-	if uid >= 0 {
-		_ = lf.Chown(uid, gid)
-	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return fmt.Errorf("node %s: start %s: %w", node, what, err)
-	}
-	d := &daemon{what: what, node: node, port: port, cmd: cmd, done: make(chan struct{}), logf: lf}
-	go func() {
-		d.err = cmd.Wait()
-		close(d.done)
-	}()
 	b.daemons = append(b.daemons, d)
-	logf("started %s on %s:%d (pid %d), output in %s", what, node, port, cmd.Process.Pid, logPath)
+	logf("started %s on %s:%d (pid %d), output in %s", what, node, port, d.Cmd.Process.Pid, logPath)
 	return nil
 }
 
-func (b *bench) waitListening(ctx context.Context, d *daemon, deadline time.Time) error {
-	addr := b.node(d.node).Addr
-	for {
-		select {
-		case <-d.done:
-			return fmt.Errorf("node %s: %s exited at start (%v); see its log in %s", d.node, d.what, d.err, b.state.Dir)
-		default:
-		}
-		out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", b.node(d.node).Netns, "ss", "-Hltn", "src", fmt.Sprintf("%s:%d", addr, d.port)).Output()
-		if strings.TrimSpace(string(out)) != "" {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: %s does not listen on %s:%d after %v", d.node, d.what, addr, d.port, readyTimeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// stopDaemons: SIGTERM, SIGKILL to the process group after stopTimeout,
-// then anything left in the group.
 func (b *bench) stopDaemons() {
-	for _, d := range b.daemons {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	deadline := time.After(stopTimeout)
-	for _, d := range b.daemons {
-		select {
-		case <-d.done:
-		case <-deadline:
-		}
-	}
-	for _, d := range b.daemons {
-		select {
-		case <-d.done:
-		default:
-			logf("%s on %s did not stop in %v: killing", d.what, d.node, stopTimeout)
-			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-d.done
-		}
-		labpeer.KillGroup(d.cmd.Process.Pid)
-		d.logf.Close()
-	}
+	labpeer.StopAll(b.daemons, stopTimeout, logf)
 	b.daemons = nil
 }
 
@@ -324,26 +253,11 @@ func (b *bench) stopDaemons() {
 // relayd (the lab's fleet secret on the command line, no --config).
 func killStrays(c *config, labName string) {
 	dir := filepath.Join(c.stateRoot, labName) + "/"
-	groups := map[int]string{}
-	labpeer.ForProcs(func(pid int, stat, cmdline string) {
-		ours := strings.Contains(cmdline, dir) &&
+	labpeer.KillStrays(func(cmdline string) bool {
+		return strings.Contains(cmdline, dir) &&
 			(strings.Contains(cmdline, ".dante.conf") || strings.Contains(cmdline, ".squid.conf") ||
 				(strings.Contains(cmdline, "relayd run --name") && strings.Contains(cmdline, "--fleet-secret-file "+dir+"fleet-secret")))
-		if ours {
-			if pg, live := labpeer.LiveGroup(stat); live {
-				groups[pg] = cmdline
-			}
-		}
-	})
-	for pg, cl := range groups {
-		if pg <= 1 {
-			continue
-		}
-		logf("killing stray process group %d: %s", pg, cl)
-		_ = syscall.Kill(-pg, syscall.SIGTERM)
-		time.Sleep(500 * time.Millisecond)
-		labpeer.KillGroup(pg)
-	}
+	}, logf)
 }
 
 // curlArgs is the proxy part of curl's argv for v.
