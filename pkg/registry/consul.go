@@ -197,20 +197,12 @@ func (c *Consul) Relays(context.Context) ([]Relay, error) {
 func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	newest := map[[2]string]Pair{}
-	add := func(ps []Pair) {
-		for _, p := range ps {
-			k := [2]string{p.From, p.To}
-			if old, ok := newest[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) {
-				newest[k] = p
-			}
-		}
-	}
+	newest := newestPairs{}
 	for _, ps := range c.measured {
-		add(ps)
+		newest.add(ps)
 	}
 	for _, m := range c.mine {
-		add(m.pairs)
+		newest.add(m.pairs)
 	}
 	for _, a := range c.relays {
 		for _, b := range c.relays {
@@ -230,12 +222,7 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
 		}
 	}
-	out := make([]Pair, 0, len(newest))
-	for _, p := range newest {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Pair) int { return strings.Compare(a.From+"\x00"+a.To, b.From+"\x00"+b.To) })
-	return out, nil
+	return newest.sorted(), nil
 }
 
 // CoordinateDistance is the RTT Consul's Vivaldi coordinates predict

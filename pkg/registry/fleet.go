@@ -163,28 +163,15 @@ func (f *Fleet) Relays(ctx context.Context) ([]Relay, error) {
 func (f *Fleet) Pairs(context.Context) ([]Pair, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	newest := map[[2]string]Pair{}
-	add := func(ps []Pair) {
-		for _, p := range ps {
-			k := [2]string{p.From, p.To}
-			if old, ok := newest[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) {
-				newest[k] = p
-			}
-		}
-	}
-	add(f.local)
+	newest := newestPairs{}
+	newest.add(f.local)
 	for _, p := range f.pulled {
-		add(p.pairs)
+		newest.add(p.pairs)
 	}
 	for _, ps := range f.relayed {
-		add(ps)
+		newest.add(ps)
 	}
-	out := make([]Pair, 0, len(newest))
-	for _, p := range newest {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Pair) int { return strings.Compare(a.From+"\x00"+a.To, b.From+"\x00"+b.To) })
-	return out, nil
+	return newest.sorted(), nil
 }
 
 // Publish records this relay's own measurements (from must be Self).

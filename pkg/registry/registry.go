@@ -5,8 +5,10 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +81,30 @@ type Registry interface {
 	// Watch signals (without blocking) when the fleet may have changed,
 	// until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
+}
+
+// newestPairs keeps the newest Pair per (from, to) as sets are added.
+type newestPairs map[[2]string]Pair
+
+func (n newestPairs) add(ps []Pair) {
+	for _, p := range ps {
+		k := [2]string{p.From, p.To}
+		if old, ok := n[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) {
+			n[k] = p
+		}
+	}
+}
+
+// sorted returns the pairs ordered by (from, to).
+func (n newestPairs) sorted() []Pair {
+	out := make([]Pair, 0, len(n))
+	for _, p := range n {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Pair) int {
+		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
+	})
+	return out
 }
 
 // watchers fans a change signal out to every Watch channel, without
