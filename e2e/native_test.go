@@ -23,6 +23,7 @@ const fleetSecret = "e2e-fleet-secret-0123456789abcdef"
 type nativeRelay struct {
 	*relayd
 	relayAddr string
+	args      []string // to start it again on the same addresses
 }
 
 func writeSecret(t *testing.T, secret string) string {
@@ -49,9 +50,90 @@ func nativeChainOf(t *testing.T, n int, extra ...string) []*nativeRelay {
 				args = append(args, "--next", "relaymesh://"+r.relayAddr)
 			}
 		}
-		out[i] = &nativeRelay{relayd: startRelayd(t, args...), relayAddr: addr}
+		out[i] = &nativeRelay{relayd: startRelayd(t, args...), relayAddr: addr, args: args}
 	}
 	return out
+}
+
+// echoOnce sends msg through a SOCKS5 entry to an echo server and checks it
+// comes back.
+func echoOnce(t *testing.T, socks, dst, msg string) {
+	t.Helper()
+	c, _, err := xnetDial(t, socks, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+		t.Fatalf("echo %q: got %q, %v", msg, got, err)
+	}
+}
+
+// TestNativeWarmPool: after the first tunnel, each relay hands the next one
+// a warm connection (pool hits on the entry and the middle relay). When the
+// middle relay restarts, its shutdown closes the warm connections it was
+// holding at once (no grace-period wait for them), and the entry notices
+// they are dead: every new tunnel still works.
+func TestNativeWarmPool(t *testing.T) {
+	relays := nativeChainOf(t, 3)
+	srv := startServer(t, echo)
+	for i := range 5 {
+		echoOnce(t, relays[0].socks, srv.addr(), "warm-"+strconv.Itoa(i))
+		time.Sleep(50 * time.Millisecond) // let the pools refill
+	}
+	for i, r := range relays[:2] {
+		if hits := metricValue(t, r.relayd, `relaymesh_pool_events_total{event="hit"}`); hits < 4 {
+			t.Fatalf("relay %d: %v pool hits in 5 tunnels, want >= 4 (only the first may be cold)", i, hits)
+		}
+	}
+
+	mid := relays[1]
+	mid.stop(t)
+	if strings.Contains(mid.logs(), "grace period over") {
+		t.Fatalf("idle warm connections held the restarting relay for its grace period:\n%s", mid.logs())
+	}
+	relays[1] = &nativeRelay{relayd: startRelayd(t, mid.args...), relayAddr: mid.relayAddr, args: mid.args}
+	time.Sleep(100 * time.Millisecond) // the closes reach the entry
+	for i := range 5 {
+		echoOnce(t, relays[0].socks, srv.addr(), "after-restart-"+strconv.Itoa(i))
+	}
+	if broken := metricValue(t, relays[0].relayd, `relaymesh_pool_events_total{event="broken"}`); broken < 1 {
+		t.Fatalf("entry counted %v broken warm conns after the middle relay restarted, want >= 1", broken)
+	}
+}
+
+// TestNativeEarlyData: bytes written right behind a route header (before
+// the status) reach the destination exactly once and in order with the bytes
+// sent after the status, through two relays.
+func TestNativeEarlyData(t *testing.T) {
+	relays := nativeChainOf(t, 2)
+	srv := startServer(t, echo)
+	req, err := route.NewRequest([]string{relays[1].relayAddr}, srv.addr(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := req.Marshal([]byte(fleetSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawRelay(t, relays[0].relayAddr, append(hdr, "early-bytes|"...))
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
+	if err != nil || resp.Status != route.StatusOK {
+		t.Fatalf("status %+v, %v", resp, err)
+	}
+	if _, err := c.Write([]byte("after-status")); err != nil {
+		t.Fatal(err)
+	}
+	want := "early-bytes|after-status"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("echo: %q, %v; want %q", got, err, want)
+	}
 }
 
 // TestNativeChain: curl and x/net/proxy through a 3-relay native chain; a few
@@ -290,7 +372,9 @@ func TestNativeReplay(t *testing.T) {
 // resets through a 3-relay native chain leave no goroutines or fds behind on
 // any relay.
 func TestNativeChurnNoLeak(t *testing.T) {
-	relays := nativeChainOf(t, 3, "--log-level", "info")
+	// Warm pools hold connections by design; a short pool idle time lets
+	// them expire back to the steady state (one per peer in use).
+	relays := nativeChainOf(t, 3, "--log-level", "info", "--pool-idle-timeout", "1s")
 	srv := startServer(t, echo)
 	dead := "127.0.0.1:" + strconv.Itoa(refusedPort(t))
 	stranger, err := (&route.Request{Dst: srv.addr(), Time: time.Now()}).Marshal([]byte("not-the-fleet-secret-at-all"))

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 )
 
@@ -63,6 +64,41 @@ type Config struct {
 	// Consul's KV store. Exclusive with Fleet.
 	Consul ConsulConfig `yaml:"consul"`
 	Probe  ProbeConfig  `yaml:"probe"`
+
+	// Pool keeps warm connections to the relays this one forwards to
+	// (relaymesh:// next hops and the relays named in route headers).
+	Pool PoolConfig `yaml:"pool"`
+	// RelaySocket tunes relay-to-relay TCP connections, both the ones this
+	// relay opens and the ones its relay listener accepts.
+	RelaySocket SocketConfig `yaml:"relay_socket"`
+}
+
+// PoolConfig sizes the warm connection pools (pkg/pool, docs/protocol.md).
+type PoolConfig struct {
+	// MaxIdle caps warm connections per peer relay; 0 turns pooling off.
+	// A pool holds about as many as tunnels per second recently went to
+	// that peer, at least one while the peer is in use.
+	MaxIdle int `yaml:"max_idle"`
+	// IdleTimeout closes a warm connection unused this long. It must stay
+	// below the peers' limits.relay_header_wait, or a peer may close a
+	// connection this relay is about to use (it then retries cold).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// SocketConfig is per-socket TCP tuning. Zero values keep the kernel's
+// defaults, which are right for most hosts: setting a buffer size turns off
+// Linux's buffer autotuning for that socket, so only set one to cap or to
+// raise past net.core.{r,w}mem_max on a long fat path (docs/protocol.md).
+type SocketConfig struct {
+	SendBufferBytes int `yaml:"send_buffer_bytes"` // SO_SNDBUF; 0: autotuned
+	RecvBufferBytes int `yaml:"recv_buffer_bytes"` // SO_RCVBUF; 0: autotuned
+	// Congestion is the TCP congestion control (TCP_CONGESTION), e.g. bbr
+	// or cubic; it must be in net.ipv4.tcp_available_congestion_control.
+	// Empty: the system default (net.ipv4.tcp_congestion_control).
+	Congestion string `yaml:"congestion"`
+	// KeepAlive is the idle time before TCP keepalive probes, and their
+	// interval; a dead peer is noticed after about 10 of them. 0: 15 s.
+	KeepAlive time.Duration `yaml:"keepalive"`
 }
 
 // ConsulConfig selects the Consul registry (docs/registry.md).
@@ -112,7 +148,12 @@ type Limits struct {
 	DialTimeout      time.Duration `yaml:"dial_timeout"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`
 	DrainTimeout     time.Duration `yaml:"drain_timeout"`
-	ShutdownGrace    time.Duration `yaml:"shutdown_grace"`
+	// RelayHeaderWait is how long the relay listener waits for the first
+	// byte of a route header. Peers' warm pools hold connections open
+	// before they have anything to send, so it is longer than
+	// HandshakeTimeout, which still bounds the header once it starts.
+	RelayHeaderWait time.Duration `yaml:"relay_header_wait"`
+	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`
 }
 
 // LogConfig selects log level and format.
@@ -131,6 +172,10 @@ const (
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDrainTimeout     = 30 * time.Second
+	DefaultRelayHeaderWait  = 60 * time.Second
+	DefaultPoolMaxIdle      = pool.DefaultMaxIdle
+	DefaultPoolIdleTimeout  = pool.DefaultIdleTimeout
+	DefaultRelayKeepAlive   = 15 * time.Second
 	DefaultShutdownGrace    = 30 * time.Second
 	DefaultProbeInterval    = probe.DefaultInterval
 	DefaultProbeWindow      = probe.DefaultWindow
@@ -150,6 +195,7 @@ func Defaults() Config {
 			DialTimeout:      DefaultDialTimeout,
 			IdleTimeout:      DefaultIdleTimeout,
 			DrainTimeout:     DefaultDrainTimeout,
+			RelayHeaderWait:  DefaultRelayHeaderWait,
 			ShutdownGrace:    DefaultShutdownGrace,
 		},
 		Log: LogConfig{Level: "info", Format: "console"},
@@ -159,6 +205,8 @@ func Defaults() Config {
 			Timeout:      DefaultProbeTimeout,
 			PullInterval: DefaultPullInterval,
 		},
+		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
+		RelaySocket: SocketConfig{KeepAlive: DefaultRelayKeepAlive},
 	}
 }
 
@@ -249,6 +297,9 @@ func (c *Config) Validate() error {
 		{"limits.idle_timeout", l.IdleTimeout, true},
 		{"limits.drain_timeout", l.DrainTimeout, true},
 		{"limits.shutdown_grace", l.ShutdownGrace, true},
+		{"limits.relay_header_wait", l.RelayHeaderWait, false},
+		{"pool.idle_timeout", c.Pool.IdleTimeout, false},
+		{"relay_socket.keepalive", c.RelaySocket.KeepAlive, true},
 		{"probe.interval", c.Probe.Interval, false},
 		{"probe.timeout", c.Probe.Timeout, false},
 		{"probe.pull_interval", c.Probe.PullInterval, false},
@@ -256,6 +307,16 @@ func (c *Config) Validate() error {
 		if d.v < 0 || (d.v == 0 && !d.zero) {
 			add("%s: must be positive, got %s", d.field, d.v)
 		}
+	}
+	if c.Pool.MaxIdle < 0 || c.Pool.MaxIdle > 64 {
+		add("pool.max_idle: must be 0 (off) to 64 per peer, got %d", c.Pool.MaxIdle)
+	}
+	if c.Pool.IdleTimeout > 0 && l.RelayHeaderWait > 0 && c.Pool.IdleTimeout >= l.RelayHeaderWait {
+		add("pool.idle_timeout: %s must be below limits.relay_header_wait %s (and below the peers' value): a peer would close warm connections first",
+			c.Pool.IdleTimeout, l.RelayHeaderWait)
+	}
+	if err := c.RelaySocket.validate(); err != nil {
+		add("relay_socket.%v", err)
 	}
 	if c.Probe.Window < 1 || c.Probe.Window > 10000 {
 		add("probe.window: must be 1..10000 samples, got %d", c.Probe.Window)

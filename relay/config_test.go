@@ -38,6 +38,10 @@ func TestParseConfig(t *testing.T) {
 		{"bad next", "next: [ftp://x:1]", "next[0]"},
 		{"bad cidr", "policy: {allow: [10.0.0.0]}", "policy.allow[0]"},
 		{"bad level", "log: {level: loud}", "log.level"},
+		{"negative pool", "pool: {max_idle: -1}", "pool.max_idle"},
+		{"pool outlives header wait", "pool: {idle_timeout: 90s}", "pool.idle_timeout: 1m30s must be below limits.relay_header_wait 1m0s"},
+		{"bad congestion", "relay_socket: {congestion: BBR!}", "relay_socket.congestion"},
+		{"huge buffer", "relay_socket: {recv_buffer_bytes: 2147483647}", "relay_socket.recv_buffer_bytes"},
 		{"no front end", "socks: ''\nhttp: ''", "at least one front end"},
 		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},
 		{"half user", "auth: {users: [{user: a}]}", "auth.users[0]"},
@@ -106,4 +110,16 @@ func FuzzParseConfig(f *testing.F) {
 			_ = c.Validate()
 		}
 	})
+}
+
+func TestRelaySocketCongestionChecked(t *testing.T) {
+	// reno is always built into Linux; a made-up name is refused at start
+	// with a pointer to the sysctl that lists what is available.
+	if err := (SocketConfig{Congestion: "reno", RecvBufferBytes: 1 << 20}).checkCongestion(); err != nil {
+		t.Fatalf("reno: %v", err)
+	}
+	err := (SocketConfig{Congestion: "nosuchcc"}).checkCongestion()
+	if err == nil || !strings.Contains(err.Error(), "tcp_available_congestion_control") {
+		t.Fatalf("nosuchcc: %v", err)
+	}
 }

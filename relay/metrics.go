@@ -23,6 +23,7 @@ type metrics struct {
 	handshakeFailures *prometheus.CounterVec
 	acceptErrors      *prometheus.CounterVec
 	panics            prometheus.Counter
+	poolEvents        *prometheus.CounterVec
 	// registry is the registry whose freshness the registry gauges report;
 	// unset (no registry, or the fleet file, which cannot go stale as a
 	// whole) they read 0.
@@ -55,6 +56,9 @@ func newMetrics() *metrics {
 		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",
 		}, []string{"frontend", "stage"}),
+		poolEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_pool_events_total", Help: "Warm relay connection pool events: hit, miss (dialed cold), expired, broken (peer closed it), dial_error.",
+		}, []string{"event"}),
 		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_accept_errors_total", Help: "Accept errors (e.g. out of file descriptors).",
 		}, []string{"frontend"}),
@@ -84,10 +88,12 @@ func newMetrics() *metrics {
 		}),
 	)
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+func (m *metrics) observePool(event string) { m.poolEvents.WithLabelValues(event).Inc() }
 
 func (m *metrics) observeDial(hop int, name string, d time.Duration, err error) {
 	if hop == 0 {

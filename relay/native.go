@@ -17,10 +17,11 @@ import (
 // status back, then tunnel. The caller closes c.
 func (s *Server) serveRelay(c *net.TCPConn) {
 	log := s.connLogger("relay", c)
-	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
-	// The sender waits for our status before it sends data, so the buffer
-	// normally holds only the header; anything beyond is forwarded below.
 	br := bufio.NewReaderSize(c, route.MaxHeaderBytes)
+	if !s.awaitHeader(c, br) {
+		return
+	}
+	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
 	req, err := route.ReadRequest(br, s.secret)
 	if err != nil {
 		if errors.Is(err, route.ErrAuth) {
@@ -44,6 +45,7 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 	ch := &chain.Chain{
 		Base:    s.chain.Base,
 		Direct:  s.chain.Direct,
+		Warm:    s.chain.Warm,
 		Observe: s.metrics.observeDial,
 	}
 	for _, h := range req.Hops {
@@ -52,7 +54,15 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 	}
 	// Cover the dial and the status write; the dial has its own timeout.
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))
-	up, err := s.dialVia(s.ctx, log, ch, req.Dst)
+	// Early data: what the sender wrote right behind the header (it does
+	// not wait for our status) goes on with our header, or to the
+	// destination as soon as it is connected. Later bytes follow the
+	// status, through the tunnel, in order.
+	early, _ := br.Peek(br.Buffered())
+	up, err := s.dialVia(s.ctx, log, ch, req.Dst, early)
+	if err == nil {
+		_, _ = br.Discard(len(early)) // delivered by the dial
+	}
 	resp := route.Response{Status: route.StatusOK}
 	if err != nil {
 		kind := chain.Classify(err)
@@ -87,6 +97,27 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 	}
 	s.metrics.tunnelsOpened.WithLabelValues("relay", "ok").Inc()
 	s.pipe(log, "relay", c, up)
+}
+
+// awaitHeader waits up to limits.relay_header_wait for the first byte of a
+// route header. A peer's warm pool opens connections before it has a header
+// to send; its pool expires them before this wait runs out (pool.idle_timeout
+// < relay_header_wait). A close or timeout before any byte is not an error.
+// Shutdown closes waiting conns at once: they carry nothing to drain.
+func (s *Server) awaitHeader(c net.Conn, br *bufio.Reader) bool {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return false
+	}
+	s.waiting[c] = struct{}{}
+	s.mu.Unlock()
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.Limits.RelayHeaderWait))
+	_, err := br.Peek(1)
+	s.mu.Lock()
+	delete(s.waiting, c)
+	s.mu.Unlock()
+	return err == nil
 }
 
 // reasonOf is the short reason sent back: the reporting relay's own words

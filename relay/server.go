@@ -18,6 +18,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/httpconnect"
 	"github.com/relaymesh/relaymesh/pkg/policy"
+	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/socks5"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
@@ -46,6 +47,11 @@ type Server struct {
 
 	secret []byte             // fleet secret; nil without native relaying
 	replay *route.ReplayGuard // remembers route header nonces (relay listener)
+	warm   *pool.Pool         // warm conns to peer relays; nil when pool.max_idle is 0
+	// waiting holds relay-listener conns still waiting for their first
+	// header byte (a peer's warm pool): shutdown closes them at once.
+	waiting  map[net.Conn]struct{}
+	draining bool // set by shutdown: no new conn may start waiting
 
 	socksLn, httpLn, adminLn, relayLn net.Listener
 	httpSrv, adminSrv                 *http.Server
@@ -94,8 +100,18 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		conns:   map[net.Conn]struct{}{},
 		secret:  secret,
 		replay:  &route.ReplayGuard{},
+		waiting: map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Pool.MaxIdle > 0 && secret != nil {
+		s.warm = &pool.Pool{
+			Dial:        s.relayDialer().DialContext,
+			MaxIdle:     cfg.Pool.MaxIdle,
+			IdleTimeout: cfg.Pool.IdleTimeout,
+			DialTimeout: cfg.Limits.DialTimeout,
+			Observe:     s.metrics.observePool,
+		}
+	}
 	s.chain = s.buildChain()
 	if cfg.Open && len(users) == 0 {
 		log.Warn("OPEN PROXY: no credentials and --open given; anyone who can reach the listeners can use this relay",
@@ -108,11 +124,14 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 }
 
 func (s *Server) buildChain() *chain.Chain {
-	base := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
+	direct := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
 	c := &chain.Chain{
-		Base:    &base,
-		Direct:  s.policy.Dialer(base),
+		Base:    s.relayDialer(),
+		Direct:  s.policy.Dialer(direct),
 		Observe: s.metrics.observeDial,
+	}
+	if s.warm != nil {
+		c.Warm = s.warm
 	}
 	for _, raw := range s.cfg.Next {
 		h, _ := chain.ParseHop(raw) // validated
@@ -133,6 +152,9 @@ func (s *Server) buildChain() *chain.Chain {
 // Start binds every configured listener and serves in the background.
 func (s *Server) Start() error {
 	var err error
+	if err := s.cfg.RelaySocket.checkCongestion(); err != nil {
+		return err
+	}
 	if s.cfg.SOCKS != "" {
 		if s.socksLn, err = net.Listen("tcp", s.cfg.SOCKS); err != nil {
 			return s.startFailed(fmt.Errorf("socks: listen %s: %w", s.cfg.SOCKS, err))
@@ -149,7 +171,7 @@ func (s *Server) Start() error {
 		}
 	}
 	if s.cfg.Relay != "" {
-		if s.relayLn, err = net.Listen("tcp", s.cfg.Relay); err != nil {
+		if s.relayLn, err = s.relayListenConfig().Listen(context.Background(), "tcp", s.cfg.Relay); err != nil {
 			return s.startFailed(fmt.Errorf("relay: listen %s: %w", s.cfg.Relay, err))
 		}
 	}
@@ -177,6 +199,11 @@ func (s *Server) Start() error {
 			s.httpSrv.Close()
 		}
 		return s.startFailed(err)
+	}
+	if s.warm != nil && len(s.chain.Hops) > 0 && s.chain.Hops[0].Scheme == "relaymesh" {
+		// A static chain's first relay is known: warm up before the
+		// first client instead of after it.
+		s.warm.Warm(s.chain.Hops[0].Addr)
 	}
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
@@ -316,12 +343,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 // dial reaches dst through the chain, logging and counting failures. Denials
 // are logged once here, with the rule and the hop.
 func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (net.Conn, error) {
-	return s.dialVia(ctx, log, s.chain, dst)
+	return s.dialVia(ctx, log, s.chain, dst, nil)
 }
 
 // dialVia is dial through any chain (the relay listener builds one per
-// route header).
-func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, dst string) (net.Conn, error) {
+// route header), delivering early on the way (chain.DialEarly).
+func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, dst string, early []byte) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Limits.DialTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -333,7 +360,7 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 		// Chained: the last hop resolves names, but a literal IP we can refuse here.
 		err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}
 	} else {
-		up, err = ch.DialContext(ctx, "tcp", dst)
+		up, err = ch.DialEarly(ctx, dst, early)
 	}
 	if err == nil {
 		return up, nil
@@ -399,6 +426,17 @@ func (s *Server) shutdown(grace time.Duration) {
 	if s.relayLn != nil {
 		s.relayLn.Close()
 	}
+	if s.warm != nil {
+		s.warm.Close()
+	}
+	s.mu.Lock()
+	s.draining = true
+	for c := range s.waiting {
+		// A peer's warm conn that never carried a header: nothing to
+		// drain. The peer sees the close and does not use it.
+		c.Close()
+	}
+	s.mu.Unlock()
 	deadline := time.Now().Add(grace)
 	httpDone := make(chan struct{})
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -115,9 +116,13 @@ type RemoteError struct {
 func (e *RemoteError) Error() string { return e.Msg }
 
 // HopAuthError means a hop refused our credentials (or wanted some).
-type HopAuthError struct{ Msg string }
+type HopAuthError struct {
+	Msg string
+	Err error // the underlying error, if any (e.g. io.EOF for a silent close)
+}
 
 func (e *HopAuthError) Error() string { return e.Msg }
+func (e *HopAuthError) Unwrap() error { return e.Err }
 
 // Classify maps an error to a Kind: the Kind of the *HopError or
 // *RemoteError it wraps, or a classification of the raw network error.
@@ -235,7 +240,17 @@ type HopDialer interface {
 // relaymesh:// hops instead of nesting one handshake per hop.
 type RouteHopDialer interface {
 	HopDialer
-	ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string) error
+	//
+	// early, when not empty, is sent right behind the handshake without
+	// waiting for the answer (the last relay hands it to addr as soon as it
+	// has connected); the caller only passes it for the chain's last run.
+	ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string, early []byte) error
+}
+
+// Warm hands out pre-established connections (pkg/pool). Take returns nil
+// when it has none for addr.
+type Warm interface {
+	Take(addr string) net.Conn
 }
 
 // RouteError wraps a RouteHopDialer's failure with the hop of the run that
@@ -259,6 +274,9 @@ type Chain struct {
 	Clients []HopDialer // one per hop, same order
 	Base    Dialer      // dials the first hop
 	Direct  Dialer      // dials the destination when there are no hops
+	// Warm, when set, supplies the connection to a relaymesh:// first hop
+	// without a TCP handshake; a miss falls back to Base.
+	Warm Warm
 
 	// Observe, when set, is told how long each step took: hop 0 is a direct
 	// dial, hop i >= 1 is connecting to hop 1 (i == 1) plus hop i's handshake.
@@ -273,22 +291,66 @@ func (c *Chain) observe(hop int, name string, start time.Time, err error) {
 
 // DialContext implements Dialer.
 func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.DialEarly(ctx, addr, nil)
+}
+
+// DialEarly reaches addr like DialContext and delivers early, the first bytes
+// of the tunnel, on the way: behind the route header when the chain ends in a
+// run of relaymesh:// hops (they reach addr without waiting for the status,
+// saving a chain round trip), otherwise written once the chain is up. On
+// success every byte of early has been written.
+func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.Conn, error) {
 	start := time.Now()
 	if len(c.Hops) == 0 {
-		conn, err := c.Direct.DialContext(ctx, network, addr)
+		conn, err := c.Direct.DialContext(ctx, "tcp", addr)
 		c.observe(0, "direct", start, err)
+		if err == nil && len(early) > 0 {
+			if _, err = conn.Write(early); err != nil {
+				conn.Close()
+			}
+		}
 		if err != nil {
 			return nil, &HopError{Hop: 0, Target: addr, Kind: Classify(err), Err: err}
 		}
 		return conn, nil
 	}
 	first := c.Hops[0]
+	var conn net.Conn
+	if c.Warm != nil && first.Scheme == "relaymesh" {
+		conn = c.Warm.Take(first.Addr)
+	}
+	if conn != nil {
+		pooledStart := start
+		out, err := c.handshake(ctx, conn, addr, early, start)
+		// A warm conn the peer closed a moment before we used it (its
+		// header wait ran out, it restarted) fails before any answer;
+		// the peer read nothing, so one cold retry is safe. Not with
+		// early data: a peer that crashed after reading could have
+		// passed it on already.
+		if err == nil || len(early) > 0 || !closedSilently(err) {
+			return out, err
+		}
+		start = pooledStart
+	}
 	conn, err := c.Base.DialContext(ctx, "tcp", first.Addr)
 	if err != nil {
 		c.observe(1, first.Name(), start, err)
 		// We could not reach hop 1 ourselves: the failure is hop 1's.
 		return nil, &HopError{Hop: 1, HopName: first.Name(), Target: first.Addr, Kind: Classify(err), Err: fmt.Errorf("connect to hop: %w", err)}
 	}
+	return c.handshake(ctx, conn, addr, early, start)
+}
+
+// closedSilently: the hop closed or reset the connection without a word.
+func closedSilently(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// handshake runs every hop's handshake over conn, connected to hop 1, and
+// returns the tunnel to addr. It owns conn: closed on failure.
+func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early []byte, start time.Time) (net.Conn, error) {
+	var err error
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
@@ -311,7 +373,11 @@ func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn
 			for _, h := range c.Hops[i+1 : j] {
 				via = append(via, h.Addr)
 			}
-			err = rd.ThroughRoute(ctx, conn, via, target)
+			var runEarly []byte
+			if j == len(c.Hops) {
+				runEarly, early = early, nil
+			}
+			err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
 		} else {
 			err = c.Clients[i].Through(ctx, conn, target)
 		}
@@ -352,9 +418,17 @@ func (c *Chain) DialContext(ctx context.Context, network, addr string) (net.Conn
 		}
 		i = j
 	}
+	last := c.Hops[len(c.Hops)-1]
+	if len(early) > 0 {
+		if _, err := conn.Write(early); err != nil {
+			stop()
+			conn.Close()
+			return nil, &HopError{Hop: len(c.Hops), HopName: last.Name(), Target: addr, Kind: Classify(err), Err: fmt.Errorf("send first bytes: %w", err)}
+		}
+	}
 	if !stop() {
 		conn.Close()
-		return nil, &HopError{Hop: len(c.Hops), HopName: c.Hops[len(c.Hops)-1].Name(), Target: addr, Kind: KindTimeout, Err: ctx.Err()}
+		return nil, &HopError{Hop: len(c.Hops), HopName: last.Name(), Target: addr, Kind: KindTimeout, Err: ctx.Err()}
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, nil

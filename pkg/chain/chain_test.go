@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -90,5 +91,96 @@ func TestClassify(t *testing.T) {
 		if got, ok := ParseKindLabel(k.Label()); !ok || got != k {
 			t.Errorf("label round trip %v", k)
 		}
+	}
+}
+
+// routeHop records what a RouteHopDialer was asked; err fails the handshake.
+type routeHop struct {
+	calls *[]string // "via>target:early"
+	err   error
+}
+
+func (r routeHop) Through(ctx context.Context, c net.Conn, addr string) error {
+	return r.ThroughRoute(ctx, c, nil, addr, nil)
+}
+
+func (r routeHop) ThroughRoute(_ context.Context, _ net.Conn, via []string, addr string, early []byte) error {
+	*r.calls = append(*r.calls, strings.Join(via, ",")+">"+addr+":"+string(early))
+	return r.err
+}
+
+// warmOnce hands out one pipe conn for addr, then nothing.
+type warmOnce struct {
+	addr  string
+	taken int
+}
+
+func (w *warmOnce) Take(addr string) net.Conn {
+	if addr != w.addr || w.taken > 0 {
+		return nil
+	}
+	w.taken++
+	a, _ := net.Pipe()
+	return a
+}
+
+type countingDialer struct{ n int }
+
+func (d *countingDialer) DialContext(context.Context, string, string) (net.Conn, error) {
+	d.n++
+	a, _ := net.Pipe()
+	return a, nil
+}
+
+func TestDialEarlyRidesTheLastRouteRun(t *testing.T) {
+	var calls []string
+	rh := routeHop{calls: &calls}
+	c := &Chain{
+		Hops:    []Hop{{Scheme: "socks5", Addr: "s:1"}, {Scheme: "relaymesh", Addr: "r1:7"}, {Scheme: "relaymesh", Addr: "r2:7"}},
+		Clients: []HopDialer{fakeHop{}, rh, rh},
+		Base:    pipeDialer{},
+	}
+	conn, err := c.DialEarly(context.Background(), "dst:80", []byte("GET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if len(calls) != 1 || calls[0] != "r2:7>dst:80:GET" {
+		t.Fatalf("route handshakes %q, want one naming r2 with the early bytes", calls)
+	}
+}
+
+func TestWarmConnRetriedColdOnlyWhenSafe(t *testing.T) {
+	var calls []string
+	// The warm conn's peer closed it: the handshake sees EOF.
+	eof := &HopAuthError{Msg: "closed without a status", Err: io.EOF}
+	c := &Chain{
+		Hops:    []Hop{{Scheme: "relaymesh", Addr: "r1:7"}},
+		Clients: []HopDialer{routeHop{calls: &calls, err: eof}},
+	}
+	base := &countingDialer{}
+	c.Base = base
+	c.Warm = &warmOnce{addr: "r1:7"}
+	if _, err := c.DialContext(context.Background(), "tcp", "dst:80"); err == nil {
+		t.Fatal("want the cold attempt's error too")
+	}
+	if base.n != 1 || len(calls) != 2 {
+		t.Fatalf("cold dials %d, handshakes %d: want one retry after the dead warm conn", base.n, len(calls))
+	}
+	// With early data the peer may have passed it on: no retry.
+	calls, base.n = nil, 0
+	c.Warm = &warmOnce{addr: "r1:7"}
+	if _, err := c.DialEarly(context.Background(), "dst:80", []byte("x")); err == nil {
+		t.Fatal("dead warm conn succeeded")
+	}
+	if base.n != 0 || len(calls) != 1 {
+		t.Fatalf("cold dials %d, handshakes %d: want no retry with early data", base.n, len(calls))
+	}
+	// Any other failure is the chain's answer: no retry.
+	calls = nil
+	c.Clients = []HopDialer{routeHop{calls: &calls, err: &RemoteError{Kind: KindRefused, Msg: "refused"}}}
+	c.Warm = &warmOnce{addr: "r1:7"}
+	if _, err := c.DialContext(context.Background(), "tcp", "dst:80"); Classify(err) != KindRefused || base.n != 0 {
+		t.Fatalf("refusal: %v, cold dials %d", err, base.n)
 	}
 }

@@ -22,13 +22,14 @@ type Client struct {
 
 // Through implements chain.HopDialer: the hop reached over conn is the last relay.
 func (c Client) Through(ctx context.Context, conn net.Conn, addr string) error {
-	return c.ThroughRoute(ctx, conn, nil, addr)
+	return c.ThroughRoute(ctx, conn, nil, addr, nil)
 }
 
-// ThroughRoute sends one header naming via and addr, and waits for the
-// status. A failure is a *chain.RouteError whose Offset names the relay
-// that reported it (0: the one reached over conn).
-func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string) error {
+// ThroughRoute sends one header naming via and addr, with early right behind
+// it in the same write (the relays pass it on before the status returns),
+// and waits for the status. A failure is a *chain.RouteError whose Offset
+// names the relay that reported it (0: the one reached over conn).
+func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string, early []byte) error {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -41,6 +42,9 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, a
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
 	}
+	if len(early) > 0 {
+		hdr = append(hdr, early...)
+	}
 	if _, err := conn.Write(hdr); err != nil {
 		return fmt.Errorf("route: send header: %w", err)
 	}
@@ -51,7 +55,7 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, a
 		}
 		if ctx.Err() == nil && (errors.Is(err, net.ErrClosed) || isEOF(err)) {
 			// A relay closes without a word on a header it cannot verify.
-			return &chain.HopAuthError{Msg: "route: relay closed without a status: wrong fleet secret, clock skew beyond the replay window, or not a relay listener"}
+			return &chain.HopAuthError{Msg: "route: relay closed without a status: wrong fleet secret, clock skew beyond the replay window, or not a relay listener", Err: err}
 		}
 		return fmt.Errorf("route: read status: %w", err)
 	}

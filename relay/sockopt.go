@@ -1,0 +1,108 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// validate checks what can be checked without a socket; Start checks that
+// the kernel accepts the congestion control (checkCongestion).
+func (sc SocketConfig) validate() error {
+	var errs []error
+	if sc.SendBufferBytes < 0 || sc.SendBufferBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("send_buffer_bytes: must be 0 (autotuned) to 1 GiB, got %d", sc.SendBufferBytes))
+	}
+	if sc.RecvBufferBytes < 0 || sc.RecvBufferBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("recv_buffer_bytes: must be 0 (autotuned) to 1 GiB, got %d", sc.RecvBufferBytes))
+	}
+	// TCP_CA_NAME_MAX is 16 including the terminating NUL.
+	if len(sc.Congestion) > 15 || strings.ContainsFunc(sc.Congestion, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}) {
+		errs = append(errs, fmt.Errorf("congestion: %q is not a congestion control name (e.g. cubic, bbr)", sc.Congestion))
+	}
+	return errors.Join(errs...)
+}
+
+// control applies the buffer sizes and congestion control to a socket
+// before connect or listen (net.Dialer.Control, net.ListenConfig.Control).
+// Accepted sockets inherit them from the listener, and a receive buffer set
+// before the handshake also sets the window scale the peer is offered.
+func (sc SocketConfig) control(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = sc.apply(int(fd))
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+func (sc SocketConfig) apply(fd int) error {
+	if sc.SendBufferBytes > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sc.SendBufferBytes); err != nil {
+			return fmt.Errorf("relay_socket.send_buffer_bytes: SO_SNDBUF: %w", err)
+		}
+	}
+	if sc.RecvBufferBytes > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, sc.RecvBufferBytes); err != nil {
+			return fmt.Errorf("relay_socket.recv_buffer_bytes: SO_RCVBUF: %w", err)
+		}
+	}
+	if sc.Congestion != "" {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, sc.Congestion); err != nil {
+			return fmt.Errorf("relay_socket.congestion: %q: %w (see net.ipv4.tcp_available_congestion_control; e.g. modprobe tcp_%s)",
+				sc.Congestion, err, sc.Congestion)
+		}
+	}
+	return nil
+}
+
+// keepAlive is the keepalive setting for relay-to-relay sockets: probes
+// start after KeepAlive idle and repeat every KeepAlive, 9 of them, so a
+// peer that vanished is noticed after about 10×KeepAlive.
+func (sc SocketConfig) keepAlive() net.KeepAliveConfig {
+	d := sc.KeepAlive
+	if d <= 0 {
+		d = DefaultRelayKeepAlive
+	}
+	return net.KeepAliveConfig{Enable: true, Idle: d, Interval: d, Count: 9}
+}
+
+// checkCongestion tries the settings on a throw-away socket so that a
+// congestion control the kernel lacks fails at startup, not on each dial.
+func (sc SocketConfig) checkCongestion() error {
+	if sc.Congestion == "" && sc.SendBufferBytes == 0 && sc.RecvBufferBytes == 0 {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("relay_socket: test socket: %w", err)
+	}
+	defer unix.Close(fd)
+	return sc.apply(fd)
+}
+
+// relayDialer is the dialer for relay-to-relay connections (and other
+// configured hops): tuned sockets, bounded by the dial timeout.
+func (s *Server) relayDialer() *net.Dialer {
+	return &net.Dialer{
+		Timeout:         s.cfg.Limits.DialTimeout,
+		KeepAliveConfig: s.cfg.RelaySocket.keepAlive(),
+		Control:         s.cfg.RelaySocket.control,
+	}
+}
+
+// relayListenConfig is the ListenConfig of the relay listener.
+func (s *Server) relayListenConfig() *net.ListenConfig {
+	return &net.ListenConfig{
+		KeepAliveConfig: s.cfg.RelaySocket.keepAlive(),
+		Control:         s.cfg.RelaySocket.control,
+	}
+}
