@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Time to first byte through a 4-segment 50 ms chain in the emulated WAN lab
-# (bench/ttfb/topology.yaml): direct, relayd native (cold), relayd hop by hop,
-# relayd nested SOCKS5, dante hop by hop, squid parents.
+# (bench/ttfb/topology.yaml): direct, relayd native (warm and cold pools),
+# relayd hop by hop, relayd nested SOCKS5, dante hop by hop, nested SOCKS5
+# through three dantes (proxychains4), glider's forward chain, squid parents;
+# then download throughput of the native path against the SOCKS5 chains.
 # Writes bench/results/ttfb.{md,json}. Needs root (network namespaces, TUN),
-# danted, squid and curl (install: apt-get install dante-server squid curl).
+# danted, squid, proxychains4 and curl (apt-get install dante-server squid
+# proxychains4 curl). glider is built here from the Go module proxy into
+# bench/.bin (a throw-away module: nothing of glider is committed).
 # Usage: bench/run-ttfb-bench.sh [bench/ttfb flags, e.g. -runs 50 -out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +24,20 @@ missing=()
 [ -x /usr/sbin/danted ] || missing+=(dante-server)
 command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
 command -v curl >/dev/null || missing+=(curl)
+command -v proxychains4 >/dev/null || missing+=(proxychains4)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "run-ttfb-bench.sh: missing ${missing[*]}; install them (bench/run-split-bench.sh does, and stops their default services)" >&2
   exit 1
 fi
 make build
 go build -o bench/.bin/ttfb ./bench/ttfb
-exec bench/.bin/ttfb -cmdline "bench/run-ttfb-bench.sh $*" "$@"
+if [ ! -x bench/.bin/glider ]; then
+  # glider v0.16.4, as ../shared/TESTBED.md says: `go install` of it is
+  # refused by the module proxy here, a throw-away module builds it.
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  printf 'module gliderbuild\n\ngo 1.26\n\nrequire github.com/nadoo/glider v0.16.4\n' > "$tmp/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/nadoo/glider"\n' > "$tmp/tools.go"
+  (cd "$tmp" && go mod tidy && go build -o "$OLDPWD/bench/.bin/glider" github.com/nadoo/glider)
+fi
+bench/.bin/ttfb -cmdline "bench/run-ttfb-bench.sh $*" "$@"

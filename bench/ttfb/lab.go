@@ -108,6 +108,13 @@ func measureLab(ctx context.Context, c *config, res *Results) {
 		}
 		logf("round %d/%d: %s", round+1, c.runs, strings.Join(line, ", "))
 	}
+	if c.tputSize > 0 && ctx.Err() == nil {
+		// The self-check so far covers the TTFB rounds; the one read at
+		// the end covers the downloads too.
+		b.readStatus()
+		res.TTFBValid, res.Valid, res.Problems = res.Valid, nil, nil
+		b.throughput(ctx)
+	}
 	if ctx.Err() != nil {
 		res.Error = "interrupted"
 	}
@@ -133,10 +140,11 @@ func (b *bench) relayctl(ctx context.Context, args ...string) (string, error) {
 
 func (b *bench) relayd() string { return filepath.Join(filepath.Dir(b.c.relayctl), "relayd") }
 
-// startRelayd starts an extra relayd on node at port with the given hops.
-// It listens on the node's lab address (SOCKS5 only), open and allowing
-// private destinations, like the lab's own relayd.
-func (b *bench) startRelayd(node string, port int, next ...string) error {
+// startRelayd starts an extra relayd on node with SOCKS5 at port and any
+// extra flags (--next, --relay-listen, --pool-max-idle). It listens on the
+// node's lab address, open and allowing private destinations, like the
+// lab's own relayd.
+func (b *bench) startRelayd(node string, port int, extra ...string) error {
 	n := b.node(node)
 	relayd, err := filepath.Abs(b.relayd())
 	if err != nil {
@@ -146,10 +154,24 @@ func (b *bench) startRelayd(node string, port int, next ...string) error {
 		"--socks", fmt.Sprintf("%s:%d", n.Addr, port), "--http", "", "--admin", "",
 		"--open", "--allow-private", "--fleet-secret-file", filepath.Join(b.state.Dir, "fleet-secret"),
 		"--log-format", "json"}
-	for _, h := range next {
-		argv = append(argv, "--next", h)
-	}
+	argv = append(argv, extra...)
 	return b.startDaemon("relayd", node, port, filepath.Join(b.state.Dir, fmt.Sprintf("%s.relayd-%d.log", node, port)), -1, -1, argv...)
+}
+
+// startNative starts a native chain r1 -> r2 -> r3 of extra relayd: the
+// entry on r1 (SOCKS5 at socksPort) names r2 and r3 in one header; r2 and
+// r3 serve the native protocol on relayPort. pool is --pool-max-idle.
+func (b *bench) startNative(socksPort, relayPort, pool int) error {
+	poolArg := []string{"--pool-max-idle", strconv.Itoa(pool)}
+	for _, r := range []string{"r3", "r2"} {
+		// Their SOCKS5 port is unused; the relay listener is what counts.
+		listen := fmt.Sprintf("%s:%d", b.node(r).Addr, relayPort)
+		if err := b.startRelayd(r, socksPort, append([]string{"--relay-listen", listen}, poolArg...)...); err != nil {
+			return err
+		}
+	}
+	return b.startRelayd("r1", socksPort, append([]string{
+		"--next", fmt.Sprintf("relaymesh://r2:%d", relayPort), "--next", fmt.Sprintf("relaymesh://r3:%d", relayPort)}, poolArg...)...)
 }
 
 // startChains sets up every variant's chain on the relay nodes.
@@ -158,31 +180,72 @@ func (b *bench) startChains(ctx context.Context) error {
 	set := func(v, setup, curl string) { b.byName[v].Setup, b.byName[v].Curl = setup, curl }
 	set(vDirect, "no proxy", "")
 
-	// relayd native: the entry sends one header naming r2 and r3; r2 and r3
-	// are the lab's relayd relay listeners (port 7000).
-	if err := b.startRelayd("r1", portNative, "relaymesh://r2:7000", "relaymesh://r3:7000"); err != nil {
+	// relayd native, warm and cold: the entry sends one header naming r2
+	// and r3. Own relay listeners per variant, so the cold chain's relays
+	// never hold a warm connection from the warm one.
+	if err := b.startNative(portNativeWarm, relayPortWarm, 4); err != nil {
 		return err
 	}
-	set(vNative, fmt.Sprintf("extra relayd on r1:%d --next relaymesh://r2:7000 --next relaymesh://r3:7000 (r2, r3: the lab's relayd, --relay-listen :7000)", portNative),
-		fmt.Sprintf("-x socks5h://r1:%d", portNative))
+	set(vNativeWarm, fmt.Sprintf("extra relayd on r1:%d --next relaymesh://r2:%d --next relaymesh://r3:%d; r2, r3: extra relayd --relay-listen :%d; warm pools on (default --pool-max-idle 4)",
+		portNativeWarm, relayPortWarm, relayPortWarm, relayPortWarm), fmt.Sprintf("-x socks5h://r1:%d", portNativeWarm))
+	if err := b.startNative(portNativeCold, relayPortCold, 0); err != nil {
+		return err
+	}
+	set(vNativeCold, fmt.Sprintf("as warm, on r1:%d and relay listeners :%d, every relay with --pool-max-idle 0",
+		portNativeCold, relayPortCold), fmt.Sprintf("-x socks5h://r1:%d", portNativeCold))
 
 	// relayd hop by hop: every relay's next is only the next relay.
-	if err := b.startRelayd("r2", portHopByHop, "socks5://r3:1080"); err != nil {
+	if err := b.startRelayd("r2", portHopByHop, "--next", "socks5://r3:1080"); err != nil {
 		return err
 	}
-	if err := b.startRelayd("r1", portHopByHop, fmt.Sprintf("socks5://r2:%d", portHopByHop)); err != nil {
+	if err := b.startRelayd("r1", portHopByHop, "--next", fmt.Sprintf("socks5://r2:%d", portHopByHop)); err != nil {
 		return err
 	}
 	set(vHopByHop, fmt.Sprintf("extra relayd r1:%d --next socks5://r2:%d; extra relayd r2:%d --next socks5://r3:1080; r3:1080 the lab's relayd (no next)", portHopByHop, portHopByHop, portHopByHop),
 		fmt.Sprintf("-x socks5h://r1:%d", portHopByHop))
 
 	// relayd nested SOCKS5 from the entry.
-	if err := b.startRelayd("r1", portNested, "socks5://r2:1080", "socks5://r3:1080"); err != nil {
+	if err := b.startRelayd("r1", portNested, "--next", "socks5://r2:1080", "--next", "socks5://r3:1080"); err != nil {
 		return err
 	}
 	set(vNested, fmt.Sprintf("extra relayd on r1:%d --next socks5://r2:1080 --next socks5://r3:1080 (r2, r3: the lab's relayd, no next)", portNested),
 		fmt.Sprintf("-x socks5h://r1:%d", portNested))
 
+	// glider: plain SOCKS5 servers on r2 and r3, a forward chain on r1.
+	glider, err := filepath.Abs(b.c.glider)
+	if err != nil {
+		return err
+	}
+	for _, r := range []string{"r3", "r2"} {
+		if err := b.startDaemon("glider", r, portGlider, filepath.Join(dir, r+".glider.log"), -1, -1,
+			glider, "-listen", fmt.Sprintf("socks5://%s:%d", b.node(r).Addr, portGlider)); err != nil {
+			return err
+		}
+	}
+	if err := b.startDaemon("glider", "r1", portGlider, filepath.Join(dir, "r1.glider.log"), -1, -1,
+		glider, "-listen", fmt.Sprintf("socks5://%s:%d", b.node("r1").Addr, portGlider),
+		"-forward", fmt.Sprintf("socks5://%s:%d,socks5://%s:%d", b.node("r2").Addr, portGlider, b.node("r3").Addr, portGlider)); err != nil {
+		return err
+	}
+	set(vGlider, fmt.Sprintf("glider on r1:%d -forward socks5://r2:%d,socks5://r3:%d (a forwarder chain: r1 nests SOCKS5 through r2 to r3); r2, r3: glider -listen socks5://:%d",
+		portGlider, portGlider, portGlider, portGlider), fmt.Sprintf("-x socks5h://r1:%d", portGlider))
+
+	// The client's own nested chain through three plain dantes.
+	if err := os.WriteFile(b.proxychainsConf(), []byte(b.proxychainsConfig()), 0o644); err != nil {
+		return err
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		conf := filepath.Join(dir, r+".dante-plain.conf")
+		if err := os.WriteFile(conf, []byte(labpeer.DanteConfig(filepath.Join(dir, r+".dante-plain.log"), b.node(r).Addr, "", portDantePlain)), 0o644); err != nil {
+			return err
+		}
+		if err := b.startDaemon("dante", r, portDantePlain, filepath.Join(dir, r+".dante-plain.out"), -1, -1,
+			"/usr/sbin/danted", "-f", conf, "-p", filepath.Join(dir, r+".dante-plain.pid")); err != nil {
+			return err
+		}
+	}
+	set(vDanteNested, fmt.Sprintf("plain dante (no route) on r1, r2, r3 port %d; the client runs curl under proxychains4 (strict_chain r1, r2, r3), which nests the SOCKS5 handshakes", portDantePlain),
+		"(no -x; proxychains4 -q -f <conf> curl http://<server addr>:8000/...)")
 	// dante and squid, chained hop by hop, last hop first.
 	proxyUID, proxyGID := -1, -1
 	if u, err := user.Lookup("proxy"); err == nil {
@@ -265,8 +328,14 @@ func (b *bench) curlArgs(v string) []string {
 	switch v {
 	case vDirect:
 		return nil
-	case vNative:
-		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNative)}
+	case vNativeWarm:
+		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeWarm)}
+	case vNativeCold:
+		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeCold)}
+	case vGlider:
+		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portGlider)}
+	case vDanteNested:
+		return nil // proxychains4 wraps curl (curlArgv)
 	case vHopByHop:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portHopByHop)}
 	case vNested:
@@ -286,12 +355,36 @@ type curlResult struct {
 	err                                    error
 }
 
+func (b *bench) proxychainsConf() string { return filepath.Join(b.state.Dir, "proxychains.conf") }
+
+// proxychainsConfig: addresses, not names (proxychains4 reads no
+// /etc/hosts for its proxy list), no remote DNS (the URL has an address).
+func (b *bench) proxychainsConfig() string {
+	var s strings.Builder
+	s.WriteString("# Written by bench/ttfb.\nstrict_chain\nquiet_mode\ntcp_read_time_out 15000\ntcp_connect_time_out 8000\n[ProxyList]\n")
+	for _, r := range []string{"r1", "r2", "r3"} {
+		fmt.Fprintf(&s, "socks5 %s %d\n", b.node(r).Addr, portDantePlain)
+	}
+	return s.String()
+}
+
+// curlArgv is the command run on the client node for v fetching path.
+func (b *bench) curlArgv(v, path, format string) []string {
+	host := "server"
+	var argv []string
+	if v == vDanteNested {
+		host = b.node("server").Addr
+		argv = []string{"proxychains4", "-q", "-f", b.proxychainsConf()}
+	}
+	argv = append(argv, "curl", "-sS", "-o", "/dev/null", "--max-time", strconv.Itoa(b.c.maxTime), "-w", format)
+	argv = append(argv, b.curlArgs(v)...)
+	return append(argv, fmt.Sprintf("http://%s:%d%s", host, lab.TrafficPort, path))
+}
+
 func (b *bench) curl(ctx context.Context, v string) curlResult {
-	url := fmt.Sprintf("http://server:%d/bytes/1", lab.TrafficPort)
-	args := []string{"lab", "--state-dir", b.c.stateRoot, "exec", "--lab", b.name, "client", "--",
-		"curl", "-sS", "-o", "/dev/null", "--max-time", strconv.Itoa(b.c.maxTime),
-		"-w", `%{time_namelookup} %{time_connect} %{time_pretransfer} %{time_starttransfer} %{time_total} %{size_download} %{http_code}\n`}
-	args = append(append(args, b.curlArgs(v)...), url)
+	args := []string{"lab", "--state-dir", b.c.stateRoot, "exec", "--lab", b.name, "client", "--"}
+	args = append(args, b.curlArgv(v, "/bytes/1",
+		`%{time_namelookup} %{time_connect} %{time_pretransfer} %{time_starttransfer} %{time_total} %{size_download} %{http_code}\n`)...)
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(b.c.maxTime+30)*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, b.c.relayctl, args...)
@@ -458,11 +551,25 @@ func summarize(res *Results) {
 			vr.Ratio = vr.MedianMs / direct
 		}
 	}
+	var directTput float64
+	for _, tr := range res.Throughput {
+		xs := append([]float64(nil), tr.MbitPerS...)
+		sort.Float64s(xs)
+		tr.Median = median(xs)
+		if tr.Name == vDirect {
+			directTput = tr.Median
+		}
+	}
+	for _, tr := range res.Throughput {
+		if directTput > 0 {
+			tr.Ratio = tr.Median / directTput
+		}
+	}
 }
 
 func versions(c *config) map[string]string {
 	v := map[string]string{}
-	for _, pkg := range []string{"dante-server", "squid", "curl"} {
+	for _, pkg := range []string{"dante-server", "squid", "curl", "proxychains4"} {
 		if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", pkg).Output(); err == nil {
 			v[pkg] = strings.TrimSpace(string(out))
 		}
@@ -477,8 +584,48 @@ func versions(c *config) map[string]string {
 		}
 		v["relayd"] = s + ")"
 	}
+	if bi, err := buildinfo.ReadFile(c.glider); err == nil {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/nadoo/glider" {
+				v["glider"] = d.Version
+			}
+		}
+	}
 	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
 		v["git_head"] = strings.TrimSpace(string(out))
 	}
 	return v
+}
+
+// throughput downloads c.tputSize bytes per variant per round (order
+// rotated) and records curl's %{speed_download}.
+func (b *bench) throughput(ctx context.Context) {
+	b.res.TputSize = b.c.tputSize
+	byName := map[string]*TputResult{}
+	for _, v := range tputVariants {
+		tr := &TputResult{Name: v}
+		b.res.Throughput = append(b.res.Throughput, tr)
+		byName[v] = tr
+	}
+	path := fmt.Sprintf("/bytes/%d", b.c.tputSize)
+	for round := 0; round < b.c.tputRuns && ctx.Err() == nil; round++ {
+		for i := range tputVariants {
+			v := tputVariants[(i+round)%len(tputVariants)]
+			args := []string{"lab", "--state-dir", b.c.stateRoot, "exec", "--lab", b.name, "client", "--"}
+			args = append(args, b.curlArgv(v, path, `%{speed_download} %{size_download} %{http_code}\n`)...)
+			cctx, cancel := context.WithTimeout(ctx, time.Duration(b.c.maxTime+60)*time.Second)
+			out, err := exec.CommandContext(cctx, b.c.relayctl, args...).Output()
+			cancel()
+			f := strings.Fields(string(out))
+			ok := err == nil && len(f) == 3 && f[2] == "200" && f[1] == strconv.FormatInt(b.c.tputSize, 10)
+			if !ok {
+				byName[v].Failed++
+				logf("throughput %s round %d FAILED: %v %q", v, round+1, err, out)
+				continue
+			}
+			bps, _ := strconv.ParseFloat(f[0], 64)
+			byName[v].MbitPerS = append(byName[v].MbitPerS, bps*8/1e6)
+			logf("throughput %s round %d: %.1f Mbit/s", v, round+1, bps*8/1e6)
+		}
+	}
 }

@@ -34,24 +34,36 @@ import (
 
 // Variant names, in table order.
 const (
-	vDirect   = "direct"
-	vNative   = "relayd-native"
-	vHopByHop = "relayd-hop-by-hop"
-	vNested   = "relayd-nested"
-	vDante    = "dante-hop-by-hop"
-	vSquid    = "squid-parents"
+	vDirect      = "direct"
+	vNativeWarm  = "relayd-native-warm"
+	vNativeCold  = "relayd-native-cold"
+	vHopByHop    = "relayd-hop-by-hop"
+	vNested      = "relayd-nested"
+	vDante       = "dante-hop-by-hop"
+	vDanteNested = "dante-nested-proxychains"
+	vGlider      = "glider-forward-chain"
+	vSquid       = "squid-parents"
 )
 
-var allVariants = []string{vDirect, vNative, vHopByHop, vNested, vDante, vSquid}
+var allVariants = []string{vDirect, vNativeWarm, vNativeCold, vHopByHop, vNested, vDante, vDanteNested, vGlider, vSquid}
+
+// Throughput is measured for the native path against the SOCKS5-chained
+// paths it replaces, with direct as the reference.
+var tputVariants = []string{vDirect, vNativeWarm, vHopByHop, vNested}
 
 // Ports of what this driver starts on relay nodes. The lab's own relayd
 // serves SOCKS5 on 1080 and the native protocol on 7000 on every relay.
 const (
-	portNative   = 1090 // r1: --next relaymesh://r2:7000 --next relaymesh://r3:7000
-	portHopByHop = 1091 // r1 -> r2:1091 -> r3:1080 (the lab's relayd, no next)
-	portNested   = 1092 // r1: --next socks5://r2:1080 --next socks5://r3:1080
-	portDante    = 1081
-	portSquid    = 3128
+	portNativeCold = 1090 // r1 (pools off) -> relay listeners r2:7001, r3:7001 (pools off)
+	portHopByHop   = 1091 // r1 -> r2:1091 -> r3:1080 (the lab's relayd, no next)
+	portNested     = 1092 // r1: --next socks5://r2:1080 --next socks5://r3:1080
+	portNativeWarm = 1093 // r1 (pools on) -> relay listeners r2:7002, r3:7002 (pools on)
+	portGlider     = 1094 // glider on r1 (forward chain r2,r3), r2, r3
+	portDante      = 1081 // dante hop by hop (routes via the next relay's sockd)
+	portDantePlain = 1082 // plain dante on r1, r2, r3 for the client's nested chain
+	portSquid      = 3128
+	relayPortCold  = 7001
+	relayPortWarm  = 7002
 )
 
 // Segment RTT and direct RTT of the topology, for the expectations.
@@ -73,18 +85,20 @@ type Expectation struct {
 // (one D). SOCKS5 clients here (curl, relayd, dante) do not pipeline: the
 // greeting and the CONNECT are two round trips.
 var expectations = map[string]Expectation{
-	vDirect:   {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
-	vNative:   {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
+	vDirect:     {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
+	vNativeWarm: {125, 6, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); over pooled conns the header crosses r1-r2-r3 and the status comes back (2 s), r3-server TCP (1 s) = 6 s = 75 ms; + request/response 1 D"},
+	vNativeCold: {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
 	vHopByHop: {175, 10, "each relay runs a full SOCKS5 client to the next: client-r1, r1-r2, r2-r3 each TCP + greeting + CONNECT..reply (3 s each); r3-server TCP (1 s) = 10 s = 125 ms; + 1 D"},
 	vNested:   {200, 12, "client-r1 3 s; r1 alone: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 via r2 incl. r2's TCP to r3 (2 s), greeting r3 through r2 (2 s), CONNECT server via r2,r3 incl. r3's TCP (3 s) = 9 s; total 12 s = 150 ms; + 1 D"},
 	vDante:    {175, 10, "as relayd hop by hop (dante routes to the next sockd with its own SOCKS5 client): 10 s = 125 ms; + 1 D"},
+	vDanteNested: {250, 16, "the client nests: TCP r1 (1 s), greeting r1 (1 s), CONNECT r2 incl. r1's TCP to r2 (2 s), greeting r2 (2 s), CONNECT r3 incl. r2's TCP (3 s), greeting r3 (3 s), CONNECT server incl. r3's TCP (4 s) = 16 s = 200 ms; + 1 D"},
+	vGlider:      {162.5, 9, "every glider answers CONNECT at once and dials upstream after (the client is told \"succeeded\" at 3 s and sends its GET, which waits at r1); r1 nests from 2.5 s: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 answered by r2 at once (1 s) while r2 dials r3, greeting r3 through r2 (2 s), CONNECT server answered by r3 at once (2 s) while r3 dials the server; the GET then crosses r1-server (1.5 s) and the answer server-client (2 s): 13 s = 162.5 ms"},
 	vSquid:    {137.5, 7, "HTTP CONNECT is one round trip per hop: client-r1, r1-r2, r2-r3 each TCP + CONNECT..200 (2 s each); r3-server TCP (1 s) = 7 s = 87.5 ms; + 1 D"},
 }
 
-// What native would cost once issue 4's later parts exist (not measured).
+// What is not built, so not measured (arithmetic only).
 var projections = []Projection{
-	{"relayd-native warm pools", 125, "native minus the two relay-to-relay TCP handshakes (r1-r2, r2-r3): 6 s = 75 ms setup + 1 D; 1.25x direct"},
-	{"relayd-native warm pools + early data", 100, "the entry answers the SOCKS5 CONNECT at once and sends the client's request with the header over pooled conns: client-r1 TCP + greeting + CONNECT (3 s = 37.5 ms), request one-way client->r3 (18.75 ms), r3-server TCP (12.5 ms), request r3->server (6.25 ms), response server->client (25 ms) = 100 ms: the same as direct"},
+	{"relayd-native warm + the entry answering CONNECT before the chain is up", 100, "the client's request would ride with the header over pooled conns: client-r1 TCP + greeting + CONNECT (3 s = 37.5 ms), request one-way client->r3 (18.75 ms), r3-server TCP (12.5 ms), request r3->server (6.25 ms), response server->client (25 ms) = 100 ms, the same as direct. Not built on purpose: the client would be told \"succeeded\" before the destination is reached (what glider does), so a refused destination would look like a reset connection"},
 }
 
 // Projection is an arithmetic expectation for something not built yet.
@@ -127,6 +141,15 @@ type VariantResult struct {
 	ExpectRatio float64     `json:"expected_ratio_to_direct"`
 }
 
+// TputResult is one variant's downloads in the throughput comparison.
+type TputResult struct {
+	Name      string    `json:"name"`
+	MbitPerS  []float64 `json:"mbit_per_s"` // one per successful download
+	Failed    int       `json:"failed"`
+	Median    float64   `json:"median_mbit_per_s"`
+	Ratio     float64   `json:"ratio_to_direct"`
+}
+
 // Results is ttfb.json.
 type Results struct {
 	Date        time.Time         `json:"date"`
@@ -139,11 +162,14 @@ type Results struct {
 	Method      string            `json:"method"`
 	DurationS   float64           `json:"duration_s"`
 	Valid       *bool             `json:"valid"` // lab self-check after the runs; nil: not read
+	TTFBValid   *bool             `json:"ttfb_valid,omitempty"` // self-check read after the TTFB rounds, before the downloads
 	Problems    []string          `json:"problems,omitempty"`
 	Error       string            `json:"error,omitempty"`
 	Warmup      []string          `json:"warmup_failures,omitempty"`
 	Variants    []*VariantResult  `json:"variants"`
 	Projections []Projection      `json:"projections_not_measured"`
+	Throughput  []*TputResult     `json:"throughput,omitempty"`
+	TputSize    int64             `json:"throughput_size_bytes,omitempty"`
 	Target      string            `json:"target"`
 	Notes       []string          `json:"notes,omitempty"`
 }
@@ -168,6 +194,9 @@ type config struct {
 	maxTime   int
 	notesFile string
 	report    bool
+	glider    string
+	tputSize  int64
+	tputRuns  int
 }
 
 func main() {
@@ -181,6 +210,9 @@ func main() {
 	flag.StringVar(&c.cmdline, "cmdline", "", "command line to record (default: the driver's own)")
 	flag.IntVar(&c.maxTime, "max-time", 20, "curl --max-time per request, seconds")
 	flag.StringVar(&c.notesFile, "notes", "", "file of notes (one per line) to put in the report")
+	flag.StringVar(&c.glider, "glider", "bench/.bin/glider", "glider binary (bench/run-ttfb-bench.sh builds it)")
+	flag.Int64Var(&c.tputSize, "tput-size", 64<<20, "download size of the throughput comparison, bytes (0: skip it)")
+	flag.IntVar(&c.tputRuns, "tput-runs", 5, "throughput rounds (one download per variant each)")
 	flag.BoolVar(&c.report, "report-only", false, "only rewrite ttfb.md from an existing ttfb.json (with -notes: replace its notes)")
 	flag.Parse()
 	if c.cmdline == "" {
@@ -241,7 +273,7 @@ func run(c *config) error {
 		Versions:    versions(c),
 		Method:      methodText(c),
 		Projections: projections,
-		Target:      "relayd native WARM (pools) <= 1.3x direct time to first byte",
+		Target:      "relayd native WARM (pools) <= 1.3x direct time to first byte, and faster than every peer chain",
 	}
 	if c.notesFile != "" {
 		res.Notes = readNotes(c.notesFile)
@@ -288,7 +320,8 @@ func methodText(c *config) string {
 		"--max-time %d; the sample is curl's %%{time_total}: from curl's start (name lookup of the server or proxy from /etc/hosts), "+
 		"TCP connect (to the server, or to r1), the proxy handshake through the whole chain (SOCKS5 greeting + CONNECT, or HTTP CONNECT), "+
 		"sending the GET and receiving the whole answer (status line, headers and the 1 body byte; curl ends at the end of the body, not at a connection close). "+
-		"A fresh curl and fresh TCP connections per sample: nothing is reused across samples (cold). "+
+		"A fresh curl and a fresh client TCP connection per sample. Relay-to-relay connections: fresh per sample for every variant "+
+		"except relayd-native-warm, whose relays keep warm pools (relayd's default; relayd-native-cold runs with --pool-max-idle 0 on every relay). "+
 		"%d round(s); in each round every variant once, order rotated by one per round; "+
 		"TCP metrics flushed in every node before each sample; "+
 		"a sample with curl error, http_code != 200 or size_download != 1 is retried once, then recorded as failed; "+
