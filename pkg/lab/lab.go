@@ -435,16 +435,15 @@ func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strc
 // relaydConfig is the config the lab writes for a relay node.
 func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	tn := l.topo.Nodes[n.Name]
-	scheme := "socks5"
-	port := SOCKSPort
+	scheme, port, hops := "relaymesh", RelayPort, l.topo.Route(n.Name)
 	switch tn.NextProtocol {
 	case "http":
-		scheme, port = "http", HTTPPort
-	case "relaymesh":
-		scheme, port = "relaymesh", RelayPort
+		scheme, port, hops = "http", HTTPPort, tn.Next
+	case "socks5":
+		scheme, port, hops = "socks5", SOCKSPort, tn.Next
 	}
 	var next []string
-	for _, h := range tn.Next {
+	for _, h := range hops {
 		next = append(next, fmt.Sprintf("%s://%s:%d", scheme, h, port))
 	}
 	cfg := map[string]any{

@@ -34,6 +34,7 @@ nodes:
   r2: {role: relay, region: kyoto, next: [r3], next_protocol: http}
   r3: {role: relay}
   r0: {role: relay, next: [r1, r2], next_protocol: relaymesh}
+  r5: {role: relay, next: [r1], next_protocol: socks5}
 links:
   - {between: [client, r1], rtt_ms: 1}
   - {between: [r1, r2], rtt_ms: 1}
@@ -50,10 +51,13 @@ links:
 		node string
 		next []string
 	}{
-		{"r1", []string{"socks5://r2:1080"}},
+		// The default is native, with the whole onward route in one
+		// header (relays follow the header, not their own next:).
+		{"r1", []string{"relaymesh://r2:7000", "relaymesh://r3:7000"}},
 		{"r2", []string{"http://r3:8080"}},
 		{"r3", nil},
-		{"r0", []string{"relaymesh://r1:7000", "relaymesh://r2:7000"}},
+		{"r0", []string{"relaymesh://r1:7000", "relaymesh://r2:7000", "relaymesh://r3:7000"}},
+		{"r5", []string{"socks5://r1:1080"}},
 	} {
 		data, err := l.relaydConfig(l.Nodes[tc.node], "token")
 		if err != nil {

@@ -81,9 +81,42 @@ type Node struct {
 	// relayd dials through, in order. Empty: dial destinations directly.
 	Next []string `yaml:"next"`
 	// NextProtocol is, for relays only, how Next hops are spoken to:
-	// "" (default, socks5), "socks5", "http" or "relaymesh" (the native
-	// inter-relay protocol: consecutive relaymesh hops carry one header).
+	// "" (default: relaymesh), "relaymesh" (the native inter-relay
+	// protocol: the relay sends one header naming its whole onward Route),
+	// "socks5" or "http" (each relay a client of its Next, hop by hop or
+	// nested, kept for comparisons).
 	NextProtocol string `yaml:"next_protocol"`
+}
+
+// Route is the whole onward chain of relay name with the native protocol:
+// its Next, then the Next of that chain's last relay, and so on. A relay
+// that receives a route header follows the header, not its own next:, so
+// a hop-by-hop topology (r1 next [r2], r2 next [r3]) must put r2 and r3
+// in r1's one header to keep the same path. Validate rejects loops; the
+// visited set only guards an unvalidated topology.
+func (t *Topology) Route(name string) []string {
+	n := t.Nodes[name]
+	if n == nil || len(n.Next) == 0 {
+		return nil
+	}
+	route := append([]string(nil), n.Next...)
+	seen := map[string]bool{name: true}
+	for _, h := range route {
+		seen[h] = true
+	}
+	for {
+		last := t.Nodes[route[len(route)-1]]
+		if last == nil || len(last.Next) == 0 {
+			return route
+		}
+		for _, h := range last.Next {
+			if seen[h] {
+				return route
+			}
+			seen[h] = true
+			route = append(route, h)
+		}
+	}
 }
 
 // Link is one emulated point-to-point link; both directions are shaped

@@ -455,3 +455,22 @@ func FuzzParse(f *testing.F) {
 		topo.Servers()
 	})
 }
+
+func TestRouteFollowsOnwardNext(t *testing.T) {
+	top := &Topology{Nodes: map[string]*Node{
+		"client": {},
+		"r1":     {Role: RoleRelay, Next: []string{"r2"}},
+		"r2":     {Role: RoleRelay, Next: []string{"r3"}},
+		"r3":     {Role: RoleRelay},
+		"r4":     {Role: RoleRelay, Next: []string{"r2", "r3"}},
+		"loop":   {Role: RoleRelay, Next: []string{"loop2"}},
+		"loop2":  {Role: RoleRelay, Next: []string{"loop"}},
+	}}
+	for name, want := range map[string][]string{
+		"r1": {"r2", "r3"}, "r2": {"r3"}, "r3": nil, "r4": {"r2", "r3"}, "client": nil, "loop": {"loop2"},
+	} {
+		if got := top.Route(name); !reflect.DeepEqual(got, want) {
+			t.Errorf("Route(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
