@@ -8,7 +8,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse
 
-.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean
+.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
 
 all: build
 
@@ -66,6 +66,13 @@ clean:
 bench-split:
 	./bench/run-split-bench.sh -runs 5 -size 67108864
 
-# Time to first byte through a 4-segment 50 ms chain (needs root; ~2 min).
+# Time to first byte through a 4-segment 50 ms chain, relayd native (warm and
+# cold) vs nested SOCKS5, dante, glider, squid; native throughput (root; ~5 min).
 bench-ttfb:
 	./bench/run-ttfb-bench.sh -runs 50
+
+# Planner search time per plan on random complete matrices of 1000 and 5000
+# relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).
+# bench/results/planner.md is written by hand from this output.
+bench-planner:
+	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 5x -count 3 ./planner/

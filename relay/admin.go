@@ -11,12 +11,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
 
 // newAdmin serves /healthz (always open: load balancers and Docker probe it),
 // and behind admin_token when one is set: /metrics, /v1/info (identity,
 // chain, socket limits), /v1/measurements (RTTs to peer relays) and
-// /v1/probe (RTT to a destination, on demand).
+// /v1/probe (RTT to a destination, on demand) and /v1/traffic/ (the
+// benchmark source and sink).
 func (s *Server) newAdmin() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +34,8 @@ func (s *Server) newAdmin() *http.Server {
 			"version": buildinfo.Version(),
 			"socks":   s.SOCKSAddr(),
 			"http":    s.HTTPAddr(),
-			"next":    s.chain.Names(),
+			"relay":   s.RelayAddr(),
+			"next":    s.chain.Load().Names(),
 			"active":  s.active(),
 			"fleet":   s.cfg.Fleet,
 			"limits":  ReadLimits(),
@@ -40,6 +43,10 @@ func (s *Server) newAdmin() *http.Server {
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
 	mux.Handle("GET /v1/probe", s.adminAuth(http.HandlerFunc(s.serveProbe)))
+	// The traffic source and sink `relayctl bench` measures against
+	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload). Transfers may
+	// outlive the admin server's read and write timeouts.
+	mux.Handle("/v1/traffic/", s.adminAuth(http.StripPrefix("/v1/traffic", noDeadlines(traffic.Handler()))))
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -47,6 +54,17 @@ func (s *Server) newAdmin() *http.Server {
 		WriteTimeout:      30 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
 	}
+}
+
+// noDeadlines lifts the server's read and write deadlines for h: a
+// benchmark transfer takes as long as the path makes it take.
+func noDeadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) adminAuth(next http.Handler) http.Handler {

@@ -33,7 +33,8 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		Transport: &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				return s.dial(ctx, s.log.With(zap.String("frontend", "http")), addr)
+				up, _, err := s.dial(ctx, s.log.With(zap.String("frontend", "http")), addr)
+				return up, err
 			},
 			MaxIdleConnsPerHost:   8,
 			IdleConnTimeout:       90 * time.Second,
@@ -105,7 +106,7 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("CONNECT target %q is not host:port", dst), http.StatusBadRequest)
 		return
 	}
-	up, err := s.dial(r.Context(), log, dst)
+	up, _, err := s.dial(r.Context(), log, dst)
 	if err != nil {
 		kind := chain.Classify(err)
 		s.metrics.tunnelsOpened.WithLabelValues("http", kind.Label()).Inc()

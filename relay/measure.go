@@ -78,7 +78,7 @@ func (s *Server) startMeasuring() error {
 			WatchCoalesce: s.cfg.Probe.PullInterval,
 			Self: &registry.SelfRegistration{
 				Name: s.cfg.Name, Region: s.cfg.Region,
-				SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(),
+				SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
 			},
 		})
 		if err != nil {

@@ -42,10 +42,11 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 	// The remaining hops are relays the (authenticated) entry chose: they
 	// are reached like configured hops, without the destination policy; the
 	// last relay applies its own policy to the destination.
+	base := s.chain.Load()
 	ch := &chain.Chain{
-		Base:    s.chain.Base,
-		Direct:  s.chain.Direct,
-		Warm:    s.chain.Warm,
+		Base:    base.Base,
+		Direct:  base.Direct,
+		Warm:    base.Warm,
 		Observe: s.metrics.observeDial,
 	}
 	for _, h := range req.Hops {

@@ -26,11 +26,14 @@ import (
 
 // Server is one relayd. Build it with New, bind with Start, stop with Shutdown.
 type Server struct {
-	cfg     Config
-	log     *zap.Logger
-	auth    *credentials
-	policy  *policy.Policy
-	chain   *chain.Chain
+	cfg    Config
+	log    *zap.Logger
+	auth   *credentials
+	policy *policy.Policy
+	// chain is the static chain (next:), replaced whole by SetNext; a
+	// Router, when set, chooses per destination instead.
+	chain   atomic.Pointer[chain.Chain]
+	router  atomic.Pointer[Router]
 	metrics *metrics
 
 	// ctx is cancelled when Shutdown gives up waiting: it aborts dials in flight.
@@ -112,7 +115,11 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 			Observe:     s.metrics.observePool,
 		}
 	}
-	s.chain = s.buildChain()
+	ch, err := s.buildChain(cfg.Next)
+	if err != nil {
+		return nil, err
+	}
+	s.chain.Store(ch)
 	if cfg.Open && len(users) == 0 {
 		log.Warn("OPEN PROXY: no credentials and --open given; anyone who can reach the listeners can use this relay",
 			zap.String("socks", cfg.SOCKS), zap.String("http", cfg.HTTP))
@@ -123,7 +130,8 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) buildChain() *chain.Chain {
+// buildChain makes the chain for next-hop URLs (validated by Config).
+func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 	direct := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
 	c := &chain.Chain{
 		Base:    s.relayDialer(),
@@ -133,8 +141,14 @@ func (s *Server) buildChain() *chain.Chain {
 	if s.warm != nil {
 		c.Warm = s.warm
 	}
-	for _, raw := range s.cfg.Next {
-		h, _ := chain.ParseHop(raw) // validated
+	for _, raw := range next {
+		h, err := chain.ParseHop(raw)
+		if err != nil {
+			return nil, err
+		}
+		if h.Scheme == "relaymesh" && s.secret == nil {
+			return nil, fmt.Errorf("next hop %s: relaymesh:// hops need the fleet secret (fleet_secret_file)", h.Name())
+		}
 		c.Hops = append(c.Hops, h)
 		switch h.Scheme {
 		case "socks5":
@@ -146,7 +160,62 @@ func (s *Server) buildChain() *chain.Chain {
 			c.Clients = append(c.Clients, route.Client{Secret: s.secret})
 		}
 	}
-	return c
+	return c, nil
+}
+
+// Router chooses the chain for one destination (host:port). It is asked for
+// every new tunnel from the SOCKS5 and HTTP front ends; tunnels already up
+// keep the chain they were built on. It must be safe for concurrent use and
+// answer fast (cache what it computes).
+type Router interface {
+	Route(ctx context.Context, dst string) (*chain.Chain, error)
+}
+
+// FailureObserver is implemented by Routers that want to hear about
+// tunnels that failed on the chain they chose (to re-plan).
+type FailureObserver interface {
+	Failed(ch *chain.Chain, err error)
+}
+
+// SetRouter makes r choose the chain of every new tunnel (nil: back to the
+// static chain).
+func (s *Server) SetRouter(r Router) {
+	if r == nil {
+		s.router.Store(nil)
+		return
+	}
+	s.router.Store(&r)
+}
+
+// SetNext replaces the static chain with next-hop URLs; new tunnels take
+// it, live ones keep theirs. The first relaymesh:// hop is warmed.
+func (s *Server) SetNext(next []string) error {
+	ch, err := s.buildChain(next)
+	if err != nil {
+		return err
+	}
+	s.chain.Store(ch)
+	s.warmFirstHop(ch)
+	return nil
+}
+
+// Chain builds (without installing) the chain for next-hop URLs, with this
+// relay's dialers, pools and secret: what a Router returns.
+func (s *Server) Chain(next []string) (*chain.Chain, error) { return s.buildChain(next) }
+
+// warmFirstHop starts filling the pool toward ch's first relay.
+func (s *Server) warmFirstHop(ch *chain.Chain) {
+	if s.warm != nil && len(ch.Hops) > 0 && ch.Hops[0].Scheme == "relaymesh" {
+		s.warm.Warm(ch.Hops[0].Addr)
+	}
+}
+
+// chainFor is the chain a new tunnel to dst takes.
+func (s *Server) chainFor(ctx context.Context, dst string) (*chain.Chain, error) {
+	if r := s.router.Load(); r != nil {
+		return (*r).Route(ctx, dst)
+	}
+	return s.chain.Load(), nil
 }
 
 // Start binds every configured listener and serves in the background.
@@ -200,15 +269,13 @@ func (s *Server) Start() error {
 		}
 		return s.startFailed(err)
 	}
-	if s.warm != nil && len(s.chain.Hops) > 0 && s.chain.Hops[0].Scheme == "relaymesh" {
-		// A static chain's first relay is known: warm up before the
-		// first client instead of after it.
-		s.warm.Warm(s.chain.Hops[0].Addr)
-	}
+	// A static chain's first relay is known: warm up before the first
+	// client instead of after it.
+	s.warmFirstHop(s.chain.Load())
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
-		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Names()), zap.Bool("auth", s.auth.enabled()))
+		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()))
 	return nil
 }
 
@@ -340,10 +407,24 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// dial reaches dst through the chain, logging and counting failures. Denials
-// are logged once here, with the rule and the hop.
-func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (net.Conn, error) {
-	return s.dialVia(ctx, log, s.chain, dst, nil)
+// dial reaches dst through its chain (static, or the Router's), logging and
+// counting failures. Denials are logged once here, with the rule and the
+// hop. direct says the tunnel has no hops.
+func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (up net.Conn, direct bool, err error) {
+	ch, err := s.chainFor(ctx, dst)
+	if err != nil {
+		log.Info("no route", zap.Error(err))
+		return nil, false, err
+	}
+	up, err = s.dialVia(ctx, log, ch, dst, nil)
+	if err != nil {
+		if r := s.router.Load(); r != nil {
+			if fo, ok := (*r).(FailureObserver); ok {
+				fo.Failed(ch, err)
+			}
+		}
+	}
+	return up, len(ch.Hops) == 0, err
 }
 
 // dialVia is dial through any chain (the relay listener builds one per

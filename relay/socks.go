@@ -82,14 +82,14 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 	dst := req.Addr.String()
 	log = log.With(zap.String("dst", dst))
 
-	up, err := s.dial(s.ctx, log, dst)
+	up, direct, err := s.dial(s.ctx, log, dst)
 	if err != nil {
 		_, _ = c.Write(socks5.MarshalReply(socks5.ReplyOfKind(chain.Classify(err)), socks5.Addr{}))
 		s.metrics.tunnelsOpened.WithLabelValues("socks5", chain.Classify(err).Label()).Inc()
 		return
 	}
 	// Only now, with the whole path up, does the client hear "succeeded".
-	if _, err := c.Write(socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, len(s.chain.Hops) == 0))); err != nil {
+	if _, err := c.Write(socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, direct))); err != nil {
 		up.Close()
 		return
 	}

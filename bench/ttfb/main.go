@@ -211,7 +211,7 @@ func main() {
 	flag.IntVar(&c.maxTime, "max-time", 20, "curl --max-time per request, seconds")
 	flag.StringVar(&c.notesFile, "notes", "", "file of notes (one per line) to put in the report")
 	flag.StringVar(&c.glider, "glider", "bench/.bin/glider", "glider binary (bench/run-ttfb-bench.sh builds it)")
-	flag.Int64Var(&c.tputSize, "tput-size", 64<<20, "download size of the throughput comparison, bytes (0: skip it)")
+	flag.Int64Var(&c.tputSize, "tput-size", 32<<20, "download size of the throughput comparison, bytes (0: skip it)")
 	flag.IntVar(&c.tputRuns, "tput-runs", 5, "throughput rounds (one download per variant each)")
 	flag.BoolVar(&c.report, "report-only", false, "only rewrite ttfb.md from an existing ttfb.json (with -notes: replace its notes)")
 	flag.Parse()

@@ -8,6 +8,7 @@
 //	    socks: 10.77.0.3:1080
 //	    http: 10.77.0.3:8080
 //	    admin: 10.77.0.3:9090
+//	    relay: 10.77.0.3:7000
 //
 // configs/fleet.example.yaml documents every key.
 package fleet
@@ -54,6 +55,9 @@ type Relay struct {
 	SOCKS  string `yaml:"socks,omitempty"`
 	HTTP   string `yaml:"http,omitempty"`
 	Admin  string `yaml:"admin,omitempty"`
+	// Relay is the native protocol's relay listener (relayd's `relay:`):
+	// what plans and route headers name. "": not a native hop.
+	Relay string `yaml:"relay,omitempty"`
 }
 
 // Parse decodes a fleet file strictly (unknown keys are errors) and
@@ -93,7 +97,7 @@ func (f *File) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.name: %q listed twice", field, r.Name))
 		}
 		seen[r.Name] = true
-		for _, a := range []struct{ key, v string }{{"socks", r.SOCKS}, {"http", r.HTTP}, {"admin", r.Admin}} {
+		for _, a := range []struct{ key, v string }{{"socks", r.SOCKS}, {"http", r.HTTP}, {"admin", r.Admin}, {"relay", r.Relay}} {
 			if a.v == "" {
 				continue
 			}

@@ -56,6 +56,14 @@ const EnvLab = "RELAYMESH_LAB"
 // flag is given; Command sets it in a lab whose registry is Consul.
 const EnvConsul = "RELAYMESH_CONSUL"
 
+// EnvFleetSecretFile names the fleet secret file `relayctl connect` reads
+// by default; lab commands get the lab's.
+const EnvFleetSecretFile = "RELAYMESH_FLEET_SECRET_FILE"
+
+// EnvAdminToken is the relays' admin API token relayctl reads when the
+// registry does not carry it (Consul); lab commands get the lab's.
+const EnvAdminToken = "RELAYMESH_ADMIN_TOKEN"
+
 // With Options.Registry "consul" the lab adds a node ConsulNode running a
 // Consul agent (HTTP on ConsulPort), linked to every relay and to the
 // client by links of ConsulLinkRTTMs, and relays register there instead of
@@ -123,9 +131,14 @@ func (s *State) Command(ctx context.Context, node string, argv ...string) (*exec
 		return nil, errors.New("no command given")
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
-	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name)
+	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name, EnvFleetSecretFile+"="+filepath.Join(s.Dir, "fleet-secret"))
 	if s.ConsulAddr != "" {
 		cmd.Env = append(cmd.Env, EnvConsul+"="+s.ConsulAddr)
+		// Consul does not carry the relays' admin token; relayctl plan
+		// needs it for the relays' /v1/probe and /v1/info.
+		if f, err := fleet.Load(s.FleetPath()); err == nil && f.AdminToken != "" {
+			cmd.Env = append(cmd.Env, EnvAdminToken+"="+f.AdminToken)
+		}
 	} else {
 		cmd.Env = append(cmd.Env, fleet.EnvFile+"="+s.FleetPath())
 	}
@@ -408,6 +421,7 @@ func (l *Lab) writeFleet() error {
 		f.Relays = append(f.Relays, fleet.Relay{
 			Name: name, Region: n.Region,
 			SOCKS: hostPort(n.Addr, SOCKSPort), HTTP: hostPort(n.Addr, HTTPPort), Admin: hostPort(n.Addr, AdminPort),
+			Relay: hostPort(n.Addr, RelayPort),
 		})
 	}
 	data, err := f.Marshal()

@@ -81,6 +81,7 @@ type SelfRegistration struct {
 	Name, Region     string
 	SOCKS, HTTP      string
 	Admin            string
+	Relay            string // native relay listener; "": none
 	CheckURL         string        // the HTTP check the agent polls; "": http://<Admin>/healthz
 	CheckInterval    time.Duration // default 5 s
 	CheckTimeout     time.Duration // default 2 s
@@ -364,7 +365,7 @@ func (c *Consul) Register(ctx context.Context) error {
 	}
 	host, port := splitListen(addr)
 	meta := map[string]string{"name": s.Name}
-	for k, v := range map[string]string{"region": s.Region, "socks": s.SOCKS, "http": s.HTTP, "admin": s.Admin} {
+	for k, v := range map[string]string{"region": s.Region, "socks": s.SOCKS, "http": s.HTTP, "admin": s.Admin, "relay": s.Relay} {
 		if v != "" {
 			meta[k] = v
 		}
@@ -742,7 +743,7 @@ func relaysFrom(entries []*api.ServiceEntry) []consulRelay {
 		}
 		out = append(out, consulRelay{node: node, Relay: Relay{
 			Name: name, Region: m["region"],
-			SOCKS: fillHost(m["socks"], host), HTTP: fillHost(m["http"], host), Admin: fillHost(m["admin"], host),
+			SOCKS: fillHost(m["socks"], host), HTTP: fillHost(m["http"], host), Admin: fillHost(m["admin"], host), Relay: fillHost(m["relay"], host),
 			Healthy: e.Checks.AggregatedStatus() == api.HealthPassing, Health: "consul",
 		}})
 	}

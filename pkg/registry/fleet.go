@@ -139,7 +139,7 @@ func (f *Fleet) Relays(ctx context.Context) ([]Relay, error) {
 	defer f.mu.Unlock()
 	out := make([]Relay, 0, len(f.file.Relays))
 	for _, r := range f.file.Relays {
-		rel := Relay{Name: r.Name, Region: r.Region, SOCKS: r.SOCKS, HTTP: r.HTTP, Admin: r.Admin, Health: "unknown"}
+		rel := Relay{Name: r.Name, Region: r.Region, SOCKS: r.SOCKS, HTTP: r.HTTP, Admin: r.Admin, Relay: r.Relay, Health: "unknown"}
 		switch p, ok := f.pulled[r.Name]; {
 		case r.Name == f.self:
 			rel.Healthy, rel.Health = true, "self"

@@ -22,6 +22,7 @@ type Relay struct {
 	SOCKS   string `json:"socks,omitempty"`
 	HTTP    string `json:"http,omitempty"`
 	Admin   string `json:"admin,omitempty"`
+	Relay   string `json:"relay,omitempty"` // native relay listener ("": none)
 	Healthy bool   `json:"healthy"`
 	// Health says where Healthy comes from: "admin" (its admin API
 	// answered), "probes" (a peer's probes reach it), "consul" (its Consul
