@@ -16,6 +16,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
 // measurer runs the prober against the fleet's other relays, publishes
@@ -253,7 +254,7 @@ type SocketLimits struct {
 	TCPRmemMaxBytes   int64  `json:"tcp_rmem_max_bytes"`  // third field of net.ipv4.tcp_rmem: autotuning limit
 	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`  // third field of net.ipv4.tcp_wmem
 	CongestionControl string `json:"congestion_control"`  // net.ipv4.tcp_congestion_control
-	WindowBytesApprox int64  `json:"window_bytes_approx"` // ~ receive window autotuning reaches: tcp_rmem max x ~0.5 (kernel's scaling ratio; TESTBED.md measured 0.62)
+	WindowBytesApprox int64  `json:"window_bytes_approx"` // ~ receive window autotuning reaches (survey.WindowOfRmem)
 }
 
 // ReadLimits reads the socket limits of the network namespace this process
@@ -267,9 +268,7 @@ func ReadLimits() SocketLimits {
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
 		l.CongestionControl = strings.TrimSpace(string(b))
 	}
-	// tcp_adv_win_scale (1 on recent kernels) keeps 1/2 of the buffer for
-	// overhead; this is the order of magnitude, the real one is measured.
-	l.WindowBytesApprox = l.TCPRmemMaxBytes / 2
+	l.WindowBytesApprox = survey.WindowOfRmem(l.TCPRmemMaxBytes)
 	return l
 }
 

@@ -85,15 +85,15 @@ type Expectation struct {
 // (one D). SOCKS5 clients here (curl, relayd, dante) do not pipeline: the
 // greeting and the CONNECT are two round trips.
 var expectations = map[string]Expectation{
-	vDirect:     {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
-	vNativeWarm: {125, 6, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); over pooled conns the header crosses r1-r2-r3 and the status comes back (2 s), r3-server TCP (1 s) = 6 s = 75 ms; + request/response 1 D"},
-	vNativeCold: {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
-	vHopByHop: {175, 10, "each relay runs a full SOCKS5 client to the next: client-r1, r1-r2, r2-r3 each TCP + greeting + CONNECT..reply (3 s each); r3-server TCP (1 s) = 10 s = 125 ms; + 1 D"},
-	vNested:   {200, 12, "client-r1 3 s; r1 alone: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 via r2 incl. r2's TCP to r3 (2 s), greeting r3 through r2 (2 s), CONNECT server via r2,r3 incl. r3's TCP (3 s) = 9 s; total 12 s = 150 ms; + 1 D"},
-	vDante:    {175, 10, "as relayd hop by hop (dante routes to the next sockd with its own SOCKS5 client): 10 s = 125 ms; + 1 D"},
+	vDirect:      {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
+	vNativeWarm:  {125, 6, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); over pooled conns the header crosses r1-r2-r3 and the status comes back (2 s), r3-server TCP (1 s) = 6 s = 75 ms; + request/response 1 D"},
+	vNativeCold:  {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
+	vHopByHop:    {175, 10, "each relay runs a full SOCKS5 client to the next: client-r1, r1-r2, r2-r3 each TCP + greeting + CONNECT..reply (3 s each); r3-server TCP (1 s) = 10 s = 125 ms; + 1 D"},
+	vNested:      {200, 12, "client-r1 3 s; r1 alone: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 via r2 incl. r2's TCP to r3 (2 s), greeting r3 through r2 (2 s), CONNECT server via r2,r3 incl. r3's TCP (3 s) = 9 s; total 12 s = 150 ms; + 1 D"},
+	vDante:       {175, 10, "as relayd hop by hop (dante routes to the next sockd with its own SOCKS5 client): 10 s = 125 ms; + 1 D"},
 	vDanteNested: {250, 16, "the client nests: TCP r1 (1 s), greeting r1 (1 s), CONNECT r2 incl. r1's TCP to r2 (2 s), greeting r2 (2 s), CONNECT r3 incl. r2's TCP (3 s), greeting r3 (3 s), CONNECT server incl. r3's TCP (4 s) = 16 s = 200 ms; + 1 D"},
 	vGlider:      {162.5, 9, "every glider answers CONNECT at once and dials upstream after (the client is told \"succeeded\" at 3 s and sends its GET, which waits at r1); r1 nests from 2.5 s: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 answered by r2 at once (1 s) while r2 dials r3, greeting r3 through r2 (2 s), CONNECT server answered by r3 at once (2 s) while r3 dials the server; the GET then crosses r1-server (1.5 s) and the answer server-client (2 s): 13 s = 162.5 ms"},
-	vSquid:    {137.5, 7, "HTTP CONNECT is one round trip per hop: client-r1, r1-r2, r2-r3 each TCP + CONNECT..200 (2 s each); r3-server TCP (1 s) = 7 s = 87.5 ms; + 1 D"},
+	vSquid:       {137.5, 7, "HTTP CONNECT is one round trip per hop: client-r1, r1-r2, r2-r3 each TCP + CONNECT..200 (2 s each); r3-server TCP (1 s) = 7 s = 87.5 ms; + 1 D"},
 }
 
 // What is not built, so not measured (arithmetic only).
@@ -143,11 +143,11 @@ type VariantResult struct {
 
 // TputResult is one variant's downloads in the throughput comparison.
 type TputResult struct {
-	Name      string    `json:"name"`
-	MbitPerS  []float64 `json:"mbit_per_s"` // one per successful download
-	Failed    int       `json:"failed"`
-	Median    float64   `json:"median_mbit_per_s"`
-	Ratio     float64   `json:"ratio_to_direct"`
+	Name     string    `json:"name"`
+	MbitPerS []float64 `json:"mbit_per_s"` // one per successful download
+	Failed   int       `json:"failed"`
+	Median   float64   `json:"median_mbit_per_s"`
+	Ratio    float64   `json:"ratio_to_direct"`
 }
 
 // Results is ttfb.json.
@@ -161,7 +161,7 @@ type Results struct {
 	Versions    map[string]string `json:"versions"`
 	Method      string            `json:"method"`
 	DurationS   float64           `json:"duration_s"`
-	Valid       *bool             `json:"valid"` // lab self-check after the runs; nil: not read
+	Valid       *bool             `json:"valid"`                // lab self-check after the runs; nil: not read
 	TTFBValid   *bool             `json:"ttfb_valid,omitempty"` // self-check read after the TTFB rounds, before the downloads
 	Problems    []string          `json:"problems,omitempty"`
 	Error       string            `json:"error,omitempty"`

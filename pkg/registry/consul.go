@@ -81,7 +81,7 @@ type SelfRegistration struct {
 	Name, Region     string
 	SOCKS, HTTP      string
 	Admin            string
-	Relay            string // native relay listener; "": none
+	Relay            string        // native relay listener; "": none
 	CheckURL         string        // the HTTP check the agent polls; "": http://<Admin>/healthz
 	CheckInterval    time.Duration // default 5 s
 	CheckTimeout     time.Duration // default 2 s

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relaymesh/relaymesh/pkg/fleet"
+	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/survey"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// envAdminToken is read when the registry does not carry the admin token
+// (Consul): the relays' admin APIs need it for /v1/probe and /v1/info.
+const envAdminToken = lab.EnvAdminToken
+
+// planFlags are what plan, connect, bench and pac share.
+type planFlags struct {
+	reg        registryFlags
+	dst        string
+	matrixPath string
+	from       string
+	direction  string
+	maxHops    int
+	minGain    float64
+	include    []string
+	exclude    []string
+	adminToken string
+	saveMatrix string
+}
+
+func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
+	f.reg.register(cmd)
+	if !withOutput {
+		_ = cmd.Flags().MarkHidden("output")
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dst, "dst", "", "destination: a region or relay name of the fleet (e.g. tokyo: a host next to that relay), or host:port (required)")
+	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this matrix file instead of measuring (JSON; see `go doc ./planner` and --save-matrix)")
+	fl.StringVar(&f.from, "from", survey.ClientNode, "with --matrix: the node the plan starts from")
+	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
+	fl.IntVar(&f.maxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain (0: direct only)")
+	fl.Float64Var(&f.minGain, "min-gain", planner.DefaultMinGain, "speed-up over direct a chain needs to be chosen, a fraction (0.10 = 10 %; 0: any gain)")
+	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
+	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
+	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
+}
+
+// planned is a plan with what applying it needs: each hop's addresses.
+type planned struct {
+	Result *planner.Result
+	Relays map[string]registry.Relay // by name, for every relay of the matrix
+	Target survey.Target
+	Notes  []string // from the survey
+}
+
+// request builds the planner request from the flags.
+func (f *planFlags) request(client, dst string) (planner.Request, error) {
+	req := planner.Request{Client: client, Destination: dst, Direction: planner.Direction(f.direction)}
+	switch req.Direction {
+	case planner.Down, planner.Up, planner.Both:
+	default:
+		return req, fmt.Errorf("--direction %q: want down, up or both", f.direction)
+	}
+	req.Constraints.MaxHops = f.maxHops
+	if f.maxHops == 0 {
+		req.Constraints.MaxHops = -1 // the planner's "none"
+	} else if f.maxHops < 0 {
+		return req, fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
+	}
+	req.Constraints.MinGain = f.minGain
+	if f.minGain == 0 {
+		req.Constraints.MinGain = -1 // any gain
+	} else if f.minGain < 0 {
+		return req, fmt.Errorf("--min-gain %v: want a fraction >= 0", f.minGain)
+	}
+	req.Constraints.Include, req.Constraints.Exclude = f.include, f.exclude
+	return req, nil
+}
+
+// token is the admin token for the relays' admin APIs.
+func (f *planFlags) token() string {
+	if f.adminToken != "" {
+		return f.adminToken
+	}
+	path := f.reg.fleetPath
+	if path == "" && f.reg.consulAddr == "" {
+		path = os.Getenv(fleet.EnvFile)
+	}
+	if path != "" {
+		if file, err := fleet.Load(path); err == nil && file.AdminToken != "" {
+			return file.AdminToken
+		}
+	}
+	return os.Getenv(envAdminToken)
+}
+
+// plan measures (or reads the matrix) and plans.
+func (f *planFlags) plan(ctx context.Context) (*planned, error) {
+	if f.dst == "" {
+		return nil, errors.New("--dst is required: a region (e.g. tokyo), a relay name, or host:port")
+	}
+	if f.matrixPath != "" {
+		data, err := os.ReadFile(f.matrixPath)
+		if err != nil {
+			return nil, err
+		}
+		m, err := planner.ParseMatrix(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.matrixPath, err)
+		}
+		dst, err := m.Resolve(f.dst)
+		if err != nil {
+			return nil, err
+		}
+		req, err := f.request(f.from, dst)
+		if err != nil {
+			return nil, err
+		}
+		res, err := planner.Search(m, req)
+		if err != nil {
+			return nil, err
+		}
+		return &planned{Result: res}, nil
+	}
+	reg, err := f.reg.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sv := survey.Survey{Reg: reg, AdminToken: f.token()}
+	sr, err := sv.Run(ctx, f.dst)
+	if err != nil {
+		return nil, err
+	}
+	if f.saveMatrix != "" {
+		data, err := json.MarshalIndent(sr.Matrix, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f.saveMatrix, append(data, '\n'), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	req, err := f.request(survey.ClientNode, sr.Target.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := planner.Search(sr.Matrix, req)
+	if err != nil {
+		return nil, err
+	}
+	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes}, nil
+}
+
+// planJSON is `relayctl plan -o json`: the best plan's fields at the top
+// level (what scripts read), the rest beside them.
+type planJSON struct {
+	Client             string            `json:"client"`
+	Destination        string            `json:"destination"`
+	Target             string            `json:"target,omitempty"` // host:port measured against
+	Direction          planner.Direction `json:"direction"`
+	Chain              []string          `json:"chain"`
+	Hops               []hopJSON         `json:"hops"`
+	Segments           []planner.Segment `json:"segments"`
+	Bottleneck         int               `json:"bottleneck"`
+	PredictedBps       float64           `json:"predicted_bps"`
+	PredictedDownBps   float64           `json:"predicted_down_bps"`
+	PredictedUpBps     float64           `json:"predicted_up_bps"`
+	DirectPredictedBps float64           `json:"direct_predicted_bps"`
+	Speedup            float64           `json:"speedup"`
+	TotalRTTMs         float64           `json:"total_rtt_ms"`
+	Reasons            []string          `json:"reasons"`
+	Direct             planner.Plan      `json:"direct"`
+	Alternatives       []planner.Plan    `json:"alternatives"`
+	Notes              []string          `json:"notes"`
+}
+
+// hopJSON is where to reach one relay of the chain.
+type hopJSON struct {
+	Name  string `json:"name"`
+	Relay string `json:"relay,omitempty"` // native relay listener
+	SOCKS string `json:"socks,omitempty"`
+}
+
+func (p *planned) json() planJSON {
+	b := p.Result.Best
+	out := planJSON{
+		Client: p.Result.Client, Destination: p.Result.Destination, Target: p.Target.Addr, Direction: p.Result.Direction,
+		Chain: b.Chain, Segments: b.Segments, Bottleneck: b.Bottleneck,
+		PredictedBps: b.PredictedBps, PredictedDownBps: b.PredictedDownBps, PredictedUpBps: b.PredictedUpBps,
+		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
+		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
+	}
+	if out.Chain == nil {
+		out.Chain = []string{}
+	}
+	out.Hops = []hopJSON{}
+	for _, name := range b.Chain {
+		r := p.Relays[name]
+		out.Hops = append(out.Hops, hopJSON{Name: name, Relay: r.Relay, SOCKS: r.SOCKS})
+	}
+	return out
+}
+
+func (p *planned) print(w io.Writer, output string) error {
+	switch output {
+	case "json":
+		return writeJSONTo(w, p.json())
+	case "table", "":
+		fmt.Fprint(w, planner.Explain(p.Result))
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table or json", output)
+}
+
+func planCmd() *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan --dst <region|relay|host:port>",
+		Short: "Plan where to split the path to a destination, and say why",
+		Long: `Plan the fastest way from this host to a destination: direct, or through a
+chain of relays that splits the path into shorter TCP segments.
+
+It reads the fleet (--fleet, --consul, or $RELAYMESH_FLEET, which ` + "`relayctl lab`" + `
+sets) and the RTTs the relays measure between each other, measures this
+host's RTT to every relay and to the destination (TCP handshakes), asks every
+relay for its RTT to the destination, and reads every relay's receive window.
+Each segment moves at most window/RTT (the receiving side's window for the
+direction), a chain moves at its slowest segment minus a per-relay overhead,
+and the planner searches for the exact best chain under --max-hops. Direct
+wins unless a chain beats it by --min-gain. With --matrix it plans offline on
+a saved or hand-written matrix (what-if planning; see --save-matrix).`,
+		Example: `  # in a lab: the plan to the Tokyo region, as a table with a path diagram
+  relayctl lab run world -- relayctl plan --dst tokyo
+
+  # uploads, at most 2 relays, as JSON for scripts
+  relayctl plan --fleet fleet.yaml --dst tokyo --direction up --max-hops 2 -o json
+
+  # offline: plan on a matrix file
+  relayctl plan --matrix matrix.json --from client --dst srv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			p, err := f.plan(ctx)
+			if err != nil {
+				return err
+			}
+			return p.print(cmd.OutOrStdout(), f.reg.output)
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}

@@ -1,0 +1,352 @@
+// Package survey gathers what the planner needs to plan one path from here:
+// the fleet's relays and relay-to-relay RTTs from a registry, this host's
+// RTT to every relay (probed from here), every relay's RTT to the
+// destination (asked of the relays' admin API, /v1/probe), the direct RTT,
+// and the receive windows (relays' /v1/info, this host's sysctls). The
+// result is a planner.Matrix; the planner itself stays pure.
+package survey
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// ClientNode is the matrix's name for the host the survey runs on.
+const ClientNode = "client"
+
+// Defaults.
+const (
+	DefaultCount   = 3
+	DefaultTimeout = 3 * time.Second
+	// regionDstPort: a region destination is its relay's host; its admin
+	// port is what the relays' probes and the direct probe connect to.
+	probeGap = 100 * time.Millisecond
+)
+
+// Survey measures from this host. Set Reg; the rest has defaults.
+type Survey struct {
+	Reg        registry.Registry
+	AdminToken string       // bearer token of the relays' admin APIs
+	HTTP       *http.Client // default: 10 s timeout
+	Count      int          // TCP handshakes per probed pair; default 3
+	Timeout    time.Duration
+	// ClientWindowBytes is this host's receive window; 0: read from
+	// net.ipv4.tcp_rmem (half its max, what autotuning reaches).
+	ClientWindowBytes int64
+	// Measure times one round trip from here; default probe.HandshakeRTT.
+	Measure func(ctx context.Context, addr string) (time.Duration, error)
+	Now     func() time.Time
+}
+
+// Target is the destination of a survey.
+type Target struct {
+	Name   string // the matrix node name: host:port as typed, or dst:<region>
+	Addr   string // host:port the relays and this host probe
+	Region string // set when the destination was given as a region
+	Relay  string // the region's relay, when given as a region
+}
+
+// Result is a survey: the matrix to plan on, the relays it found, and what
+// could not be measured.
+type Result struct {
+	Matrix *planner.Matrix
+	Relays map[string]registry.Relay
+	Target Target
+	Notes  []string
+}
+
+// ResolveTarget turns --dst into a Target: host:port as is; a region or
+// relay name into that relay's host (its admin address: a destination in a
+// region is taken to be next to the region's relay; `relayctl bench`
+// downloads from that relay's traffic source).
+func ResolveTarget(dst string, relays []registry.Relay) (Target, error) {
+	if _, port, err := net.SplitHostPort(dst); err == nil && port != "" {
+		return Target{Name: dst, Addr: dst}, nil
+	}
+	var in []registry.Relay
+	for _, r := range relays {
+		if r.Name == dst || strings.EqualFold(r.Region, dst) {
+			in = append(in, r)
+		}
+	}
+	switch {
+	case len(in) == 0:
+		var regions []string
+		for _, r := range relays {
+			if r.Region != "" {
+				regions = append(regions, r.Region)
+			}
+		}
+		slices.Sort(regions)
+		return Target{}, fmt.Errorf("--dst %q: not host:port, and no relay or region of that name (regions: %s)",
+			dst, cmp.Or(strings.Join(slices.Compact(regions), ", "), "none"))
+	case len(in) > 1:
+		var names []string
+		for _, r := range in {
+			names = append(names, r.Name)
+		}
+		slices.Sort(names)
+		return Target{}, fmt.Errorf("--dst %q: region has several relays (%s): name one", dst, strings.Join(names, ", "))
+	}
+	r := in[0]
+	if r.Admin == "" {
+		return Target{}, fmt.Errorf("--dst %q: relay %s has no admin address to measure against", dst, r.Name)
+	}
+	// The node is named apart from the relay (often called like its
+	// region): the relay is a hop, the destination an end.
+	return Target{Name: "dst:" + dst, Addr: r.Admin, Region: r.Region, Relay: r.Name}, nil
+}
+
+func (s *Survey) count() int { return cmp.Or(s.Count, DefaultCount) }
+func (s *Survey) timeout() time.Duration {
+	return cmp.Or(s.Timeout, DefaultTimeout)
+}
+func (s *Survey) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+func (s *Survey) http() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// Run surveys the path to dst.
+func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
+	relays, err := s.Reg.Relays(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := ResolveTarget(dst, relays)
+	if err != nil {
+		return nil, err
+	}
+	pairs, err := s.Reg.Pairs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
+	now := s.now()
+	m := res.Matrix
+	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow()})
+	dstNode := planner.Node{Name: target.Name, Region: target.Region}
+	var usable []registry.Relay
+	for _, r := range relays {
+		if r.Name == ClientNode || r.Name == target.Name {
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: its name clashes with the client or the destination; left out", r.Name))
+			continue
+		}
+		if !r.Healthy {
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: not healthy (%s); left out", r.Name, r.Health))
+			continue
+		}
+		if r.Relay == "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: no relay listener in the registry (fleet file relay:); left out", r.Name))
+			continue
+		}
+		usable = append(usable, r)
+		res.Relays[r.Name] = r
+	}
+
+	// Windows and the per-relay probes run concurrently: each is a few
+	// round trips on a long path.
+	type relayInfo struct {
+		window      int64
+		toDst       probe.Summary
+		fromHere    probe.Summary
+		infoErr     error
+		dstErr      error
+		isRegionDst bool
+	}
+	infos := make([]relayInfo, len(usable))
+	var wg sync.WaitGroup
+	for i, r := range usable {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := &infos[i]
+			in.window, in.infoErr = s.relayWindow(ctx, r)
+			in.toDst, in.dstErr = s.relayProbe(ctx, r, target.Addr)
+			in.fromHere = probe.Sample(ctx, r.Admin, s.count(), probeGap, s.timeout(), s.Measure)
+		}()
+	}
+	var direct probe.Summary
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		direct = probe.Sample(ctx, target.Addr, s.count(), probeGap, s.timeout(), s.Measure)
+	}()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	addPair := func(a, b string, sum probe.Summary, what string) {
+		if !sum.Reachable() || sum.MedianMs <= 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: no answer (%s)", what, cmp.Or(sum.LastErr, "lost")))
+			return
+		}
+		m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: sum.MedianMs, Loss: sum.Loss})
+	}
+	for i, r := range usable {
+		in := infos[i]
+		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region, WindowBytes: in.window}
+		if in.infoErr != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, in.infoErr))
+		}
+		m.Nodes = append(m.Nodes, node)
+		if r.Name == target.Relay {
+			dstNode.WindowBytes = in.window // the destination is that relay's host
+		}
+		addPair(ClientNode, r.Name, in.fromHere, "client -> "+r.Name)
+		if in.dstErr != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s -> %s: %v", r.Name, target.Name, in.dstErr))
+			continue
+		}
+		addPair(r.Name, target.Name, in.toDst, r.Name+" -> "+target.Name)
+	}
+	m.Nodes = append(m.Nodes, dstNode)
+	addPair(ClientNode, target.Name, direct, "client -> "+target.Name+" (direct)")
+	m.Pairs = append(m.Pairs, relayPairs(pairs, res.Relays, now)...)
+	return res, nil
+}
+
+// relayPairs turns the registry's directed relay-to-relay measurements into
+// the planner's symmetric pairs: of A's measurement of B and B's of A the
+// newer one counts. Pairs with no answer are left out (unusable paths).
+func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, now time.Time) []planner.Pair {
+	type key [2]string
+	best := map[key]registry.Pair{}
+	for _, p := range pairs {
+		if _, ok := usable[p.From]; !ok {
+			continue
+		}
+		if _, ok := usable[p.To]; !ok || p.From == p.To {
+			continue
+		}
+		if !p.Answering() && !p.Estimated || !(p.RTTMs > 0) {
+			continue
+		}
+		k := key{p.From, p.To}
+		if k[0] > k[1] {
+			k[0], k[1] = k[1], k[0]
+		}
+		if old, ok := best[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) || (old.Estimated && !p.Estimated) {
+			best[k] = p
+		}
+	}
+	out := make([]planner.Pair, 0, len(best))
+	for k, p := range best {
+		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(p.Loss, 0), 1),
+			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0)})
+	}
+	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
+	return out
+}
+
+// adminGet GETs path from a relay's admin API into v.
+func (s *Survey) adminGet(ctx context.Context, r registry.Relay, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+path, nil)
+	if err != nil {
+		return err
+	}
+	if s.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	}
+	resp, err := s.http().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s%s: %s: %s", r.Admin, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return json.Unmarshal(body, v)
+}
+
+// relayWindow is the receive window the relay's autotuning reaches.
+func (s *Survey) relayWindow(ctx context.Context, r registry.Relay) (int64, error) {
+	var info struct {
+		SocketLimits struct {
+			WindowBytesApprox int64 `json:"window_bytes_approx"`
+		} `json:"limits"`
+	}
+	if err := s.adminGet(ctx, r, "/v1/info", &info); err != nil {
+		return 0, err
+	}
+	return info.SocketLimits.WindowBytesApprox, nil
+}
+
+// relayProbe asks the relay for its RTT to addr.
+func (s *Survey) relayProbe(ctx context.Context, r registry.Relay, addr string) (probe.Summary, error) {
+	var out struct {
+		Summary probe.Summary `json:"summary"`
+	}
+	q := url.Values{"target": {addr}, "count": {strconv.Itoa(s.count())}}
+	err := s.adminGet(ctx, r, "/v1/probe?"+q.Encode(), &out)
+	return out.Summary, err
+}
+
+// clientWindow is this host's receive window: configured, or what
+// autotuning reaches with net.ipv4.tcp_rmem's max (the relays report theirs
+// the same way).
+func (s *Survey) clientWindow() int64 {
+	if s.ClientWindowBytes > 0 {
+		return s.ClientWindowBytes
+	}
+	return LocalWindowBytes()
+}
+
+// windowScalingRatio is the share of tcp_rmem's max that becomes receive
+// window: the kernel keeps the rest for sk_buff overhead. Measured in the
+// lab (bench/results/split.md): with tcp_rmem max 256 KiB, direct moved
+// 25.3 Mbit/s over 50 ms, a window of 158 KB = 0.60 of 262144 bytes.
+const windowScalingRatio = 0.60
+
+// WindowOfRmem is the receive window autotuning reaches with tcp_rmem's
+// max at rmemMaxBytes.
+func WindowOfRmem(rmemMaxBytes int64) int64 {
+	return int64(float64(rmemMaxBytes) * windowScalingRatio)
+}
+
+// LocalWindowBytes is this host's (network namespace's) receive window,
+// from tcp_rmem's max; 0 when it cannot be read.
+func LocalWindowBytes() int64 {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_rmem")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0
+	}
+	v, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return WindowOfRmem(v)
+}
+
+// ErrNoRelays is returned by callers that need at least one usable relay.
+var ErrNoRelays = errors.New("no usable relay in the registry")

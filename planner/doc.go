@@ -1,0 +1,95 @@
+// Package planner decides where to split a long TCP path through relays.
+// It is pure: a Matrix of nodes and RTTs and a Request go in, a ranked
+// Result with its reasons comes out. No I/O, no clock (ages are inputs).
+//
+// # Model
+//
+// A TCP connection moves at most one window per round trip. A relay
+// terminates TCP, so a chain client → r1 → … → destination is a series of
+// segments, each its own connection, and the chain moves at the speed of
+// its slowest segment. Per segment from → to (from on the client side):
+//
+//	rate_bps = min(window_bytes·8 / (rtt_ms/1000),   the window bound
+//	               limit_bps of from and of to,       where known
+//	               mss_bytes·8·1.22 / ((rtt_ms/1000)·√loss))   Mathis, when loss > 0
+//
+// Loss 1 (no probe answered) makes a pair unusable: its rate is 0, where
+// the Mathis formula would still give a number.
+//
+// The window is the receiving end's: from's for a download (Down: data
+// flows destination → client), to's for an upload (Up). Unknown windows
+// are Model.DefaultWindowBytes; with no window known all windows are equal
+// and the best split is the one with equal segment RTTs. With unequal
+// windows it is not: a client with a 64 KiB window and relays with large
+// ones is best served by a first relay close to the client. A node has one
+// window_bytes, its receive window: a sender's buffer is not modelled, so
+// where a client's send buffer is what limits its uploads, give the
+// smaller of the two.
+//
+// A plan with n relays predicts
+//
+//	predicted_bps = min over segments(rate_bps) × (1 − relay_overhead)^n
+//
+// Direct is the plan with n = 0. Both asks for a plan good in both
+// directions: each rate is min(down, up). The overhead default, 2 % per
+// relay, is calibrated on bench/results/split.md.
+//
+// # Search
+//
+// Search finds the exact best chain of at most Constraints.MaxHops distinct
+// relays, ranked by predicted_bps, then lower total RTT, then fewer relays,
+// then the lexicographically smaller chain. For each relay count k it runs
+// a bottleneck dynamic program over hop count (Bellman-Ford with max/min:
+// best[k][v] = max over u of min(best[k−1][u], rate(u,v))), skipping rows
+// that cannot beat a chain already found, then a shortest-RTT program
+// restricted to segments at least that fast to pick the lowest-RTT chain
+// among the fastest. Cost: O(MaxHops · n²) time at worst, and dense n×n
+// tables of rates, RTTs and pair indices (20 bytes per cell) for n relays:
+// 500 MB at 5,000 relays. bench/results/planner.md has timings.
+//
+// Direct wins unless the best chain predicts at least Constraints.MinGain
+// (default 10 %) more. Alternatives, each with the reason it lost, are the
+// best chain for each relay count (where no shorter chain beats it) and
+// the best chain avoiding each relay of the top chain: the fallback if
+// that relay fails.
+//
+// Missing pairs are unknown paths, never used. Pairs older than
+// Constraints.MaxAgeSec are stale: ignored like missing ones, and counted
+// in the Result's notes, unless Constraints.UseStale is set; then they are
+// used and every segment built on one is marked stale. Estimated pairs
+// (not probed) are used and every segment built on one is marked
+// estimated.
+//
+// # Matrix file
+//
+// ParseMatrix reads the offline matrix format, written by hand or by
+// Matrix.MarshalJSON:
+//
+//	{
+//	  "nodes": {
+//	    "client": {"window_bytes": 65536},
+//	    "r1":     {"relay": true, "window_bytes": 4194304, "limit_bps": 1e9},
+//	    "srv":    {"region": "tokyo"}
+//	  },
+//	  "rtt_ms": [
+//	    ["client", "r1", 12.5],
+//	    ["client", "srv", 50.0],
+//	    {"a": "r1", "b": "srv", "rtt_ms": 30.1, "loss": 0.001, "estimated": true, "age_s": 40}
+//	  ]
+//	}
+//
+// nodes maps each node name (1–64 bytes, no spaces or control characters)
+// to its properties, all optional: relay (bool: may be a hop), region
+// (what a destination like "tokyo" resolves by, see Matrix.Resolve),
+// window_bytes (receive window, bytes; absent or 0 = unknown), limit_bps
+// (bandwidth cap, bits/s; absent or 0 = unknown).
+//
+// rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
+// an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and
+// optional loss (fraction 0..1), estimated (bool) and age_s (seconds since
+// measured). Each unordered pair may appear once.
+//
+// Decoding is strict: unknown fields, duplicate keys, duplicate pairs,
+// pairs naming unknown nodes, non-positive RTTs and out-of-range numbers
+// are errors naming the node or the rtt_ms entry.
+package planner

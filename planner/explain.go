@@ -1,0 +1,207 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Diagram draws a plan on one line, RTTs on the arrows:
+//
+//	client ──12.5 ms──▶ r1 ──12.4 ms──▶ srv
+//
+// An estimated RTT is shown as ~12.5 ms, a stale one as 12.5 ms?. A plan
+// without segments (direct, not measured) is drawn as "(not measured)".
+func Diagram(p Plan) string {
+	if len(p.Segments) == 0 {
+		return "(not measured)"
+	}
+	var b strings.Builder
+	b.WriteString(p.Segments[0].From)
+	for _, seg := range p.Segments {
+		rtt := fmtMs(seg.RTTMs)
+		if seg.Estimated {
+			rtt = "~" + rtt
+		}
+		if seg.Stale {
+			rtt += "?"
+		}
+		fmt.Fprintf(&b, " ──%s──▶ %s", rtt, seg.To)
+	}
+	return b.String()
+}
+
+// Explain renders a Result for a terminal: the best plan as a diagram with
+// a table of its segments and its reasons, then direct, the alternatives
+// with why they lost, and the notes.
+func Explain(r *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s → %s (%s)\n\n", r.Client, r.Destination, r.Direction)
+	kind := "chain"
+	if len(r.Best.Chain) == 0 {
+		kind = "direct"
+	}
+	fmt.Fprintf(&b, "best (%s): %s\n", kind, Diagram(r.Best))
+	fmt.Fprintf(&b, "  %s\n\n", summary(r.Best))
+	writeSegments(&b, r.Best)
+	writeReasons(&b, r.Best.Reasons, "  ")
+
+	if len(r.Best.Chain) > 0 {
+		fmt.Fprintf(&b, "\ndirect: %s\n", directLine(r))
+		writeReasons(&b, r.Direct.Reasons, "  ")
+	}
+	if len(r.Alternatives) > 0 {
+		b.WriteString("\nalternatives:\n")
+		for i, p := range r.Alternatives {
+			fmt.Fprintf(&b, "%d. %s\n   %s\n", i+1, Diagram(p), summary(p))
+			if len(p.Reasons) > 0 {
+				fmt.Fprintf(&b, "   %s\n", p.Reasons[0]) // why it lost
+			}
+		}
+	}
+	if legend := legend(r); legend != "" {
+		fmt.Fprintf(&b, "\n%s\n", legend)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nnotes:\n")
+		writeReasons(&b, r.Notes, "")
+	}
+	return b.String()
+}
+
+func directLine(r *Result) string {
+	if len(r.Direct.Segments) == 0 {
+		return r.Client + " ──?──▶ " + r.Destination + " (not measured)"
+	}
+	return Diagram(r.Direct) + "  " + fmtBps(r.Direct.PredictedBps)
+}
+
+// summary is a plan's prediction on one line.
+func summary(p Plan) string {
+	if len(p.Segments) == 0 {
+		return "no prediction"
+	}
+	s := fmt.Sprintf("predicted %s (down %s, up %s), total RTT %s",
+		fmtBps(p.PredictedBps), fmtBps(p.PredictedDownBps), fmtBps(p.PredictedUpBps), fmtMs(p.TotalRTTMs))
+	if p.Speedup > 0 && len(p.Chain) > 0 {
+		s += fmt.Sprintf(", %.2f× direct", p.Speedup)
+	}
+	return s
+}
+
+func writeSegments(b *strings.Builder, p Plan) {
+	if len(p.Segments) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tsegment\trtt\twindow\tlimit\tloss\trate\tflags")
+	for i, seg := range p.Segments {
+		window := fmtBytes(seg.WindowBytes) + " (" + seg.Receiver
+		if seg.WindowAssumed {
+			window += ", assumed"
+		}
+		window += ")"
+		limit, loss := "-", "-"
+		if seg.LimitBps > 0 {
+			limit = fmtBps(seg.LimitBps)
+		}
+		if seg.Loss > 0 {
+			loss = fmtPct(seg.Loss)
+		}
+		var flags []string
+		if i == p.Bottleneck {
+			flags = append(flags, "bottleneck ("+seg.LimitedBy+")")
+		}
+		if seg.Estimated {
+			flags = append(flags, "estimated")
+		}
+		if seg.Stale {
+			flags = append(flags, fmt.Sprintf("stale (%.0f s)", seg.AgeSec))
+		}
+		if len(flags) == 0 {
+			flags = append(flags, "-")
+		}
+		fmt.Fprintf(tw, "  %d\t%s→%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, seg.From, seg.To, fmtMs(seg.RTTMs),
+			window, limit, loss, fmtBps(seg.RateBps), strings.Join(flags, ", "))
+	}
+	tw.Flush()
+	b.WriteString("\n")
+}
+
+func writeReasons(b *strings.Builder, reasons []string, indent string) {
+	for _, r := range reasons {
+		fmt.Fprintf(b, "%s- %s\n", indent, r)
+	}
+}
+
+// legend explains the diagram marks that occur in r.
+func legend(r *Result) string {
+	var est, stale bool
+	for _, p := range append([]Plan{r.Best, r.Direct}, r.Alternatives...) {
+		for _, seg := range p.Segments {
+			est, stale = est || seg.Estimated, stale || seg.Stale
+		}
+	}
+	var parts []string
+	if est {
+		parts = append(parts, "~ estimated RTT (not measured)")
+	}
+	if stale {
+		parts = append(parts, "? stale RTT (older than the age limit)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fmtBps formats a rate in bits per second with a unit: "84.2 Mbit/s".
+func fmtBps(bps float64) string {
+	for _, u := range []struct {
+		scale float64
+		name  string
+	}{{1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "kbit/s"}} {
+		if bps >= u.scale {
+			return fmtNum(bps/u.scale) + " " + u.name
+		}
+	}
+	return fmtNum(bps) + " bit/s"
+}
+
+// fmtMs formats milliseconds: "12.5 ms", "0.25 ms", "180 ms".
+func fmtMs(ms float64) string { return fmtNum(ms) + " ms" }
+
+// fmtNum formats with about three significant digits, no exponent.
+func fmtNum(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// fmtBytes formats a size: "64 KiB", "4 MiB", "1.5 MiB", "1000 B".
+func fmtBytes(n int64) string {
+	for _, u := range []struct {
+		scale int64
+		name  string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.scale {
+			if n%u.scale == 0 {
+				return strconv.FormatInt(n/u.scale, 10) + " " + u.name
+			}
+			return strconv.FormatFloat(float64(n)/float64(u.scale), 'f', 1, 64) + " " + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+// fmtPct formats a fraction as a percentage: 0.042 → "4.2%", 0.95 → "95%".
+func fmtPct(f float64) string {
+	p := f * 100
+	if math.Abs(p) < 10 {
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", p), ".0") + "%"
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}

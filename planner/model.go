@@ -1,0 +1,314 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+)
+
+// Defaults. Every field of Request whose zero value is not a usable setting
+// takes its default from here, and only here (see Request.withDefaults).
+const (
+	// DefaultMaxHops is the most relays a chain may have. Measured gains
+	// hold up to four segments (bench/results/split.md: 1.98×, 2.88×,
+	// 3.74× at 2, 3, 4); every relay adds setup time, so a fifth segment
+	// is as far as the default goes.
+	DefaultMaxHops = 4
+	// DefaultMinGain is the speed-up over direct (a fraction: 0.10 = 10 %)
+	// a chain must predict before it is preferred: below it the model's
+	// error and the chain's extra setup time eat the gain.
+	DefaultMinGain = 0.10
+	// DefaultMaxAgeSec is how old a measurement may be, seconds: 5 min is
+	// five full probe windows (pkg/probe: 30 samples every 2 s).
+	DefaultMaxAgeSec = 300
+	// DefaultWindowBytes is the window assumed for a node whose window is
+	// unknown, bytes: Linux's default autotuning ceiling, tcp_rmem max
+	// 6 MiB × ½ (see relay.SocketLimits.WindowBytesApprox).
+	DefaultWindowBytes = 3 << 20
+	// DefaultRelayOverhead is the fraction of throughput each relay costs.
+	// Calibrated on bench/results/split.md (50 ms path, equal segments,
+	// window-limited): relayd measured 1.98×, 2.88×, 3.74× direct at 2, 3, 4
+	// segments against an ideal 2×, 3×, 4×, i.e. 0.990, 0.960, 0.935 of
+	// ideal with 1, 2, 3 relays; (1−0.02)^n gives 0.980, 0.960, 0.941. Part
+	// of the measured shortfall is tunnel setup inside the timed download
+	// (split.md's notes), so it is a per-relay cost, not pure throughput.
+	DefaultRelayOverhead = 0.02
+	// DefaultMSSBytes is the TCP maximum segment size for the Mathis loss
+	// bound, bytes: 1500-byte MTU minus IPv4, TCP and timestamp headers.
+	DefaultMSSBytes = 1448
+
+	// MaxNodes bounds a matrix. The search keeps dense n×n tables of
+	// segment rates, RTTs and pair indices, 20 bytes per cell: 500 MB at
+	// 5,000 relays, 2 GB at 10,000.
+	MaxNodes = 10000
+	// MaxAlternatives is how many runner-up plans a Result lists.
+	MaxAlternatives = 5
+
+	// mathisC is the constant of the Mathis et al. (1997) bound
+	// rate = MSS/(RTT·√p) · C for periodic loss with delayed ACKs off.
+	mathisC = 1.22
+)
+
+// Direction says which way the data of the transfer flows.
+type Direction string
+
+// Directions. The zero value "" means Down.
+const (
+	Down Direction = "down" // destination → client, a download: each segment's client-side end receives
+	Up   Direction = "up"   // client → destination, an upload: each segment's destination-side end receives
+	Both Direction = "both" // must be good both ways: every rate is min(down, up)
+)
+
+// Node is one endpoint of the matrix: the client, a relay or a destination.
+type Node struct {
+	Name   string `json:"name"`
+	Relay  bool   `json:"relay,omitempty"`  // may be used as a hop
+	Region string `json:"region,omitempty"` // what a destination like "tokyo" resolves by; "" = none
+	// WindowBytes is the TCP window this node achieves as a receiver,
+	// bytes; 0 = unknown (Model.DefaultWindowBytes is used).
+	WindowBytes int64 `json:"window_bytes,omitempty"`
+	// LimitBps caps any segment this node is an end of (its access link
+	// or a rate limit), bits per second; 0 = unknown (no cap).
+	LimitBps float64 `json:"limit_bps,omitempty"`
+}
+
+// Pair is one measured (or estimated) round trip between two nodes. Pairs
+// are symmetric: one Pair serves both a→b and b→a.
+type Pair struct {
+	A     string  `json:"a"`
+	B     string  `json:"b"`
+	RTTMs float64 `json:"rtt_ms"`         // round-trip time, milliseconds; 0.001 to 3,600,000
+	Loss  float64 `json:"loss,omitempty"` // packet loss, fraction 0..1; 1 = unreachable
+	// Estimated marks an RTT that was not probed (e.g. a Consul network
+	// coordinate prior). It is used, and every segment using it says so.
+	Estimated bool `json:"estimated,omitempty"`
+	// AgeSec is how old the measurement is, seconds, as of when the caller
+	// built the matrix (the planner never reads a clock); 0 = fresh.
+	AgeSec float64 `json:"age_s,omitempty"`
+}
+
+// Matrix is what the planner knows: the nodes and the RTTs between them.
+// Pairs that are missing are unknown paths, never used. The file format
+// (ParseMatrix, MarshalJSON) is described in the package documentation.
+type Matrix struct {
+	Nodes []Node
+	Pairs []Pair
+}
+
+// Request says what to plan: from which client to which destination, in
+// which direction, under which constraints and model. The zero value of
+// every field but Client and Destination means its default.
+type Request struct {
+	Client      string      `json:"client"`              // node name
+	Destination string      `json:"destination"`         // node name (see Matrix.Resolve for regions)
+	Direction   Direction   `json:"direction,omitempty"` // "" = Down
+	Constraints Constraints `json:"constraints"`
+	Model       Model       `json:"model"`
+}
+
+// Constraints limit which chains the search considers and when one wins.
+type Constraints struct {
+	// MaxHops is the most relays in a chain; 0 = DefaultMaxHops, negative
+	// = none (direct only).
+	MaxHops int `json:"max_hops,omitempty"`
+	// Include is an allow-list: when not empty only these relays may be
+	// hops. Names must be relays of the matrix.
+	Include []string `json:"include,omitempty"`
+	// Exclude lists relays never to use. Names must be relays of the matrix.
+	Exclude []string `json:"exclude,omitempty"`
+	// MinGain is the speed-up over direct a chain needs to be preferred, a
+	// fraction (0.10 = 10 % faster); 0 = DefaultMinGain, negative = none
+	// (any chain ranked above direct wins).
+	MinGain float64 `json:"min_gain,omitempty"`
+	// MaxAgeSec is how old a pair may be, seconds; older pairs are stale.
+	// 0 = DefaultMaxAgeSec, negative = no limit.
+	MaxAgeSec float64 `json:"max_age_s,omitempty"`
+	// UseStale makes stale pairs usable; every segment using one is marked
+	// Stale. By default stale pairs are ignored like missing ones, and the
+	// Result's notes count them.
+	UseStale bool `json:"use_stale,omitempty"`
+}
+
+// Model holds the parameters of the throughput model.
+type Model struct {
+	// DefaultWindowBytes is the window of a node whose window is unknown,
+	// bytes; 0 = DefaultWindowBytes. When no window is known all windows
+	// are equal, and equal-RTT splits are best.
+	DefaultWindowBytes int64 `json:"default_window_bytes,omitempty"`
+	// RelayOverhead is the fraction of throughput each relay costs; a
+	// chain of n relays predicts min(segment rates) × (1−RelayOverhead)^n.
+	// 0 = DefaultRelayOverhead, negative = none; must be below 1.
+	RelayOverhead float64 `json:"relay_overhead,omitempty"`
+	// MSSBytes is the TCP segment size of the Mathis loss bound, bytes;
+	// 0 = DefaultMSSBytes.
+	MSSBytes int `json:"mss_bytes,omitempty"`
+}
+
+// withDefaults returns req with every zero or negative-means-none field
+// replaced by the value the search uses, or an error naming a field that
+// holds an impossible value.
+func (req Request) withDefaults() (Request, error) {
+	c, m := &req.Constraints, &req.Model
+	switch req.Direction {
+	case "":
+		req.Direction = Down
+	case Down, Up, Both:
+	default:
+		return req, fmt.Errorf("direction %q: want down, up or both", req.Direction)
+	}
+	switch {
+	case c.MaxHops == 0:
+		c.MaxHops = DefaultMaxHops
+	case c.MaxHops < 0:
+		c.MaxHops = 0
+	}
+	switch {
+	case math.IsNaN(c.MinGain) || math.IsInf(c.MinGain, 0):
+		return req, fmt.Errorf("constraints.min_gain %v: want a finite fraction", c.MinGain)
+	case c.MinGain == 0:
+		c.MinGain = DefaultMinGain
+	case c.MinGain < 0:
+		c.MinGain = 0
+	}
+	switch {
+	case math.IsNaN(c.MaxAgeSec):
+		return req, fmt.Errorf("constraints.max_age_s %v: want seconds", c.MaxAgeSec)
+	case c.MaxAgeSec == 0:
+		c.MaxAgeSec = DefaultMaxAgeSec
+	case c.MaxAgeSec < 0:
+		c.MaxAgeSec = math.Inf(1)
+	}
+	switch {
+	case m.DefaultWindowBytes == 0:
+		m.DefaultWindowBytes = DefaultWindowBytes
+	case m.DefaultWindowBytes < 0:
+		return req, fmt.Errorf("model.default_window_bytes %d: want bytes > 0 (0 = default)", m.DefaultWindowBytes)
+	}
+	switch {
+	case math.IsNaN(m.RelayOverhead) || m.RelayOverhead >= 1:
+		return req, fmt.Errorf("model.relay_overhead %v: want a fraction below 1", m.RelayOverhead)
+	case m.RelayOverhead == 0:
+		m.RelayOverhead = DefaultRelayOverhead
+	case m.RelayOverhead < 0:
+		m.RelayOverhead = 0
+	}
+	switch {
+	case m.MSSBytes == 0:
+		m.MSSBytes = DefaultMSSBytes
+	case m.MSSBytes < 0:
+		return req, fmt.Errorf("model.mss_bytes %d: want bytes > 0 (0 = default)", m.MSSBytes)
+	}
+	return req, nil
+}
+
+// Segment is one TCP connection of a plan: From is its client-side end.
+type Segment struct {
+	From  string  `json:"from"`
+	To    string  `json:"to"`
+	RTTMs float64 `json:"rtt_ms"`
+	// Receiver is the end whose receive window counts in the plan's
+	// direction: From for down, To for up, for both the slower way's.
+	Receiver    string `json:"receiver"`
+	WindowBytes int64  `json:"window_bytes"` // Receiver's window, bytes
+	// WindowAssumed says WindowBytes is Model.DefaultWindowBytes: the
+	// receiver's window is unknown.
+	WindowAssumed bool    `json:"window_assumed"`
+	LimitBps      float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
+	Loss          float64 `json:"loss"`      // fraction 0..1
+	// RateBps is the segment's ceiling in the plan's direction, bits/s:
+	// min(window·8/RTT, LimitBps, Mathis bound under Loss).
+	RateBps   float64 `json:"rate_bps"`
+	DownBps   float64 `json:"down_bps"`   // the ceiling for a download, bits/s
+	UpBps     float64 `json:"up_bps"`     // the ceiling for an upload, bits/s
+	LimitedBy string  `json:"limited_by"` // which term sets RateBps: "window", "limit" or "loss"
+	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
+	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
+	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
+}
+
+// Plan is one way from the client to the destination: direct (no relays)
+// or a chain of relays.
+type Plan struct {
+	Chain    []string  `json:"chain"` // relay names in order from the client; empty for direct
+	Segments []Segment `json:"segments"`
+	// Bottleneck is the index in Segments of the slowest segment; -1 when
+	// there are no segments (the direct path was not measured).
+	Bottleneck int `json:"bottleneck"`
+	// PredictedBps is the predicted throughput in the requested direction,
+	// bits/s: min over segments × (1−RelayOverhead)^len(Chain). For Both
+	// it is min(PredictedDownBps, PredictedUpBps).
+	PredictedBps     float64 `json:"predicted_bps"`
+	PredictedDownBps float64 `json:"predicted_down_bps"`
+	PredictedUpBps   float64 `json:"predicted_up_bps"`
+	// DirectPredictedBps is the direct plan's PredictedBps, bits/s; 0 when
+	// the direct path was not measured.
+	DirectPredictedBps float64 `json:"direct_predicted_bps"`
+	// Speedup is PredictedBps / DirectPredictedBps; 0 when the direct
+	// prediction is unknown or zero.
+	Speedup    float64  `json:"speedup"`
+	TotalRTTMs float64  `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
+	Reasons    []string `json:"reasons"`      // why this plan is what it is, and why it won or lost
+}
+
+// Result is the answer to a Request.
+type Result struct {
+	Client      string    `json:"client"`
+	Destination string    `json:"destination"`
+	Direction   Direction `json:"direction"`
+	// Best is the plan to use: Direct unless a chain beats it by
+	// Constraints.MinGain.
+	Best   Plan `json:"best"`
+	Direct Plan `json:"direct"`
+	// Alternatives are up to MaxAlternatives other chains, best first, each
+	// with the reason it lost. Direct is never among them.
+	Alternatives []Plan `json:"alternatives"`
+	// Notes say what the search left out or assumed for the whole matrix
+	// (stale pairs ignored, windows assumed).
+	Notes []string `json:"notes"`
+}
+
+// Limit kinds for Segment.LimitedBy.
+const (
+	limitedByWindow = "window"
+	limitedByLimit  = "limit"
+	limitedByLoss   = "loss"
+)
+
+// capBps is the direction-independent ceiling of a segment, bits/s: the
+// lower known bandwidth limit of its ends (limitBps, 0 = none) and, under
+// loss, the Mathis bound MSS·8·C/(RTT·√loss). +Inf when neither applies;
+// 0 when loss is total.
+func capBps(rttMs, limitBps, loss float64, mssBytes int) float64 {
+	c := math.Inf(1)
+	if limitBps > 0 {
+		c = limitBps
+	}
+	switch {
+	case loss >= 1:
+		return 0
+	case loss > 0:
+		return min(c, mathisBps(rttMs, loss, mssBytes))
+	}
+	return c
+}
+
+// mathisBps is the Mathis bound of a segment with loss > 0, bits/s.
+func mathisBps(rttMs, loss float64, mssBytes int) float64 {
+	return float64(mssBytes) * 8 * mathisC / (rttMs / 1000 * math.Sqrt(loss))
+}
+
+// windowBps is the window bound of a segment, bits/s: one window per round
+// trip, windowBytes·8 bits / (rttMs/1000) s.
+func windowBps(windowBytes int64, rttMs float64) float64 {
+	return float64(windowBytes) * 8000 / rttMs
+}
+
+// minLimit is the lower of two node limits where 0 means unknown.
+func minLimit(a, b float64) float64 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

@@ -1,0 +1,216 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The human-readable reasons of a Result. Each says what decided, with the
+// numbers that decided it.
+
+func (s *search) chainNames(chain []int32) string {
+	names := make([]string, len(chain))
+	for i, r := range chain {
+		names[i] = s.name(int(r))
+	}
+	return strings.Join(names, ", ")
+}
+
+// winReason says why chain top is the best plan.
+func (s *search) winReason(top, direct candidate, directKnown bool) string {
+	via := s.chainNames(top.chain)
+	switch {
+	case !directKnown:
+		return fmt.Sprintf("chain via %s chosen without a comparison: the direct path %s→%s is not measured",
+			via, s.name(s.client), s.name(s.dst))
+	case direct.predictedBps == 0:
+		return fmt.Sprintf("chain via %s wins: the direct path predicts 0 bit/s (total loss)", via)
+	}
+	return fmt.Sprintf("chain via %s wins: %.2f× direct (%s vs %s), a gain of %s ≥ the %s minimum",
+		via, top.predictedBps/direct.predictedBps, fmtBps(top.predictedBps), fmtBps(direct.predictedBps),
+		fmtPct(top.predictedBps/direct.predictedBps-1), fmtPct(s.req.Constraints.MinGain))
+}
+
+// directWinReason says why direct is the best plan; chains are the ranked
+// chains found.
+func (s *search) directWinReason(chains []candidate, direct candidate, directKnown bool) string {
+	if len(chains) == 0 {
+		why := fmt.Sprintf("no chain of up to %d relay%s connects %s and %s through usable pairs",
+			s.maxHops(), plural(s.maxHops()), s.name(s.client), s.name(s.dst))
+		switch {
+		case s.relays == 0:
+			why = "no relay is usable (none in the matrix, or all left out by include/exclude)"
+		case s.maxHops() == 0:
+			why = "constraints.max_hops is negative: direct only"
+		}
+		if !directKnown {
+			return "no prediction: the direct path is not measured and " + why
+		}
+		return "direct wins: " + why
+	}
+	return fmt.Sprintf("direct wins: best chain via %s %s", s.chainNames(chains[0].chain), s.versusDirect(chains[0], direct))
+}
+
+// versusDirect says why chain c lost to a direct path that is known and
+// predicts more than zero.
+func (s *search) versusDirect(c, direct candidate) string {
+	ratio := c.predictedBps / direct.predictedBps
+	switch { // the comparisons Search decides by, not ratio: same rounding
+	case c.predictedBps < direct.predictedBps:
+		return fmt.Sprintf("predicts %s, %.2f× direct (%s)", fmtBps(c.predictedBps), ratio, fmtBps(direct.predictedBps))
+	case c.predictedBps < direct.predictedBps*(1+s.req.Constraints.MinGain):
+		return fmt.Sprintf("gains only %s over direct (%s vs %s) < the %s minimum",
+			fmtPct(ratio-1), fmtBps(c.predictedBps), fmtBps(direct.predictedBps), fmtPct(s.req.Constraints.MinGain))
+	}
+	return fmt.Sprintf("ties with direct at %s and loses the tie-break: %s", fmtBps(c.predictedBps), tieBreak(c, direct))
+}
+
+// lossReason says why chain c is not the best plan.
+func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate) string {
+	if !chainWins {
+		return "lost to direct: " + s.versusDirect(c, direct)
+	}
+	if c.predictedBps < best.predictedBps {
+		return fmt.Sprintf("lost: %s slower than the best plan (via %s, %s)",
+			fmtPct(1-c.predictedBps/best.predictedBps), s.chainNames(best.chain), fmtBps(best.predictedBps))
+	}
+	return "lost on tie-break with the best plan: " + tieBreak(c, best)
+}
+
+// tieBreak says why loser ranks below winner at the same prediction.
+func tieBreak(loser, winner candidate) string {
+	switch {
+	case loser.rttMs != winner.rttMs:
+		return fmt.Sprintf("same prediction, higher total RTT (%s > %s)", fmtMs(loser.rttMs), fmtMs(winner.rttMs))
+	case len(loser.chain) != len(winner.chain):
+		return fmt.Sprintf("same prediction and total RTT, more relays (%d > %d)", len(loser.chain), len(winner.chain))
+	}
+	return "same prediction, total RTT and relay count; ordered by name"
+}
+
+// describe gives plan p's own reasons: what limits it and what it assumes.
+func (s *search) describe(p Plan) []string {
+	var out []string
+	b := p.Segments[p.Bottleneck]
+	if len(p.Chain) == 0 {
+		out = append(out, fmt.Sprintf("direct %s→%s (%s): %s, set by %s",
+			b.From, b.To, fmtMs(b.RTTMs), fmtBps(b.RateBps), s.limiter(b)))
+	} else {
+		out = append(out, fmt.Sprintf("segment %s→%s (%s) is the bottleneck at %s, set by %s",
+			b.From, b.To, fmtMs(b.RTTMs), fmtBps(b.RateBps), s.limiter(b)))
+		if f := s.req.Model.RelayOverhead; f > 0 {
+			k := len(p.Chain)
+			each := ""
+			if k > 1 {
+				each = " each"
+			}
+			out = append(out, fmt.Sprintf("%d relay%s at %s overhead%s: %s × %.3f = %s predicted",
+				k, plural(k), fmtPct(f), each, fmtBps(b.RateBps), s.factor[k], fmtBps(p.PredictedBps)))
+		}
+		out = append(out, windowReason(p))
+	}
+	if s.req.Direction == Both {
+		out = append(out, fmt.Sprintf("download %s, upload %s: planned for the lower",
+			fmtBps(p.PredictedDownBps), fmtBps(p.PredictedUpBps)))
+	}
+	var assumed []string
+	for _, seg := range p.Segments {
+		if seg.WindowAssumed && !slices.Contains(assumed, seg.Receiver) {
+			assumed = append(assumed, seg.Receiver)
+		}
+	}
+	if len(assumed) > 0 {
+		out = append(out, fmt.Sprintf("window unknown, assumed %s: %s",
+			fmtBytes(s.req.Model.DefaultWindowBytes), strings.Join(assumed, ", ")))
+	}
+	for _, seg := range p.Segments {
+		if seg.Estimated {
+			out = append(out, fmt.Sprintf("segment %s→%s: RTT %s is estimated, not measured", seg.From, seg.To, fmtMs(seg.RTTMs)))
+		}
+		if seg.Stale {
+			out = append(out, fmt.Sprintf("segment %s→%s: RTT measured %.0f s ago, older than the %.0f s limit (used because use_stale is set)",
+				seg.From, seg.To, seg.AgeSec, s.req.Constraints.MaxAgeSec))
+		}
+	}
+	return out
+}
+
+// limiter names the term that sets segment seg's rate.
+func (s *search) limiter(seg Segment) string {
+	switch seg.LimitedBy {
+	case limitedByLimit:
+		return fmt.Sprintf("the bandwidth limit %s of %s", fmtBps(seg.LimitBps), s.limitHolder(seg))
+	case limitedByLoss:
+		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
+	}
+	return fmt.Sprintf("the window %s of %s over %s", fmtBytes(seg.WindowBytes), seg.Receiver, fmtMs(seg.RTTMs))
+}
+
+// limitHolder names the end of seg whose limit_bps is seg.LimitBps.
+func (s *search) limitHolder(seg Segment) string {
+	for _, d := range s.node {
+		if n := s.m.Nodes[d]; n.Name == seg.From {
+			if n.LimitBps == seg.LimitBps {
+				return seg.From
+			}
+			break
+		}
+	}
+	return seg.To
+}
+
+// windowReason explains a chain's split by its windows: with equal windows
+// equal RTTs are best; with unequal ones the smallest window's segment is
+// kept short.
+func windowReason(p Plan) string {
+	small, longest := 0, 0
+	equal := true
+	for i, seg := range p.Segments {
+		if seg.WindowBytes != p.Segments[0].WindowBytes {
+			equal = false
+		}
+		if seg.WindowBytes < p.Segments[small].WindowBytes {
+			small = i
+		}
+		if seg.RTTMs > p.Segments[longest].RTTMs {
+			longest = i
+		}
+	}
+	if equal {
+		return fmt.Sprintf("equal windows (%s): equal segment RTTs are best; the longest segment, %s→%s, is %s",
+			fmtBytes(p.Segments[0].WindowBytes), p.Segments[longest].From, p.Segments[longest].To, fmtMs(p.Segments[longest].RTTMs))
+	}
+	seg := p.Segments[small]
+	where := ""
+	switch small {
+	case 0:
+		where = "; first relay placed near the client rather than at an equal-RTT split"
+	case len(p.Segments) - 1:
+		where = "; last relay placed near the destination rather than at an equal-RTT split"
+	}
+	return fmt.Sprintf("window-aware: %s's window %s is the smallest, so its segment %s→%s is kept short (%s)%s",
+		seg.Receiver, fmtBytes(seg.WindowBytes), seg.From, seg.To, fmtMs(seg.RTTMs), where)
+}
+
+// notes are the Result's notes about the whole search.
+func (s *search) notes(directKnown bool) []string {
+	out := []string{fmt.Sprintf("searched %d usable relay%s, chains of up to %d", s.relays, plural(s.relays), s.maxHops())}
+	if s.staleIgnored > 0 {
+		out = append(out, fmt.Sprintf("ignored %d stale pair%s (older than %.0f s); set use_stale to use them, marked stale",
+			s.staleIgnored, plural(s.staleIgnored), s.req.Constraints.MaxAgeSec))
+	}
+	if !directKnown {
+		out = append(out, fmt.Sprintf("the direct path %s→%s is not measured (or its pair is stale): chains cannot be compared with it",
+			s.name(s.client), s.name(s.dst)))
+	}
+	known := false
+	for _, i := range s.node {
+		known = known || s.m.Nodes[i].WindowBytes > 0
+	}
+	if !known {
+		out = append(out, fmt.Sprintf("no window known: every window assumed %s (equal windows: equal-RTT splits are best)",
+			fmtBytes(s.req.Model.DefaultWindowBytes)))
+	}
+	return out
+}

@@ -1,0 +1,569 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Search plans the path from req.Client to req.Destination over m: the
+// direct path, the best chain of at most MaxHops relays, and runners-up,
+// ranked, with reasons. It validates m as Matrix.Validate does. It is pure
+// and safe for concurrent use; it allocates about 20 bytes × n² for n
+// usable relays.
+//
+// When nothing connects the client to the destination, Best is the direct
+// plan without segments, and its reasons say so.
+//
+// The best chain is exact: the highest PredictedBps over every chain of
+// distinct relays within the constraints, ties going to the lower total
+// RTT, then fewer relays, then the lexicographically smaller chain.
+func Search(m *Matrix, req Request) (*Result, error) {
+	req, err := req.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	idx, err := m.index()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSearch(m, req, idx)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.walkPairs(idx, s.addPair); err != nil {
+		return nil, err
+	}
+	s.mirror()
+	return s.result(), nil
+}
+
+// search holds one Search: the dense graph of usable nodes and scratch
+// space for the dynamic programs.
+//
+// Dense indices: 0..relays−1 are the usable relays in name order (so index
+// order is name order, which the lexicographic tie-break relies on), then
+// the client, then the destination.
+type search struct {
+	m   *Matrix
+	req Request
+
+	node    []int     // dense index → index in m.Nodes
+	dense   []int32   // index in m.Nodes → dense index; −1 = not usable in this search
+	windows []int64   // dense index → window as a receiver, bytes (unknown ones assumed)
+	limits  []float64 // dense index → LimitBps, bits/s; 0 = unknown
+	relays  int
+	n       int // relays + 2: the row length of rate and pairOf
+	client  int
+	dst     int
+
+	// rate[u*n+v] is the ceiling of segment u→v (u on the client side) in
+	// the requested direction, bits/s; 0 = no usable pair.
+	rate []float64
+	// rtt[u*n+v] is the RTT of the usable pair u–v, milliseconds; 0 =
+	// none. Dense beside rate because the route program reads it along
+	// rows; through pairOf it would miss the cache on every read.
+	rtt []float64
+	// pairOf[u*n+v] is 1 + the index in m.Pairs of the pair u–v, in one of
+	// the two cells u→v and v→u (see pair); 0 = none.
+	pairOf []int32
+	// factor[k] is (1−RelayOverhead)^k: what k relays leave of a rate.
+	factor []float64
+	// staleIgnored counts stale pairs between usable nodes left out.
+	staleIgnored int
+
+	// Scratch, reused across runs: layer buffers of the bottleneck
+	// program, and per-layer distances and parents of the route program.
+	layerA, layerB []float64
+	dist           [][]float64
+	par            [][]int32
+}
+
+// candidate is a chain found by the search, in dense indices.
+type candidate struct {
+	chain        []int32
+	predictedBps float64
+	rttMs        float64
+	origin       string // how it was found, for its reasons: "best chain with 2 relays; best chain avoiding r1"
+}
+
+func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
+	ci, ok := idx[req.Client]
+	if !ok {
+		return nil, fmt.Errorf("client %q: not a node of the matrix", req.Client)
+	}
+	di, ok := idx[req.Destination]
+	if !ok {
+		return nil, fmt.Errorf("destination %q: not a node of the matrix (Matrix.Resolve maps regions to nodes)", req.Destination)
+	}
+	if ci == di {
+		return nil, fmt.Errorf("client and destination are both %q", req.Client)
+	}
+	usable := func(i int) bool { return m.Nodes[i].Relay && i != ci && i != di }
+	names := func(field string, list []string) (map[int]bool, error) {
+		set := make(map[int]bool, len(list))
+		for _, name := range list {
+			i, ok := idx[name]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("constraints.%s: unknown relay %q", field, name)
+			case !m.Nodes[i].Relay:
+				return nil, fmt.Errorf("constraints.%s: %q is not a relay", field, name)
+			}
+			set[i] = true
+		}
+		return set, nil
+	}
+	include, err := names("include", req.Constraints.Include)
+	if err != nil {
+		return nil, err
+	}
+	exclude, err := names("exclude", req.Constraints.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	s := &search{m: m, req: req, dense: make([]int32, len(m.Nodes))}
+	for i := range m.Nodes {
+		s.dense[i] = -1
+		if usable(i) && (len(include) == 0 || include[i]) && !exclude[i] {
+			s.node = append(s.node, i)
+		}
+	}
+	slices.SortFunc(s.node, func(a, b int) int { return cmp.Compare(m.Nodes[a].Name, m.Nodes[b].Name) })
+	s.relays = len(s.node)
+	s.client, s.dst = s.relays, s.relays+1
+	s.node = append(s.node, ci, di)
+	s.n = len(s.node)
+	s.windows, s.limits = make([]int64, s.n), make([]float64, s.n)
+	for d, i := range s.node {
+		s.dense[i] = int32(d)
+		s.limits[d] = m.Nodes[i].LimitBps
+		s.windows[d] = m.Nodes[i].WindowBytes
+		if s.windows[d] <= 0 {
+			s.windows[d] = req.Model.DefaultWindowBytes
+		}
+	}
+	s.rate = make([]float64, s.n*s.n)
+	s.rtt = make([]float64, s.n*s.n)
+	s.pairOf = make([]int32, s.n*s.n)
+	hops := min(req.Constraints.MaxHops, s.relays)
+	s.factor = make([]float64, hops+1)
+	s.factor[0] = 1
+	for k := 1; k <= hops; k++ {
+		s.factor[k] = s.factor[k-1] * (1 - req.Model.RelayOverhead)
+	}
+	return s, nil
+}
+
+// maxHops is the most relays a chain can have in this search.
+func (s *search) maxHops() int { return len(s.factor) - 1 }
+
+// addPair is walkPairs' visitor: it enters pair k, between m.Nodes a and
+// b, when both ends are usable and it is not stale. It writes only cell
+// a→b, with the pair's direction-independent cap in rate: sorted pairs
+// then fill the tables row by row; mirror does the rest.
+func (s *search) addPair(k, a, b int) {
+	da, db := int(s.dense[a]), int(s.dense[b])
+	if da < 0 || db < 0 {
+		return
+	}
+	p := &s.m.Pairs[k]
+	if p.AgeSec > s.req.Constraints.MaxAgeSec && !s.req.Constraints.UseStale {
+		s.staleIgnored++
+		return
+	}
+	x := da*s.n + db
+	s.rate[x] = s.capBps(da, db, p)
+	s.rtt[x] = p.RTTMs
+	s.pairOf[x] = int32(k + 1)
+}
+
+// mirror completes what addPair entered: for every pair, both cells u→v
+// and v→u of rate (the directed ceilings) and rtt. pairOf stays as it is:
+// only the few segments of the plans reported read it. It walks the
+// matrix in tiles so that the transposed cells stay in cache: cell by cell
+// down a column, each write would miss the cache and the TLB.
+func (s *search) mirror() {
+	const tile = 64
+	n := s.n
+	for u0 := 0; u0 < n; u0 += tile {
+		for v0 := u0; v0 < n; v0 += tile {
+			for u := u0; u < min(u0+tile, n); u++ {
+				for v := max(v0, u+1); v < min(v0+tile, n); v++ {
+					x, y := u*n+v, v*n+u
+					src := x
+					if s.pairOf[x] == 0 {
+						if s.pairOf[y] == 0 {
+							continue
+						}
+						src = y
+					}
+					c, rtt := s.rate[src], s.rtt[src]
+					wu, wv := windowBps(s.windows[u], rtt), windowBps(s.windows[v], rtt)
+					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
+					s.rtt[x], s.rtt[y] = rtt, rtt
+				}
+			}
+		}
+	}
+}
+
+// capBps is capBps for the pair p between dense nodes u and v.
+func (s *search) capBps(u, v int, p *Pair) float64 {
+	return capBps(p.RTTMs, minLimit(s.limits[u], s.limits[v]), p.Loss, s.req.Model.MSSBytes)
+}
+
+// dirRate is a segment's ceiling in the requested direction, bits/s, from
+// the window bounds with its client-side end (fromBps) and its
+// destination-side end (toBps) receiving, under the cap capBps.
+func (s *search) dirRate(fromBps, toBps, capBps float64) float64 {
+	switch s.req.Direction {
+	case Up:
+		return min(toBps, capBps)
+	case Both:
+		return min(fromBps, toBps, capBps)
+	}
+	return min(fromBps, capBps)
+}
+
+// bottlenecks returns best[k] for k = 1..maxHops (best[0] unused): the
+// highest bottleneck rate over walks client → k relays → destination that
+// avoid relay ban (−1: none), bits/s; 0 = no such walk, or none whose
+// prediction best[k]·factor[k] reaches lbBps.
+//
+// It is a Bellman-Ford over hop count with (max, min) in place of
+// (min, +): layer[v] is the best bottleneck reaching relay v with k
+// relays. Walks may repeat a relay; Search only keeps simple chains, and
+// a walk repeating a relay is never better than the shorter simple chain
+// inside it (same or higher bottleneck, less overhead, less RTT).
+//
+// lbBps is a prediction some simple chain is known to reach; the bound
+// rises as layers find better walks. A walk through relay u at layer j
+// predicts at most layer[u]·factor[j], so rows below the bound are
+// skipped: on a spread-out fleet most of them. That can only lower a
+// best[k] that could not reach the bound anyway; those are reported as 0.
+func (s *search) bottlenecks(ban int, lbBps float64) []float64 {
+	n, r := s.n, s.relays
+	best := make([]float64, s.maxHops()+1)
+	prev, cur := s.layerA[:r], s.layerB[:r]
+	copy(prev, s.rate[s.client*n:s.client*n+r])
+	for k := 1; ; k++ {
+		if ban >= 0 {
+			prev[ban] = 0
+		}
+		for u, bu := range prev {
+			best[k] = max(best[k], min(bu, s.rate[u*n+s.dst]))
+		}
+		if best[k]*s.factor[k] < lbBps {
+			best[k] = 0 // maybe lowered by skipped rows: unknown, and below the bound
+		}
+		lbBps = max(lbBps, best[k]*s.factor[k])
+		if k == len(best)-1 {
+			return best
+		}
+		clear(cur)
+		for u, bu := range prev {
+			if bu == 0 || bu*s.factor[k] < lbBps {
+				continue
+			}
+			// The hot loop: one row of rate, read in order. The min/max
+			// builtins compile to branch-free code; comparisons with
+			// branches cost 4× on real data, where they are unpredictable.
+			row := s.rate[u*n : u*n+r]
+			cur := cur[:len(row)]
+			for v, rv := range row {
+				cur[v] = max(cur[v], min(rv, bu))
+			}
+		}
+		prev, cur = cur, prev
+	}
+}
+
+// route returns the walk client → k relays → destination with the least
+// total RTT among those whose every segment rate is at least floorBps,
+// ties going to the lexicographically smaller chain, avoiding relay ban
+// (−1: none), and its total RTT. floorBps must be a bottlenecks()[k] > 0
+// for the same ban: then such a walk exists, and this is the best walk
+// with k relays.
+func (s *search) route(k int, floorBps float64, ban int) ([]int32, float64) {
+	n, r := s.n, s.relays
+	inf := math.Inf(1)
+	d1 := s.dist[1][:r]
+	for v := range d1 {
+		d1[v] = inf
+		if s.rate[s.client*n+v] >= floorBps && v != ban {
+			d1[v] = s.rtt[s.client*n+v]
+		}
+	}
+	for j := 2; j <= k; j++ {
+		prev, cur, par := s.dist[j-1][:r], s.dist[j][:r], s.par[j][:r]
+		for v := range cur {
+			cur[v] = inf
+		}
+		for u, du := range prev {
+			if du == inf {
+				continue
+			}
+			rtt := s.rtt[u*n : u*n+r]
+			for v, rv := range s.rate[u*n : u*n+r] {
+				if rv < floorBps || v == ban {
+					continue
+				}
+				c := du + rtt[v]
+				if c < cur[v] || (c == cur[v] && s.prefixLess(j-1, int32(u), par[v])) {
+					cur[v], par[v] = c, int32(u)
+				}
+			}
+		}
+	}
+	last, total := int32(-1), inf
+	for u, du := range s.dist[k][:r] {
+		if du == inf || s.rate[u*n+s.dst] < floorBps {
+			continue
+		}
+		c := du + s.rtt[u*n+s.dst]
+		if c < total || (c == total && s.prefixLess(k, int32(u), last)) {
+			last, total = int32(u), c
+		}
+	}
+	if last < 0 {
+		panic("planner: no route at a bottleneck the same graph reached")
+	}
+	chain := make([]int32, k)
+	chain[k-1] = last
+	for j := k; j > 1; j-- {
+		chain[j-2] = s.par[j][chain[j-1]]
+	}
+	return chain, total
+}
+
+// prefixLess reports whether the best route prefix of j relays ending at u
+// sorts before the one ending at w. Walking back, the last difference
+// seen is the earliest position, which decides.
+func (s *search) prefixLess(j int, u, w int32) bool {
+	less := false
+	for ; ; j-- {
+		if u != w {
+			less = u < w
+		}
+		if j == 1 {
+			return less
+		}
+		u, w = s.par[j][u], s.par[j][w]
+	}
+}
+
+// candidates returns simple chains avoiding relay ban (−1: none), sorted
+// best first: with all, the best chain for every relay count that predicts
+// at least as much as every shorter count's best (a longer, slower chain
+// is never worth listing); without, only the best chain overall. lbBps is
+// a prediction a chain avoiding ban is known to reach (0: none known).
+func (s *search) candidates(ban int, lbBps float64, all bool, origin func(k int) string) []candidate {
+	best := s.bottlenecks(ban, lbBps)
+	ks := make([]int, 0, len(best))
+	for k := 1; k < len(best); k++ {
+		if best[k] > 0 {
+			ks = append(ks, k)
+		}
+	}
+	pred := func(k int) float64 { return best[k] * s.factor[k] }
+	slices.SortStableFunc(ks, func(a, b int) int { return cmp.Compare(pred(b), pred(a)) })
+	var out []candidate
+	for _, k := range ks {
+		if !all && len(out) > 0 && pred(k) < out[0].predictedBps {
+			break // sorted: no later k can reach the best found
+		}
+		chain, rttMs := s.route(k, best[k], ban)
+		if hasRepeat(chain) {
+			// The cheapest walk at this bottleneck repeats a relay: the
+			// simple chain inside it, found at a smaller k, beats it.
+			continue
+		}
+		out = append(out, candidate{chain: chain, predictedBps: pred(k), rttMs: rttMs, origin: origin(k)})
+		slices.SortFunc(out, compareCandidates)
+	}
+	if !all && len(out) > 1 {
+		out = out[:1]
+	}
+	return out
+}
+
+func hasRepeat(chain []int32) bool {
+	for i := range chain {
+		if slices.Contains(chain[i+1:], chain[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// compareCandidates is the ranking: higher prediction, then lower total
+// RTT, then fewer relays, then the lexicographically smaller chain (dense
+// index order is name order). Direct is the candidate with no relays.
+func compareCandidates(a, b candidate) int {
+	return cmp.Or(
+		cmp.Compare(b.predictedBps, a.predictedBps),
+		cmp.Compare(a.rttMs, b.rttMs),
+		cmp.Compare(len(a.chain), len(b.chain)),
+		slices.Compare(a.chain, b.chain),
+	)
+}
+
+// result runs the search and assembles the ranked plans.
+func (s *search) result() *Result {
+	req := s.req
+	res := &Result{Client: req.Client, Destination: req.Destination, Direction: req.Direction, Alternatives: []Plan{}, Notes: []string{}}
+
+	cd := s.client*s.n + s.dst
+	direct, directKnown := candidate{chain: []int32{}, predictedBps: s.rate[cd], rttMs: s.rtt[cd]}, s.rtt[cd] > 0
+
+	var chains []candidate
+	if hops := s.maxHops(); hops > 0 {
+		s.layerA, s.layerB = make([]float64, s.relays), make([]float64, s.relays)
+		s.dist, s.par = make([][]float64, hops+1), make([][]int32, hops+1)
+		for j := 1; j <= hops; j++ {
+			s.dist[j], s.par[j] = make([]float64, s.relays), make([]int32, s.relays)
+		}
+		chains = s.candidates(-1, 0, true, func(k int) string { return fmt.Sprintf("best chain with %d relay%s", k, plural(k)) })
+	}
+	// Fallbacks: the best chain avoiding each relay of the top chain, in
+	// case that relay fails or is busy. Chains already found that avoid
+	// it bound the search from below.
+	if len(chains) > 0 {
+		for _, r := range chains[0].chain {
+			name, lbBps := s.name(int(r)), 0.0
+			for _, c := range chains {
+				if !slices.Contains(c.chain, r) {
+					lbBps = max(lbBps, c.predictedBps)
+				}
+			}
+			for _, c := range s.candidates(int(r), lbBps, false, func(int) string { return "best chain avoiding " + name }) {
+				i := slices.IndexFunc(chains, func(o candidate) bool { return slices.Equal(o.chain, c.chain) })
+				if i < 0 {
+					chains = append(chains, c)
+				} else {
+					chains[i].origin += "; " + c.origin
+				}
+			}
+		}
+		slices.SortFunc(chains, compareCandidates)
+	}
+
+	res.Direct = s.plan(direct, direct, directKnown)
+	chainWins := false
+	var top candidate
+	if len(chains) > 0 {
+		top = chains[0]
+		chainWins = !directKnown || direct.predictedBps == 0 ||
+			(top.predictedBps >= direct.predictedBps*(1+req.Constraints.MinGain) && compareCandidates(top, direct) < 0)
+	}
+	if chainWins {
+		res.Best = s.plan(top, direct, directKnown)
+		res.Best.Reasons = slices.Insert(res.Best.Reasons, 0, s.winReason(top, direct, directKnown))
+		if directKnown && direct.predictedBps > 0 {
+			res.Direct.Reasons = append(res.Direct.Reasons, fmt.Sprintf("direct loses: chain via %s predicts %.2f× direct",
+				s.chainNames(top.chain), top.predictedBps/direct.predictedBps))
+		}
+		chains = chains[1:]
+	} else {
+		res.Direct.Reasons = slices.Insert(res.Direct.Reasons, 0, s.directWinReason(chains, direct, directKnown))
+		res.Best = res.Direct
+		res.Best.Segments, res.Best.Reasons = slices.Clone(res.Direct.Segments), slices.Clone(res.Direct.Reasons)
+	}
+	for _, c := range chains[:min(len(chains), MaxAlternatives)] {
+		p := s.plan(c, direct, directKnown)
+		lost := s.lossReason(c, chainWins, top, direct)
+		p.Reasons = slices.Insert(p.Reasons, 0, lost+" — "+c.origin)
+		res.Alternatives = append(res.Alternatives, p)
+	}
+	res.Notes = s.notes(directKnown)
+	return res
+}
+
+func (s *search) name(d int) string { return s.m.Nodes[s.node[d]].Name }
+
+// plan builds the Plan for candidate c, with its own reasons; direct is
+// the direct candidate, for the speed-up.
+func (s *search) plan(c, direct candidate, directKnown bool) Plan {
+	p := Plan{Chain: make([]string, len(c.chain)), Bottleneck: -1, Segments: []Segment{}, Reasons: []string{}}
+	if directKnown {
+		p.DirectPredictedBps = direct.predictedBps
+	}
+	if len(c.chain) == 0 && !directKnown {
+		p.Reasons = append(p.Reasons, fmt.Sprintf("direct path %s→%s not measured: no usable pair", s.name(s.client), s.name(s.dst)))
+		return p
+	}
+	path := make([]int, 0, len(c.chain)+2)
+	path = append(path, s.client)
+	for i, r := range c.chain {
+		p.Chain[i] = s.name(int(r))
+		path = append(path, int(r))
+	}
+	path = append(path, s.dst)
+	minRate, minDown, minUp := math.Inf(1), math.Inf(1), math.Inf(1)
+	for i := 0; i+1 < len(path); i++ {
+		seg := s.segment(path[i], path[i+1])
+		if seg.RateBps < minRate {
+			minRate, p.Bottleneck = seg.RateBps, i
+		}
+		minDown, minUp = min(minDown, seg.DownBps), min(minUp, seg.UpBps)
+		p.TotalRTTMs += seg.RTTMs
+		p.Segments = append(p.Segments, seg)
+	}
+	f := s.factor[len(c.chain)]
+	p.PredictedBps, p.PredictedDownBps, p.PredictedUpBps = minRate*f, minDown*f, minUp*f
+	if p.DirectPredictedBps > 0 {
+		p.Speedup = p.PredictedBps / p.DirectPredictedBps
+	}
+	p.Reasons = s.describe(p)
+	return p
+}
+
+// pair returns the usable pair between dense nodes u and v.
+func (s *search) pair(u, v int) *Pair {
+	k := max(s.pairOf[u*s.n+v], s.pairOf[v*s.n+u])
+	return &s.m.Pairs[k-1]
+}
+
+// segment describes the usable segment u→v (u on the client side).
+func (s *search) segment(u, v int) Segment {
+	pair := s.pair(u, v)
+	c := s.capBps(u, v, pair)
+	wu, wv := windowBps(s.windows[u], pair.RTTMs), windowBps(s.windows[v], pair.RTTMs)
+	seg := Segment{
+		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: pair.Loss,
+		LimitBps:  minLimit(s.limits[u], s.limits[v]),
+		RateBps:   s.dirRate(wu, wv, c),
+		DownBps:   min(wu, c),
+		UpBps:     min(wv, c),
+		Estimated: pair.Estimated,
+		Stale:     pair.AgeSec > s.req.Constraints.MaxAgeSec,
+		AgeSec:    pair.AgeSec,
+	}
+	// The receiver whose window counts: the client side for a download,
+	// the destination side for an upload, the slower way for both.
+	recv, wBps := u, wu
+	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
+		recv, wBps = v, wv
+	}
+	seg.Receiver = s.name(recv)
+	seg.WindowBytes = s.windows[recv]
+	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0
+	switch {
+	case wBps <= c:
+		seg.LimitedBy = limitedByWindow
+	case seg.LimitBps > 0 && c == seg.LimitBps:
+		seg.LimitedBy = limitedByLimit
+	default:
+		seg.LimitedBy = limitedByLoss
+	}
+	return seg
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

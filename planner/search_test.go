@@ -1,0 +1,404 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The brute force below is an independent model: it enumerates every chain
+// of distinct relays, computes each segment from the formulas in the
+// package documentation written out again, and ranks with tolerance. Search
+// must agree with it on the best plan.
+
+// bfPlan is a chain as the brute force rates it.
+type bfPlan struct {
+	chain []string
+	bps   float64 // prediction in the requested direction, bits/s
+	rttMs float64
+}
+
+// bfEps is the relative tolerance between the brute force's arithmetic and
+// Search's: the same formulas, other operation order.
+const bfEps = 1e-9
+
+func near(a, b float64) bool { return math.Abs(a-b) <= bfEps*math.Max(math.Abs(a), math.Abs(b)) }
+
+// bfCompare ranks like compareCandidates, with tolerance.
+func bfCompare(a, b bfPlan) int {
+	if !near(a.bps, b.bps) {
+		return cmp.Compare(b.bps, a.bps)
+	}
+	if !near(a.rttMs, b.rttMs) {
+		return cmp.Compare(a.rttMs, b.rttMs)
+	}
+	return cmp.Or(cmp.Compare(len(a.chain), len(b.chain)), slices.Compare(a.chain, b.chain))
+}
+
+type bruteForce struct {
+	m       *Matrix
+	req     Request
+	nodes   map[string]Node
+	pairs   map[[2]string]Pair
+	relays  []string
+	maxHops int
+	overhd  float64
+	gain    float64
+	window  int64
+	mss     float64
+}
+
+func newBruteForce(m *Matrix, req Request) *bruteForce {
+	bf := &bruteForce{m: m, req: req, nodes: map[string]Node{}, pairs: map[[2]string]Pair{}}
+	c := req.Constraints
+	bf.maxHops = c.MaxHops
+	if bf.maxHops == 0 {
+		bf.maxHops = 4
+	}
+	bf.gain = c.MinGain
+	if bf.gain == 0 {
+		bf.gain = 0.10
+	}
+	bf.gain = math.Max(bf.gain, 0)
+	maxAge := c.MaxAgeSec
+	if maxAge == 0 {
+		maxAge = 300
+	}
+	bf.overhd = req.Model.RelayOverhead
+	if bf.overhd == 0 {
+		bf.overhd = 0.02
+	}
+	bf.overhd = math.Max(bf.overhd, 0)
+	bf.window = req.Model.DefaultWindowBytes
+	if bf.window == 0 {
+		bf.window = 3 << 20
+	}
+	bf.mss = float64(req.Model.MSSBytes)
+	if bf.mss == 0 {
+		bf.mss = 1448
+	}
+	for _, n := range m.Nodes {
+		bf.nodes[n.Name] = n
+		usable := n.Relay && n.Name != req.Client && n.Name != req.Destination &&
+			(len(c.Include) == 0 || slices.Contains(c.Include, n.Name)) && !slices.Contains(c.Exclude, n.Name)
+		if usable {
+			bf.relays = append(bf.relays, n.Name)
+		}
+	}
+	for _, p := range m.Pairs {
+		if maxAge > 0 && p.AgeSec > maxAge && !c.UseStale {
+			continue
+		}
+		bf.pairs[[2]string{p.A, p.B}] = p
+		bf.pairs[[2]string{p.B, p.A}] = p
+	}
+	return bf
+}
+
+// rate is segment from→to's rate in direction dir, bits/s; ok false
+// without a usable pair.
+func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
+	p, ok := bf.pairs[[2]string{from, to}]
+	if !ok {
+		return 0, false
+	}
+	if dir == Both {
+		down, _ := bf.rate(from, to, Down)
+		up, _ := bf.rate(from, to, Up)
+		return math.Min(down, up), true
+	}
+	recv := bf.nodes[from]
+	if dir == Up {
+		recv = bf.nodes[to]
+	}
+	w := recv.WindowBytes
+	if w == 0 {
+		w = bf.window
+	}
+	rttSec := p.RTTMs / 1000
+	r := float64(w) * 8 / rttSec
+	for _, lim := range []float64{bf.nodes[from].LimitBps, bf.nodes[to].LimitBps} {
+		if lim > 0 {
+			r = math.Min(r, lim)
+		}
+	}
+	switch {
+	case p.Loss == 1: // nothing answered: unusable, not the Mathis value
+		r = 0
+	case p.Loss > 0:
+		r = math.Min(r, bf.mss*8*1.22/(rttSec*math.Sqrt(p.Loss)))
+	}
+	return r, true
+}
+
+// plan rates the path through chain in the requested direction; ok false
+// when a pair is missing or a segment moves nothing.
+func (bf *bruteForce) plan(chain []string, dir Direction) (bfPlan, bool) {
+	if dir == "" {
+		dir = Down
+	}
+	path := append(append([]string{bf.req.Client}, chain...), bf.req.Destination)
+	p := bfPlan{chain: chain, bps: math.Inf(1)}
+	for i := 0; i+1 < len(path); i++ {
+		r, ok := bf.rate(path[i], path[i+1], dir)
+		if !ok {
+			return p, false
+		}
+		p.bps = math.Min(p.bps, r)
+		p.rttMs += bf.pairs[[2]string{path[i], path[i+1]}].RTTMs
+	}
+	p.bps *= math.Pow(1-bf.overhd, float64(len(chain)))
+	return p, len(chain) == 0 || p.bps > 0
+}
+
+// chains enumerates every usable chain, ranked.
+func (bf *bruteForce) chains() []bfPlan {
+	var out []bfPlan
+	var walk func(chain []string)
+	walk = func(chain []string) {
+		if len(chain) > 0 {
+			if p, ok := bf.plan(slices.Clone(chain), bf.req.Direction); ok {
+				out = append(out, p)
+			}
+		}
+		if len(chain) == bf.maxHops {
+			return
+		}
+		for _, r := range bf.relays {
+			if !slices.Contains(chain, r) {
+				walk(append(chain, r))
+			}
+		}
+	}
+	if bf.maxHops > 0 {
+		walk(nil)
+	}
+	slices.SortFunc(out, bfCompare)
+	return out
+}
+
+// randomCase builds a small random matrix and request. Half the cases use
+// coarse values (integer RTTs, a few window sizes) so that ties happen.
+func randomCase(rng *rand.Rand) (*Matrix, Request) {
+	coarse := rng.IntN(2) == 0
+	relays := rng.IntN(9)
+	m := &Matrix{}
+	names := []string{"client", "dst", "other"}
+	for i := range relays {
+		names = append(names, fmt.Sprintf("r%d", i))
+	}
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	windows := []int64{0, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
+	for _, name := range names {
+		n := Node{Name: name, Relay: strings.HasPrefix(name, "r")}
+		if rng.IntN(3) > 0 {
+			n.WindowBytes = windows[rng.IntN(len(windows))]
+			if !coarse && n.WindowBytes > 0 {
+				n.WindowBytes += rng.Int64N(n.WindowBytes)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			n.LimitBps = float64(1+rng.IntN(100)) * 1e7
+		}
+		m.Nodes = append(m.Nodes, n)
+	}
+	density := 0.5 + rng.Float64()/2
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			if rng.Float64() > density {
+				continue
+			}
+			p := Pair{A: a, B: b, RTTMs: 0.5 + rng.Float64()*100}
+			if coarse {
+				p.RTTMs = float64(1 + rng.IntN(12))
+			}
+			if rng.IntN(2) == 0 {
+				p.A, p.B = b, a
+			}
+			switch rng.IntN(10) {
+			case 0:
+				p.Loss = 1
+			case 1, 2:
+				p.Loss = rng.Float64() * 0.05
+			}
+			p.Estimated = rng.IntN(5) == 0
+			if rng.IntN(4) == 0 {
+				p.AgeSec = rng.Float64() * 600
+			}
+			m.Pairs = append(m.Pairs, p)
+		}
+	}
+	rng.Shuffle(len(m.Pairs), func(i, j int) { m.Pairs[i], m.Pairs[j] = m.Pairs[j], m.Pairs[i] })
+
+	req := Request{Client: "client", Destination: "dst", Direction: []Direction{"", Down, Up, Both}[rng.IntN(4)]}
+	c := &req.Constraints
+	c.MaxHops = rng.IntN(6) - 1 // −1 (none) .. 4, 0 = default
+	var relayNames []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "r") {
+			relayNames = append(relayNames, n)
+		}
+	}
+	for _, r := range relayNames {
+		switch rng.IntN(12) {
+		case 0:
+			c.Exclude = append(c.Exclude, r)
+		case 1, 2:
+			c.Include = append(c.Include, r)
+		}
+	}
+	c.MinGain = []float64{0, -1, rng.Float64() * 0.5}[rng.IntN(3)]
+	c.MaxAgeSec = []float64{0, -1, rng.Float64() * 600}[rng.IntN(3)]
+	c.UseStale = rng.IntN(3) == 0
+	req.Model.RelayOverhead = []float64{0, -1, rng.Float64() * 0.2}[rng.IntN(3)]
+	if rng.IntN(3) == 0 {
+		req.Model.DefaultWindowBytes = windows[1+rng.IntN(len(windows)-1)]
+	}
+	if rng.IntN(4) == 0 {
+		req.Model.MSSBytes = 536 + rng.IntN(8000)
+	}
+	return m, req
+}
+
+// TestSearchMatchesBruteForce is the exactness proof: on thousands of
+// random inputs Search's best plan predicts what the best of all chains
+// predicts, and every plan it returns is a valid chain rated right.
+func TestSearchMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := 3000
+	if testing.Short() {
+		cases = 300
+	}
+	chainWins, tieBroken, boundary := 0, 0, 0
+	for i := range cases {
+		m, req := randomCase(rng)
+		res, err := Search(m, req)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		bf := newBruteForce(m, req)
+		all := bf.chains()
+		direct, directKnown := bf.plan(nil, req.Direction)
+
+		wantChain := len(all) > 0 && (!directKnown || direct.bps == 0 ||
+			(all[0].bps >= direct.bps*(1+bf.gain) && bfCompare(all[0], direct) < 0))
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("case %d: %s\nrequest %+v\nmatrix %+v\nbrute force top %+v\nresult:\n%s",
+				i, fmt.Sprintf(format, args...), req, m, all[:min(len(all), 3)], Explain(res))
+		}
+		if directKnown && !near(res.Direct.PredictedBps, direct.bps) {
+			fail("direct predicts %v, brute force %v", res.Direct.PredictedBps, direct.bps)
+		}
+		switch got := len(res.Best.Chain) > 0; {
+		case got != wantChain:
+			if !near(all[0].bps, direct.bps*(1+bf.gain)) {
+				fail("chain wins = %v, brute force says %v", got, wantChain)
+			}
+			boundary++ // a prediction at the min-gain boundary, within rounding
+		case wantChain:
+			chainWins++
+			if !near(res.Best.PredictedBps, all[0].bps) {
+				fail("best predicts %v, brute force %v (via %v)", res.Best.PredictedBps, all[0].bps, all[0].chain)
+			}
+			if !slices.Equal(res.Best.Chain, all[0].chain) {
+				// Allowed only where the brute force's tolerant ranking
+				// ties them on prediction: Search ranks exact floats.
+				got, _ := bf.plan(res.Best.Chain, req.Direction)
+				if !near(got.bps, all[0].bps) {
+					fail("best chain %v, brute force %v", res.Best.Chain, all[0].chain)
+				}
+				tieBroken++
+			}
+			checkPlan(t, bf, req, res.Best)
+		case len(all) > 0 && len(res.Alternatives) == 0:
+			fail("direct won, no alternatives, brute force has %d chains", len(all))
+		case len(all) > 0 && !slices.Equal(res.Alternatives[0].Chain, all[0].chain):
+			// Direct won: the first alternative is the best chain.
+			if got, _ := bf.plan(res.Alternatives[0].Chain, req.Direction); !near(got.bps, all[0].bps) {
+				fail("first alternative %v, brute force's best chain %v", res.Alternatives[0].Chain, all[0].chain)
+			}
+		}
+		for _, p := range res.Alternatives {
+			checkPlan(t, bf, req, p)
+			checkOrigin(t, all, p)
+		}
+		for j := 1; j < len(res.Alternatives); j++ {
+			a, b := res.Alternatives[j-1], res.Alternatives[j]
+			if a.PredictedBps < b.PredictedBps || slices.Equal(a.Chain, b.Chain) {
+				fail("alternatives %d and %d out of order or equal", j-1, j)
+			}
+		}
+	}
+	t.Logf("%d cases, %d won by a chain, %d resolved differently within rounding, %d at the min-gain boundary",
+		cases, chainWins, tieBroken, boundary)
+	if chainWins < cases/5 {
+		t.Errorf("only %d of %d cases exercise a winning chain", chainWins, cases)
+	}
+	if tieBroken+boundary > chainWins/100 {
+		t.Errorf("%d of %d chain wins differ from the brute force's choice", tieBroken, chainWins)
+	}
+}
+
+// checkPlan verifies that p is a valid chain (distinct usable relays, the
+// segments of that path) and that its numbers are the brute force's.
+func checkPlan(t *testing.T, bf *bruteForce, req Request, p Plan) {
+	t.Helper()
+	for i, r := range p.Chain {
+		if !slices.Contains(bf.relays, r) || slices.Contains(p.Chain[i+1:], r) {
+			t.Fatalf("chain %v: relay %q not usable or repeated", p.Chain, r)
+		}
+	}
+	path := append(append([]string{req.Client}, p.Chain...), req.Destination)
+	if len(p.Segments) != len(path)-1 {
+		t.Fatalf("chain %v: %d segments", p.Chain, len(p.Segments))
+	}
+	for i, seg := range p.Segments {
+		if seg.From != path[i] || seg.To != path[i+1] {
+			t.Fatalf("chain %v: segment %d is %s→%s", p.Chain, i, seg.From, seg.To)
+		}
+	}
+	dir := cmp.Or(req.Direction, Down)
+	want, ok := bf.plan(p.Chain, dir)
+	down, _ := bf.plan(p.Chain, Down)
+	up, _ := bf.plan(p.Chain, Up)
+	if !ok || !near(p.PredictedBps, want.bps) || !near(p.PredictedDownBps, down.bps) || !near(p.PredictedUpBps, up.bps) {
+		t.Fatalf("chain %v predicts %v (down %v, up %v), brute force %v (down %v, up %v)",
+			p.Chain, p.PredictedBps, p.PredictedDownBps, p.PredictedUpBps, want.bps, down.bps, up.bps)
+	}
+	if !near(p.TotalRTTMs, want.rttMs) {
+		t.Fatalf("chain %v: total RTT %v, brute force %v", p.Chain, p.TotalRTTMs, want.rttMs)
+	}
+	if p.Segments[p.Bottleneck].RateBps*math.Pow(1-bf.overhd, float64(len(p.Chain))) > p.PredictedBps*(1+bfEps) {
+		t.Fatalf("chain %v: bottleneck segment %d is not the slowest", p.Chain, p.Bottleneck)
+	}
+}
+
+// checkOrigin verifies an alternative is what its reason says it is: the
+// best chain with k relays, or the best chain avoiding a relay, or both.
+func checkOrigin(t *testing.T, all []bfPlan, p Plan) {
+	t.Helper()
+	_, origins, ok := strings.Cut(p.Reasons[0], " — ")
+	if !ok {
+		t.Fatalf("alternative %v: no origin in %q", p.Chain, p.Reasons[0])
+	}
+	for _, origin := range strings.Split(origins, "; ") {
+		var keep func(bfPlan) bool
+		var k int
+		if avoid, ok := strings.CutPrefix(origin, "best chain avoiding "); ok {
+			keep = func(c bfPlan) bool { return !slices.Contains(c.chain, avoid) }
+		} else if _, err := fmt.Sscanf(origin, "best chain with %d relay", &k); err == nil {
+			keep = func(c bfPlan) bool { return len(c.chain) == k }
+		} else {
+			t.Fatalf("alternative %v: origin %q", p.Chain, origin)
+		}
+		i := slices.IndexFunc(all, keep) // ranked: the first kept is the best
+		if i < 0 || !near(all[i].bps, p.PredictedBps) {
+			t.Fatalf("alternative %v (%s) predicts %v; brute force's: %v", p.Chain, origin, p.PredictedBps, all[max(i, 0):])
+		}
+	}
+}
