@@ -3,7 +3,10 @@ package relay
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
 
@@ -26,7 +30,7 @@ func (s *Server) newAdmin() *http.Server {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.Handle("GET /v1/info", s.adminAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /v1/info", s.adminAuth(s.viaPeer(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"name":    s.cfg.Name,
@@ -42,7 +46,7 @@ func (s *Server) newAdmin() *http.Server {
 		})
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
-	mux.Handle("GET /v1/probe", s.adminAuth(http.HandlerFunc(s.serveProbe)))
+	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
 	// The traffic source and sink `relayctl bench` measures against
 	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload). Transfers may
 	// outlive the admin server's read and write timeouts.
@@ -54,6 +58,68 @@ func (s *Server) newAdmin() *http.Server {
 		WriteTimeout:      30 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
 	}
+}
+
+// maxVia bounds ?via= paths.
+const maxVia = 8
+
+// viaPeer serves a request with ?via=r2,r3 by asking r2's admin API for the
+// same path with ?via=r3 (with this relay's admin token, the fleet's), and
+// so on: a client that cannot reach a relay (a linear lab, a relay only its
+// peers see) can still read its info and have it probe, through relays that
+// reach each other. Without via, h serves.
+func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		path := strings.Split(q.Get("via"), ",")
+		if path[0] == s.cfg.Name {
+			path = path[1:]
+		}
+		if len(path) == 0 || path[0] == "" {
+			h(w, r)
+			return
+		}
+		if len(path) > maxVia {
+			http.Error(w, fmt.Sprintf("via: at most %d relays", maxVia), http.StatusBadRequest)
+			return
+		}
+		via := path[0]
+		if s.measure == nil {
+			http.Error(w, "via: this relay has no registry (fleet or consul) to find "+via+" in", http.StatusNotFound)
+			return
+		}
+		relays, err := s.measure.reg.Relays(r.Context())
+		if err != nil {
+			http.Error(w, "via: registry: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		i := slices.IndexFunc(relays, func(p registry.Relay) bool { return p.Name == via })
+		if i < 0 || relays[i].Admin == "" {
+			http.Error(w, "via: no relay "+via+" with an admin address in the registry", http.StatusNotFound)
+			return
+		}
+		q.Del("via")
+		if len(path) > 1 {
+			q.Set("via", strings.Join(path[1:], ","))
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+relays[i].Admin+r.URL.Path+"?"+q.Encode(), nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if s.cfg.AdminToken != "" {
+			req.Header.Set("Authorization", "Bearer "+s.cfg.AdminToken)
+		}
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			http.Error(w, "via "+via+": "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, io.LimitReader(resp.Body, 1<<20))
+	})
 }
 
 // noDeadlines lifts the server's read and write deadlines for h: a

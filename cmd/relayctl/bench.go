@@ -87,6 +87,7 @@ type benchRun struct {
 	size     int64
 	duration time.Duration
 	streams  int
+	down, up bool      // which transfers to run
 	progress io.Writer // nil: no progress display
 }
 
@@ -281,6 +282,9 @@ func (b *benchRun) measure(ctx context.Context, p benchPath) *pathResult {
 		return res
 	}
 	for _, up := range []bool{false, true} {
+		if up && !b.up || !up && !b.down {
+			continue
+		}
 		what := "download"
 		if up {
 			what = "upload"
@@ -365,6 +369,7 @@ func benchCmd() *cobra.Command {
 	var size int64
 	var duration time.Duration
 	var streams int
+	var transfers []string
 	cmd := &cobra.Command{
 		Use:   "bench --dst <region|relay|host:port>",
 		Short: "Measure throughput and time to first byte, direct and through the planned chain",
@@ -407,6 +412,16 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				return errors.New("--matrix plans offline; bench measures a live fleet (use --fleet or --consul)")
 			}
 			run := &benchRun{target: p.Target.Addr, size: size, duration: duration, streams: streams}
+			for _, t := range transfers {
+				switch t {
+				case "down":
+					run.down = true
+				case "up":
+					run.up = true
+				default:
+					return fmt.Errorf("--transfers %q: want down, up or down,up", t)
+				}
+			}
 			if p.Target.Relay != "" {
 				run.prefix, run.token = "/v1/traffic", f.token()
 			}
@@ -465,6 +480,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.Int64Var(&size, "size", 16<<20, "bytes per stream and direction")
 	fl.DurationVar(&duration, "duration", 0, "transfer for this long per direction instead of --size")
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
+	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
 	return cmd

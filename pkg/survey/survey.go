@@ -168,34 +168,40 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 		res.Relays[r.Name] = r
 	}
 
-	// Windows and the per-relay probes run concurrently: each is a few
-	// round trips on a long path.
+	// Phase 1: this host's RTT to every relay and to the destination.
+	// Phase 2: every relay's window and RTT to the destination, from its
+	// admin API, or through one this host reaches (?via=) when this host
+	// cannot reach it. Each phase runs concurrently: a few round trips on
+	// a long path each.
 	type relayInfo struct {
-		window      int64
-		toDst       probe.Summary
-		fromHere    probe.Summary
-		infoErr     error
-		dstErr      error
-		isRegionDst bool
+		window   int64
+		toDst    probe.Summary
+		fromHere probe.Summary
+		infoErr  error
+		dstErr   error
 	}
 	infos := make([]relayInfo, len(usable))
+	var direct probe.Summary
 	var wg sync.WaitGroup
 	for i, r := range usable {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := &infos[i]
-			in.window, in.infoErr = s.relayWindow(ctx, r)
-			in.toDst, in.dstErr = s.relayProbe(ctx, r, target.Addr)
-			in.fromHere = probe.Sample(ctx, r.Admin, s.count(), probeGap, s.timeout(), s.Measure)
-		}()
+		wg.Go(func() { infos[i].fromHere = probe.Sample(ctx, r.Admin, s.count(), probeGap, s.timeout(), s.Measure) })
 	}
-	var direct probe.Summary
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		direct = probe.Sample(ctx, target.Addr, s.count(), probeGap, s.timeout(), s.Measure)
-	}()
+	wg.Go(func() { direct = probe.Sample(ctx, target.Addr, s.count(), probeGap, s.timeout(), s.Measure) })
+	wg.Wait()
+	var reachable []registry.Relay
+	for i, r := range usable {
+		if infos[i].fromHere.Reachable() {
+			reachable = append(reachable, r)
+		}
+	}
+	for i, r := range usable {
+		wg.Go(func() {
+			in := &infos[i]
+			ap := relayPath(r, in.fromHere.Reachable(), reachable, res.Relays, pairs)
+			in.window, in.infoErr = s.relayWindow(ctx, ap)
+			in.toDst, in.dstErr = s.relayProbe(ctx, ap, target.Addr)
+		})
+	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -264,9 +270,64 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, now tim
 	return out
 }
 
-// adminGet GETs path from a relay's admin API into v.
-func (s *Survey) adminGet(ctx context.Context, r registry.Relay, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+path, nil)
+// adminPath is how to reach r's admin API: the relay this host calls, and
+// the relays it forwards through (?via=, ending with r). r itself when this
+// host reaches it; else the shortest path over relay pairs that answer
+// each other's probes, from a relay this host reaches.
+type adminPath struct {
+	first registry.Relay
+	via   []string
+}
+
+func relayPath(r registry.Relay, direct bool, reachable []registry.Relay, usable map[string]registry.Relay, pairs []registry.Pair) adminPath {
+	if direct || len(reachable) == 0 {
+		return adminPath{first: r}
+	}
+	adj := map[string][]string{}
+	for _, p := range pairs {
+		if p.Answering() {
+			adj[p.From] = append(adj[p.From], p.To)
+		}
+	}
+	prev := map[string]string{}
+	var queue []string
+	for _, x := range reachable {
+		prev[x.Name] = ""
+		queue = append(queue, x.Name)
+	}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == r.Name {
+			var path []string
+			for n := cur; n != ""; n = prev[n] {
+				path = append([]string{n}, path...)
+			}
+			return adminPath{first: usable[path[0]], via: path[1:]}
+		}
+		for _, nb := range adj[cur] {
+			if _, seen := prev[nb]; !seen {
+				if _, ok := usable[nb]; ok {
+					prev[nb] = cur
+					queue = append(queue, nb)
+				}
+			}
+		}
+	}
+	return adminPath{first: r} // no known path: try it directly, and say so
+}
+
+// adminGet GETs path about a relay over ap into v.
+func (s *Survey) adminGet(ctx context.Context, ap adminPath, path string, v any) error {
+	via := ap.first
+	if len(ap.via) > 0 {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "via=" + url.QueryEscape(strings.Join(ap.via, ","))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+via.Admin+path, nil)
 	if err != nil {
 		return err
 	}
@@ -280,31 +341,31 @@ func (s *Survey) adminGet(ctx context.Context, r registry.Relay, path string, v 
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s%s: %s: %s", r.Admin, path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s%s: %s: %s", via.Admin, path, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return json.Unmarshal(body, v)
 }
 
 // relayWindow is the receive window the relay's autotuning reaches.
-func (s *Survey) relayWindow(ctx context.Context, r registry.Relay) (int64, error) {
+func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (int64, error) {
 	var info struct {
 		SocketLimits struct {
 			WindowBytesApprox int64 `json:"window_bytes_approx"`
 		} `json:"limits"`
 	}
-	if err := s.adminGet(ctx, r, "/v1/info", &info); err != nil {
+	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return 0, err
 	}
 	return info.SocketLimits.WindowBytesApprox, nil
 }
 
 // relayProbe asks the relay for its RTT to addr.
-func (s *Survey) relayProbe(ctx context.Context, r registry.Relay, addr string) (probe.Summary, error) {
+func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string) (probe.Summary, error) {
 	var out struct {
 		Summary probe.Summary `json:"summary"`
 	}
 	q := url.Values{"target": {addr}, "count": {strconv.Itoa(s.count())}}
-	err := s.adminGet(ctx, r, "/v1/probe?"+q.Encode(), &out)
+	err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out)
 	return out.Summary, err
 }
 
