@@ -71,6 +71,22 @@ type Config struct {
 	// RelaySocket tunes relay-to-relay TCP connections, both the ones this
 	// relay opens and the ones its relay listener accepts.
 	RelaySocket SocketConfig `yaml:"relay_socket"`
+
+	// Routing is how SOCKS5/HTTP clients' tunnels are routed: "static"
+	// (default: through next:) or "plan" (each destination's chain is
+	// planned from the registry's measurements; docs/planning.md).
+	Routing  string         `yaml:"routing"`
+	Planning PlanningConfig `yaml:"planning"`
+}
+
+// PlanningConfig tunes routing: plan.
+type PlanningConfig struct {
+	// TTL is how long a destination's survey (RTTs from every relay to
+	// it, windows) is reused; every tunnel is planned on it with its own
+	// client's RTT and window.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxHops is the most relays after this one in a planned chain.
+	MaxHops int `yaml:"max_hops"`
 }
 
 // PoolConfig sizes the warm connection pools (pkg/pool, docs/protocol.md).
@@ -206,6 +222,8 @@ func Defaults() Config {
 			PullInterval: DefaultPullInterval,
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
+		Routing:     "static",
+		Planning:    PlanningConfig{TTL: time.Minute, MaxHops: 3},
 		RelaySocket: SocketConfig{KeepAlive: DefaultRelayKeepAlive},
 	}
 }
@@ -307,6 +325,27 @@ func (c *Config) Validate() error {
 		if d.v < 0 || (d.v == 0 && !d.zero) {
 			add("%s: must be positive, got %s", d.field, d.v)
 		}
+	}
+	switch c.Routing {
+	case "static", "":
+	case "plan":
+		if c.Fleet == "" && c.Consul.Addr == "" {
+			add("routing: plan needs a registry (fleet or consul.addr) to plan on")
+		}
+		if len(c.Next) > 0 {
+			add("routing: plan and next: choose one (a planned relay chooses its next hops per destination)")
+		}
+		if c.FleetSecret == "" && c.FleetSecretFile == "" {
+			add("routing: plan needs the fleet secret (fleet_secret_file): planned chains use the native protocol")
+		}
+		if c.Planning.TTL <= 0 {
+			add("planning.ttl: must be positive, got %s", c.Planning.TTL)
+		}
+		if c.Planning.MaxHops < 0 || c.Planning.MaxHops > 7 {
+			add("planning.max_hops: must be 0..7 relays after this one, got %d", c.Planning.MaxHops)
+		}
+	default:
+		add("routing: %q is not static or plan", c.Routing)
 	}
 	if c.Pool.MaxIdle < 0 || c.Pool.MaxIdle > 64 {
 		add("pool.max_idle: must be 0 (off) to 64 per peer, got %d", c.Pool.MaxIdle)

@@ -49,6 +49,8 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		ReadHeaderTimeout: s.cfg.Limits.HandshakeTimeout,
 		IdleTimeout:       s.cfg.Limits.HandshakeTimeout * 6,
 		MaxHeaderBytes:    maxRequestHeaderBytes,
+		// A planning router reads the client's RTT and window off its conn.
+		ConnContext: withClientConn,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http.server")),
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if st == http.StateClosed {

@@ -272,6 +272,9 @@ func (s *Server) Start() error {
 	// A static chain's first relay is known: warm up before the first
 	// client instead of after it.
 	s.warmFirstHop(s.chain.Load())
+	if s.cfg.Routing == "plan" {
+		s.SetRouter(newPlanRouter(s))
+	}
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),

@@ -82,7 +82,7 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 	dst := req.Addr.String()
 	log = log.With(zap.String("dst", dst))
 
-	up, direct, err := s.dial(s.ctx, log, dst)
+	up, direct, err := s.dial(withClientConn(s.ctx, c), log, dst)
 	if err != nil {
 		_, _ = c.Write(socks5.MarshalReply(socks5.ReplyOfKind(chain.Classify(err)), socks5.Addr{}))
 		s.metrics.tunnelsOpened.WithLabelValues("socks5", chain.Classify(err).Label()).Inc()

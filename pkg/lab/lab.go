@@ -479,6 +479,9 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 		"policy": map[string]any{"allow_private": true},
 		"log":    map[string]any{"level": "info", "format": "json"},
 	}
+	if tn.Routing == "plan" {
+		cfg["routing"] = "plan"
+	}
 	if len(next) > 0 {
 		cfg["next"] = next
 	}

@@ -86,6 +86,10 @@ type Node struct {
 	// "socks5" or "http" (each relay a client of its Next, hop by hop or
 	// nested, kept for comparisons).
 	NextProtocol string `yaml:"next_protocol"`
+	// Routing is, for relays only, relayd's routing: "" or "static" (its
+	// next:), or "plan" (each destination's chain planned from the lab's
+	// measurements; exclusive with next:).
+	Routing string `yaml:"routing"`
 }
 
 // Route is the whole onward chain of relay name with the native protocol:
@@ -257,7 +261,19 @@ func (t *Topology) Validate() error {
 		default:
 			add("%s.next_protocol: %q is not one of socks5, http, relaymesh", f, n.NextProtocol)
 		}
+		switch n.Routing {
+		case "", "static":
+		case "plan":
+			if len(n.Next) > 0 {
+				add("%s.routing: plan and next: choose one", f)
+			}
+		default:
+			add("%s.routing: %q is not static or plan", f, n.Routing)
+		}
 		if n.Role != RoleRelay {
+			if n.Routing != "" {
+				add("%s.routing: only relays have routing (role is %q)", f, n.Role)
+			}
 			if len(n.Next) > 0 {
 				add("%s.next: only relays have next (role is %q)", f, n.Role)
 			}
