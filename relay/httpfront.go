@@ -51,7 +51,7 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		MaxHeaderBytes:    maxRequestHeaderBytes,
 		// A planning router reads the client's RTT and window off its conn.
 		ConnContext: withClientConn,
-		ErrorLog:          zap.NewStdLog(s.log.Named("http.server")),
+		ErrorLog:    zap.NewStdLog(s.log.Named("http.server")),
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if st == http.StateClosed {
 				s.release(c)
