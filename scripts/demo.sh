@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # The main job, end to end on one machine: build, bring up the emulated
 # multi-region WAN (configs/lab/world.yaml: a client in Frankfurt whose
-# receive window is small, relays in seven regions, a server in Tokyo), and
-# download from Tokyo directly and through relays frankfurt -> tokyo,
-# printing the speed-up. Needs root (namespaces, TUN devices).
-#
-# Until the planner lands (`relayctl plan`), the chain is given by hand: a
-# local relayd in the client node chains through frankfurt and tokyo, which
-# is what `relayctl connect` will do with a planned chain.
+# receive window is small, relays in seven regions, servers in Tokyo,
+# Singapore and Virginia), let the relays measure each other, then plan the
+# path to Tokyo (`relayctl plan`) and prove it (`relayctl bench`: direct and
+# through the planned chain, side by side). Needs root (network namespaces,
+# TUN devices). DEMO_DST and DEMO_DURATION override the destination and the
+# length of each timed download.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo: the lab needs root (network namespaces, TUN devices): run 'sudo make demo'" >&2
   exit 1
 fi
-command -v curl >/dev/null || ./scripts/test-deps.sh
 make -s build
-exec ./bin/relayctl lab run -t configs/lab/world.yaml -- \
-  env RELAYD="$PWD/bin/relayd" SIZE="${DEMO_BYTES:-8388608}" "$PWD/scripts/demo-client.sh"
+dst=${DEMO_DST:-tokyo}
+duration=${DEMO_DURATION:-10s}
+exec ./bin/relayctl lab run -t configs/lab/world.yaml -- sh -c "
+set -e
+echo '== lab world: the relays measure each other (10 s)'
+sleep 10
+echo '== relayctl plan --dst $dst'
+'$PWD/bin/relayctl' plan --dst '$dst'
+echo
+echo '== relayctl bench --dst $dst: timed downloads, direct and through the plan'
+'$PWD/bin/relayctl' bench --dst '$dst' --transfers down --duration '$duration' --history ''
+"

@@ -593,11 +593,7 @@ func versions(c *config) map[string]string {
 		v["relayd"] = s + ")"
 	}
 	if bi, err := buildinfo.ReadFile(c.glider); err == nil {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/nadoo/glider" {
-				v["glider"] = d.Version
-			}
-		}
+		v["glider"] = bi.Main.Path + " " + bi.Main.Version
 	}
 	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
 		v["git_head"] = strings.TrimSpace(string(out))

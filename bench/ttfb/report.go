@@ -64,7 +64,7 @@ func report(r *Results) string {
 	}
 
 	w("\n## Expectations (round trips of the emulated links only)\n\n")
-	w("s = one segment RTT (12.5 ms), D = the end-to-end RTT (50 ms = 4 s). Every variant opens fresh TCP connections; ")
+	w("s = one segment RTT (12.5 ms), D = the end-to-end RTT (50 ms = 4 s). Every variant opens fresh TCP connections, except the relay-to-relay ones of relayd-native-warm (its pools); ")
 	w("every chain variant ends, once the tunnel is up, with the GET and its answer crossing the whole path (1 D = 50 ms). ")
 	w("SOCKS5 clients here (curl, relayd's `socks5://` hop dialer, dante) send the greeting, wait for the method choice, then send CONNECT: 2 round trips after TCP.\n\n")
 	w("| variant | expected ms | chain setup (segment RTTs) | how |\n|---|---:|---:|---|\n")

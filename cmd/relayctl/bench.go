@@ -536,12 +536,22 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		if r == nil {
 			return
 		}
-		fmt.Fprintf(w, "%-8s %9.1f ms %18s %18s %18s %18s\n", name, r.TTFBMs, mbit(r.DownBps), mbit(pd), mbit(r.UpBps), mbit(pu))
+		down, up := "-", "-"
+		if len(r.DownStreams) > 0 {
+			down = mbit(r.DownBps)
+		}
+		if len(r.UpStreams) > 0 {
+			up = mbit(r.UpBps)
+		}
+		fmt.Fprintf(w, "%-8s %9.1f ms %18s %18s %18s %18s\n", name, r.TTFBMs, down, mbit(pd), up, mbit(pu))
 	}
 	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps)
 	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps)
 	if out.SpeedupDown > 0 {
-		fmt.Fprintf(w, "\nspeed-up over direct: download %.2f×, upload %.2f×\n", out.SpeedupDown, out.SpeedupUp)
+		fmt.Fprintf(w, "\nspeed-up over direct: download %.2f×\n", out.SpeedupDown)
+	}
+	if out.SpeedupUp > 0 {
+		fmt.Fprintf(w, "speed-up over direct: upload %.2f×\n", out.SpeedupUp)
 	}
 	for _, r := range []*pathResult{out.Direct, out.Chain} {
 		if r == nil {
