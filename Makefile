@@ -8,7 +8,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix
 
-.PHONY: all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
+.PHONY: image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
 
 all: build
 
@@ -26,12 +26,13 @@ vet:
 	$(GO) vet ./...
 
 # Everything under the race detector, relayd binaries in e2e included, except
-# the link emulator and the lab: their timing self-checks need the packet
-# loop uninstrumented and the machine to themselves (-p 1, after the rest).
+# the link emulator and the lab (their timing self-checks need the packet
+# loop uninstrumented and the machine to themselves) and the Docker fleet
+# (a 10 s failover bound): those run after the rest, one package at a time.
 # Tests needing root (namespaces, TUN) skip with a printed reason elsewhere.
 unit: bin/consul
-	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab)
-	$(GO) test -p 1 -count=1 -timeout 10m ./pkg/wanemu/... ./e2e/lab/...
+	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker)
+	$(GO) test -p 1 -count=1 -timeout 15m ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...
 
 # A real Consul agent for the Consul registry tests (pkg/registry, e2e): built
 # once from tools/consul (its own module: Consul's dependencies stay out of
@@ -58,6 +59,24 @@ demo:
 # Loopback throughput and CPU per GiB: relayd vs an io.Copy relay and peers.
 bench-relay:
 	./bench/run-relay-bench.sh -size 2GiB -runs 5
+
+# The relaymesh image, FROM scratch with binaries built here: no pulls
+# (Dockerfile, docs/deploy.md). `docker build --target release .` builds
+# from source where golang can be pulled.
+IMAGE ?= relaymesh:local
+image:
+	mkdir -p bin/docker
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/docker/ ./cmd/relayd ./cmd/relayctl
+	docker build --target local -t $(IMAGE) .
+
+# A Consul image for the local fleet (configs/compose/fleet-local.yml), FROM
+# scratch with the pinned bin/consul: no pulls either.
+CONSUL_IMAGE ?= relaymesh-consul:local
+image-consul: bin/consul
+	rm -rf bin/consul-image && mkdir -p bin/consul-image/tmp
+	cp bin/consul bin/consul-image/consul
+	printf 'FROM scratch\nCOPY . /\nENTRYPOINT ["/consul"]\n' > bin/consul-image/Dockerfile
+	docker build -t $(CONSUL_IMAGE) bin/consul-image
 
 clean:
 	rm -rf bin bench/.bin

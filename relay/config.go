@@ -46,6 +46,12 @@ type Config struct {
 	// trimmed). Exclusive with FleetSecret.
 	FleetSecretFile string `yaml:"fleet_secret_file"`
 
+	// Advertise is the address peers and clients reach this relay at, for
+	// wildcard listeners registered with Consul. Default: the address this
+	// host uses to reach the Consul agent, unless that is loopback (an agent
+	// on this host: Consul's node address is right).
+	Advertise string `yaml:"advertise"`
+
 	// Open allows listening on a non-loopback address without credentials.
 	Open bool `yaml:"open"`
 

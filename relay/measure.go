@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,6 +81,7 @@ func (s *Server) startMeasuring() error {
 			Self: &registry.SelfRegistration{
 				Name: s.cfg.Name, Region: s.cfg.Region,
 				SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
+				Advertise: cmp.Or(s.cfg.Advertise, advertiseToward(s.cfg.Consul.Addr)),
 			},
 		})
 		if err != nil {
@@ -283,4 +285,28 @@ func readSysctlInt(path string, field int) int64 {
 	}
 	n, _ := strconv.ParseInt(f[field], 10, 64)
 	return n
+}
+
+// advertiseToward is this host's address on the way to agent (a Consul
+// HTTP address), found without sending anything (a UDP "connect" only picks
+// the route). "" when the route is loopback or unknown: a local agent's
+// node address is then the right one.
+func advertiseToward(agent string) string {
+	u := agent
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if _, _, err := net.SplitHostPort(u); err != nil {
+		u = net.JoinHostPort(u, "8500")
+	}
+	c, err := net.Dial("udp", u)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	ip := c.LocalAddr().(*net.UDPAddr).IP
+	if ip.IsLoopback() {
+		return ""
+	}
+	return ip.String()
 }

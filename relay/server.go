@@ -177,6 +177,17 @@ type FailureObserver interface {
 	Failed(ch *chain.Chain, err error)
 }
 
+// SlowObserver is implemented by Routers that want to hear about a tunnel
+// still not up after SlowDial on the chain they chose: a relay that
+// vanished without a FIN or RST (host down, path cut) shows up as silence,
+// and the dial's own timeout is long.
+type SlowObserver interface {
+	Slow(ch *chain.Chain)
+}
+
+// SlowDial is when a dial counts as slow for a SlowObserver.
+const SlowDial = 2 * time.Second
+
 // SetRouter makes r choose the chain of every new tunnel (nil: back to the
 // static chain).
 func (s *Server) SetRouter(r Router) {
@@ -418,6 +429,12 @@ func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (up net.
 	if err != nil {
 		log.Info("no route", zap.Error(err))
 		return nil, false, err
+	}
+	if r := s.router.Load(); r != nil {
+		if so, ok := (*r).(SlowObserver); ok {
+			t := time.AfterFunc(SlowDial, func() { so.Slow(ch) })
+			defer t.Stop()
+		}
 	}
 	up, err = s.dialVia(ctx, log, ch, dst, nil)
 	if err != nil {

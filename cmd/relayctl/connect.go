@@ -71,6 +71,20 @@ func (r *planRouter) Failed(ch *chain.Chain, err error) {
 	if he.Hop == len(ch.Hops) && !relayDown {
 		return
 	}
+	r.replanSoon(ch)
+}
+
+// Slow is called when a tunnel on ch is still not up after relay.SlowDial
+// (relay.SlowObserver): a relay that vanished answers nothing at all.
+func (r *planRouter) Slow(ch *chain.Chain) {
+	if len(ch.Hops) > 0 {
+		r.replanSoon(ch)
+	}
+}
+
+// replanSoon asks the re-plan loop to plan now, at most every
+// replanAfterFailureMin, and only for trouble on the current chain.
+func (r *planRouter) replanSoon(ch *chain.Chain) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ch != r.cur || time.Since(r.lastKick) < replanAfterFailureMin {
@@ -118,7 +132,7 @@ func (r *planRouter) run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-r.kick:
-			r.log.Info("a tunnel failed at a relay: planning again")
+			r.log.Info("a tunnel failed or stalled on the chain: planning again")
 		}
 		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		if err := r.apply(pctx); err != nil {
@@ -132,6 +146,7 @@ func connectCmd() *cobra.Command {
 	var f planFlags
 	var listen, httpListen, secretFile, logLevel string
 	var every time.Duration
+	var open bool
 	cmd := &cobra.Command{
 		Use:   "connect --dst <region|relay|host:port>",
 		Short: "Open a local SOCKS5/HTTP proxy that sends every connection through the planned chain",
@@ -171,6 +186,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			// says otherwise, and then relay.New wants credentials).
 			cfg.Policy.AllowPrivate = true
 			cfg.Limits.ShutdownGrace = 5 * time.Second
+			cfg.Open = open
 			srv, err := relay.New(cfg, log.Named("connect"))
 			if err != nil {
 				return err
@@ -202,6 +218,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.StringVar(&httpListen, "http-listen", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
+	fl.BoolVar(&open, "open", false, "allow --listen/--http-listen off loopback without credentials (e.g. in a container whose port only you reach)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -3,9 +3,11 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -32,7 +34,7 @@ SOCKS5/HTTP proxy such as dante or squid).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), &cobra.Command{
+	root.AddCommand(runCmd(), healthCmd(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayd", buildinfo.Version()) },
@@ -204,5 +206,34 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
 	fl.StringVar(&f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
 	fl.StringVar(&f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
+	return cmd
+}
+
+// healthCmd is the container HEALTHCHECK: an image built FROM scratch has no
+// shell and no curl, so relayd checks its own admin /healthz.
+func healthCmd() *cobra.Command {
+	var admin string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Exit 0 if the relay's admin /healthz answers 200 (for container health checks)",
+		Example: `  relayd health --admin 127.0.0.1:9090
+  HEALTHCHECK CMD ["/relayd", "health"]`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := &http.Client{Timeout: timeout}
+			resp, err := c.Get("http://" + admin + "/healthz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s/healthz: %s", admin, resp.Status)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&admin, "admin", relay.DefaultAdmin, "the relay's admin address")
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
 	return cmd
 }

@@ -78,10 +78,14 @@ type ConsulOptions struct {
 // addresses with a wildcard host (0.0.0.0, ::) are published as they are;
 // readers put the service's (else the Consul node's) address in its place.
 type SelfRegistration struct {
-	Name, Region     string
-	SOCKS, HTTP      string
-	Admin            string
-	Relay            string        // native relay listener; "": none
+	Name, Region string
+	SOCKS, HTTP  string
+	Admin        string
+	Relay        string // native relay listener; "": none
+	// Advertise is the address peers reach this relay at when its
+	// listeners are wildcards (0.0.0.0:1080); "": the Consul node's address
+	// (right with an agent on the relay's own host).
+	Advertise        string
 	CheckURL         string        // the HTTP check the agent polls; "": http://<Admin>/healthz
 	CheckInterval    time.Duration // default 5 s
 	CheckTimeout     time.Duration // default 2 s
@@ -364,6 +368,9 @@ func (c *Consul) Register(ctx context.Context) error {
 		addr = s.HTTP
 	}
 	host, port := splitListen(addr)
+	if host == "" {
+		host = s.Advertise
+	}
 	meta := map[string]string{"name": s.Name}
 	for k, v := range map[string]string{"region": s.Region, "socks": s.SOCKS, "http": s.HTTP, "admin": s.Admin, "relay": s.Relay} {
 		if v != "" {

@@ -33,8 +33,11 @@ const ClientNode = "client"
 
 // Defaults.
 const (
-	DefaultCount   = 3
-	DefaultTimeout = 3 * time.Second
+	DefaultCount = 3
+	// DefaultTimeout bounds one handshake and one admin API call: plenty
+	// for the longest Internet paths (~300 ms), short enough that a relay
+	// that vanished delays a re-plan by seconds, not by a dial timeout.
+	DefaultTimeout = 2 * time.Second
 	// regionDstPort: a region destination is its relay's host; its admin
 	// port is what the relays' probes and the direct probe connect to.
 	probeGap = 100 * time.Millisecond
@@ -184,9 +187,9 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	var direct probe.Summary
 	var wg sync.WaitGroup
 	for i, r := range usable {
-		wg.Go(func() { infos[i].fromHere = probe.Sample(ctx, r.Admin, s.count(), probeGap, s.timeout(), s.Measure) })
+		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin) })
 	}
-	wg.Go(func() { direct = probe.Sample(ctx, target.Addr, s.count(), probeGap, s.timeout(), s.Measure) })
+	wg.Go(func() { direct = s.sample(ctx, target.Addr) })
 	wg.Wait()
 	var reachable []registry.Relay
 	for i, r := range usable {
@@ -198,8 +201,20 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 		wg.Go(func() {
 			in := &infos[i]
 			ap := relayPath(r, in.fromHere.Reachable(), reachable, res.Relays, pairs)
-			in.window, in.infoErr = s.relayWindow(ctx, ap)
-			in.toDst, in.dstErr = s.relayProbe(ctx, ap, target.Addr)
+			// The window and the relay's probes at once, each within a
+			// bound of its own: one timeout, plus the probes' gaps.
+			var inner sync.WaitGroup
+			inner.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, s.timeout())
+				defer cancel()
+				in.window, in.infoErr = s.relayWindow(cctx, ap)
+			})
+			inner.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, s.timeout()+time.Duration(s.count())*probeGap)
+				defer cancel()
+				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr)
+			})
+			inner.Wait()
 		})
 	}
 	wg.Wait()
@@ -235,6 +250,34 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	addPair(ClientNode, target.Name, direct, "client -> "+target.Name+" (direct)")
 	m.Pairs = append(m.Pairs, relayPairs(pairs, res.Relays, now)...)
 	return res, nil
+}
+
+// sample times a few TCP handshakes from here to addr. The first failure
+// ends it: a relay that vanished (its host down, its address gone) costs one
+// timeout or unreachable, not one per sample, so a re-plan after a relay
+// dies is quick.
+func (s *Survey) sample(ctx context.Context, addr string) probe.Summary {
+	measure := s.Measure
+	if measure == nil {
+		measure = probe.HandshakeRTT
+	}
+	w := probe.NewWindow(s.count())
+	for i := 0; i < s.count() && ctx.Err() == nil; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(probeGap):
+			}
+		}
+		mctx, cancel := context.WithTimeout(ctx, s.timeout())
+		rtt, err := measure(mctx, addr)
+		cancel()
+		w.Add(rtt, err, time.Now())
+		if err != nil {
+			break
+		}
+	}
+	return w.Summary()
 }
 
 // relayPairs turns the registry's directed relay-to-relay measurements into
