@@ -384,7 +384,10 @@ func (c *Consul) Register(ctx context.Context) error {
 	checkURL := s.CheckURL
 	if checkURL == "" && s.Admin != "" {
 		h, p := splitListen(s.Admin)
-		if h == "" {
+		switch {
+		case h == "" && s.Advertise != "":
+			h = s.Advertise // a remote agent checks the address peers use
+		case h == "":
 			h = "127.0.0.1" // a wildcard admin listener answers the local agent on loopback
 		}
 		checkURL = "http://" + net.JoinHostPort(h, strconv.Itoa(p)) + "/healthz"
