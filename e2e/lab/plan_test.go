@@ -76,7 +76,7 @@ const settle = "sleep 8\n"
 // split and sweep topologies: the plan is the chain that cuts the path into
 // its segments, it measures faster than direct (the only other way: the
 // client reaches only r1), and the measured download is within 15 % of the
-// prediction. (sweep-20-30 and sweep-40-10 mirror the two sweeps here.)
+// prediction.
 func TestLabPlanIsTheMeasuredFastest(t *testing.T) {
 	labBins(t)
 	for _, tc := range []struct {
@@ -86,10 +86,13 @@ func TestLabPlanIsTheMeasuredFastest(t *testing.T) {
 		{"split2", []string{"r1"}},
 		{"split3", []string{"r1", "r2"}},
 		{"split4", []string{"r1", "r2", "r3"}},
-		// One relay off the middle: still worth it (the longer segment
-		// is shorter than direct), never as much as the equal split.
+		// One relay at every position: always worth it (the longer
+		// segment is shorter than direct), most at the equal split.
 		{"sweep-10-40", []string{"r1"}},
+		{"sweep-20-30", []string{"r1"}},
+		{"sweep-25-25", []string{"r1"}},
 		{"sweep-30-20", []string{"r1"}},
+		{"sweep-40-10", []string{"r1"}},
 	} {
 		t.Run(tc.topo, func(t *testing.T) {
 			dir := inLab(t, filepath.Join("..", "..", "configs", "lab", tc.topo+".yaml"), settle+
