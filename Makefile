@@ -6,9 +6,10 @@ FUZZTIME ?= 200000x
 # package:FuzzTarget, every parser we own
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
-	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix
+	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
+	./pkg/fleet:FuzzParse
 
-.PHONY: image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
+.PHONY: chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
 
 all: build
 
@@ -46,6 +47,12 @@ bin/consul: tools/consul/go.mod tools/consul/go.sum tools/consul/main.go
 # current again within 10 s. (make test runs it with a 5 s outage.)
 consul-outage-full: bin/consul
 	RELAYMESH_CONSUL_OUTAGE=30s $(GO) test -count=1 -timeout 5m -run TestConsulFleet -v ./e2e/
+
+# The lab chaos run at full setting: 200 downloads at a time for 60 s through
+# 4 relays while one is killed and restarted every 5 s (make test runs 50
+# for 20 s). Needs root.
+chaos:
+	RELAYMESH_CHAOS=full $(GO) test -count=1 -timeout 10m -run TestLabChaos -v ./e2e/lab/
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
