@@ -262,5 +262,9 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *limitedBuffer) Bytes() []byte  { b.mu.Lock(); defer b.mu.Unlock(); return append([]byte(nil), b.buf...) }
+func (b *limitedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
+}
 func (b *limitedBuffer) String() string { return string(b.Bytes()) }
