@@ -59,10 +59,24 @@ type relayd struct {
 // ports and waits until it reports its addresses.
 func startRelayd(t testing.TB, args ...string) *relayd {
 	t.Helper()
+	return startRelaydWrapped(t, nil, args...)
+}
+
+// startRelaydWrapped is startRelayd with relayd run under wrap (e.g.
+// prlimit --nofile=128:128 --).
+func startRelaydWrapped(t testing.TB, wrap []string, args ...string) *relayd {
+	t.Helper()
+	return startRelaydBin(t, relaydBin, wrap, args...)
+}
+
+// startRelaydBin is startRelaydWrapped with another relayd binary.
+func startRelaydBin(t testing.TB, bin string, wrap []string, args ...string) *relayd {
+	t.Helper()
 	base := []string{"run", "--log-format", "json", "--log-level", "debug",
 		"--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0",
 		"--shutdown-grace", "1s"} // tests override any of these: the last flag wins
-	cmd := exec.Command(relaydBin, append(base, args...)...)
+	argv := append(append(append([]string{}, wrap...), bin), append(base, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// The race runtime sleeps 1 s at exit by default; exit timing is tested.
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	stderr, err := cmd.StderrPipe()
