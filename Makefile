@@ -9,7 +9,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse
 
-.PHONY: chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
 
 all: build
 
@@ -47,6 +47,14 @@ bin/consul: tools/consul/go.mod tools/consul/go.sum tools/consul/main.go
 # current again within 10 s. (make test runs it with a 5 s outage.)
 consul-outage-full: bin/consul
 	RELAYMESH_CONSUL_OUTAGE=30s $(GO) test -count=1 -timeout 5m -run TestConsulFleet -v ./e2e/
+
+# The reliability cases at their full settings (docs/reliability.md): churn
+# of 10,000 connections (one relay, and through 3 native hops), 1 GiB each
+# way through 4 hops, the 30 s Consul outage, the full chaos run. Needs root
+# for the chaos run; ~10 min.
+reliability-full: bin/consul
+	RELAYMESH_FULL=1 $(GO) test -count=1 -timeout 30m -v -run 'TestChurnNoLeak|TestNativeChurnNoLeak|TestIntegrityBothDirections' ./e2e/
+	$(MAKE) consul-outage-full chaos
 
 # The lab chaos run at full setting: 200 downloads at a time for 60 s through
 # 4 relays while one is killed and restarted every 5 s (make test runs 50

@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// full says to run the long settings of the reliability cases (`make
+// reliability-full`): the test command runs short ones.
+func full() bool { return os.Getenv("RELAYMESH_FULL") != "" }
+
 // relayd is one running relayd process.
 type relayd struct {
 	cmd                *exec.Cmd

@@ -387,7 +387,11 @@ func TestNativeChurnNoLeak(t *testing.T) {
 	for i, r := range relays {
 		base[i].g, base[i].fd = relayStats(t, r.relayd)
 	}
-	for i := 0; i < 300; i++ {
+	n := 300
+	if full() {
+		n = 10000 // RELIABILITY.md case 1: 10,000 through 3 hops
+	}
+	for i := 0; i < n; i++ {
 		switch i % 4 {
 		case 0:
 			c, _, err := xnetDial(t, relays[0].socks, srv.addr(), nil)

@@ -329,18 +329,21 @@ func startHashServer(t testing.TB, size int64) (*server, <-chan hashSums) {
 // TestIntegrityBothDirections sends 256 MiB of random data each way at once
 // through 3 hops and compares SHA-256 at both ends.
 func TestIntegrityBothDirections(t *testing.T) {
-	size := int64(256 << 20)
-	if testing.Short() {
+	size, hops := int64(256<<20), 3
+	switch {
+	case full():
+		size, hops = 1<<30, 4 // RELIABILITY.md case 10: 1 GiB through 4 hops
+	case testing.Short():
 		size = 32 << 20
 	}
 	srv, res := startHashServer(t, size)
-	relays := chainOf(t, 3)
+	relays := chainOf(t, hops)
 	c, raw, err := xnetDial(t, relays[0].socks, srv.addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
 	var sentUp, gotDown [32]byte
 	var wg sync.WaitGroup
 	wg.Add(1)

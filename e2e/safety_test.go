@@ -264,15 +264,20 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-// TestChurnNoLeak: after 1,000 connections (success, refused dial, denied
-// destination, reset mid-stream) goroutines and fds return to baseline (+5).
+// TestChurnNoLeak: after 1,000 connections (10,000 with RELAYMESH_FULL:
+// success, refused dial, denied destination, reset mid-stream) goroutines
+// and fds return to baseline (+5).
 func TestChurnNoLeak(t *testing.T) {
+	n := 1000
+	if full() {
+		n = 10000
+	}
 	r := startRelayd(t, "--allow-private", "--log-level", "info")
 	srv := startServer(t, echo)
 	dead := "127.0.0.1:" + strconv.Itoa(refusedPort(t))
 	time.Sleep(200 * time.Millisecond)
 	g0, fd0 := relayStats(t, r)
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < n; i++ {
 		switch i % 4 {
 		case 0:
 			c, _, err := xnetDial(t, r.socks, srv.addr(), nil)
