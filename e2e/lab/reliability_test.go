@@ -124,7 +124,10 @@ func chaosDownload(socks string) (int64, string, error) {
 	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
-// TestLabChaos is RELIABILITY's chaos run: 4 relays in a ring, every
+// TestLabChaos is RELIABILITY's chaos run (in this file so that it runs
+// last of the package: tearing down its namespaces, with thousands of
+// sockets, keeps the kernel busy for a while, and the next lab's emulator
+// ran late right after it): 4 relays in a ring, every
 // download entering at one relay and leaving through the next (native
 // protocol), while one relay is killed and restarted every 5 s. Zero
 // corrupted transfers; every failed transfer is an error its client sees.
