@@ -42,6 +42,14 @@ func (s *Server) startMeasuring() error {
 			return fmt.Errorf("fleet: %w", err)
 		}
 		m := &measurer{reg: fl, fleet: fl}
+		// A fleet file's problems: entries left out (the rest is used), or
+		// a file refused (the last good one is used). Each error names them.
+		fileProblem := func(err error) {
+			s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
+		}
+		if err := fl.File().Problems(); err != nil {
+			fileProblem(err)
+		}
 		m.start(s, func() map[string]string {
 			out := map[string]string{}
 			for _, r := range fl.File().Relays {
@@ -53,7 +61,17 @@ func (s *Server) startMeasuring() error {
 		}, func(ctx context.Context) {
 			// Log when the pull outcome changes (a peer unreachable, back),
 			// not on every pull.
-			last := ""
+			last, lastFile := "", ""
+			onFile := func(err error) {
+				switch {
+				case err == nil:
+					lastFile = ""
+					s.log.Info("fleet file re-read", zap.Int("relays", len(fl.File().Relays)))
+				case err.Error() != lastFile: // a refused file is retried every 2 s
+					lastFile = err.Error()
+					fileProblem(err)
+				}
+			}
 			fl.Run(ctx, s.cfg.Probe.PullInterval, func(err error) {
 				msg := ""
 				if err != nil {
@@ -68,7 +86,7 @@ func (s *Server) startMeasuring() error {
 				} else {
 					m.log.Info("reading every peer's measurements")
 				}
-			})
+			}, onFile)
 		})
 		m.log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(fl.File().Relays)-1),
 			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
@@ -170,14 +188,21 @@ func (m *measurer) stop() {
 	}
 }
 
-// ReloadFleet re-reads the fleet file now (relayd calls it on SIGHUP). With
-// Consul there is nothing to re-read: it is watched all the time.
+// ReloadFleet re-reads the fleet file now (relayd calls it on SIGHUP). An
+// error means the file was refused and the last good one stays; entries
+// left out of a file that was used are logged here. With Consul there is
+// nothing to re-read: it is watched all the time.
 func (s *Server) ReloadFleet() error {
 	if s.measure == nil || s.measure.fleet == nil {
 		return nil
 	}
-	_, err := s.measure.fleet.Reload()
-	return err
+	if _, err := s.measure.fleet.Reload(); err != nil {
+		return err
+	}
+	if err := s.measure.fleet.File().Problems(); err != nil {
+		s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
+	}
+	return nil
 }
 
 // serveMeasurements answers /v1/measurements: this relay's own pairs, or

@@ -70,6 +70,9 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, e := range reg.File().Skipped {
+		fmt.Fprintf(os.Stderr, "warning: %v (fix the entry; the other relays are used)\n", e)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Relays pull each other's measurements, so any one that answers gives

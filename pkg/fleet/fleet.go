@@ -20,6 +20,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -35,6 +38,11 @@ type File struct {
 	// a fleet file with a token private (mode 0600).
 	AdminToken string  `yaml:"admin_token,omitempty"`
 	Relays     []Relay `yaml:"relays"`
+	// Skipped holds one error per relay entry that was left out (unknown
+	// key, no name, a name listed twice, an address that is not host:port),
+	// each naming the entry. The rest of the file is in Relays: one typo
+	// must not take a running fleet's other relays away.
+	Skipped []error `yaml:"-"`
 }
 
 // Relay returns the relay called name.
@@ -60,17 +68,97 @@ type Relay struct {
 	Relay string `yaml:"relay,omitempty"`
 }
 
-// Parse decodes a fleet file strictly (unknown keys are errors) and
-// validates it.
+// Parse decodes a fleet file. The file as a whole is strict: YAML that
+// does not parse, or an unknown top-level key, is an error. Each relay entry
+// is checked on its own (unknown keys, name present and unique, addresses
+// host:port): a bad entry is left out and recorded in Skipped, and the
+// others are kept. Check Skipped (or Problems) after every Parse.
 func Parse(data []byte) (*File, error) {
-	var f File
+	var doc struct {
+		AdminToken string      `yaml:"admin_token"`
+		Relays     []yaml.Node `yaml:"relays"`
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	return &f, f.Validate()
+	f := &File{AdminToken: doc.AdminToken}
+	first := map[string]int{} // name -> index of the entry that holds it
+	for i := range doc.Relays {
+		r, err := parseRelay(&doc.Relays[i])
+		if err == nil && r.Name != "" {
+			if j, dup := first[r.Name]; dup {
+				err = fmt.Errorf("name %q is already used by relays[%d]", r.Name, j)
+			}
+		}
+		if err != nil {
+			f.Skipped = append(f.Skipped, fmt.Errorf("%s: %w; entry skipped", entryName(i, &doc.Relays[i], r.Name), err))
+			continue
+		}
+		first[r.Name] = i
+		f.Relays = append(f.Relays, r)
+	}
+	return f, nil
 }
+
+// parseRelay decodes and checks one entry of relays. Node.Decode has no
+// strict mode, so unknown keys are checked here, against Relay's yaml tags.
+func parseRelay(n *yaml.Node) (Relay, error) {
+	var r Relay
+	if err := n.Decode(&r); err != nil {
+		// yaml's messages start "line N: "; entryName gives the line already.
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for k, msg := range te.Errors {
+				if _, after, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(msg, "line ") {
+					msg = after
+				}
+				msgs[k] = msg
+			}
+			return r, errors.New(strings.Join(msgs, "; "))
+		}
+		return r, err
+	}
+	m := n
+	for m.Kind == yaml.AliasNode && m.Alias != nil {
+		m = m.Alias
+	}
+	if m.Kind == yaml.MappingNode {
+		for k := 0; k+1 < len(m.Content); k += 2 {
+			// "<<" is a YAML merge key (<<: *defaults), which Decode applies.
+			if key := m.Content[k].Value; key != "<<" && !slices.Contains(relayKeys, key) {
+				return r, fmt.Errorf("unknown key %q (known: %s)", key, strings.Join(relayKeys, ", "))
+			}
+		}
+	}
+	return r, r.validate()
+}
+
+// relayKeys are the keys a relay entry may have: Relay's yaml tags.
+var relayKeys = func() []string {
+	var keys []string
+	t := reflect.TypeFor[Relay]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		keys = append(keys, name)
+	}
+	return keys
+}()
+
+// entryName says which entry an error is about: its index, its line in the
+// file and, when it has one, its name.
+func entryName(i int, n *yaml.Node, name string) string {
+	s := fmt.Sprintf("relays[%d] (line %d", i, n.Line)
+	if name != "" {
+		s += fmt.Sprintf(", name %q", name)
+	}
+	return s + ")"
+}
+
+// Problems joins the errors of the entries Parse skipped; nil when none.
+func (f *File) Problems() error { return errors.Join(f.Skipped...) }
 
 // Load reads and parses a fleet file.
 func Load(path string) (*File, error) {
@@ -82,31 +170,30 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	for i, e := range f.Skipped {
+		f.Skipped[i] = fmt.Errorf("%s: %w", path, e)
+	}
 	return f, nil
 }
 
-// Validate checks names are present and unique and addresses are host:port.
-func (f *File) Validate() error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, r := range f.Relays {
-		field := fmt.Sprintf("relays[%d]", i)
-		if r.Name == "" {
-			errs = append(errs, fmt.Errorf("%s.name: required", field))
-		} else if seen[r.Name] {
-			errs = append(errs, fmt.Errorf("%s.name: %q listed twice", field, r.Name))
+// validate checks a relay has a name and its addresses are host:port.
+func (r Relay) validate() error {
+	if r.Name == "" {
+		return errors.New("name: required")
+	}
+	var bad []string
+	for _, a := range []struct{ key, v string }{{"socks", r.SOCKS}, {"http", r.HTTP}, {"admin", r.Admin}, {"relay", r.Relay}} {
+		if a.v == "" {
+			continue
 		}
-		seen[r.Name] = true
-		for _, a := range []struct{ key, v string }{{"socks", r.SOCKS}, {"http", r.HTTP}, {"admin", r.Admin}, {"relay", r.Relay}} {
-			if a.v == "" {
-				continue
-			}
-			if _, _, err := net.SplitHostPort(a.v); err != nil {
-				errs = append(errs, fmt.Errorf("%s.%s: %q is not host:port", field, a.key, a.v))
-			}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %q is not host:port", a.key, a.v))
 		}
 	}
-	return errors.Join(errs...)
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 // Marshal encodes the file as YAML.

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// FuzzParse: any bytes either parse into a valid fleet or fail with an
-// error, never a panic; what parses survives a Marshal/Parse round trip.
+// FuzzParse: any bytes either parse into a fleet (bad entries skipped) or
+// fail with an error, never a panic; what is kept is valid, and survives a
+// Marshal/Parse round trip with nothing skipped.
 func FuzzParse(f *testing.F) {
 	if data, err := os.ReadFile("../../configs/fleet.example.yaml"); err == nil {
 		f.Add(data)
@@ -16,6 +17,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("admin_token: x\nrelays: []\n"))
 	f.Add([]byte("relays:\n  - name: a\n  - name: a\n"))
 	f.Add([]byte("relays: [{name: b, socks: nohostport}]"))
+	f.Add([]byte("relays:\n  - &x {name: a}\n  - *x\n  - {nme: c}\n  - 7\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data)
 		if err != nil {
@@ -26,8 +28,15 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("marshal of a parsed fleet: %v", err)
 		}
 		again, err := Parse(out)
-		if err != nil {
-			t.Fatalf("a marshalled fleet does not parse: %v\n%s", err, out)
+		if err != nil || len(again.Skipped) > 0 {
+			t.Fatalf("a marshalled fleet does not parse cleanly: %v %v\n%s", err, again.Problems(), out)
+		}
+		seen := map[string]bool{}
+		for _, r := range file.Relays {
+			if err := r.validate(); err != nil || seen[r.Name] {
+				t.Fatalf("kept a bad entry %+v: %v", r, err)
+			}
+			seen[r.Name] = true
 		}
 		if !reflect.DeepEqual(normalize(file), normalize(again)) {
 			t.Fatalf("round trip changed the fleet:\n%+v\n%+v", file, again)
@@ -35,9 +44,10 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// normalize makes nil and empty relay lists equal.
+// normalize makes nil and empty relay lists equal and drops Skipped.
 func normalize(f *File) File {
 	c := *f
+	c.Skipped = nil
 	if len(c.Relays) == 0 {
 		c.Relays = nil
 	}

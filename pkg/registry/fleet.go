@@ -81,6 +81,11 @@ func OpenFleet(path, self string) (*Fleet, error) {
 	}
 	if self != "" {
 		if _, ok := f.file.Relay(self); !ok {
+			for _, e := range f.file.Skipped {
+				if strings.Contains(e.Error(), fmt.Sprintf("name %q", self)) {
+					return nil, fmt.Errorf("this relay's own entry is invalid: %w", e)
+				}
+			}
 			return nil, fmt.Errorf("%s: this relay (%q) is not listed; add it, or set this relay's name to one of the file's", path, self)
 		}
 	}
@@ -88,7 +93,9 @@ func OpenFleet(path, self string) (*Fleet, error) {
 }
 
 // Reload re-reads the file if it changed since the last read. On an error
-// the last good fleet stays in use.
+// (the file cannot be read, or is not a fleet file) the last good fleet
+// stays in use. A file with bad relay entries is used without them: the
+// entries are in File().Skipped.
 func (f *Fleet) Reload() (changed bool, err error) {
 	st, err := os.Stat(f.path)
 	if err != nil {
@@ -307,12 +314,17 @@ func (f *Fleet) Sync(ctx context.Context) error {
 }
 
 // Run re-reads the file when it changes (checked every 2 s) and pulls the
-// peers' measurements every pullEvery, until ctx ends. report, if set, hears
-// the outcome of every pull (nil when every peer answered) and every file
-// that could not be read.
-func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, report func(error)) {
-	if report == nil {
-		report = func(error) {}
+// peers' measurements every pullEvery, until ctx ends. onPull, if set, hears
+// the outcome of every pull (nil when every peer answered). onFile, if set,
+// hears every re-read: nil when the new file was used whole, the skipped
+// entries (joined, each naming its entry) when it was used without them, or
+// why the file was refused and the last good one kept.
+func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, onPull, onFile func(error)) {
+	if onPull == nil {
+		onPull = func(error) {}
+	}
+	if onFile == nil {
+		onFile = func(error) {}
 	}
 	reload := time.NewTicker(2 * time.Second)
 	defer reload.Stop()
@@ -323,13 +335,16 @@ func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, report func(er
 		case <-ctx.Done():
 			return
 		case <-reload.C:
-			if _, err := f.Reload(); err != nil {
-				report(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
+			switch changed, err := f.Reload(); {
+			case err != nil:
+				onFile(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
+			case changed:
+				onFile(f.File().Problems())
 			}
 		case <-pullT.C:
 			err := f.Sync(ctx)
 			if ctx.Err() == nil {
-				report(err)
+				onPull(err)
 			}
 		}
 	}

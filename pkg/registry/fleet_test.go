@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,12 +115,53 @@ func TestFleetReloadKeepsLastGood(t *testing.T) {
 	if len(f.File().Relays) != 2 {
 		t.Fatalf("relays %+v", f.File().Relays)
 	}
-	writeFleet(t, path, "relays:\n  - {name: a}\n  - {nmae: b}\n")
-	if _, err := f.Reload(); err == nil || !strings.Contains(err.Error(), "nmae") {
-		t.Fatalf("reload of a bad file: %v", err)
+	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - [\n")
+	if _, err := f.Reload(); err == nil || !strings.Contains(err.Error(), "did not find expected") {
+		t.Fatalf("reload of a file that is not YAML: %v", err)
 	}
 	if len(f.File().Relays) != 2 {
 		t.Fatal("a bad file replaced the last good one")
+	}
+}
+
+// One bad entry costs that entry, not the fleet: the others are used, and
+// the error names the entry.
+func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1:9}\n")
+	f, err := OpenFleet(path, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1}\n  - {name: d, admin: 127.0.0.1:9}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan error, 1)
+	go f.Run(ctx, time.Hour, nil, func(err error) { got <- err })
+	select {
+	case err := <-got:
+		want := `relays[2] (line 4, name "c"): admin: "127.0.0.1" is not host:port; entry skipped`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("onFile: %v, want %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the changed file was not re-read")
+	}
+	var names []string
+	rs, _ := f.Relays(ctx)
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"a", "b", "d"}) {
+		t.Fatalf("relays in use %v, want a, b, d", names)
+	}
+}
+
+func TestOpenFleetOwnEntryInvalid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, "relays:\n  - {name: a, socks: 1080}\n  - {name: b}\n")
+	if _, err := OpenFleet(path, "a"); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
+		t.Fatalf("err %v", err)
 	}
 }
 
