@@ -119,7 +119,9 @@ type SocketConfig struct {
 	// Empty: the system default (net.ipv4.tcp_congestion_control).
 	Congestion string `yaml:"congestion"`
 	// KeepAlive is the idle time before TCP keepalive probes, and their
-	// interval; a dead peer is noticed after about 10 of them. 0: 15 s.
+	// interval. A peer that vanished ends the connection within the
+	// keepalive bound, 10 × KeepAlive (DeadPeerBound; also set as
+	// TCP_USER_TIMEOUT, so a connection that is sending ends too). 0: 15 s.
 	KeepAlive time.Duration `yaml:"keepalive"`
 }
 

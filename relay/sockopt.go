@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,6 +56,16 @@ func (sc SocketConfig) apply(fd int) error {
 			return fmt.Errorf("relay_socket.recv_buffer_bytes: SO_RCVBUF: %w", err)
 		}
 	}
+	// TCP_USER_TIMEOUT bounds how long sent data may stay unacknowledged.
+	// Keepalive alone ends a connection only while it is idle: a relay
+	// sending into a peer whose host vanished would retransmit for
+	// ~15 minutes (tcp_retries2). With both, a vanished peer ends the
+	// connection within the keepalive bound whichever way data flows. A
+	// slow reader is safe: its zero-window answers count as acknowledgments
+	// (Linux >= 5.11).
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(sc.DeadPeerBound().Milliseconds())); err != nil {
+		return fmt.Errorf("relay_socket: TCP_USER_TIMEOUT: %w", err)
+	}
 	if sc.Congestion != "" {
 		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, sc.Congestion); err != nil {
 			return fmt.Errorf("relay_socket.congestion: %q: %w (see net.ipv4.tcp_available_congestion_control; e.g. modprobe tcp_%s)",
@@ -64,15 +75,29 @@ func (sc SocketConfig) apply(fd int) error {
 	return nil
 }
 
-// keepAlive is the keepalive setting for relay-to-relay sockets: probes
-// start after KeepAlive idle and repeat every KeepAlive, 9 of them, so a
-// peer that vanished is noticed after about 10×KeepAlive.
-func (sc SocketConfig) keepAlive() net.KeepAliveConfig {
-	d := sc.KeepAlive
-	if d <= 0 {
-		d = DefaultRelayKeepAlive
+// keepAliveProbes unanswered keepalive probes end a connection.
+const keepAliveProbes = 9
+
+func (sc SocketConfig) keepAliveIdle() time.Duration {
+	if sc.KeepAlive <= 0 {
+		return DefaultRelayKeepAlive
 	}
-	return net.KeepAliveConfig{Enable: true, Idle: d, Interval: d, Count: 9}
+	return sc.KeepAlive
+}
+
+// keepAlive is the keepalive setting for relay-to-relay sockets: probes
+// start after KeepAlive idle and repeat every KeepAlive, 9 of them.
+func (sc SocketConfig) keepAlive() net.KeepAliveConfig {
+	d := sc.keepAliveIdle()
+	return net.KeepAliveConfig{Enable: true, Idle: d, Interval: d, Count: keepAliveProbes}
+}
+
+// DeadPeerBound is the keepalive bound: a relay-to-relay connection whose
+// peer vanished (host down, path cut: no FIN, no RST) ends within it, idle
+// or not (TCP_USER_TIMEOUT is set to it too). 10 × keepalive: 150 s by
+// default.
+func (sc SocketConfig) DeadPeerBound() time.Duration {
+	return sc.keepAliveIdle() * (1 + keepAliveProbes)
 }
 
 // checkCongestion tries the settings on a throw-away socket so that a

@@ -509,15 +509,21 @@ func labLinkCmd(stateRoot *string) *cobra.Command {
 	var rttMs, rateMbit, loss, jitterMs float64
 	var delayMs []float64
 	var queueKB int
+	var down, up bool
 	cmd := &cobra.Command{
 		Use:   "link NODE_A NODE_B [flags]",
 		Short: "Change a link of a running lab (delay, rate, loss, jitter) without restarting it",
 		Long: `Change the link between NODE_A and NODE_B while the lab runs; flags not given
 keep their value. Connections stay up: packets already in flight keep their
-due time, later ones get the new parameters (order is kept).`,
+due time, later ones get the new parameters (order is kept).
+
+--down cuts the link: every packet is dropped both ways, with no FIN and no
+RST, as when a host vanishes or a path is cut. Cut every link of a node to
+make the host vanish; --up restores the link as it was.`,
 		Example: `  relayctl lab link client r1 --rtt-ms 80
   relayctl lab link r1 server --delay-ms 10,30 --loss 0.01
-  relayctl lab link r1 r2 --rate-mbit 50 --queue-kb 128`,
+  relayctl lab link r1 r2 --rate-mbit 50 --queue-kb 128
+  relayctl lab link r1 r2 --down`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := lab.Find(*stateRoot, name)
@@ -544,14 +550,24 @@ due time, later ones get the new parameters (order is kept).`,
 			if f.Changed("queue-kb") {
 				u.QueueKB = &queueKB
 			}
-			if !slices.ContainsFunc([]string{"rtt-ms", "delay-ms", "rate-mbit", "loss", "jitter-ms", "queue-kb"}, f.Changed) {
-				return errors.New("nothing to change: give at least one of --rtt-ms, --delay-ms, --rate-mbit, --loss, --jitter-ms, --queue-kb")
+			switch {
+			case down && up:
+				return errors.New("--down and --up: give one")
+			case down, up:
+				u.Down = &down
+			}
+			if !slices.ContainsFunc([]string{"rtt-ms", "delay-ms", "rate-mbit", "loss", "jitter-ms", "queue-kb", "down", "up"}, f.Changed) {
+				return errors.New("nothing to change: give at least one of --rtt-ms, --delay-ms, --rate-mbit, --loss, --jitter-ms, --queue-kb, --down, --up")
 			}
 			lc, err := lab.RequestLinkUpdate(cmd.Context(), s, u)
 			if err != nil {
 				return err
 			}
 			ab, ba := lc.OneWayNs()
+			if down {
+				fmt.Fprintf(cmd.OutOrStdout(), "link %s-%s: cut (every packet dropped; --up restores it)\n", lc.Between[0], lc.Between[1])
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "link %s-%s: delay %.3f/%.3f ms, rate %g Mbit/s, loss %g, jitter %g ms, queue %d KiB (0: default)\n",
 				lc.Between[0], lc.Between[1], float64(ab)/1e6, float64(ba)/1e6, cmp.Or(lc.RateMbit, topology.DefaultRateMbit), lc.Loss, lc.JitterMs, lc.QueueKB)
 			return nil
@@ -565,5 +581,7 @@ due time, later ones get the new parameters (order is kept).`,
 	f.Float64Var(&loss, "loss", 0, "packet loss probability per direction, 0..1")
 	f.Float64Var(&jitterMs, "jitter-ms", 0, "extra uniform random delay per packet, 0..N ms (order kept)")
 	f.IntVar(&queueKB, "queue-kb", 0, "tail-drop queue of the rate limiter, KiB (0: default)")
+	f.BoolVar(&down, "down", false, "cut the link: drop every packet both ways (a vanished host, a cut path)")
+	f.BoolVar(&up, "up", false, "restore a cut link")
 	return cmd
 }

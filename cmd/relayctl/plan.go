@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +62,8 @@ type planned struct {
 	Relays map[string]registry.Relay // by name, for every relay of the matrix
 	Target survey.Target
 	Notes  []string // from the survey
+	// FromHere names the relays this host reached itself in the survey.
+	FromHere []string
 }
 
 // request builds the planner request from the flags.
@@ -104,8 +107,10 @@ func (f *planFlags) token() string {
 	return os.Getenv(envAdminToken)
 }
 
-// plan measures (or reads the matrix) and plans.
-func (f *planFlags) plan(ctx context.Context) (*planned, error) {
+// plan measures (or reads the matrix) and plans. avoid names relays to
+// leave out as --exclude does (connect's relays that are down); names the
+// matrix does not hold as relays are ignored.
+func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error) {
 	if f.dst == "" {
 		return nil, errors.New("--dst is required: a region (e.g. tokyo), a relay name, or host:port")
 	}
@@ -126,6 +131,7 @@ func (f *planFlags) plan(ctx context.Context) (*planned, error) {
 		if err != nil {
 			return nil, err
 		}
+		req.Constraints.Exclude = excludeAlso(m, req.Constraints.Exclude, avoid)
 		res, err := planner.Search(m, req)
 		if err != nil {
 			return nil, err
@@ -154,11 +160,29 @@ func (f *planFlags) plan(ctx context.Context) (*planned, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Constraints.Exclude = excludeAlso(sr.Matrix, req.Constraints.Exclude, avoid)
 	res, err := planner.Search(sr.Matrix, req)
 	if err != nil {
 		return nil, err
 	}
-	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes}, nil
+	var fromHere []string
+	for _, pr := range sr.Matrix.Pairs {
+		if _, ok := sr.Relays[pr.B]; ok && pr.A == survey.ClientNode {
+			fromHere = append(fromHere, pr.B)
+		}
+	}
+	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: fromHere}, nil
+}
+
+// excludeAlso adds to exclude the names of avoid that are relays of m.
+func excludeAlso(m *planner.Matrix, exclude, avoid []string) []string {
+	out := slices.Clone(exclude)
+	for _, n := range m.Nodes {
+		if n.Relay && slices.Contains(avoid, n.Name) && !slices.Contains(out, n.Name) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // planJSON is `relayctl plan -o json`: the best plan's fields at the top

@@ -171,6 +171,7 @@ type Lab struct {
 type runningLink struct {
 	cfg  topology.Link
 	link *wanemu.Link
+	down bool // cut: every packet dropped both ways (LinkUpdate.Down)
 }
 
 type proc struct {
@@ -363,6 +364,10 @@ type LinkUpdate struct {
 	Loss     *float64  `json:"loss,omitempty"`
 	QueueKB  *int      `json:"queue_kb,omitempty"`
 	JitterMs *float64  `json:"jitter_ms,omitempty"`
+	// Down cuts the link (true: every packet is dropped both ways, as when
+	// a host vanishes or a path is cut; no FIN, no RST) or restores it
+	// (false) with its parameters as they were.
+	Down *bool `json:"down,omitempty"`
 }
 
 // UpdateLink applies u to the running link it names, after checking the
@@ -404,9 +409,16 @@ func (l *Lab) UpdateLink(u LinkUpdate) (topology.Link, error) {
 		if err := next.Validate(); err != nil {
 			return topology.Link{}, err
 		}
+		if u.Down != nil {
+			rl.down = *u.Down
+		}
 		ab, ba := lc.OneWayNs()
-		_ = rl.link.SetParams("ab", linkParams(lc, ab))
-		_ = rl.link.SetParams("ba", linkParams(lc, ba))
+		pab, pba := linkParams(lc, ab), linkParams(lc, ba)
+		if rl.down {
+			pab.Loss, pba.Loss = 1, 1
+		}
+		_ = rl.link.SetParams("ab", pab)
+		_ = rl.link.SetParams("ba", pba)
 		rl.cfg = lc
 		l.topo = &next
 		return lc, nil
@@ -490,6 +502,9 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 		cfg["consul"] = map[string]any{"addr": l.ConsulAddr}
 	} else {
 		cfg["fleet"] = l.FleetPath()
+	}
+	for k, v := range tn.Relayd {
+		cfg[k] = v // the topology's own settings win
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -404,6 +404,9 @@ func (c *Consul) Register(ctx context.Context) error {
 			Interval:                       orDefault(s.CheckInterval, 5*time.Second).String(),
 			Timeout:                        orDefault(s.CheckTimeout, 2*time.Second).String(),
 			DeregisterCriticalServiceAfter: orDefault(s.DeregisterOnFail, time.Minute).String(),
+			// A relay that failed its check is used again only after
+			// this many passing checks in a row, not one lucky answer.
+			SuccessBeforePassing: ConsulChecksToPass,
 		}
 		// The relay registers once its admin API serves /healthz, so it
 		// starts passing instead of critical until the agent's first check,
@@ -420,6 +423,10 @@ func (c *Consul) Register(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ConsulChecksToPass is how many passing checks in a row bring a relay
+// whose check failed back to passing (Consul's success_before_passing).
+const ConsulChecksToPass = 3
 
 // ensureRegistered registers Self if the agent does not know it (an agent
 // restarted in -dev mode, or one that deregistered it after a long critical

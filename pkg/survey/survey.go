@@ -389,6 +389,33 @@ func (s *Survey) adminGet(ctx context.Context, ap adminPath, path string, v any)
 	return json.Unmarshal(body, v)
 }
 
+// CheckRelay asks whether r's relayd answers: its /healthz directly, or,
+// with via (a relay this host reaches), its /v1/info through via's admin
+// API (?via=, which needs the admin token): for relays only other relays
+// reach.
+func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry.Relay) error {
+	if via != nil && via.Name != r.Name {
+		var info struct{}
+		return s.adminGet(ctx, adminPath{first: *via, via: []string{r.Name}}, "/v1/info", &info)
+	}
+	if r.Admin == "" {
+		return errors.New("no admin address in the registry")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.http().Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s/healthz answered %s", r.Admin, resp.Status)
+	}
+	return nil
+}
+
 // relayWindow is the receive window the relay's autotuning reaches.
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (int64, error) {
 	var info struct {

@@ -90,6 +90,10 @@ type Node struct {
 	// next:), or "plan" (each destination's chain planned from the lab's
 	// measurements; exclusive with next:).
 	Routing string `yaml:"routing"`
+	// Relayd is, for relays only, relayd configuration laid over what the
+	// lab writes: each top-level key replaces the lab's, e.g.
+	// relayd: {relay_socket: {keepalive: 1s}}. relayd checks it at start.
+	Relayd map[string]any `yaml:"relayd"`
 }
 
 // Route is the whole onward chain of relay name with the native protocol:
@@ -279,6 +283,9 @@ func (t *Topology) Validate() error {
 			}
 			if n.NextProtocol != "" {
 				add("%s.next_protocol: only relays have next_protocol (role is %q)", f, n.Role)
+			}
+			if len(n.Relayd) > 0 {
+				add("%s.relayd: only relays run relayd (role is %q)", f, n.Role)
 			}
 			continue
 		}
