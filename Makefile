@@ -7,7 +7,7 @@ FUZZTIME ?= 200000x
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
-	./pkg/fleet:FuzzParse
+	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
 .PHONY: reliability-full chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
 
