@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -215,12 +214,7 @@ func (b *bench) describe() error {
 
 // relayctl runs bin/relayctl and returns its combined output.
 func (b *bench) relayctl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, b.c.relayctl, args...)
-	labpeer.SetGroup(cmd)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return labpeer.Relayctl(ctx, b.c.relayctl, args...)
 }
 
 func (b *bench) node(name string) *lab.Node { return b.state.Nodes[name] }
@@ -376,18 +370,10 @@ func (b *bench) curl(ctx context.Context, impl string, size int64) curlResult {
 	return r
 }
 
-// flushMetrics forgets cached TCP metrics (ssthresh, RTT) in every node, so
-// no run inherits state from the one before.
-func (b *bench) flushMetrics(ctx context.Context) {
-	for _, n := range b.state.Nodes {
-		_ = exec.CommandContext(ctx, "ip", "-n", n.Netns, "tcp_metrics", "flush", "all").Run()
-	}
-}
-
 func (b *bench) measure(ctx context.Context, impl string, round, order int) Sample {
 	s := Sample{Round: round, Order: order}
 	for attempt := 1; attempt <= 2; attempt++ {
-		b.flushMetrics(ctx)
+		labpeer.FlushTCPMetrics(ctx, b.state)
 		s.Attempts = attempt
 		r := b.curl(ctx, impl, b.c.size)
 		if r.err == nil {
@@ -445,21 +431,14 @@ func (b *bench) warmup(ctx context.Context, impls []string) error {
 func (b *bench) readStatus() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, err := b.relayctl(ctx, "lab", "--state-dir", b.c.stateRoot, "status", b.name, "-o", "json")
-	if err != nil {
-		b.tr.Problems = append(b.tr.Problems, fmt.Sprintf("lab status: %v: %s", err, strings.TrimSpace(out)))
+	valid, problems := labpeer.LabStatus(ctx, b.c.relayctl, b.c.stateRoot, b.name)
+	b.tr.Problems = append(b.tr.Problems, problems...)
+	if valid == nil {
 		return
 	}
-	var st lab.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		b.tr.Problems = append(b.tr.Problems, fmt.Sprintf("lab status: %v", err))
-		return
-	}
-	v := st.Valid
-	b.tr.Valid = &v
-	b.tr.Problems = append(b.tr.Problems, st.Problems...)
-	if !v {
-		logf("%s: lab self-check INVALID: %v", b.name, st.Problems)
+	b.tr.Valid = valid
+	if !*valid {
+		logf("%s: lab self-check INVALID: %v", b.name, problems)
 	}
 }
 

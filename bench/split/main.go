@@ -16,20 +16,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 )
 
@@ -127,13 +124,7 @@ type Results struct {
 }
 
 // Machine describes where the benchmark ran.
-type Machine struct {
-	Nproc    int    `json:"nproc"`
-	Kernel   string `json:"kernel"`
-	CPU      string `json:"cpu,omitempty"`
-	Go       string `json:"go"`
-	Hostname string `json:"hostname,omitempty"`
-}
+type Machine = labpeer.Machine
 
 type config struct {
 	topologies []string
@@ -201,19 +192,9 @@ func run(c *config) error {
 		return err
 	}
 
-	// SIGINT/SIGTERM cancel the measurements; cleanup always runs (with its
-	// own context) and further signals are swallowed until it is done.
-	ctx, cancel := context.WithCancel(context.Background())
+	// SIGINT/SIGTERM cancel the measurements; cleanup always runs.
+	ctx, cancel := labpeer.CancelOnSignal()
 	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			logf("got %v: stopping after cleanup", s)
-			cancel()
-		}
-	}()
 
 	res := &Results{
 		Date:      time.Now().UTC(),
@@ -221,7 +202,7 @@ func run(c *config) error {
 		Driver:    os.Args,
 		SizeBytes: c.size,
 		Runs:      c.runs,
-		Machine:   machineInfo(),
+		Machine:   labpeer.MachineInfo(),
 		Versions:  versions(c),
 		Method:    methodText(c),
 		Targets:   map[string]float64{},
@@ -314,23 +295,6 @@ func loadResults(path string) (*Results, error) {
 	return &r, nil
 }
 
-func machineInfo() Machine {
-	m := Machine{Nproc: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	m.Hostname, _ = os.Hostname()
-	return m
-}
-
 func methodText(c *config) string {
 	return fmt.Sprintf("one %d-byte HTTP download (GET http://server:8000/bytes/%d) per run with curl from the client node, --max-time %d; "+
 		"bytes/s = curl speed_download; %d round(s) per topology, implementation order rotated per round; "+
@@ -360,6 +324,4 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+var logf = labpeer.Logf

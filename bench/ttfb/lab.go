@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -134,12 +133,7 @@ func (b *bench) node(name string) *lab.Node { return b.state.Nodes[name] }
 
 // relayctl runs bin/relayctl and returns its combined output.
 func (b *bench) relayctl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, b.c.relayctl, args...)
-	labpeer.SetGroup(cmd)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return labpeer.Relayctl(ctx, b.c.relayctl, args...)
 }
 
 func (b *bench) relayd() string { return filepath.Join(filepath.Dir(b.c.relayctl), "relayd") }
@@ -425,16 +419,10 @@ func (b *bench) curl(ctx context.Context, v string) curlResult {
 	return r
 }
 
-func (b *bench) flushMetrics(ctx context.Context) {
-	for _, n := range b.state.Nodes {
-		_ = exec.CommandContext(ctx, "ip", "-n", n.Netns, "tcp_metrics", "flush", "all").Run()
-	}
-}
-
 func (b *bench) measure(ctx context.Context, v string, round, order int) Sample {
 	s := Sample{Round: round, Order: order}
 	for attempt := 1; attempt <= 2; attempt++ {
-		b.flushMetrics(ctx)
+		labpeer.FlushTCPMetrics(ctx, b.state)
 		s.Attempts = attempt
 		r := b.curl(ctx, v)
 		if r.err == nil {
@@ -492,20 +480,13 @@ func (b *bench) warmup(ctx context.Context) error {
 func (b *bench) readStatus() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, err := b.relayctl(ctx, "lab", "--state-dir", b.c.stateRoot, "status", b.name, "-o", "json")
-	if err != nil {
-		b.res.Problems = append(b.res.Problems, fmt.Sprintf("lab status: %v: %s", err, strings.TrimSpace(out)))
+	valid, problems := labpeer.LabStatus(ctx, b.c.relayctl, b.c.stateRoot, b.name)
+	b.res.Problems = append(b.res.Problems, problems...)
+	if valid == nil {
 		return
 	}
-	var st lab.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		b.res.Problems = append(b.res.Problems, fmt.Sprintf("lab status: %v", err))
-		return
-	}
-	v := st.Valid
-	b.res.Valid = &v
-	b.res.Problems = append(b.res.Problems, st.Problems...)
-	logf("lab self-check valid=%v %v", v, st.Problems)
+	b.res.Valid = valid
+	logf("lab self-check valid=%v %v", *valid, problems)
 }
 
 // quantile is the nearest-rank q-quantile of sorted xs.

@@ -16,19 +16,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 )
 
@@ -175,13 +172,7 @@ type Results struct {
 }
 
 // Machine describes where the benchmark ran.
-type Machine struct {
-	Nproc    int    `json:"nproc"`
-	Kernel   string `json:"kernel"`
-	CPU      string `json:"cpu,omitempty"`
-	Go       string `json:"go"`
-	Hostname string `json:"hostname,omitempty"`
-}
+type Machine = labpeer.Machine
 
 type config struct {
 	runs      int
@@ -251,17 +242,9 @@ func run(c *config) error {
 	if err := os.MkdirAll(c.outDir, 0o755); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// SIGINT/SIGTERM cancel the measurements; cleanup always runs.
+	ctx, cancel := labpeer.CancelOnSignal()
 	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			logf("got %v: stopping after cleanup", s)
-			cancel()
-		}
-	}()
 
 	res := &Results{
 		Date:        time.Now().UTC(),
@@ -269,7 +252,7 @@ func run(c *config) error {
 		Driver:      os.Args,
 		Runs:        c.runs,
 		Topology:    c.topology,
-		Machine:     machineInfo(),
+		Machine:     labpeer.MachineInfo(),
 		Versions:    versions(c),
 		Method:      methodText(c),
 		Projections: projections,
@@ -329,23 +312,4 @@ func methodText(c *config) string {
 		c.maxTime, c.runs, c.warmup)
 }
 
-func machineInfo() Machine {
-	m := Machine{Nproc: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	m.Hostname, _ = os.Hostname()
-	return m
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+var logf = labpeer.Logf

@@ -9,21 +9,14 @@ package docker_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/proxy"
 
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
@@ -249,24 +242,11 @@ func TestDockerFleet(t *testing.T) {
 	socks := f.ip("client", "front") + ":1080"
 	const size = 4 << 20
 	download := func(timeout time.Duration) error {
-		d, err := proxy.SOCKS5("tcp", socks, nil, proxy.Direct)
+		_, got, err := traffic.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://%s/bytes/%d", srvAddr, size), timeout)
 		if err != nil {
 			return err
 		}
-		hc := &http.Client{Timeout: timeout, Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				return d.(proxy.ContextDialer).DialContext(ctx, network, addr)
-			}, DisableKeepAlives: true}}
-		resp, err := hc.Get(fmt.Sprintf("http://%s/bytes/%d", srvAddr, size))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, resp.Body); err != nil {
-			return err
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != traffic.ExpectedSHA256(size) {
+		if got != traffic.ExpectedSHA256(size) {
 			return fmt.Errorf("SHA-256 %s, want %s", got, traffic.ExpectedSHA256(size))
 		}
 		return nil

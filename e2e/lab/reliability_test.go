@@ -2,14 +2,8 @@ package lab_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/net/proxy"
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
@@ -103,25 +95,7 @@ func chaosClient() int {
 }
 
 func chaosDownload(socks string) (int64, string, error) {
-	d, err := proxy.SOCKS5("tcp", socks, nil, proxy.Direct)
-	if err != nil {
-		return 0, "", err
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return d.(proxy.ContextDialer).DialContext(ctx, network, addr)
-		}}}
-	resp, err := hc.Get(fmt.Sprintf("http://server:%d/bytes/%d", lab.TrafficPort, chaosSize))
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, "", errors.New(resp.Status)
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, resp.Body)
-	return n, hex.EncodeToString(h.Sum(nil)), err
+	return traffic.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://server:%d/bytes/%d", lab.TrafficPort, chaosSize), 30*time.Second)
 }
 
 // TestLabChaos is RELIABILITY's chaos run (in this file so that it runs
