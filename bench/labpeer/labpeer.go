@@ -1,6 +1,8 @@
-// Package labpeer runs third-party proxies (dante, squid) as chained hops
-// on lab relay nodes, for the benchmarks that compare relayd with them, and
-// manages their process groups so a benchmark leaves nothing behind.
+// Package labpeer is what the lab benchmarks (bench/split, bench/ttfb)
+// share: it runs third-party proxies (dante, squid) as chained hops on lab
+// relay nodes and manages their process groups so a benchmark leaves
+// nothing behind, and it reads the lab's self-check, the machine, and
+// signals.
 package labpeer
 
 import (
