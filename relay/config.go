@@ -93,6 +93,10 @@ type PlanningConfig struct {
 	TTL time.Duration `yaml:"ttl"`
 	// MaxHops is the most relays after this one in a planned chain.
 	MaxHops int `yaml:"max_hops"`
+	// CheckEvery is how often a relay marked down (a tunnel could not
+	// reach it, or stalled and a check of it failed) is checked; it is
+	// planned again after 3 passing checks in a row.
+	CheckEvery time.Duration `yaml:"check_every"`
 }
 
 // PoolConfig sizes the warm connection pools (pkg/pool, docs/protocol.md).
@@ -231,7 +235,7 @@ func Defaults() Config {
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
-		Planning:    PlanningConfig{TTL: time.Minute, MaxHops: 3},
+		Planning:    PlanningConfig{TTL: time.Minute, MaxHops: 3, CheckEvery: 2 * time.Second},
 		RelaySocket: SocketConfig{KeepAlive: DefaultRelayKeepAlive},
 	}
 }
@@ -348,6 +352,9 @@ func (c *Config) Validate() error {
 		}
 		if c.Planning.TTL <= 0 {
 			add("planning.ttl: must be positive, got %s", c.Planning.TTL)
+		}
+		if c.Planning.CheckEvery <= 0 {
+			add("planning.check_every: must be positive, got %s", c.Planning.CheckEvery)
 		}
 		if c.Planning.MaxHops < 0 || c.Planning.MaxHops > 7 {
 			add("planning.max_hops: must be 0..7 relays after this one, got %d", c.Planning.MaxHops)

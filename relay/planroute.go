@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/health"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
@@ -73,14 +74,48 @@ type planRouter struct {
 	ttl time.Duration
 	log *zap.Logger
 
+	// watch marks relays down on failed or stalled tunnels and re-admits
+	// them after passing checks; route leaves out the relays that are down.
+	watch *health.Watch
+
 	mu      sync.Mutex
 	surveys map[string]*surveyEntry // by destination host:port
 	last    map[string]string       // destination -> chain last logged
 }
 
 func newPlanRouter(s *Server) *planRouter {
-	return &planRouter{s: s, ttl: s.cfg.Planning.TTL, log: s.log.Named("plan"),
+	r := &planRouter{s: s, ttl: s.cfg.Planning.TTL, log: s.log.Named("plan"),
 		surveys: map[string]*surveyEntry{}, last: map[string]string{}}
+	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken}
+	r.watch = &health.Watch{Every: s.cfg.Planning.CheckEvery, Check: sv.CheckRelay, Log: r.log,
+		OnChange: r.resurvey}
+	go r.watch.Run(s.ctx)
+	return r
+}
+
+// resurvey makes every destination's survey due (a relay went down or came
+// back): the next tunnel to each starts a new one, and the old one serves
+// until it is done.
+func (r *planRouter) resurvey() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.surveys {
+		if isDone(e) { // run writes at only before it closes done
+			e.at = time.Time{}
+		}
+	}
+}
+
+// Failed marks down a relay a tunnel could not reach (relay.FailureObserver):
+// the next tunnels are planned without it.
+func (r *planRouter) Failed(ch *chain.Chain, err error) { r.watch.Failed(ch, err) }
+
+// Slow checks the relays of a chain whose tunnel is still not up after
+// SlowDial (relay.SlowObserver), and marks down the first that fails.
+func (r *planRouter) Slow(ch *chain.Chain) {
+	if len(ch.Hops) > 0 {
+		go r.watch.Slow(ch, SlowDial)
+	}
 }
 
 // survey returns the destination's survey, starting one when there is none
@@ -126,6 +161,9 @@ func (r *planRouter) run(dst string, e, prev *surveyEntry) {
 		// Keep planning on the last good survey rather than on nothing.
 		r.log.Warn("survey failed; keeping the previous one", zap.String("dst", dst), zap.Error(err))
 		res, err = prev.res, nil
+	}
+	if err == nil {
+		r.watch.SetFleet(res.Relays, res.FromHere())
 	}
 	e.res, e.err, e.at = res, err, time.Now()
 	close(e.done)
@@ -182,6 +220,11 @@ func (r *planRouter) route(ctx context.Context, dst string) (*chain.Chain, []str
 		Constraints: planner.Constraints{MaxHops: r.s.cfg.Planning.MaxHops + 1, MinGain: -1}}
 	if self := r.s.cfg.Name; self != "" && slices.ContainsFunc(m.Nodes, func(n planner.Node) bool { return n.Name == self }) {
 		req.Constraints.Exclude = []string{self} // this relay is the client node already
+	}
+	for _, name := range r.watch.DownNames() {
+		if slices.ContainsFunc(m.Nodes, func(n planner.Node) bool { return n.Relay && n.Name == name }) {
+			req.Constraints.Exclude = append(req.Constraints.Exclude, name)
+		}
 	}
 	res, err := planner.Search(m, req)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +17,6 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/health"
 	"github.com/relaymesh/relaymesh/pkg/lab"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -42,26 +40,19 @@ func (p *planned) nextOf() ([]string, error) {
 
 // planRouter sends every tunnel through the current plan's chain and
 // re-plans: every interval, and soon after a tunnel fails at a relay. A
-// relay blamed for a failure is marked down (left out of plans) and probed
-// every probeEvery; it is used again after health.DefaultRise passing
-// probes in a row.
+// relay blamed for a failure is marked down (left out of plans) and checked
+// every health.Watch.Every; it is used again after health.DefaultRise
+// passing checks in a row.
 type planRouter struct {
-	srv        *relay.Server
-	plan       func(ctx context.Context, avoid ...string) (*planned, error)
-	log        *zap.Logger
-	every      time.Duration
-	probeEvery time.Duration
-	health     health.Tracker
-	// check asks whether a relay's relayd answers: directly, or through
-	// via (survey.Survey.CheckRelay).
-	check func(ctx context.Context, r registry.Relay, via *registry.Relay) error
+	srv   *relay.Server
+	plan  func(ctx context.Context, avoid ...string) (*planned, error)
+	log   *zap.Logger
+	every time.Duration
+	watch *health.Watch
 
 	mu       sync.Mutex
 	cur      *chain.Chain
 	names    []string
-	relays   map[string]registry.Relay // by name, as the last survey found them
-	fromHere map[string]bool           // relays the last survey reached from this host
-	before   map[string]string         // down relay -> the relay before it in the chain it failed on
 	kick     chan struct{}
 	lastKick time.Time
 }
@@ -73,170 +64,25 @@ func (r *planRouter) Route(context.Context, string) (*chain.Chain, error) {
 }
 
 // Failed is called by the server after a tunnel failed (relay.FailureObserver).
-// A failure at a relay (not the destination refusing) triggers a re-plan;
-// a relay that could not be reached is marked down.
+// A broken chain triggers a re-plan; a relay that could not be reached is
+// marked down.
 func (r *planRouter) Failed(ch *chain.Chain, err error) {
-	var he *chain.HopError
-	if !errors.As(err, &he) || he.Hop < 1 || he.Hop > len(ch.Hops) {
-		return // direct, or no hop to blame
+	if r.watch.Failed(ch, err) {
+		r.replanSoon(ch, false)
 	}
-	// The hop named could not be reached itself, or could not reach the
-	// next relay: the chain is broken. The last relay failing to reach
-	// the destination is the destination's answer: no re-plan.
-	relayDown := he.Target == ch.Hops[he.Hop-1].Addr
-	if he.Hop == len(ch.Hops) && !relayDown {
-		return
-	}
-	if relayDown {
-		r.markDown(ch, he.Hop-1, he.Error())
-	}
-	r.replanSoon(ch, false)
 }
 
 // Slow is called when a tunnel on ch is still not up after relay.SlowDial
-// (relay.SlowObserver): a relay that vanished answers nothing at all. The
-// chain's relays are checked in order (directly, or through the relay
-// before them), and the first that fails is marked down: those after it
-// cannot be told apart from it.
+// (relay.SlowObserver): the chain's relays are checked, and a re-plan
+// follows.
 func (r *planRouter) Slow(ch *chain.Chain) {
 	if len(ch.Hops) == 0 {
 		return
 	}
 	go func() {
-		for i, h := range ch.Hops {
-			rel, ok := r.relayAt(h.Addr)
-			if !ok || r.health.IsDown(rel.Name) {
-				continue
-			}
-			if err := r.probeOnce(rel.Name, r.viaFor(ch, i)); err != nil {
-				r.markDown(ch, i, fmt.Sprintf("a tunnel stalled %v, then a check of the relay failed: %v", relay.SlowDial, err))
-				break
-			}
-		}
+		r.watch.Slow(ch, relay.SlowDial)
 		r.replanSoon(ch, false)
 	}()
-}
-
-// markDown takes hop i of ch out of plans, remembering the relay before it
-// to check it through when this host does not reach it.
-func (r *planRouter) markDown(ch *chain.Chain, i int, reason string) {
-	rel, ok := r.relayAt(ch.Hops[i].Addr)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	if v := r.viaForLocked(ch, i); v != "" {
-		r.before[rel.Name] = v
-	}
-	r.mu.Unlock()
-	if r.health.MarkDown(rel.Name, reason, time.Now()) {
-		r.log.Warn("relay marked down: left out of plans until it passes its checks", zap.String("relay", rel.Name),
-			zap.String("reason", reason), zap.Int("checks_to_pass", health.DefaultRise), zap.Duration("check_every", r.probeEvery))
-		r.replanSoon(nil, true)
-	}
-}
-
-// viaFor names the relay to check hop i of ch through: "" when this host
-// reaches it, else the hop before it if this host reaches that one, else
-// any relay this host reaches.
-func (r *planRouter) viaFor(ch *chain.Chain, i int) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.viaForLocked(ch, i)
-}
-
-func (r *planRouter) viaForLocked(ch *chain.Chain, i int) string {
-	rel, ok := r.relayAtLocked(ch.Hops[i].Addr)
-	if !ok || r.fromHere[rel.Name] {
-		return ""
-	}
-	if i > 0 {
-		if prev, ok := r.relayAtLocked(ch.Hops[i-1].Addr); ok && r.fromHere[prev.Name] {
-			return prev.Name
-		}
-	}
-	return r.anyFromHereLocked(rel.Name)
-}
-
-func (r *planRouter) anyFromHereLocked(except string) string {
-	var names []string
-	for name, ok := range r.fromHere {
-		if ok && name != except {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
-}
-
-// relayAt finds the relay whose relay listener is addr.
-func (r *planRouter) relayAt(addr string) (registry.Relay, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.relayAtLocked(addr)
-}
-
-func (r *planRouter) relayAtLocked(addr string) (registry.Relay, bool) {
-	for _, rel := range r.relays {
-		if rel.Relay == addr {
-			return rel, true
-		}
-	}
-	return registry.Relay{}, false
-}
-
-// probeOnce checks the relay called name (through via when via is not "")
-// within probeTimeout.
-func (r *planRouter) probeOnce(name, via string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	defer cancel()
-	r.mu.Lock()
-	rel, ok := r.relays[name]
-	v, vok := r.relays[via]
-	r.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("relay %s is not in the registry", name)
-	}
-	if !vok {
-		return r.check(ctx, rel, nil)
-	}
-	return r.check(ctx, rel, &v)
-}
-
-// probeTimeout bounds one check of a relay.
-const probeTimeout = 2 * time.Second
-
-// probeDown probes every relay that is down, every probeEvery, and re-plans
-// when one is re-admitted.
-func (r *planRouter) probeDown(ctx context.Context) {
-	t := time.NewTicker(r.probeEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, d := range r.health.Down() {
-			r.mu.Lock()
-			via := r.before[d.Name]
-			if r.fromHere[d.Name] {
-				via = ""
-			} else if !r.fromHere[via] {
-				via = r.anyFromHereLocked(d.Name)
-			}
-			r.mu.Unlock()
-			err := r.probeOnce(d.Name, via)
-			if r.health.Probed(d.Name, err == nil) {
-				r.log.Info("relay re-admitted: it passed its checks", zap.String("relay", d.Name),
-					zap.Int("checks_passed", health.DefaultRise), zap.Duration("down_for", time.Since(d.Since).Round(time.Millisecond)))
-				r.replanSoon(nil, true)
-			}
-		}
-	}
 }
 
 // replanSoon asks the re-plan loop to plan now, at most every
@@ -258,10 +104,7 @@ func (r *planRouter) replanSoon(ch *chain.Chain, force bool) {
 // apply plans once, leaving out the relays that are down, and installs the
 // chain. The plan is logged when the chain changed, or always with logAll.
 func (r *planRouter) apply(ctx context.Context, logAll bool) error {
-	var avoid []string
-	for _, d := range r.health.Down() {
-		avoid = append(avoid, d.Name)
-	}
+	avoid := r.watch.DownNames()
 	p, err := r.plan(ctx, avoid...)
 	if err != nil {
 		return err
@@ -275,16 +118,12 @@ func (r *planRouter) apply(ctx context.Context, logAll bool) error {
 		return err
 	}
 	b := p.Result.Best
-	fromHere := map[string]bool{}
-	for _, name := range p.FromHere {
-		fromHere[name] = true
+	if p.Relays != nil {
+		r.watch.SetFleet(p.Relays, p.FromHere)
 	}
 	r.mu.Lock()
 	changed := r.cur == nil || strings.Join(r.names, ",") != strings.Join(b.Chain, ",")
 	r.cur, r.names = ch, b.Chain
-	if p.Relays != nil {
-		r.relays, r.fromHere = p.Relays, fromHere
-	}
 	r.mu.Unlock()
 	if changed || logAll {
 		r.log.Info("plan", zap.String("dst", p.Result.Destination), zap.Strings("chain", b.Chain),
@@ -295,7 +134,7 @@ func (r *planRouter) apply(ctx context.Context, logAll bool) error {
 }
 
 func (r *planRouter) run(ctx context.Context) {
-	go r.probeDown(ctx)
+	go r.watch.Run(ctx)
 	t := time.NewTicker(r.every)
 	defer t.Stop()
 	for {
@@ -372,8 +211,9 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			sv := survey.Survey{AdminToken: f.token()}
-			r := &planRouter{srv: srv, plan: f.plan, check: sv.CheckRelay, log: log.Named("plan"), every: every,
-				probeEvery: probeEvery, kick: make(chan struct{}, 1), before: map[string]string{}}
+			r := &planRouter{srv: srv, plan: f.plan, log: log.Named("plan"), every: every, kick: make(chan struct{}, 1)}
+			r.watch = &health.Watch{Every: probeEvery, Check: sv.CheckRelay, Log: r.log,
+				OnChange: func() { r.replanSoon(nil, true) }}
 			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			err = r.apply(pctx, true)
 			cancel()

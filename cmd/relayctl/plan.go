@@ -165,13 +165,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	var fromHere []string
-	for _, pr := range sr.Matrix.Pairs {
-		if _, ok := sr.Relays[pr.B]; ok && pr.A == survey.ClientNode {
-			fromHere = append(fromHere, pr.B)
-		}
-	}
-	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: fromHere}, nil
+	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: sr.FromHere()}, nil
 }
 
 // excludeAlso adds to exclude the names of avoid that are relays of m.

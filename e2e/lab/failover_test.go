@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -28,7 +29,10 @@ import (
 //   - r2 comes back for 1.5 s and vanishes again: not re-admitted (it needs
 //     3 passing checks in a row, one a second);
 //   - r2 comes back for good: re-admitted after 3 passing checks, planned
-//     again, and a download through it matches its SHA-256.
+//     again, and a download through it matches its SHA-256;
+//   - the same for a relay that routes by plan (r1, routing: plan) and a
+//     plain client that only knows r1 as its proxy: r1 plans r1 -> r2; when
+//     r2 vanishes r1 marks it down, and new downloads go over r3 within 10 s.
 func TestLabVanishedRelay(t *testing.T) {
 	bins := labBins(t)
 	const name = "e2e-vanish"
@@ -39,7 +43,8 @@ nodes:
   # Keepalive 1 s: the keepalive bound is 10 s. A probe window of 5 samples
   # (2 s apart) forgets r2's lost probes 10 s after it is back: until then
   # the planner reads them as loss and plans around it.
-  r1: {role: relay, relayd: &relayd {relay_socket: {keepalive: 1s}, probe: {pull_interval: 2s, window: 5}}}
+  # r1 also routes plain clients' tunnels by plan (the last part).
+  r1: {role: relay, routing: plan, relayd: &relayd {relay_socket: {keepalive: 1s}, probe: {pull_interval: 2s, window: 5}, planning: {check_every: 1s}}}
   r2: {role: relay, relayd: *relayd}
   r3: {role: relay, relayd: *relayd}
   server: {role: server, region: tokyo}
@@ -50,6 +55,7 @@ links:
   - {between: [r2, server], rtt_ms: 20, rate_mbit: 100}
   - {between: [client, r3], rtt_ms: 20, rate_mbit: 100}
   - {between: [r3, server], rtt_ms: 40, rate_mbit: 100}
+  - {between: [r1, r3], rtt_ms: 20, rate_mbit: 100}
 `)
 	stateDir := t.TempDir()
 	if out, code := relayctl(t, stateDir, "up", "-t", topo); code != 0 {
@@ -225,6 +231,58 @@ links:
 	}
 	if g := fmt.Sprintf("%x", sha256.Sum256(got.Bytes())); g != strings.TrimSpace(string(want)) {
 		t.Fatalf("download after r2 came back: sha256 %s, want %s", g, want)
+	}
+
+	// A plain client of r1, which routes by plan.
+	viaR1 := func(ctx context.Context, args ...string) *exec.Cmd {
+		cmd, err := st.Command(ctx, "client", append([]string{"curl", "-sS", "-o", "/dev/null", "-x", "socks5h://r1:1080"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	r1log := filepath.Join(st.Dir, "r1.relayd.log")
+	if out, err := viaR1(ctx, "--max-time", "20", "http://server:8000/bytes/65536").CombinedOutput(); err != nil {
+		t.Fatalf("download through r1 (routing by plan): %v: %s", err, out)
+	}
+	if data, _ := os.ReadFile(r1log); !strings.Contains(string(data), `"chain":["r2"]`) {
+		t.Fatalf("r1 did not plan r1 -> r2:\n%s", data)
+	}
+	cutAt = time.Now()
+	setR2("down")
+	first := make(chan time.Time, 1)
+	pctx2, stop2 := context.WithTimeout(ctx, 30*time.Second)
+	defer stop2()
+	var wg2 sync.WaitGroup
+	wg2.Go(func() {
+		var once sync.Once
+		for pctx2.Err() == nil {
+			wg2.Go(func() {
+				if viaR1(pctx2, "--max-time", "5", "http://server:8000/bytes/65536").Run() == nil {
+					once.Do(func() { first <- time.Now() })
+				}
+			})
+			select {
+			case <-pctx2.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+	select {
+	case at := <-first:
+		t.Logf("routing by plan: first new download through r1 after the cut: %.1f s", at.Sub(cutAt).Seconds())
+		if at.Sub(cutAt) > 10*time.Second {
+			t.Fatalf("new downloads through r1 took %.1f s to go around r2 (want <= 10 s)", at.Sub(cutAt).Seconds())
+		}
+	case <-time.After(time.Until(cutAt.Add(30 * time.Second))):
+		data, _ := os.ReadFile(r1log)
+		t.Fatalf("no download through r1 succeeded in 30 s after the cut; r1's log:\n%s", data)
+	}
+	stop2()
+	wg2.Wait()
+	data, _ := os.ReadFile(r1log)
+	if !strings.Contains(string(data), `relay marked down`) || !strings.Contains(string(data), `"chain":["r3"]`) {
+		t.Fatalf("r1 did not mark r2 down and plan r1 -> r3:\n%s", data)
 	}
 }
 

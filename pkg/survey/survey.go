@@ -75,6 +75,18 @@ type Result struct {
 	Notes  []string
 }
 
+// FromHere names the relays this host reached itself in the survey (the
+// others only through relays that reached them).
+func (r *Result) FromHere() []string {
+	var names []string
+	for _, p := range r.Matrix.Pairs {
+		if _, ok := r.Relays[p.B]; ok && p.A == ClientNode {
+			names = append(names, p.B)
+		}
+	}
+	return names
+}
+
 // ResolveTarget turns --dst into a Target: host:port as is; a region or
 // relay name into that relay's host (its admin address: a destination in a
 // region is taken to be next to the region's relay; `relayctl bench`
