@@ -9,6 +9,7 @@
 package health
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -100,14 +101,6 @@ func (t *Tracker) Down() []Down {
 	for name, s := range t.down {
 		out = append(out, Down{Name: name, Since: s.since, Reason: s.reason, Passes: s.passes})
 	}
-	slices.SortFunc(out, func(a, b Down) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Down) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

@@ -1,0 +1,106 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+)
+
+// fakeFleet: relays a, b, c on relay listeners a:7000...; this host reaches
+// a and c, not b (only a reaches b).
+func fakeFleet() (map[string]registry.Relay, *chain.Chain) {
+	relays := map[string]registry.Relay{}
+	ch := &chain.Chain{}
+	for _, n := range []string{"a", "b", "c"} {
+		relays[n] = registry.Relay{Name: n, Relay: n + ":7000", Admin: n + ":9090"}
+		ch.Hops = append(ch.Hops, chain.Hop{Scheme: "relaymesh", Addr: n + ":7000"})
+	}
+	return relays, ch
+}
+
+type checks struct {
+	mu   sync.Mutex
+	up   map[string]bool
+	seen []string // "name via"
+}
+
+func (c *checks) check(_ context.Context, r registry.Relay, via *registry.Relay) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := ""
+	if via != nil {
+		v = via.Name
+	}
+	c.seen = append(c.seen, r.Name+" via "+v)
+	if !c.up[r.Name] {
+		return errors.New("no answer")
+	}
+	return nil
+}
+
+func TestWatchBlamesAndReadmits(t *testing.T) {
+	relays, ch := fakeFleet()
+	c := &checks{up: map[string]bool{"a": true, "c": true}}
+	changes := make(chan struct{}, 10)
+	w := &Watch{Every: 10 * time.Millisecond, Check: c.check, OnChange: func() { changes <- struct{}{} }}
+	w.SetFleet(relays, []string{"a", "c"})
+
+	// The destination refusing, at the last relay: not the chain's fault.
+	if w.Failed(ch, &chain.HopError{Hop: 3, Target: "dst:80", Kind: chain.KindRefused}) {
+		t.Fatal("the destination's refusal counted as a broken chain")
+	}
+	// a could not reach b: b is down, and the chain is broken.
+	if !w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")}) {
+		t.Fatal("an unreachable relay did not break the chain")
+	}
+	if got := w.DownNames(); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("down %v, want [b]", got)
+	}
+	<-changes
+
+	// b is checked through a (this host does not reach b); it stays down
+	// while it fails, and comes back after 3 passes in a row.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	time.Sleep(50 * time.Millisecond)
+	if !w.IsDown("b") {
+		t.Fatal("b re-admitted while its checks fail")
+	}
+	c.mu.Lock()
+	if len(c.seen) == 0 || c.seen[0] != "b via a" {
+		t.Fatalf("checks %v, want b checked via a", c.seen)
+	}
+	c.up["b"] = true
+	c.mu.Unlock()
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b not re-admitted after its checks pass")
+	}
+	if w.IsDown("b") {
+		t.Fatal("OnChange without re-admission")
+	}
+}
+
+func TestWatchSlowMarksFirstFailing(t *testing.T) {
+	relays, ch := fakeFleet()
+	c := &checks{up: map[string]bool{"a": true, "b": false, "c": false}}
+	w := &Watch{Every: time.Hour, Check: c.check}
+	w.SetFleet(relays, []string{"a", "c"})
+	w.Slow(ch, 2*time.Second)
+	// a passes, b fails (checked through a), c is not checked: it cannot
+	// be told apart from b.
+	if got := w.DownNames(); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("down %v, want [b]", got)
+	}
+	if fmt.Sprint(c.seen) != "[a via  b via a]" {
+		t.Fatalf("checks %q", c.seen)
+	}
+}
