@@ -50,10 +50,12 @@ consul-outage-full: bin/consul
 
 # The reliability cases at their full settings (docs/reliability.md): churn
 # of 10,000 connections (one relay, and through 3 native hops), 1 GiB each
-# way through 4 hops, the 30 s Consul outage, the full chaos run. Needs root
-# for the chaos run; ~10 min.
+# way through 4 hops, the 30 s Consul outage, a vanished relay with the
+# default keepalive (bound 150 s), the full chaos run. Needs root for the
+# lab; ~15 min.
 reliability-full: bin/consul
 	RELAYMESH_FULL=1 $(GO) test -count=1 -timeout 30m -v -run 'TestChurnNoLeak|TestNativeChurnNoLeak|TestIntegrityBothDirections' ./e2e/
+	RELAYMESH_FULL=1 $(GO) test -count=1 -timeout 15m -v -run TestLabVanishedRelay ./e2e/lab/
 	$(MAKE) consul-outage-full chaos
 
 # The lab chaos run at full setting: 200 downloads at a time for 60 s through
