@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -65,19 +64,11 @@ links:
   - {between: [r3, server], rtt_ms: 40, rate_mbit: 100}
   - {between: [r1, r3], rtt_ms: 20, rate_mbit: 100}
 `)
-	stateDir := t.TempDir()
-	if out, code := relayctl(t, stateDir, "up", "-t", topo); code != 0 {
-		t.Fatalf("lab up: %d\n%s", code, out)
-	}
-	t.Cleanup(func() { relayctl(t, stateDir, "down", name) })
-	st, err := lab.LoadState(filepath.Join(stateDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := labUp(t, topo, name)
 	setR2 := func(state string) {
 		t.Helper()
 		for _, peer := range []string{"r1", "server"} {
-			if out, code := relayctl(t, stateDir, "link", "r2", peer, "--"+state); code != 0 {
+			if out, code := relayctl(t, filepath.Dir(st.Dir), "link", "r2", peer, "--"+state); code != 0 {
 				t.Fatalf("lab link r2 %s --%s: %d\n%s", peer, state, code, out)
 			}
 		}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/lab"
 )
 
 var (
@@ -65,6 +67,22 @@ func labTopology(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// labUp starts the lab of topology file topo (named name) for the test,
+// taken down when the test ends, and returns its state.
+func labUp(t *testing.T, topo, name string) *lab.State {
+	t.Helper()
+	stateDir := t.TempDir()
+	if out, code := relayctl(t, stateDir, "up", "-t", topo); code != 0 {
+		t.Fatalf("lab up: %d\n%s", code, out)
+	}
+	t.Cleanup(func() { relayctl(t, stateDir, "down", name) })
+	st, err := lab.LoadState(filepath.Join(stateDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // relayctl runs relayctl with a per-test state directory and returns its

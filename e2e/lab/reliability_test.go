@@ -135,15 +135,7 @@ links:
   - {between: [r3, server], rtt_ms: 4, rate_mbit: 100}
   - {between: [r4, server], rtt_ms: 4, rate_mbit: 100}
 `)
-	stateDir := t.TempDir()
-	if out, code := relayctl(t, stateDir, "up", "-t", topo); code != 0 {
-		t.Fatalf("lab up: %d\n%s", code, out)
-	}
-	t.Cleanup(func() { relayctl(t, stateDir, "down", "e2e-chaos") })
-	st, err := lab.LoadState(filepath.Join(stateDir, "e2e-chaos"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := labUp(t, topo, "e2e-chaos")
 	relays := []string{"r1", "r2", "r3", "r4"}
 	logDir := t.TempDir()
 	start := func(i int) *labpeer.Daemon {
