@@ -172,10 +172,11 @@ application at it.
 
 It plans again every --replan, and within seconds when a tunnel fails at a
 relay; new connections take the new chain, live ones stay on theirs. A relay
-that could not be reached (or, after a tunnel stalled 2 s, fails a probe) is
-marked down: plans leave it out until it passes 3 probes of its /healthz in a
-row, one every --probe-every. A live tunnel through a relay whose host
-vanished ends within the keepalive bound, about 10 x --relay-keepalive. The
+that could not be reached (or, after a tunnel stalled 2 s, fails a check of
+its /healthz, or of /v1/info through the relay before it) is marked down:
+plans leave it out until 3 checks in a row pass, one every --probe-every. A
+live tunnel through a relay whose host vanished ends, as an error its client
+sees, within the keepalive bound: 10 x --relay-keepalive. The
 client is told "succeeded" only once the last relay has reached the
 destination. Needs the fleet secret (--fleet-secret-file, or
 $RELAYMESH_FLEET_SECRET_FILE, which lab commands set). Stops on SIGINT or
@@ -238,8 +239,8 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.StringVar(&httpListen, "http-listen", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
-	fl.DurationVar(&probeEvery, "probe-every", 2*time.Second, "probe a relay marked down this often; it is used again after 3 passing probes in a row")
-	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream after about 10 of these")
+	fl.DurationVar(&probeEvery, "probe-every", 2*time.Second, "check a relay marked down this often; it is used again after 3 passing checks in a row")
+	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")
 	fl.BoolVar(&open, "open", false, "allow --listen/--http-listen off loopback without credentials (e.g. in a container whose port only you reach)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

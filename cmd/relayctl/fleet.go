@@ -31,7 +31,7 @@ type registryFlags struct {
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which `relayctl lab` sets)")
+	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which relayctl lab sets)")
 	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $RELAYMESH_CONSUL, which a lab with --registry consul sets, when there is no fleet file)")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")

@@ -45,7 +45,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dst, "dst", "", "destination: a region or relay name of the fleet (e.g. tokyo: a host next to that relay), or host:port (required)")
-	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this matrix file instead of measuring (JSON; see `go doc ./planner` and --save-matrix)")
+	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this matrix file instead of measuring (JSON; see go doc ./planner, and --save-matrix)")
 	fl.StringVar(&f.from, "from", survey.ClientNode, "with --matrix: the node the plan starts from")
 	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
 	fl.IntVar(&f.maxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain (0: direct only)")
