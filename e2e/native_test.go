@@ -193,29 +193,7 @@ func TestNativeChain(t *testing.T) {
 
 	t.Run("half-close", func(t *testing.T) {
 		const upBytes, downBytes = 2 << 20, 1 << 20
-		srv := startServer(t, func(c net.Conn) {
-			if n, err := io.Copy(io.Discard, c); err != nil || n != upBytes {
-				return
-			}
-			_, _ = c.Write(pattern(downBytes))
-			_ = c.(*net.TCPConn).CloseWrite()
-		})
-		c, raw, err := xnetDial(t, entry.socks, srv.addr(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Write(pattern(upBytes)); err != nil {
-			t.Fatal(err)
-		}
-		if err := raw.CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(got, pattern(downBytes)) {
-			t.Fatalf("after half-close: %d bytes, %v", len(got), err)
-		}
+		checkHalfClose(t, entry.socks, startHalfCloseServer(t, upBytes, downBytes).addr(), upBytes, downBytes)
 	})
 
 	// One header, not nested handshakes: the middle relay accepted exactly

@@ -263,37 +263,50 @@ func startBackground(t testing.TB, cmd *exec.Cmd, port int) {
 // 1 MiB only after EOF; the client must get all of it and then EOF.
 func TestHalfClose(t *testing.T) {
 	const upBytes, downBytes = 8 << 20, 1 << 20
-	srv := startServer(t, func(c net.Conn) {
-		n, err := io.Copy(io.Discard, c)
-		if err != nil || n != upBytes {
+	srv := startHalfCloseServer(t, upBytes, downBytes)
+	for _, hops := range []int{1, 4} {
+		t.Run(fmt.Sprintf("%dhop", hops), func(t *testing.T) {
+			relays := chainOf(t, hops)
+			checkHalfClose(t, relays[0].socks, srv.addr(), upBytes, downBytes)
+		})
+	}
+}
+
+// startHalfCloseServer reads upBytes until the client's EOF, then answers
+// downBytes and half-closes itself.
+func startHalfCloseServer(t testing.TB, upBytes, downBytes int) *server {
+	return startServer(t, func(c net.Conn) {
+		if n, err := io.Copy(io.Discard, c); err != nil || n != int64(upBytes) {
 			return
 		}
 		_, _ = c.Write(pattern(downBytes))
 		_ = c.(*net.TCPConn).CloseWrite()
 	})
-	for _, hops := range []int{1, 4} {
-		t.Run(fmt.Sprintf("%dhop", hops), func(t *testing.T) {
-			relays := chainOf(t, hops)
-			c, raw, err := xnetDial(t, relays[0].socks, srv.addr(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(pattern(upBytes)); err != nil {
-				t.Fatal(err)
-			}
-			if err := raw.CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(c)
-			if err != nil {
-				t.Fatalf("read after half-close: %v (got %d bytes)", err, len(got))
-			}
-			if !bytes.Equal(got, pattern(downBytes)) {
-				t.Fatalf("got %d bytes, want %d matching", len(got), downBytes)
-			}
-		})
+}
+
+// checkHalfClose sends upBytes through the SOCKS5 proxy at socks to a
+// startHalfCloseServer at dst, half-closes, and requires the downBytes the
+// server sends after that, then EOF.
+func checkHalfClose(t testing.TB, socks, dst string, upBytes, downBytes int) {
+	t.Helper()
+	c, raw, err := xnetDial(t, socks, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(pattern(upBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read after half-close: %v (got %d bytes)", err, len(got))
+	}
+	if !bytes.Equal(got, pattern(downBytes)) {
+		t.Fatalf("got %d bytes, want %d matching", len(got), downBytes)
 	}
 }
 

@@ -129,18 +129,9 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(c)
-	// The server's header deadline is still set on the hijacked conn.
-	_ = c.SetDeadline(time.Time{})
-	if _, err := c.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
-		up.Close()
-		return
-	}
-	if err := forwardBuffered(brw.Reader, up); err != nil {
-		up.Close()
-		return
-	}
-	s.metrics.tunnelsOpened.WithLabelValues("http", "ok").Inc()
-	s.pipe(log, "http", c, up)
+	// openTunnel clears the server's header deadline, still set on the
+	// hijacked conn.
+	s.openTunnel(log, "http", c, []byte("HTTP/1.1 200 Connection established\r\n\r\n"), brw.Reader, up)
 }
 
 func (h *httpFrontend) forwardError(w http.ResponseWriter, r *http.Request, err error) {

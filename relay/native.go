@@ -85,19 +85,11 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 		}
 		return
 	}
-	if _, werr := c.Write(msg); werr != nil || err != nil {
-		if up != nil {
-			up.Close()
-		}
+	if err != nil {
+		_, _ = c.Write(msg)
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
-	if err := forwardBuffered(br, up); err != nil {
-		up.Close()
-		return
-	}
-	s.metrics.tunnelsOpened.WithLabelValues("relay", "ok").Inc()
-	s.pipe(log, "relay", c, up)
+	s.openTunnel(log, "relay", c, msg, br, up)
 }
 
 // awaitHeader waits up to limits.relay_header_wait for the first byte of a

@@ -89,17 +89,7 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 		return
 	}
 	// Only now, with the whole path up, does the client hear "succeeded".
-	if _, err := c.Write(socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, direct))); err != nil {
-		up.Close()
-		return
-	}
-	_ = c.SetDeadline(time.Time{})
-	if err := forwardBuffered(br, up); err != nil {
-		up.Close()
-		return
-	}
-	s.metrics.tunnelsOpened.WithLabelValues("socks5", "ok").Inc()
-	s.pipe(log, "socks5", c, up)
+	s.openTunnel(log, "socks5", c, socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, direct)), br, up)
 }
 
 // boundAddr is BND.ADDR for the reply: our local address toward the
@@ -114,6 +104,24 @@ func boundAddr(up net.Conn, direct bool) socks5.Addr {
 		return socks5.Addr{IP: ap.Addr().Unmap(), Port: ap.Port()}
 	}
 	return socks5.Addr{IP: netip.IPv4Unspecified()}
+}
+
+// openTunnel answers the client with reply now that the whole path is up,
+// sends on what the client pipelined behind its request (read ahead during
+// the handshake), counts the tunnel and pipes until both sides are done.
+// The handshake deadline goes first: the tunnel has its own idle timeout.
+func (s *Server) openTunnel(log *zap.Logger, frontend string, c net.Conn, reply []byte, br *bufio.Reader, up net.Conn) {
+	_ = c.SetDeadline(time.Time{})
+	if _, err := c.Write(reply); err != nil {
+		up.Close()
+		return
+	}
+	if err := forwardBuffered(br, up); err != nil {
+		up.Close()
+		return
+	}
+	s.metrics.tunnelsOpened.WithLabelValues(frontend, "ok").Inc()
+	s.pipe(log, frontend, c, up)
 }
 
 // forwardBuffered sends bytes the client already sent (read ahead during the
