@@ -406,6 +406,19 @@ func pairError(k int, p *Pair, err error) error {
 	return fmt.Errorf("rtt_ms[%d] (%q, %q): %w", k, p.A, p.B, err)
 }
 
+// RelaysAmong returns the names that are relays of m, in m's order: what a
+// caller may put in Constraints.Exclude from a list that can name relays
+// the matrix no longer holds (Search refuses unknown names).
+func (m *Matrix) RelaysAmong(names []string) []string {
+	var out []string
+	for _, n := range m.Nodes {
+		if n.Relay && slices.Contains(names, n.Name) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
 // Resolve returns the name of the node dst means: the node called dst, or
 // else the one node whose region is dst (compared case-insensitively).
 // When a region holds several nodes it is an error listing them: which one

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -234,4 +235,11 @@ func FuzzParseMatrix(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRelaysAmong(t *testing.T) {
+	m := &Matrix{Nodes: []Node{{Name: "client"}, {Name: "r1", Relay: true}, {Name: "r2", Relay: true}, {Name: "dst"}}}
+	if got := m.RelaysAmong([]string{"r2", "gone", "client", "r1"}); !slices.Equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("RelaysAmong = %v, want [r1 r2]: only relays of the matrix", got)
+	}
 }

@@ -221,11 +221,7 @@ func (r *planRouter) route(ctx context.Context, dst string) (*chain.Chain, []str
 	if self := r.s.cfg.Name; self != "" && slices.ContainsFunc(m.Nodes, func(n planner.Node) bool { return n.Name == self }) {
 		req.Constraints.Exclude = []string{self} // this relay is the client node already
 	}
-	for _, name := range r.watch.DownNames() {
-		if slices.ContainsFunc(m.Nodes, func(n planner.Node) bool { return n.Relay && n.Name == name }) {
-			req.Constraints.Exclude = append(req.Constraints.Exclude, name)
-		}
-	}
+	req.Constraints.Exclude = append(req.Constraints.Exclude, m.RelaysAmong(r.watch.DownNames())...)
 	res, err := planner.Search(m, req)
 	if err != nil {
 		return nil, nil, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,7 +130,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		if err != nil {
 			return nil, err
 		}
-		req.Constraints.Exclude = excludeAlso(m, req.Constraints.Exclude, avoid)
+		req.Constraints.Exclude = append(req.Constraints.Exclude, m.RelaysAmong(avoid)...)
 		res, err := planner.Search(m, req)
 		if err != nil {
 			return nil, err
@@ -160,23 +159,12 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	req.Constraints.Exclude = excludeAlso(sr.Matrix, req.Constraints.Exclude, avoid)
+	req.Constraints.Exclude = append(req.Constraints.Exclude, sr.Matrix.RelaysAmong(avoid)...)
 	res, err := planner.Search(sr.Matrix, req)
 	if err != nil {
 		return nil, err
 	}
 	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: sr.FromHere()}, nil
-}
-
-// excludeAlso adds to exclude the names of avoid that are relays of m.
-func excludeAlso(m *planner.Matrix, exclude, avoid []string) []string {
-	out := slices.Clone(exclude)
-	for _, n := range m.Nodes {
-		if n.Relay && slices.Contains(avoid, n.Name) && !slices.Contains(out, n.Name) {
-			out = append(out, n.Name)
-		}
-	}
-	return out
 }
 
 // planJSON is `relayctl plan -o json`: the best plan's fields at the top

@@ -327,14 +327,20 @@ func (l *Lab) setupNode(n *Node) error {
 	return os.WriteFile(filepath.Join(etc, "hosts"), []byte(hosts.String()), 0o644)
 }
 
-func linkParams(lc topology.Link, delayNs int64) wanemu.Params {
-	return wanemu.Params{
+// linkParams is one direction of a link; a cut link (down) drops every
+// packet.
+func linkParams(lc topology.Link, delayNs int64, down bool) wanemu.Params {
+	p := wanemu.Params{
 		DelayNs:    delayNs,
 		RateBps:    int64(lc.RateMbit * 1e6), // 0: wanemu.DefaultRateBps
 		QueueBytes: lc.QueueKB * 1024,
 		Loss:       lc.Loss,
 		JitterNs:   int64(lc.JitterMs * 1e6),
 	}
+	if down {
+		p.Loss = 1
+	}
+	return p
 }
 
 func (l *Lab) addLink(i int, lc topology.Link) error {
@@ -345,7 +351,7 @@ func (l *Lab) addLink(i int, lc topology.Link) error {
 	wl, err := wanemu.NewLink(
 		wanemu.Endpoint{Netns: a.Netns, Ifname: ifname, Addr: a.Addr},
 		wanemu.Endpoint{Netns: b.Netns, Ifname: ifname, Addr: b.Addr},
-		linkParams(lc, abNs), linkParams(lc, baNs))
+		linkParams(lc, abNs, false), linkParams(lc, baNs, false))
 	if err != nil {
 		return fmt.Errorf("links[%d] %s-%s: %w", i, a.Name, b.Name, err)
 	}
@@ -413,12 +419,8 @@ func (l *Lab) UpdateLink(u LinkUpdate) (topology.Link, error) {
 			rl.down = *u.Down
 		}
 		ab, ba := lc.OneWayNs()
-		pab, pba := linkParams(lc, ab), linkParams(lc, ba)
-		if rl.down {
-			pab.Loss, pba.Loss = 1, 1
-		}
-		_ = rl.link.SetParams("ab", pab)
-		_ = rl.link.SetParams("ba", pba)
+		_ = rl.link.SetParams("ab", linkParams(lc, ab, rl.down))
+		_ = rl.link.SetParams("ba", linkParams(lc, ba, rl.down))
 		rl.cfg = lc
 		l.topo = &next
 		return lc, nil
