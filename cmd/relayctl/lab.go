@@ -79,13 +79,14 @@ is invalid, and lab run and lab status say so.`,
 		return lab.CheckPrivileges()
 	}
 	cmd.AddCommand(labUpCmd(&stateRoot), labDownCmd(&stateRoot), labStatusCmd(&stateRoot),
-		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labLinkCmd(&stateRoot), labTrafficCmd())
+		labExecCmd(&stateRoot), labRunCmd(&stateRoot), labLinkCmd(&stateRoot), labTrafficCmd(), labDoctorCmd())
 	return cmd
 }
 
 type labFlags struct {
 	topoPath, relaydPath, logLevel string
 	registry, consulPath           string
+	calibration                    string
 }
 
 func (f *labFlags) register(cmd *cobra.Command) {
@@ -94,7 +95,33 @@ func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.registry, "registry", "fleet", `how relays share measurements: "fleet" (the lab's fleet file) or "consul" (a Consul agent on an added node "consul", linked to every relay and the client)`)
 	cmd.Flags().StringVar(&f.consulPath, "consul", "", "consul binary for --registry consul (default: next to relayctl, then $PATH; make bin/consul builds it)")
+	cmd.Flags().StringVar(&f.calibration, "calibration", lab.DefaultCalibrationPath, "what lab doctor measured this machine holds; the topology's estimated peak is compared against it before starting")
 	_ = cmd.MarkFlagRequired("topology")
+}
+
+// loadTopology reads the topology and warns (on w) when its estimated
+// peak load is beyond what lab doctor measured this machine holds; it
+// refuses bad engine settings in the environment.
+func (f *labFlags) loadTopology(w io.Writer) (*topology.Topology, string, error) {
+	if _, err := wanemu.ConfigFromEnv(); err != nil {
+		return nil, "", err
+	}
+	topo, abs, err := loadTopology(f.topoPath)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := lab.LoadCalibration(f.calibration)
+	switch {
+	case err == nil:
+		if werr := c.CheckAgainst(topo); werr != nil {
+			fmt.Fprintf(w, "relayctl lab: warning: %v\n", werr)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(w, "relayctl lab: note: this machine is not calibrated: `sudo relayctl lab doctor` measures what load the link emulator holds, and lab up/run then warn before a topology beyond it\n")
+	default:
+		fmt.Fprintf(w, "relayctl lab: warning: %v\n", err)
+	}
+	return topo, abs, nil
 }
 
 // options resolves the binaries a lab runs.
@@ -153,7 +180,7 @@ until ` + "`relayctl lab down`" + `. Its files (fleet, relay configs, service lo
 --state-dir/NAME.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			topo, abs, err := loadTopology(f.topoPath)
+			topo, abs, err := f.loadTopology(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -430,7 +457,7 @@ during the run (p99 lateness over 0.5 ms, or TUN ring drops) the results are
 not trustworthy: lab run says why and exits 3 even if CMD succeeded.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			topo, abs, err := loadTopology(f.topoPath)
+			topo, abs, err := f.loadTopology(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -462,6 +489,7 @@ not trustworthy: lab run says why and exits 3 even if CMD succeeded.`,
 			if check != nil {
 				fmt.Fprintf(os.Stderr, "relayctl lab: self-check FAILED, this run's results are invalid:\n  %s\n",
 					strings.ReplaceAll(check.Error(), "\n", "\n  "))
+				fmt.Fprintf(os.Stderr, "relayctl lab: %s\n", lab.EngineSummary(wanemu.CurrentConfig().String(), wanemu.EngineStats()))
 				if runErr == nil {
 					return exitError{3}
 				}

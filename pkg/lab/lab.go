@@ -688,6 +688,7 @@ func (l *Lab) ResetStats() {
 	for _, rl := range l.links {
 		rl.link.ResetStats()
 	}
+	wanemu.ResetEngineStats()
 }
 
 // SelfCheck says why measurements taken in this lab so far are invalid (an

@@ -31,6 +31,23 @@ type Status struct {
 	Valid     bool         `json:"valid"`              // self-check verdict
 	Problems  []string     `json:"problems,omitempty"` // why not valid
 	FleetPath string       `json:"fleet"`
+	// Engine is the packet engine's configuration and, for the sched
+	// engine, its threads' own counters: where lateness and CPU come from.
+	Engine       string              `json:"engine"`
+	EngineShards []wanemu.ShardStats `json:"engine_shards,omitempty"`
+}
+
+// EngineSummary is one line per engine thread for a person: CPU, wake-up
+// latency, and packets per system call.
+func EngineSummary(engine string, shards []wanemu.ShardStats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "engine %s", engine)
+	for _, sh := range shards {
+		fmt.Fprintf(&b, "\n  shard %d (%s, %d link directions): CPU %.2f s, wake-up late p50 %.0f us p99 %.0f us max %.2f ms over %d sleeps, %d reads (%d super-packets) and %d writes (%d joined) for %d packets in, %d out",
+			sh.Shard, sh.ThreadPolicy, sh.Directions, float64(sh.CPUNs)/1e9, float64(sh.WakeLateP50)/1e3, float64(sh.WakeLateP99)/1e3,
+			float64(sh.WakeLateMax)/1e6, sh.Sleeps, sh.Reads, sh.SuperReads, sh.Writes, sh.SuperWrites, sh.SegmentsIn, sh.SegmentsOut)
+	}
+	return b.String()
 }
 
 // NodeStatus is one node and its service.
@@ -55,7 +72,8 @@ type LinkStatus struct {
 
 // Status reads the live state of the lab.
 func (l *Lab) Status() Status {
-	st := Status{Name: l.Name, PID: l.PID, UptimeS: time.Since(l.Started).Seconds(), FleetPath: l.FleetPath(), Valid: true}
+	st := Status{Name: l.Name, PID: l.PID, UptimeS: time.Since(l.Started).Seconds(), FleetPath: l.FleetPath(), Valid: true,
+		Engine: wanemu.CurrentConfig().String(), EngineShards: wanemu.EngineStats()}
 	l.mu.Lock() // procs and link settings (UpdateLink) change under it
 	defer l.mu.Unlock()
 	services := map[string]*proc{}

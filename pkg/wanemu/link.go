@@ -118,6 +118,8 @@ type direction struct {
 	params  atomic.Pointer[Params]
 	stop    atomic.Bool
 
+	cpuNs atomic.Int64 // EngineThread: the loop thread's CPU time so far
+
 	mu       sync.Mutex // guards stats and lateness samples
 	st       Stats
 	lateness []int64 // ring of recent samples, ns
@@ -136,15 +138,86 @@ func monoNs() int64 {
 	return ts.Nano()
 }
 
-// run is the packet loop; it returns when stop is set (within 50 ms).
+// tally is what a packet loop counted since it last published.
+type tally struct {
+	pk, by, dq, dl, ds, we uint64
+	late                   []int64
+}
+
+// publish adds t to the direction's statistics and empties t.
+func (d *direction) publish(t *tally) {
+	d.mu.Lock()
+	d.st.Packets += t.pk
+	d.st.Bytes += t.by
+	d.st.DropsQueue += t.dq
+	d.st.DropsLoss += t.dl
+	d.st.DropsSlots += t.ds
+	d.st.WriteErrors += t.we
+	for _, l := range t.late {
+		if len(d.lateness) < cap(d.lateness) {
+			d.lateness = append(d.lateness, l)
+		} else {
+			d.lateness[d.latePos] = l
+			d.latePos = (d.latePos + 1) % len(d.lateness)
+		}
+		d.st.LatenessMaxNs = max(d.st.LatenessMaxNs, l)
+	}
+	d.mu.Unlock()
+	t.late = t.late[:0]
+	t.pk, t.by, t.dq, t.dl, t.ds, t.we = 0, 0, 0, 0, 0, 0
+}
+
+// rateQueue decides packets' due times for one direction: Bernoulli loss,
+// the byte limit, serialization at the line rate, delay and jitter, and
+// FIFO order. Owned by the direction's packet loop.
+type rateQueue struct {
+	queuedBytes     int   // held and not yet written
+	lastDepartureNs int64 // when the last admitted packet finished serializing
+}
+
+// admit returns the due time of an m-byte packet that arrived at arrivalNs,
+// or false with the drop counted in t. tailDueNs is the due time of the
+// newest held packet (0 when none): a packet is never due before it.
+func (q *rateQueue) admit(p *Params, arrivalNs int64, m int, tailDueNs int64, t *tally) (int64, bool) {
+	if p.Loss > 0 && rand.Float64() < p.Loss {
+		t.dl++
+		return 0, false
+	}
+	limit := p.QueueBytes
+	if limit <= 0 {
+		limit = DefaultQueueBytes
+	}
+	if q.queuedBytes+m > limit {
+		t.dq++
+		return 0, false
+	}
+	rateBps := p.RateBps
+	if rateBps <= 0 {
+		rateBps = DefaultRateBps
+	}
+	// Serialization: a packet leaves after the packets before it.
+	due := max(arrivalNs, q.lastDepartureNs) + int64(m)*8*1e9/rateBps
+	q.lastDepartureNs = due
+	due += p.DelayNs
+	if p.JitterNs > 0 {
+		due += rand.Int64N(p.JitterNs + 1)
+	}
+	// FIFO: after jitter or a parameter change.
+	due = max(due, tailDueNs)
+	q.queuedBytes += m
+	return due, true
+}
+
+// run is the thread-per-direction packet loop (EngineThread); it returns
+// when stop is set (within 50 ms).
 func (d *direction) run(wg *sync.WaitGroup) {
 	defer wg.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	// Real-time priority for this thread only (TESTBED.md: within 0-2.6 % of
-	// rwin/RTT with it, 2-8 % low without). Best effort: needs root. Safe,
-	// because the loop always blocks in ppoll and never spins.
+	// Real-time priority for this thread only (within 0-2.6 % of rwin/RTT
+	// with it, 2-8 % low without). Best effort: needs root. Safe, because
+	// the loop always blocks in ppoll and never spins.
 	_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0)
 
 	free := make([][]byte, maxSlots)
@@ -159,48 +232,24 @@ func (d *direction) run(wg *sync.WaitGroup) {
 	var q [maxSlots]packet
 	head, held := 0, 0
 	tail := func() *packet { return &q[(head+held-1)%maxSlots] }
-	queuedBytes := 0
-	var lastDepartureNs int64
+	var rq rateQueue
 	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
-	var late []int64
-	var pk, by, dq, dl, ds, we uint64
+	var t tally
 	var lastFlushNs int64
-
-	flush := func() {
-		d.mu.Lock()
-		d.st.Packets += pk
-		d.st.Bytes += by
-		d.st.DropsQueue += dq
-		d.st.DropsLoss += dl
-		d.st.DropsSlots += ds
-		d.st.WriteErrors += we
-		for _, l := range late {
-			if len(d.lateness) < cap(d.lateness) {
-				d.lateness = append(d.lateness, l)
-			} else {
-				d.lateness[d.latePos] = l
-				d.latePos = (d.latePos + 1) % len(d.lateness)
-			}
-			d.st.LatenessMaxNs = max(d.st.LatenessMaxNs, l)
-		}
-		d.mu.Unlock()
-		late = late[:0]
-		pk, by, dq, dl, ds, we = 0, 0, 0, 0, 0, 0
-	}
-	defer flush()
+	defer d.publish(&t)
 
 	for !d.stop.Load() {
 		now := monoNs()
 		for held > 0 && q[head].dueNs <= now {
 			p := q[head]
 			if _, err := unix.Write(d.out, p.buf[:p.n]); err != nil {
-				we++
+				t.we++
 			} else {
-				pk++
-				by += uint64(p.n)
+				t.pk++
+				t.by += uint64(p.n)
 			}
-			late = append(late, now-p.dueNs)
-			queuedBytes -= p.n
+			t.late = append(t.late, now-p.dueNs)
+			rq.queuedBytes -= p.n
 			free = append(free, p.buf)
 			head = (head + 1) % maxSlots
 			held--
@@ -209,9 +258,10 @@ func (d *direction) run(wg *sync.WaitGroup) {
 		// Publish stats in batches: every 1024 packets, every 50 ms, and
 		// whenever the link goes idle (so a reader sees a finished transfer
 		// whole).
-		if len(late) >= 1024 || (len(late) > 0 && (held == 0 || now-lastFlushNs > 50e6)) {
-			flush()
+		if len(t.late) >= 1024 || (len(t.late) > 0 && (held == 0 || now-lastFlushNs > 50e6)) {
+			d.publish(&t)
 			lastFlushNs = now
+			d.cpuNs.Store(threadCPUNs())
 		}
 		waitNs := int64(50e6)
 		if held > 0 {
@@ -226,10 +276,6 @@ func (d *direction) run(wg *sync.WaitGroup) {
 			continue
 		}
 		p := d.params.Load()
-		limit := p.QueueBytes
-		if limit <= 0 {
-			limit = DefaultQueueBytes
-		}
 		for i := 0; i < batch; i++ {
 			if len(free) == 0 {
 				// Every slot is held: read into a scratch slot and drop.
@@ -237,7 +283,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				if _, err := unix.Read(d.in, scratch[:]); err != nil {
 					break
 				}
-				ds++
+				t.ds++
 				continue
 			}
 			buf := free[len(free)-1]
@@ -246,32 +292,17 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				break
 			}
 			arrival := monoNs()
-			if p.Loss > 0 && rand.Float64() < p.Loss {
-				dl++
+			var tailDue int64
+			if held > 0 {
+				tailDue = tail().dueNs
+			}
+			due, ok := rq.admit(p, arrival, m, tailDue, &t)
+			if !ok {
 				continue
-			}
-			if queuedBytes+m > limit {
-				dq++
-				continue
-			}
-			rateBps := p.RateBps
-			if rateBps <= 0 {
-				rateBps = DefaultRateBps
-			}
-			// Serialization: a packet leaves after the packets before it.
-			due := max(arrival, lastDepartureNs) + int64(m)*8*1e9/rateBps
-			lastDepartureNs = due
-			due += p.DelayNs
-			if p.JitterNs > 0 {
-				due += rand.Int64N(p.JitterNs + 1)
-			}
-			if held > 0 && due < tail().dueNs {
-				due = tail().dueNs // FIFO: after jitter or a parameter change
 			}
 			free = free[:len(free)-1]
 			held++
 			*tail() = packet{dueNs: due, n: m, buf: buf}
-			queuedBytes += m
 			// Reading a batch takes ~2 us a packet: stop as soon as the
 			// oldest held packet is due, so reads never make writes late.
 			if q[head].dueNs <= arrival {

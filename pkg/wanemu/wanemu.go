@@ -25,22 +25,29 @@ type Endpoint struct {
 // Link is a running emulated link between two endpoints.
 type Link struct {
 	a, b   Endpoint
+	cfg    Config
 	fdA    int
 	fdB    int
 	ab, ba *direction
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // EngineThread's loops
+	// The sched engine's shard and the link's two directions on it.
+	shard      *shard
+	sdAB, sdBA *schedDir
+	release    func() // of the keep-awake spinners
 }
 
 // NewLink creates both TUNs, configures them (mtu 1500, txqueuelen 10000,
-// up, routes to the peer) and starts forwarding. ab shapes packets
-// sent by a toward b.
+// up, routes to the peer) and starts forwarding with the engine Configure
+// chose. ab shapes packets sent by a toward b.
 func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
-	l := &Link{a: a, b: b, fdA: -1, fdB: -1}
+	cfg := CurrentConfig()
+	offload := cfg.Engine == EngineSched && !cfg.NoOffload
+	l := &Link{a: a, b: b, cfg: cfg, fdA: -1, fdB: -1}
 	var err error
-	if l.fdA, err = openTUN(a.Netns, a.Ifname); err != nil {
+	if l.fdA, err = openTUN(a.Netns, a.Ifname, offload); err != nil {
 		return nil, err
 	}
-	if l.fdB, err = openTUN(b.Netns, b.Ifname); err != nil {
+	if l.fdB, err = openTUN(b.Netns, b.Ifname, offload); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -53,12 +60,24 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 	// Packets a's stack writes into its TUN are read from fdA and go to fdB.
 	l.ab = newDirection(l.fdA, l.fdB, ab)
 	l.ba = newDirection(l.fdB, l.fdA, ba)
-	reserveProcs(2)
-	l.wg.Add(2)
-	go l.ab.run(&l.wg)
-	go l.ba.run(&l.wg)
+	if !cfg.NoKeepAwake {
+		l.release = keepAwake()
+	}
+	if cfg.Engine == EngineThread {
+		reserveProcs(2)
+		l.wg.Add(2)
+		go l.ab.run(&l.wg)
+		go l.ba.run(&l.wg)
+		return l, nil
+	}
+	l.shard = pickShard(cfg)
+	l.sdAB = l.shard.attach(l.ab, offload)
+	l.sdBA = l.shard.attach(l.ba, offload)
 	return l, nil
 }
+
+// Config is the engine configuration this link runs with.
+func (l *Link) Config() Config { return l.cfg }
 
 func configure(e Endpoint, peerAddr string) error {
 	h, err := handleIn(e.Netns)
@@ -154,16 +173,26 @@ func (l *Link) SelfCheck() error {
 
 // Close stops forwarding and removes both TUNs.
 func (l *Link) Close() error {
-	if l.ab != nil {
+	switch {
+	case l.shard != nil:
+		l.shard.detach(l.sdAB)
+		l.shard.detach(l.sdBA)
+		l.shard = nil
+	case l.ab != nil && l.cfg.Engine == EngineThread:
 		l.ab.stop.Store(true)
 		l.ba.stop.Store(true)
 		l.wg.Wait()
 		reserveProcs(-2)
+		l.cfg.Engine = "" // closed
 	}
 	for _, fd := range []int{l.fdA, l.fdB} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
+	}
+	l.fdA, l.fdB = -1, -1
+	if l.release != nil {
+		l.release()
 	}
 	return nil
 }

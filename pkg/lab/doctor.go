@@ -1,0 +1,242 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/pkg/wanemu"
+)
+
+// DefaultCalibrationPath is where `relayctl lab doctor` keeps what this
+// machine holds, for lab up/run to compare a topology against.
+const DefaultCalibrationPath = "/var/lib/relaymesh/lab-calibration.json"
+
+// Calibration is what the packet engine held on this machine.
+type Calibration struct {
+	At      time.Time `json:"at"`
+	CPUs    int       `json:"cpus"`
+	Kernel  string    `json:"kernel"`
+	Engine  string    `json:"engine"`
+	Hops    int       `json:"hops"`
+	LinkRTT float64   `json:"link_rtt_ms"`
+	// Wake-up latency of a sleeping real-time thread, CPUs left to idle
+	// and kept awake (what the engine does).
+	Wake []wanemu.WakeStats `json:"wake"`
+	// HeldRateMbit is the highest per-link rate at which a download through
+	// Hops links was valid; HeldLinkMbit and HeldPps the load it put on
+	// the engine, summed over link directions. Zero: nothing held.
+	HeldRateMbit float64              `json:"held_rate_mbit"`
+	HeldLinkMbit float64              `json:"held_link_mbit"`
+	HeldPps      float64              `json:"held_pps"`
+	Runs         []wanemu.ChainResult `json:"runs"`
+}
+
+// CalibrateOptions shape the measurement.
+type CalibrateOptions struct {
+	TrafficCmd []string  // the traffic service (relayctl lab traffic)
+	RatesMbit  []float64 // per-link rates tried in order; default 100…1000
+	Hops       int       // default 4
+	LinkRTTMs  float64   // default 10
+	Duration   time.Duration
+	Progress   func(format string, args ...any)
+}
+
+// Calibrate measures the wake-up latency, then downloads through a chain
+// of Hops links at rising rates until a rate is invalid twice in a row.
+func Calibrate(ctx context.Context, o CalibrateOptions) (Calibration, error) {
+	if o.Hops == 0 {
+		o.Hops = 4
+	}
+	if o.LinkRTTMs == 0 {
+		o.LinkRTTMs = 10
+	}
+	if len(o.RatesMbit) == 0 {
+		o.RatesMbit = []float64{100, 200, 300, 400, 500, 600, 800, 1000}
+	}
+	if o.Duration == 0 {
+		o.Duration = 3 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	c := Calibration{At: time.Now().UTC(), CPUs: runtime.NumCPU(), Kernel: kernelRelease(),
+		Engine: wanemu.CurrentConfig().String(), Hops: o.Hops, LinkRTT: o.LinkRTTMs}
+	for _, awake := range []bool{false, true} {
+		w := wanemu.MeasureWake(3*time.Second, 500_000, awake)
+		o.Progress("wake-up latency (CPUs kept awake: %v): p50 %.0f us, p99 %.0f us, p99.9 %.0f us, max %.1f ms",
+			awake, float64(w.P50Ns)/1e3, float64(w.P99Ns)/1e3, float64(w.P999Ns)/1e3, float64(w.MaxNs)/1e6)
+		c.Wake = append(c.Wake, w)
+	}
+	prefix := "rmdoc" + strconv.Itoa(os.Getpid()%100000) + "-"
+	for _, rate := range o.RatesMbit {
+		var ok bool
+		for attempt := 1; attempt <= 2 && !ok; attempt++ {
+			pathS := o.LinkRTTMs / 1e3 * float64(o.Hops)
+			spec := wanemu.ChainSpec{Prefix: prefix, Hops: o.Hops, ServerCmd: o.TrafficCmd,
+				Warmup: 1500 * time.Millisecond, Duration: o.Duration,
+				Link: wanemu.Params{DelayNs: int64(o.LinkRTTMs * 1e6 / 2), RateBps: int64(rate * 1e6),
+					QueueBytes: max(64<<10, int(rate*1e6/8*pathS))}}
+			r, err := wanemu.MeasureChain(ctx, spec)
+			if err != nil {
+				return c, err
+			}
+			c.Runs = append(c.Runs, r)
+			verdict := "valid"
+			if !r.Valid() {
+				verdict = "invalid: " + firstLine(r.Invalid)
+			}
+			o.Progress("%d links at %4.0f Mbit/s: %6.0f Mbit/s and %6.0f packets/s summed over links, p99 lateness %.2f ms, %s",
+				o.Hops, rate, r.LinkMbit, r.LinkPps, float64(r.P99LatenessNs)/1e6, verdict)
+			// A flow that cannot reach the rate (the endpoints ran out of
+			// CPU first) says nothing about higher rates.
+			ok = r.Valid() && r.GoodputMbit > 0.8*rate*1448/1500
+			if r.Valid() && r.LinkMbit > c.HeldLinkMbit {
+				c.HeldRateMbit, c.HeldLinkMbit, c.HeldPps = rate, r.LinkMbit, r.LinkPps
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	return c, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func kernelRelease() string {
+	data, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// SaveCalibration writes c to path (creating its directory).
+func SaveCalibration(path string, c Calibration) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// LoadCalibration reads what SaveCalibration wrote.
+func LoadCalibration(path string) (Calibration, error) {
+	var c Calibration
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Demand is an estimate of the heaviest load one download can put on the
+// engine in a topology: over every path from the client through relays to
+// a server (at most 5 links), the rate one TCP flow can reach on its
+// slowest segment (each link's rate, the receiver's window over the link's
+// RTT, and the sender's default 4 MiB send buffer), times the links it
+// crosses. Relays split the flow, so every segment runs at that rate.
+type Demand struct {
+	LinkMbit float64  `json:"link_mbit"` // summed over the path's links
+	FlowMbit float64  `json:"flow_mbit"`
+	Path     []string `json:"path"`
+}
+
+// windowShare is the part of tcp_rmem's max the kernel advertises as the
+// window (net.ipv4.tcp_adv_win_scale): measured 0.62 here.
+const windowShare = 0.62
+
+// defaultSendBufferBytes is tcp_wmem's default max; a sender at it moves
+// about 0.8 of it per RTT (measured: 535 Mbit/s at 50 ms).
+const defaultSendBufferBytes = 4 << 20
+
+// EstimateDemand computes Demand for topo.
+func EstimateDemand(topo *topology.Topology) Demand {
+	type edge struct {
+		to    string
+		rttMs float64
+		rate  float64
+	}
+	adj := map[string][]edge{}
+	for _, l := range topo.Links {
+		ab, ba := l.OneWayNs()
+		rtt := float64(ab+ba) / 1e6
+		rate := l.RateMbit
+		if rate <= 0 {
+			rate = topology.DefaultRateMbit
+		}
+		adj[l.Between[0]] = append(adj[l.Between[0]], edge{l.Between[1], rtt, rate})
+		adj[l.Between[1]] = append(adj[l.Between[1]], edge{l.Between[0], rtt, rate})
+	}
+	rmemMax := func(node string) float64 {
+		v := topo.Sysctls(node)["net.ipv4.tcp_rmem"]
+		f := strings.Fields(v)
+		if len(f) == 3 {
+			if n, err := strconv.ParseFloat(f[2], 64); err == nil {
+				return n
+			}
+		}
+		return 6 << 20 // the kernel's default tcp_rmem max
+	}
+	var best Demand
+	var walk func(path []string, flow float64)
+	walk = func(path []string, flow float64) {
+		at := path[len(path)-1]
+		for _, e := range adj[at] {
+			if slices.Contains(path, e.to) {
+				continue
+			}
+			role := topo.Nodes[e.to].Role
+			if role != "relay" && role != "server" {
+				continue
+			}
+			// Download: e.to sends, at receives.
+			rttS := math.Max(e.rttMs, 0.1) / 1e3
+			f := math.Min(flow, e.rate)
+			f = math.Min(f, windowShare*rmemMax(at)*8/rttS/1e6)
+			f = math.Min(f, 0.8*defaultSendBufferBytes*8/rttS/1e6)
+			next := append(slices.Clone(path), e.to)
+			if role == "server" {
+				if d := f * float64(len(next)-1); d > best.LinkMbit {
+					best = Demand{LinkMbit: d, FlowMbit: f, Path: next}
+				}
+				continue
+			}
+			if len(next) <= 5 {
+				walk(next, f)
+			}
+		}
+	}
+	walk([]string{topology.ClientNode}, math.Inf(1))
+	return best
+}
+
+// CheckAgainst says whether topo's estimated peak fits what c held: nil,
+// or a warning to print before starting the lab.
+func (c Calibration) CheckAgainst(topo *topology.Topology) error {
+	d := EstimateDemand(topo)
+	if d.LinkMbit <= c.HeldLinkMbit {
+		return nil
+	}
+	return fmt.Errorf("topology %s: one download along %s can reach about %.0f Mbit/s (%.0f Mbit/s summed over its links), more than this machine's packet engine held valid (%.0f Mbit/s summed, `relayctl lab doctor` of %s): runs at that load may be invalid (lab run exits 3)",
+		topo.Name, strings.Join(d.Path, "-"), d.FlowMbit, d.LinkMbit, c.HeldLinkMbit, c.At.Format("2006-01-02 15:04"))
+}

@@ -1,0 +1,247 @@
+package wanemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// ChainSpec is a load for measuring what the engine holds: Hops links in a
+// line between Hops+1 namespaces, every direction shaped by Link, and one
+// TCP download from the last namespace to the first, routed through the
+// middle ones (the kernel forwards; every packet crosses every link, as it
+// does through a chain of relays).
+type ChainSpec struct {
+	// Prefix names the namespaces (Prefix0 … PrefixN); they are removed
+	// afterwards, and any left over from a crash are replaced.
+	Prefix string
+	Hops   int
+	Link   Params
+	// ServerCmd is the argv of an HTTP server that answers GET /bytes/N
+	// with N bytes (relayctl lab traffic); Measure appends
+	// "--listen ADDR:PORT" and runs it in the last namespace, as its own
+	// process, so the engine's process holds only the engine and a reader.
+	ServerCmd []string
+	// Warmup is downloaded before measuring (slow start, queues filling);
+	// then the download is measured for Duration.
+	Warmup, Duration time.Duration
+}
+
+// ChainResult is one measured run.
+type ChainResult struct {
+	Engine   string  `json:"engine"`
+	RateMbit float64 `json:"rate_mbit"` // each link's configured rate
+	// GoodputMbit is what the reader received, payload only.
+	GoodputMbit float64 `json:"goodput_mbit"`
+	// LinkMbit and LinkPps are summed over every link direction: the load
+	// the engine carried (data one way, ACKs the other).
+	LinkMbit float64 `json:"link_mbit"`
+	LinkPps  float64 `json:"link_pps"`
+	// Worst lateness over the link directions.
+	P99LatenessNs int64 `json:"p99_lateness_ns"`
+	MaxLatenessNs int64 `json:"max_lateness_ns"`
+	// Invalid is the self-check's verdict; empty when valid.
+	Invalid string `json:"invalid,omitempty"`
+	// EngineCPUNs is the engine threads' CPU time over the measured span,
+	// kernel work done on them included.
+	EngineCPUNs int64 `json:"engine_cpu_ns"`
+	// CPUSecPerGbit is EngineCPUNs per emulated gigabit (LinkMbit summed).
+	CPUSecPerGbit float64      `json:"cpu_s_per_gbit"`
+	Shards        []ShardStats `json:"shards,omitempty"`
+}
+
+// Valid says whether the self-check accepted the run.
+func (r ChainResult) Valid() bool { return r.Invalid == "" }
+
+const chainPort = 18000
+
+func chainAddr(i int) string { return fmt.Sprintf("10.234.0.%d", i+1) }
+
+// MeasureChain builds the chain with the current Config, measures one
+// download through it, and tears it down. Needs root.
+func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err error) {
+	if spec.Hops < 1 || spec.Hops > 16 {
+		return res, fmt.Errorf("hops %d: want 1-16", spec.Hops)
+	}
+	res.Engine = CurrentConfig().String()
+	res.RateMbit = float64(spec.Link.RateBps) / 1e6
+	n := spec.Hops + 1
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", spec.Prefix, i)
+		_ = DelNetns(names[i])
+		if err := AddNetns(names[i]); err != nil {
+			return res, err
+		}
+		defer DelNetns(names[i])
+	}
+	for i, ns := range names {
+		sysctls := map[string]string{
+			"net.ipv4.tcp_congestion_control": "cubic",
+			"net.ipv4.tcp_rmem":               "4096 131072 16777216",
+			"net.ipv4.tcp_wmem":               "4096 65536 16777216",
+			"net.ipv4.ip_forward":             "1",
+		}
+		for k, v := range sysctls {
+			if err := SetSysctl(ns, k, v); err != nil {
+				return res, err
+			}
+		}
+		if err := AddAddr(ns, "lo", chainAddr(i)); err != nil {
+			return res, err
+		}
+	}
+	links := make([]*Link, spec.Hops)
+	for i := range links {
+		a := Endpoint{Netns: names[i], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i)}
+		b := Endpoint{Netns: names[i+1], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i + 1)}
+		l, err := NewLink(a, b, spec.Link, spec.Link)
+		if err != nil {
+			return res, err
+		}
+		links[i] = l
+		defer l.Close()
+	}
+	// Routes beyond the neighbours: node i reaches nodes after i+1 through
+	// link i and nodes before i-1 through link i-1.
+	for i, ns := range names {
+		for j := range names {
+			var dev string
+			switch {
+			case j > i+1:
+				dev = "ch" + strconv.Itoa(i)
+			case j < i-1:
+				dev = "ch" + strconv.Itoa(i-1)
+			default:
+				continue
+			}
+			if err := run("ip", "-n", ns, "route", "replace", chainAddr(j)+"/32", "dev", dev, "src", chainAddr(i)); err != nil {
+				return res, err
+			}
+		}
+	}
+	srvAddr := net.JoinHostPort(chainAddr(n-1), strconv.Itoa(chainPort))
+	argv := append([]string{"netns", "exec", names[n-1]}, spec.ServerCmd...)
+	argv = append(argv, "--listen", srvAddr)
+	srv := exec.Command("ip", argv...)
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		return res, fmt.Errorf("server: %w", err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+
+	var conn net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err = InNetns(names[0], func() (err error) {
+			conn, err = net.DialTimeout("tcp", srvAddr, time.Second)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return res, fmt.Errorf("server at %s: %w", srvAddr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer conn.Close()
+	// A download longer than any run (32 GiB: the traffic service allows
+	// 64); closing the connection ends it.
+	if _, err := fmt.Fprintf(conn, "GET /bytes/%d HTTP/1.1\r\nHost: chain\r\n\r\n", int64(32)<<30); err != nil {
+		return res, err
+	}
+	rd := &countReader{r: conn}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, rd)
+		errc <- err
+	}()
+	sleepCtx(ctx, spec.Warmup)
+	for _, l := range links {
+		l.ResetStats()
+	}
+	ResetEngineStats()
+	cpu0 := chainEngineCPU(links)
+	b0, t0 := rd.n.Load(), time.Now()
+	sleepCtx(ctx, spec.Duration)
+	b1, t1 := rd.n.Load(), time.Now()
+	res.EngineCPUNs = chainEngineCPU(links) - cpu0
+	res.Shards = EngineStats()
+	conn.Close()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, net.ErrClosed) && b1 == b0 {
+			return res, fmt.Errorf("download: %w", err)
+		}
+	case <-time.After(5 * time.Second):
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	secs := t1.Sub(t0).Seconds()
+	res.GoodputMbit = float64(b1-b0) * 8 / secs / 1e6
+	var bytes, pkts uint64
+	var errs []error
+	for _, l := range links {
+		ab, ba := l.Stats()
+		for _, st := range []Stats{ab, ba} {
+			bytes += st.Bytes
+			pkts += st.Packets
+			res.P99LatenessNs = max(res.P99LatenessNs, st.LatenessP99Ns)
+			res.MaxLatenessNs = max(res.MaxLatenessNs, st.LatenessMaxNs)
+		}
+		if err := l.SelfCheck(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	res.LinkMbit = float64(bytes) * 8 / secs / 1e6
+	res.LinkPps = float64(pkts) / secs
+	if res.LinkMbit > 0 {
+		res.CPUSecPerGbit = float64(res.EngineCPUNs) / 1e9 / (res.LinkMbit * secs / 1e3)
+	}
+	if err := errors.Join(errs...); err != nil {
+		res.Invalid = err.Error()
+	}
+	return res, nil
+}
+
+// chainEngineCPU is the CPU time of the engine threads serving links.
+func chainEngineCPU(links []*Link) int64 {
+	var ns int64
+	if len(links) > 0 && links[0].cfg.Engine == EngineThread {
+		for _, l := range links {
+			ns += l.ab.cpuNs.Load() + l.ba.cpuNs.Load()
+		}
+		return ns
+	}
+	for _, s := range EngineStats() {
+		ns += s.CPUNs
+	}
+	return ns
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,703 @@
+package wanemu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Packet engines. EngineSched is the default: a few scheduler threads
+// ("shards", one by default) each serve many link directions from one
+// epoll set and one due-time wait, wake a little before a packet is due and
+// spin the rest of the way, and move TCP super-packets through TUNs with
+// offloads. EngineThread is the first design, one real-time thread per
+// link direction, kept to compare against (docs/lab.md has the figures).
+const (
+	EngineSched  = "sched"
+	EngineThread = "thread"
+)
+
+// Config is the packet engine of the links a process creates from now on.
+// Its zero value is the default; the RELAYMESH_WANEMU_* variables (see
+// ConfigFromEnv) override it in every process that reads them, so a lab's
+// engine can be chosen for one run without flags.
+type Config struct {
+	Engine string // EngineSched (default) or EngineThread
+	// NoOffload turns the TUN offloads off (sched engine): one read and
+	// one write per packet of at most MTU bytes, as EngineThread does.
+	NoOffload bool
+	// Shards is the number of scheduler threads (sched engine; default 1).
+	// Each shard thread runs at real-time priority, and on a TUN write the
+	// receiving stack's work (TCP receive, ACKs, the sender's next burst)
+	// runs on the same CPU, so a shard holds a CPU when traffic is heavy;
+	// on a 2-CPU machine one shard leaves the other CPU to the endpoints.
+	Shards int
+	// WakeEarlyNs: a shard sleeps until this long before the next packet
+	// is due, then spins (reading arrivals meanwhile) until it is. It
+	// hides the machine's wake-up latency at the cost of CPU; default 0
+	// (DefaultWakeEarlyNs says why).
+	WakeEarlyNs int64
+	// JoinEarlyNs: when a packet is written, packets due within this much
+	// after it go out with it (sched engine), up to JoinEarlyNs early: one
+	// write instead of several, as a NIC's interrupt coalescing and GRO
+	// deliver a burst. A lone packet still leaves exactly on time. Default
+	// DefaultJoinEarlyNs, negative for none.
+	JoinEarlyNs int64
+	// NoKeepAwake: let idle CPUs halt while links run (keepawake.go says
+	// why they are kept awake by default). Both engines.
+	NoKeepAwake bool
+}
+
+// DefaultWakeEarlyNs is 0: no spinning. With the CPUs kept awake a sleeping
+// shard wakes 50 us late at the median and ~100 us at p99, well inside the
+// self-check's 0.5 ms, and spinning toward due times took a third of the
+// engine's CPU and, under steady load, kept its real-time thread busy
+// enough for the kernel to throttle it for 50 ms (bench/results/lab-engine.md).
+const DefaultWakeEarlyNs = 0
+
+// DefaultJoinEarlyNs: 250 us, half the self-check's lateness bound. A
+// write costs 1.2-1.4 us of system call on these VMs before any work, and
+// a joined write also spares the receiver per-packet work and ACKs: at
+// 250 us the engine carried 4 links at 300 Mbit/s valid with a third of the
+// CPU per Gbit of joining at 100 us (bench/results/lab-engine.md).
+const DefaultJoinEarlyNs = 250_000
+
+// Environment variables ConfigFromEnv reads.
+const (
+	EnvEngine    = "RELAYMESH_WANEMU_ENGINE"        // sched | thread
+	EnvOffload   = "RELAYMESH_WANEMU_OFFLOAD"       // 1 (default) | 0
+	EnvShards    = "RELAYMESH_WANEMU_SHARDS"        // scheduler threads
+	EnvWakeEarly = "RELAYMESH_WANEMU_WAKE_EARLY_US" // microseconds
+	EnvKeepAwake = "RELAYMESH_WANEMU_KEEP_AWAKE"    // 1 (default) | 0
+	EnvJoinEarly = "RELAYMESH_WANEMU_JOIN_EARLY_US" // microseconds
+)
+
+// ConfigFromEnv returns the default Config with the RELAYMESH_WANEMU_*
+// variables applied, or an error naming a bad one.
+func ConfigFromEnv() (Config, error) {
+	var c Config
+	switch v := os.Getenv(EnvEngine); v {
+	case "", EngineSched, EngineThread:
+		c.Engine = v
+	default:
+		return c, fmt.Errorf("%s=%q: want %s or %s", EnvEngine, v, EngineSched, EngineThread)
+	}
+	switch v := os.Getenv(EnvOffload); v {
+	case "", "1":
+	case "0":
+		c.NoOffload = true
+	default:
+		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvOffload, v)
+	}
+	switch v := os.Getenv(EnvKeepAwake); v {
+	case "", "1":
+	case "0":
+		c.NoKeepAwake = true
+	default:
+		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvKeepAwake, v)
+	}
+	if v := os.Getenv(EnvShards); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return c, fmt.Errorf("%s=%q: want 1-64", EnvShards, v)
+		}
+		c.Shards = n
+	}
+	for _, e := range []struct {
+		name string
+		ns   *int64
+	}{{EnvWakeEarly, &c.WakeEarlyNs}, {EnvJoinEarly, &c.JoinEarlyNs}} {
+		v := os.Getenv(e.name)
+		if v == "" {
+			continue
+		}
+		us, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || us > 10_000 {
+			return c, fmt.Errorf("%s=%q: want microseconds, at most 10000 (0: none)", e.name, v)
+		}
+		*e.ns = us * 1000
+		if us <= 0 {
+			*e.ns = -1
+		}
+	}
+	return c, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Engine == "" {
+		c.Engine = EngineSched
+	}
+	if c.Shards <= 0 {
+		c.Shards = 1
+	}
+	if c.WakeEarlyNs < 0 {
+		c.WakeEarlyNs = 0
+	}
+	if c.JoinEarlyNs == 0 {
+		c.JoinEarlyNs = DefaultJoinEarlyNs
+	}
+	c.JoinEarlyNs = max(c.JoinEarlyNs, 0)
+	return c
+}
+
+// String is the configuration as a benchmark table shows it.
+func (c Config) String() string {
+	c = c.withDefaults()
+	awake := "keep-awake"
+	if c.NoKeepAwake {
+		awake = "cpus-may-idle"
+	}
+	if c.Engine == EngineThread {
+		return EngineThread + "/" + awake
+	}
+	off := "offload"
+	if c.NoOffload {
+		off = "no-offload"
+	}
+	return fmt.Sprintf("%s/%d shard/%s/wake-early %d us/join-early %d us/%s", c.Engine, c.Shards, off, c.WakeEarlyNs/1000, c.JoinEarlyNs/1000, awake)
+}
+
+var (
+	engineMu  sync.Mutex
+	engineCfg = envConfigOrDefault()
+	shards    []*shard
+	nextShard int
+)
+
+func envConfigOrDefault() Config {
+	c, err := ConfigFromEnv()
+	if err != nil {
+		// Reported again, as an error, by Configure callers that check;
+		// links made without checking get the default engine.
+		return Config{}
+	}
+	return c
+}
+
+// Configure sets the engine of links created from now on. The sched
+// engine's shard settings apply to shards not yet started: call it before
+// the first link.
+func Configure(c Config) {
+	engineMu.Lock()
+	defer engineMu.Unlock()
+	engineCfg = c
+}
+
+// CurrentConfig is the engine configuration links are created with now.
+func CurrentConfig() Config {
+	engineMu.Lock()
+	defer engineMu.Unlock()
+	return engineCfg.withDefaults()
+}
+
+// pickShard returns the shard for a new link, starting shards on first use.
+func pickShard(c Config) *shard {
+	engineMu.Lock()
+	defer engineMu.Unlock()
+	for len(shards) < c.Shards {
+		s, err := newShard(len(shards), c.WakeEarlyNs, c.JoinEarlyNs)
+		if err != nil {
+			panic(fmt.Sprintf("wanemu: starting a scheduler: %v", err)) // epoll/eventfd: out of fds
+		}
+		shards = append(shards, s)
+	}
+	s := shards[nextShard%c.Shards]
+	nextShard++
+	return s
+}
+
+// ShardStats are one scheduler thread's own counters, to see where its time
+// and its lateness come from (docs/lab.md).
+type ShardStats struct {
+	Shard int `json:"shard"`
+	// CPUNs is the thread's CPU time, kernel work done on its behalf
+	// included (a TUN write runs the receiving stack): the engine's cost.
+	CPUNs int64 `json:"cpu_ns"`
+	// SpinNs is the part of it spent spinning before due times.
+	SpinNs int64 `json:"spin_ns"`
+	// Sleeps is how many times the thread slept with a deadline; WakeLate*
+	// is how long after the deadline it ran again (the machine's wake-up
+	// latency as the engine sees it), over the most recent 65,536 sleeps.
+	Sleeps       uint64 `json:"sleeps"`
+	WakeLateP50  int64  `json:"wake_late_p50_ns"`
+	WakeLateP99  int64  `json:"wake_late_p99_ns"`
+	WakeLateMax  int64  `json:"wake_late_max_ns"`
+	Reads        uint64 `json:"reads"`         // read syscalls that returned a packet
+	SuperReads   uint64 `json:"super_reads"`   // of them, TCP super-packets
+	SegmentsIn   uint64 `json:"segments_in"`   // packets after cutting super-packets
+	Writes       uint64 `json:"writes"`        // write syscalls
+	SuperWrites  uint64 `json:"super_writes"`  // of them, joined segments
+	SegmentsOut  uint64 `json:"segments_out"`  // packets written, joined ones counted each
+	GSOErrors    uint64 `json:"gso_errors"`    // super-packets of a kind not handled (dropped)
+	Directions   int    `json:"directions"`    // link directions served
+	WakeEarlyNs  int64  `json:"wake_early_ns"` // the setting
+	ThreadPolicy string `json:"thread_policy"` // "fifo/50" or why not
+}
+
+// EngineStats returns the counters of every scheduler thread running.
+func EngineStats() []ShardStats {
+	engineMu.Lock()
+	ss := slices.Clone(shards)
+	engineMu.Unlock()
+	var out []ShardStats
+	for _, s := range ss {
+		out = append(out, s.stats())
+	}
+	return out
+}
+
+// ResetEngineStats zeroes the scheduler threads' counters.
+func ResetEngineStats() {
+	engineMu.Lock()
+	ss := slices.Clone(shards)
+	engineMu.Unlock()
+	for _, s := range ss {
+		s.resetStats()
+	}
+}
+
+// shard is one scheduler thread and the link directions it serves.
+type shard struct {
+	id          int
+	epfd, evfd  int
+	wakeEarlyNs int64
+	joinEarlyNs int64
+	ops         chan func() // run on the loop thread, between packets
+	policy      atomic.Value
+
+	// Owned by the loop thread.
+	dirs []*schedDir
+	byID map[int32]*schedDir
+	seq  int32
+
+	cpuNs, spinNs                                                 atomic.Int64
+	sleeps, reads, superReads, segIn, writes, superWrites, segOut atomic.Uint64
+	gsoErrors                                                     atomic.Uint64
+	nDirs                                                         atomic.Int64
+
+	mu       sync.Mutex // guards wakeLate
+	wakeLate []int64
+	wakePos  int
+	wakeMax  int64
+	cpuBase  atomic.Int64 // CPUNs at the last reset
+}
+
+func newShard(id int, wakeEarlyNs, joinEarlyNs int64) (*shard, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
+	s := &shard{id: id, epfd: epfd, evfd: evfd, wakeEarlyNs: wakeEarlyNs, joinEarlyNs: joinEarlyNs, ops: make(chan func(), 64),
+		byID: map[int32]*schedDir{}, wakeLate: make([]int64, 0, 1<<16)}
+	s.policy.Store("starting")
+	reserveProcs(1)
+	go s.run()
+	return s, nil
+}
+
+// do runs f on the loop thread and returns when it has run.
+func (s *shard) do(f func()) {
+	done := make(chan struct{})
+	s.ops <- func() { f(); close(done) }
+	one := [8]byte{1}
+	_, _ = unix.Write(s.evfd, one[:])
+	<-done
+}
+
+// schedDir is one link direction served by a shard.
+type schedDir struct {
+	d       *direction
+	id      int32
+	in, out int
+	offload bool
+	// FIFO ring of held packets; due times only increase along it.
+	ring       []slot
+	head, held int
+	free       [][]byte
+	rq         rateQueue
+	t          tally
+	lastPubNs  int64
+}
+
+// slot is a held packet: buf[:vnetHdrLen] is room for its virtio_net_hdr
+// (written in place for a lone write), buf[vnetHdrLen:][:n] the packet.
+type slot struct {
+	dueNs int64
+	n     int
+	buf   []byte
+}
+
+func (sd *schedDir) pkt(i int) []byte {
+	sl := &sd.ring[(sd.head+i)%len(sd.ring)]
+	return sl.buf[vnetHdrLen : vnetHdrLen+sl.n]
+}
+
+// attach adds a direction to the shard (on the loop thread).
+func (s *shard) attach(d *direction, offload bool) *schedDir {
+	sd := &schedDir{d: d, in: d.in, out: d.out, offload: offload, ring: make([]slot, maxSlots)}
+	// One slab for the direction's slots: pages are touched only as
+	// packets fill them.
+	slab := make([]byte, maxSlots*slotBytes)
+	sd.free = make([][]byte, maxSlots)
+	for i := range sd.free {
+		sd.free[i] = slab[i*slotBytes : (i+1)*slotBytes : (i+1)*slotBytes]
+	}
+	s.do(func() {
+		s.seq++
+		sd.id = s.seq
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: sd.id}
+		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, sd.in, &ev); err != nil {
+			panic(fmt.Sprintf("wanemu: epoll_ctl add: %v", err)) // a fresh TUN fd: cannot fail
+		}
+		s.dirs = append(s.dirs, sd)
+		s.byID[sd.id] = sd
+		s.nDirs.Add(1)
+	})
+	return sd
+}
+
+// detach removes a direction; its held packets are dropped unwritten and
+// its counts published.
+func (s *shard) detach(sd *schedDir) {
+	s.do(func() {
+		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, sd.in, nil)
+		s.dirs = slices.DeleteFunc(s.dirs, func(x *schedDir) bool { return x == sd })
+		delete(s.byID, sd.id)
+		sd.d.publish(&sd.t)
+		s.nDirs.Add(-1)
+	})
+}
+
+func epollPwait2(epfd int, events []unix.EpollEvent, timeoutNs int64) (int, error) {
+	var tsp unsafe.Pointer
+	var ts unix.Timespec
+	if timeoutNs >= 0 {
+		ts = unix.NsecToTimespec(timeoutNs)
+		tsp = unsafe.Pointer(&ts)
+	}
+	n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), uintptr(tsp), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// monoBase anchors nowNs. nowNs reads Go's monotonic clock, which the vDSO
+// serves without a system call; x/sys's ClockGettime is a real system call,
+// and on the VMs this was built on a system call costs 1.2-1.4 us (30 ns
+// through the vDSO): the first engine read the clock 3-4 times a packet.
+var monoBase = time.Now()
+
+// nowNs is the monotonic time in ns since monoBase.
+func nowNs() int64 { return int64(time.Since(monoBase)) }
+
+func threadCPUNs() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return ts.Nano()
+}
+
+// idleWaitNs bounds a sleep with nothing held: the loop publishes counters.
+const idleWaitNs = 50_000_000
+
+// spinPollNs: while spinning toward a due time, arrivals are polled for
+// (one system call) this often; in between only the clock is read.
+const spinPollNs = 10_000
+
+// readBatch bounds the packets read from one TUN per turn, so one busy
+// link does not keep the others' arrivals waiting.
+const readBatch = 64
+
+func (s *shard) run() {
+	runtime.LockOSThread() // for the life of the process: shards never stop
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	// Real-time priority: a waking shard preempts the endpoints and relays
+	// at once. Bounded spinning keeps it from starving them (it sleeps
+	// whenever nothing is due within WakeEarlyNs).
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+		s.policy.Store("normal (SCHED_FIFO refused: " + err.Error() + ")")
+	} else {
+		s.policy.Store("fifo/50")
+	}
+	events := make([]unix.EpollEvent, 128)
+	rbuf := make([]byte, vnetHdrLen+maxSuperBytes+1)
+	wbuf := make([]byte, vnetHdrLen+maxSuperBytes+1)
+	var wakeLate []int64
+	lastCPUPub := nowNs()
+	var lastPollNs int64
+	for {
+		now := nowNs()
+		next := int64(math.MaxInt64)
+		for _, sd := range s.dirs {
+			if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+				sd.writeDue(s, now, wbuf)
+				now = nowNs()
+			}
+			if sd.held > 0 {
+				next = min(next, sd.ring[sd.head].dueNs)
+			}
+			// Publish every 1024 packets, every 50 ms, and when the
+			// direction goes idle (a reader sees a finished transfer whole).
+			if n := len(sd.t.late); n >= 1024 || (n > 0 && (sd.held == 0 || now-sd.lastPubNs > 50e6)) {
+				sd.d.publish(&sd.t)
+				sd.lastPubNs = now
+			}
+		}
+		if now-lastCPUPub > 50e6 || len(wakeLate) >= 1024 {
+			s.cpuNs.Store(threadCPUNs())
+			s.recordWakes(wakeLate)
+			wakeLate = wakeLate[:0]
+			lastCPUPub = now
+		}
+		timeoutNs := int64(idleWaitNs)
+		if next != math.MaxInt64 {
+			timeoutNs = max(next-now-s.wakeEarlyNs, 0)
+		}
+		if timeoutNs == 0 && next > now {
+			// Spinning toward the head's due time: poll for arrivals
+			// every spinPollNs, read only the clock in between.
+			if now-lastPollNs < spinPollNs {
+				spinStart := now
+				for now < next && now-lastPollNs < spinPollNs {
+					now = nowNs()
+				}
+				s.spinNs.Add(now - spinStart)
+				continue
+			}
+		}
+		n, err := epollPwait2(s.epfd, events, timeoutNs)
+		woke := nowNs()
+		lastPollNs = woke
+		if timeoutNs > 0 && n == 0 && err == nil {
+			wakeLate = append(wakeLate, woke-(now+timeoutNs))
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			panic(fmt.Sprintf("wanemu: epoll_pwait2: %v", err)) // EBADF/EINVAL: a bug here
+		}
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Fd == -1 {
+				s.runOps()
+				continue
+			}
+			if sd := s.byID[ev.Fd]; sd != nil {
+				sd.readReady(s, rbuf, next)
+				if sd.held > 0 {
+					next = min(next, sd.ring[sd.head].dueNs)
+				}
+			}
+		}
+	}
+}
+
+func (s *shard) runOps() {
+	var b [8]byte
+	_, _ = unix.Read(s.evfd, b[:])
+	for {
+		select {
+		case f := <-s.ops:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+func (s *shard) recordWakes(v []int64) {
+	if len(v) == 0 {
+		return
+	}
+	s.sleeps.Add(uint64(len(v)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range v {
+		if len(s.wakeLate) < cap(s.wakeLate) {
+			s.wakeLate = append(s.wakeLate, l)
+		} else {
+			s.wakeLate[s.wakePos] = l
+			s.wakePos = (s.wakePos + 1) % len(s.wakeLate)
+		}
+		s.wakeMax = max(s.wakeMax, l)
+	}
+}
+
+func (s *shard) stats() ShardStats {
+	st := ShardStats{
+		Shard: s.id, CPUNs: s.cpuNs.Load() - s.cpuBase.Load(), SpinNs: s.spinNs.Load(), Sleeps: s.sleeps.Load(),
+		Reads: s.reads.Load(), SuperReads: s.superReads.Load(), SegmentsIn: s.segIn.Load(),
+		Writes: s.writes.Load(), SuperWrites: s.superWrites.Load(), SegmentsOut: s.segOut.Load(),
+		GSOErrors: s.gsoErrors.Load(), Directions: int(s.nDirs.Load()), WakeEarlyNs: s.wakeEarlyNs,
+		ThreadPolicy: s.policy.Load().(string),
+	}
+	s.mu.Lock()
+	v := slices.Clone(s.wakeLate)
+	st.WakeLateMax = s.wakeMax
+	s.mu.Unlock()
+	if len(v) > 0 {
+		slices.Sort(v)
+		st.WakeLateP50 = v[len(v)/2]
+		st.WakeLateP99 = v[len(v)*99/100]
+	}
+	return st
+}
+
+func (s *shard) resetStats() {
+	s.cpuBase.Store(s.cpuNs.Load())
+	s.spinNs.Store(0)
+	for _, c := range []*atomic.Uint64{&s.sleeps, &s.reads, &s.superReads, &s.segIn, &s.writes, &s.superWrites, &s.segOut, &s.gsoErrors} {
+		c.Store(0)
+	}
+	s.mu.Lock()
+	s.wakeLate = s.wakeLate[:0]
+	s.wakePos, s.wakeMax = 0, 0
+	s.mu.Unlock()
+}
+
+// readReady reads what the direction's TUN holds, up to readBatch packets,
+// stopping early once a held packet (of any direction: nextDueNs) is due so
+// that reading never makes writes late.
+func (sd *schedDir) readReady(s *shard, rbuf []byte, nextDueNs int64) {
+	p := sd.d.params.Load()
+	for range readBatch {
+		m, err := unix.Read(sd.in, rbuf)
+		if err != nil || m <= 0 {
+			return
+		}
+		arrival := nowNs()
+		s.reads.Add(1)
+		var h vnetHdr
+		pkt := rbuf[:m]
+		if sd.offload {
+			if m < vnetHdrLen {
+				continue
+			}
+			h.decode(rbuf)
+			pkt = rbuf[vnetHdrLen:m]
+		}
+		if h.gsoType == vnetGSONone {
+			if len(pkt) > slotBytes-vnetHdrLen {
+				s.gsoErrors.Add(1)
+				continue
+			}
+			if buf := sd.admit(p, arrival, len(pkt)); buf != nil {
+				h.gsoType, h.gsoSize, h.hdrLen = vnetGSONone, 0, 0
+				h.encode(buf)
+				copy(buf[vnetHdrLen:], pkt)
+			}
+			s.segIn.Add(1)
+		} else {
+			segs, err := gsoSegments(pkt, h)
+			if err != nil {
+				s.gsoErrors.Add(1)
+				continue
+			}
+			s.superReads.Add(1)
+			s.segIn.Add(uint64(segs))
+			iph, tcph, _ := tcp4Layout(pkt)
+			seg := vnetHdr{flags: vnetFlagNeedsCsum, csumStart: uint16(iph), csumOffset: 16}
+			for i := range segs {
+				n := min(int(h.gsoSize), len(pkt)-iph-tcph-i*int(h.gsoSize)) + iph + tcph
+				if buf := sd.admit(p, arrival, n); buf != nil {
+					seg.encode(buf)
+					gsoSegment(buf[vnetHdrLen:], pkt, int(h.gsoSize), i)
+				}
+			}
+		}
+		if arrival >= nextDueNs {
+			return
+		}
+	}
+}
+
+// admit queues an n-byte packet and returns the slot buffer to fill, or nil
+// when the packet is dropped (loss, queue limit, or every slot held).
+func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
+	if len(sd.free) == 0 {
+		sd.t.ds++
+		return nil
+	}
+	var tailDue int64
+	if sd.held > 0 {
+		tailDue = sd.ring[(sd.head+sd.held-1)%len(sd.ring)].dueNs
+	}
+	due, ok := sd.rq.admit(p, arrivalNs, n, tailDue, &sd.t)
+	if !ok {
+		return nil
+	}
+	buf := sd.free[len(sd.free)-1]
+	sd.free = sd.free[:len(sd.free)-1]
+	sd.ring[(sd.head+sd.held)%len(sd.ring)] = slot{dueNs: due, n: n, buf: buf}
+	sd.held++
+	return buf
+}
+
+// writeDue writes every held packet due by now, joining runs of one TCP
+// flow's segments into super-packets when offloads are on.
+func (sd *schedDir) writeDue(s *shard, now int64, wbuf []byte) {
+	var run [maxSuperSegs][]byte
+	for sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+		segs := run[:1]
+		segs[0] = sd.pkt(0)
+		bytes := len(segs[0])
+		if sd.offload {
+			for len(segs) < sd.held && sd.ring[(sd.head+len(segs))%len(sd.ring)].dueNs <= now+s.joinEarlyNs &&
+				canJoin(segs[0], segs[len(segs)-1], sd.pkt(len(segs)), bytes, len(segs)) {
+				next := sd.pkt(len(segs))
+				segs = append(segs, next)
+				_, tcph, _ := tcp4Layout(next)
+				bytes += len(next) - 20 - tcph // canJoin: IPv4 header without options
+			}
+		}
+		var err error
+		if len(segs) == 1 {
+			sl := &sd.ring[sd.head]
+			if sd.offload {
+				_, err = unix.Write(sd.out, sl.buf[:vnetHdrLen+sl.n])
+			} else {
+				_, err = unix.Write(sd.out, sl.buf[vnetHdrLen:vnetHdrLen+sl.n])
+			}
+		} else {
+			n := joinSegments(wbuf, segs)
+			_, err = unix.Write(sd.out, wbuf[:n])
+			s.superWrites.Add(1)
+		}
+		s.writes.Add(1)
+		s.segOut.Add(uint64(len(segs)))
+		for range segs {
+			sl := &sd.ring[sd.head]
+			if err != nil {
+				sd.t.we++
+			} else {
+				sd.t.pk++
+				sd.t.by += uint64(sl.n)
+			}
+			// A joined packet may leave up to joinEarlyNs early (by design, bounded).
+			sd.t.late = append(sd.t.late, max(now-sl.dueNs, 0))
+			sd.rq.queuedBytes -= sl.n
+			sd.free = append(sd.free, sl.buf)
+			sl.buf = nil
+			sd.head = (sd.head + 1) % len(sd.ring)
+			sd.held--
+		}
+		now = nowNs()
+	}
+}

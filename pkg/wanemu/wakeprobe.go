@@ -1,0 +1,54 @@
+package wanemu
+
+import (
+	"runtime"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// WakeStats describe how late a sleeping real-time thread runs again after
+// its deadline on this machine: the floor under any packet engine that
+// sleeps between packets.
+type WakeStats struct {
+	KeepAwake bool  `json:"keep_awake"` // the CPUs were kept from idling
+	Samples   int   `json:"samples"`
+	P50Ns     int64 `json:"p50_ns"`
+	P99Ns     int64 `json:"p99_ns"`
+	P999Ns    int64 `json:"p999_ns"`
+	MaxNs     int64 `json:"max_ns"`
+}
+
+// MeasureWake sleeps for intervalNs at a time, for d, on a locked thread at
+// the engine's real-time priority (when allowed), and returns how late each
+// wake-up was. With keepCPUsAwake the engine's idle spinners run meanwhile.
+func MeasureWake(d time.Duration, intervalNs int64, keepCPUsAwake bool) WakeStats {
+	if keepCPUsAwake {
+		release := keepAwake()
+		defer release()
+		time.Sleep(50 * time.Millisecond) // let the spinners start
+	}
+	res := make(chan []int64)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread's priority stays with it
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0)
+		var late []int64
+		end := nowNs() + d.Nanoseconds()
+		for nowNs() < end {
+			target := nowNs() + intervalNs
+			ts := unix.NsecToTimespec(intervalNs)
+			_ = unix.Nanosleep(&ts, nil)
+			late = append(late, nowNs()-target)
+		}
+		res <- late
+	}()
+	late := <-res
+	slices.Sort(late)
+	st := WakeStats{KeepAwake: keepCPUsAwake, Samples: len(late)}
+	if n := len(late); n > 0 {
+		st.P50Ns, st.P99Ns, st.P999Ns, st.MaxNs = late[n/2], late[n*99/100], late[n*999/1000], late[n-1]
+	}
+	return st
+}
