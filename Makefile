@@ -9,7 +9,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb consul-outage-full clean bench-planner
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner
 
 all: build
 
@@ -106,6 +106,11 @@ bench-split:
 # cold) vs nested SOCKS5, dante, glider, squid; native throughput (root; ~5 min).
 bench-ttfb:
 	./bench/run-ttfb-bench.sh -runs 50
+
+# The lab's packet engines side by side (root; ~10 min): the load each holds
+# valid through 4 emulated links, and CPU per emulated Gbit.
+bench-lab-engine:
+	./bench/run-lab-engine-bench.sh -rates 50,100,200,300,400,600,800,1000 -runs 2
 
 # Planner search time per plan on random complete matrices of 1000 and 5000
 # relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).

@@ -19,6 +19,7 @@ import (
 
 func labDoctorCmd() *cobra.Command {
 	var output, save, topoDir string
+	var saved bool
 	var rates []float64
 	var hops int
 	var duration time.Duration
@@ -43,31 +44,22 @@ machine. Engine settings come from RELAYMESH_WANEMU_* (docs/lab.md).`,
 		Example: `  sudo relayctl lab doctor
   sudo relayctl lab doctor --rates 100,200,400 -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q: want text or json", output)
 			}
-			c, err := wanemu.ConfigFromEnv()
-			if err != nil {
-				return err
-			}
-			wanemu.Configure(c)
-			wanemu.QuietGC(labHeapLimitBytes)
-			self, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			progress := func(format string, args ...any) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "lab doctor: "+format+"\n", args...)
-			}
-			cal, err := lab.Calibrate(cmd.Context(), lab.CalibrateOptions{TrafficCmd: []string{self, "lab", "traffic"},
-				RatesMbit: rates, Hops: hops, Duration: duration, Progress: progress})
-			if err != nil {
+			var cal lab.Calibration
+			if saved {
+				if cal, err = lab.LoadCalibration(save); err != nil {
+					return fmt.Errorf("no saved calibration (%w): run `sudo relayctl lab doctor` first", err)
+				}
+				save = ""
+			} else if cal, err = calibrate(cmd, rates, hops, duration); err != nil {
 				return err
 			}
 			fits := topologyFits(topoDir, cal)
 			if save != "" {
-				if err := lab.SaveCalibration(save, cal); err != nil {
+				if err = lab.SaveCalibration(save, cal); err != nil {
 					return err
 				}
 			}
@@ -80,8 +72,8 @@ machine. Engine settings come from RELAYMESH_WANEMU_* (docs/lab.md).`,
 			if cal.HeldLinkMbit == 0 {
 				fmt.Fprintf(w, "\nThe packet engine (%s) held no tested load valid on this machine: lab runs here will be invalid.\n", cal.Engine)
 			} else {
-				fmt.Fprintf(w, "\nThe packet engine (%s) held %.0f Mbit/s and %.0f packets/s summed over links with every link valid (%d links at %.0f Mbit/s each).\n",
-					cal.Engine, cal.HeldLinkMbit, cal.HeldPps, cal.Hops, cal.HeldRateMbit)
+				fmt.Fprintf(w, "\nThe packet engine (%s) held %.0f Mbit/s and %.0f packets/s summed over links with every link valid (%d links at %.0f Mbit/s each; measured %s).\n",
+					cal.Engine, cal.HeldLinkMbit, cal.HeldPps, cal.Hops, cal.HeldRateMbit, cal.At.Format("2006-01-02 15:04 MST"))
 			}
 			if len(fits) > 0 {
 				fmt.Fprintf(w, "\nTopologies in %s, the estimated peak of one download:\n", topoDir)
@@ -99,12 +91,32 @@ machine. Engine settings come from RELAYMESH_WANEMU_* (docs/lab.md).`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.Flags().BoolVar(&saved, "saved", false, "measure nothing: show the saved result (--save) against the topologies")
 	cmd.Flags().StringVar(&save, "save", lab.DefaultCalibrationPath, `where to keep the result for lab up/run ("" to not save)`)
 	cmd.Flags().StringVar(&topoDir, "topologies", "configs/lab", "directory of topology files to judge (skipped when missing)")
 	cmd.Flags().Float64SliceVar(&rates, "rates", nil, "per-link rates to try, Mbit/s (default 100,200,300,400,500,600,800,1000)")
 	cmd.Flags().IntVar(&hops, "hops", 4, "links in the measured chain")
 	cmd.Flags().DurationVar(&duration, "duration", 3*time.Second, "measured time at each rate")
 	return cmd
+}
+
+// calibrate runs the measurement with the environment's engine settings.
+func calibrate(cmd *cobra.Command, rates []float64, hops int, duration time.Duration) (lab.Calibration, error) {
+	c, err := wanemu.ConfigFromEnv()
+	if err != nil {
+		return lab.Calibration{}, err
+	}
+	wanemu.Configure(c)
+	wanemu.QuietGC(labHeapLimitBytes)
+	self, err := os.Executable()
+	if err != nil {
+		return lab.Calibration{}, err
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "lab doctor: "+format+"\n", args...)
+	}
+	return lab.Calibrate(cmd.Context(), lab.CalibrateOptions{TrafficCmd: []string{self, "lab", "traffic"},
+		RatesMbit: rates, Hops: hops, Duration: duration, Progress: progress})
 }
 
 // topologyFit is one topology's estimated peak against the calibration.

@@ -47,15 +47,9 @@ func TestLabRTTMatrixAccuracy(t *testing.T) {
 			}
 			path := labTopology(t, body)
 			script := fmt.Sprintf("sleep 10; %s rtt --output json", filepath.Join(bins, "relayctl"))
-			var out string
-			var code int
-			for attempt := 1; attempt <= 3; attempt++ { // exit 3: an invalid run, measure again
-				out, code = relayctl(t, t.TempDir(), append(append([]string{"run", "-t", path}, args...), "--", "sh", "-c", script)...)
-				if code != 3 {
-					break
-				}
-				t.Logf("run %d invalid:\n%s", attempt, out)
-			}
+			out, code := untilValid(t, func() (string, int) {
+				return relayctl(t, t.TempDir(), append(append([]string{"run", "-t", path}, args...), "--", "sh", "-c", script)...)
+			})
 			if code != 0 {
 				t.Fatalf("lab run exited %d:\n%s", code, out)
 			}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,19 +135,11 @@ want=$(curl -sS --max-time 10 http://server:8000/sha256/%d)
 echo "got=$got want=$want"
 [ "$got" = "$want" ]
 echo "fleet=$RELAYMESH_FLEET"`, n, n)
-	// Exit 3 is lab run's "the self-check failed: this run is invalid". On
-	// this VM an RT thread is now and then woken milliseconds late, which
-	// can invalidate a short run (see wanemu's untilValid); measure again,
-	// up to three runs, as a benchmark would.
-	var out string
-	var code int
-	for attempt := 1; attempt <= 3; attempt++ {
-		out, code = relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
-		t.Logf("lab run %d output:\n%s", attempt, out)
-		if code != 3 {
-			break
-		}
-	}
+	// Exit 3 is lab run's "the self-check failed: this run is invalid".
+	out, code := untilValid(t, func() (string, int) {
+		return relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
+	})
+	t.Logf("lab run output:\n%s", out)
 	if code != 0 {
 		t.Fatalf("lab run exited %d", code)
 	}
@@ -183,14 +176,9 @@ links:
 got=$(curl -sS --max-time 30 -x socks5h://r1:1080 http://server:8000/bytes/%d | sha256sum | cut -d' ' -f1)
 want=$(curl -sS --max-time 30 -x socks5h://r1:1080 http://server:8000/sha256/%d)
 [ "$got" = "$want" ] && echo match`, n, n)
-	var out string
-	var code int
-	for attempt := 1; attempt <= 3; attempt++ { // exit 3: an invalid run, measure again
-		out, code = relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
-		if code != 3 {
-			break
-		}
-	}
+	out, code := untilValid(t, func() (string, int) {
+		return relayctl(t, t.TempDir(), "run", "-t", topo, "--", "sh", "-c", script)
+	})
 	if code != 0 || !strings.Contains(out, "match") {
 		t.Fatalf("lab run exited %d:\n%s", code, out)
 	}
@@ -312,13 +300,23 @@ rm -f /tmp/e2e-up-payload`
 	if out, code := relayctl(t, state, "link", "r1", "client", "--loss", "1.5"); code == 0 || !strings.Contains(out, "loss") {
 		t.Fatalf("lab link with loss 1.5: exit %d, want an error naming loss:\n%s", code, out)
 	}
-	out, code = relayctl(t, state, "exec", "client", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{time_connect}", "http://r1:9090/healthz")
-	var connectS float64
-	if _, err := fmt.Sscan(out, &connectS); code != 0 || err != nil {
+	// The median of 5 handshakes: one sample can meet a VM hiccup that the
+	// self-check would flag on a longer run.
+	out, code = relayctl(t, state, "exec", "client", "--", "sh", "-c",
+		`for i in 1 2 3 4 5; do curl -sS -o /dev/null -w '%{time_connect}\n' http://r1:9090/healthz || exit 1; done`)
+	var connects []float64
+	for _, f := range strings.Fields(out) {
+		var s float64
+		if _, err := fmt.Sscan(f, &s); err == nil {
+			connects = append(connects, s)
+		}
+	}
+	if code != 0 || len(connects) != 5 {
 		t.Fatalf("curl to r1 exited %d: %q", code, out)
 	}
-	if connectS < 0.040 || connectS > 0.045 {
-		t.Fatalf("TCP connect to r1 took %.1f ms after setting the link's RTT to 40 ms", connectS*1000)
+	slices.Sort(connects)
+	if med := connects[2]; med < 0.040 || med > 0.041 {
+		t.Fatalf("TCP connect to r1 took %.1f ms (median of %v s) after setting the link's RTT to 40 ms: want within 1 ms", med*1000, connects)
 	}
 	if out, code := relayctl(t, state, "down"); code != 0 {
 		t.Fatalf("down exited %d:\n%s", code, out)
@@ -364,4 +362,35 @@ func TestLabNeedsRootSaysSo(t *testing.T) {
 			t.Errorf("relayctl %v as nobody: %v\n%s", args, err, out)
 		}
 	}
+}
+
+// labRunAttempts bounds how often a lab run the self-check called invalid
+// is measured again. With the scheduler engine an invalid run is rare; the
+// retry covers one now and then (a VM hiccup), and every retry is logged
+// with "LAB RETRY" so a suite's retries can be counted:
+// `go test -v ./e2e/lab/ | grep -c 'LAB RETRY'`.
+const labRunAttempts = 3
+
+// untilValid calls run (one `relayctl lab run`) until it does not exit 3
+// (the self-check's "invalid"), at most labRunAttempts times, and returns
+// the last output and exit code. If every run was invalid, the machine
+// could not emulate the topology faithfully: outside CI the test is
+// skipped with that reason; in CI (CI=true) it fails, so it cannot hide.
+func untilValid(t *testing.T, run func() (string, int)) (string, int) {
+	t.Helper()
+	var out string
+	var code int
+	for attempt := 1; attempt <= labRunAttempts; attempt++ {
+		out, code = run()
+		if code != 3 {
+			return out, code
+		}
+		t.Logf("LAB RETRY %s: run %d of %d invalid (the self-check), measuring again:\n%s", t.Name(), attempt, labRunAttempts, out)
+	}
+	msg := fmt.Sprintf("this machine did not emulate the lab faithfully in %d runs (self-check; `sudo relayctl lab doctor` shows what it holds):\n%s", labRunAttempts, out)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return out, code
 }

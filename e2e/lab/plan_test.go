@@ -36,26 +36,19 @@ type benchOut struct {
 }
 
 // inLab runs script in the client node of topo with $OUT a fresh directory,
-// and returns that directory. A run the lab's self-check calls invalid (the
-// emulator ran late: on this VM an idle thread sometimes wakes milliseconds
-// late) is measured again, up to 5 times; no assertion reads an invalid run.
+// and returns that directory. A run the lab's self-check calls invalid is
+// measured again (untilValid); no assertion reads an invalid run.
 func inLab(t *testing.T, topo, script string) string {
 	t.Helper()
-	var out string
-	var code int
-	for attempt := 1; attempt <= 5; attempt++ { // exit 3: an invalid run, measure again
-		dir := t.TempDir()
-		out, code = relayctl(t, t.TempDir(), "run", "-t", topo, "--", "env", "OUT="+dir, "PATH="+labBins(t)+":"+os.Getenv("PATH"), "sh", "-c", script)
-		if code == 0 {
-			return dir
-		}
-		if code != 3 {
-			break
-		}
-		t.Logf("attempt %d: the lab's self-check called the run invalid; measuring again:\n%s", attempt, out)
+	var dir string
+	out, code := untilValid(t, func() (string, int) {
+		dir = t.TempDir()
+		return relayctl(t, t.TempDir(), "run", "-t", topo, "--", "env", "OUT="+dir, "PATH="+labBins(t)+":"+os.Getenv("PATH"), "sh", "-c", script)
+	})
+	if code != 0 {
+		t.Fatalf("lab run exited %d:\n%s", code, out)
 	}
-	t.Fatalf("lab run exited %d:\n%s", code, out)
-	return ""
+	return dir
 }
 
 func readJSON(t *testing.T, path string, v any) {

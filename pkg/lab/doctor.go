@@ -30,8 +30,9 @@ type Calibration struct {
 	Hops    int       `json:"hops"`
 	LinkRTT float64   `json:"link_rtt_ms"`
 	// Wake-up latency of a sleeping real-time thread, CPUs left to idle
-	// and kept awake (what the engine does).
+	// and kept awake (what the engine does); gaps a spinning thread sees.
 	Wake []wanemu.WakeStats `json:"wake"`
+	Gaps wanemu.GapStats    `json:"gaps"`
 	// HeldRateMbit is the highest per-link rate at which a download through
 	// Hops links was valid; HeldLinkMbit and HeldPps the load it put on
 	// the engine, summed over link directions. Zero: nothing held.
@@ -77,6 +78,9 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (Calibration, error) {
 			awake, float64(w.P50Ns)/1e3, float64(w.P99Ns)/1e3, float64(w.P999Ns)/1e3, float64(w.MaxNs)/1e6)
 		c.Wake = append(c.Wake, w)
 	}
+	c.Gaps = wanemu.MeasureGaps(3 * time.Second)
+	o.Progress("a spinning thread: %.1f %% of the time in gaps over 20 us, %d gaps over 0.3 ms (%.1f ms in all), the longest %.2f ms",
+		c.Gaps.LostPercent, c.Gaps.Over300us, float64(c.Gaps.Over300usNs)/1e6, float64(c.Gaps.MaxNs)/1e6)
 	prefix := "rmdoc" + strconv.Itoa(os.Getpid()%100000) + "-"
 	for _, rate := range o.RatesMbit {
 		var ok bool

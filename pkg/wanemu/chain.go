@@ -1,12 +1,12 @@
 package wanemu
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
@@ -131,7 +131,8 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 	argv := append([]string{"netns", "exec", names[n-1]}, spec.ServerCmd...)
 	argv = append(argv, "--listen", srvAddr)
 	srv := exec.Command("ip", argv...)
-	srv.Stderr = os.Stderr
+	var srvErr bytes.Buffer
+	srv.Stderr = &srvErr
 	if err := srv.Start(); err != nil {
 		return res, fmt.Errorf("server: %w", err)
 	}
@@ -147,7 +148,7 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return res, fmt.Errorf("server at %s: %w", srvAddr, err)
+			return res, fmt.Errorf("server at %s: %w (its stderr: %q)", srvAddr, err, srvErr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

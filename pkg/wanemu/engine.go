@@ -53,6 +53,15 @@ type Config struct {
 	// deliver a burst. A lone packet still leaves exactly on time. Default
 	// DefaultJoinEarlyNs, negative for none.
 	JoinEarlyNs int64
+	// Steer (sched engine, more CPUs than shards): pin each shard thread
+	// to a CPU of its own, counting down from the last, and have every TUN
+	// steer what the engine writes into it (RPS) to the other CPUs, so a
+	// write only queues the packet and the TCP work it causes runs
+	// elsewhere. Off by default: measured on 2 CPUs it shortened the
+	// longest writes (5.5 ms to 0.4-2.5 ms) but cost 30 % more CPU and did
+	// not make runs more often valid (a pinned thread cannot move off a
+	// busy CPU). docs/lab.md.
+	Steer bool
 	// NoKeepAwake: let idle CPUs halt while links run (keepawake.go says
 	// why they are kept awake by default). Both engines.
 	NoKeepAwake bool
@@ -80,6 +89,7 @@ const (
 	EnvWakeEarly = "RELAYMESH_WANEMU_WAKE_EARLY_US" // microseconds
 	EnvKeepAwake = "RELAYMESH_WANEMU_KEEP_AWAKE"    // 1 (default) | 0
 	EnvJoinEarly = "RELAYMESH_WANEMU_JOIN_EARLY_US" // microseconds
+	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 0 (default) | 1
 )
 
 // ConfigFromEnv returns the default Config with the RELAYMESH_WANEMU_*
@@ -98,6 +108,13 @@ func ConfigFromEnv() (Config, error) {
 		c.NoOffload = true
 	default:
 		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvOffload, v)
+	}
+	switch v := os.Getenv(EnvSteer); v {
+	case "", "0":
+	case "1":
+		c.Steer = true
+	default:
+		return c, fmt.Errorf("%s=%q: want 0 or 1", EnvSteer, v)
 	}
 	switch v := os.Getenv(EnvKeepAwake); v {
 	case "", "1":
@@ -150,6 +167,29 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// steers says whether shards are pinned and TUNs steer to other CPUs.
+func (c Config) steers() bool {
+	c = c.withDefaults()
+	return c.Engine == EngineSched && c.Steer && runtime.NumCPU() > c.Shards
+}
+
+// shardCPU is the CPU shard id is pinned to when steering.
+func shardCPU(id int) int { return runtime.NumCPU() - 1 - id }
+
+// steerMask is the rps_cpus mask (hex) of the CPUs no shard is pinned to,
+// or "" when not steering.
+func (c Config) steerMask() string {
+	if !c.steers() {
+		return ""
+	}
+	c = c.withDefaults()
+	var mask uint64
+	for cpu := range min(runtime.NumCPU()-c.Shards, 64) {
+		mask |= 1 << cpu
+	}
+	return strconv.FormatUint(mask, 16)
+}
+
 // String is the configuration as a benchmark table shows it.
 func (c Config) String() string {
 	c = c.withDefaults()
@@ -164,7 +204,11 @@ func (c Config) String() string {
 	if c.NoOffload {
 		off = "no-offload"
 	}
-	return fmt.Sprintf("%s/%d shard/%s/wake-early %d us/join-early %d us/%s", c.Engine, c.Shards, off, c.WakeEarlyNs/1000, c.JoinEarlyNs/1000, awake)
+	steer := "steer"
+	if !c.steers() {
+		steer = "no-steer"
+	}
+	return fmt.Sprintf("%s/%d shard/%s/%s/wake-early %d us/join-early %d us/%s", c.Engine, c.Shards, off, steer, c.WakeEarlyNs/1000, c.JoinEarlyNs/1000, awake)
 }
 
 var (
@@ -205,7 +249,11 @@ func pickShard(c Config) *shard {
 	engineMu.Lock()
 	defer engineMu.Unlock()
 	for len(shards) < c.Shards {
-		s, err := newShard(len(shards), c.WakeEarlyNs, c.JoinEarlyNs)
+		cpu := -1
+		if c.steers() {
+			cpu = shardCPU(len(shards))
+		}
+		s, err := newShard(len(shards), cpu, c.WakeEarlyNs, c.JoinEarlyNs)
 		if err != nil {
 			panic(fmt.Sprintf("wanemu: starting a scheduler: %v", err)) // epoll/eventfd: out of fds
 		}
@@ -228,17 +276,23 @@ type ShardStats struct {
 	// Sleeps is how many times the thread slept with a deadline; WakeLate*
 	// is how long after the deadline it ran again (the machine's wake-up
 	// latency as the engine sees it), over the most recent 65,536 sleeps.
-	Sleeps       uint64 `json:"sleeps"`
-	WakeLateP50  int64  `json:"wake_late_p50_ns"`
-	WakeLateP99  int64  `json:"wake_late_p99_ns"`
-	WakeLateMax  int64  `json:"wake_late_max_ns"`
-	Reads        uint64 `json:"reads"`         // read syscalls that returned a packet
-	SuperReads   uint64 `json:"super_reads"`   // of them, TCP super-packets
-	SegmentsIn   uint64 `json:"segments_in"`   // packets after cutting super-packets
-	Writes       uint64 `json:"writes"`        // write syscalls
-	SuperWrites  uint64 `json:"super_writes"`  // of them, joined segments
-	SegmentsOut  uint64 `json:"segments_out"`  // packets written, joined ones counted each
-	GSOErrors    uint64 `json:"gso_errors"`    // super-packets of a kind not handled (dropped)
+	Sleeps      uint64 `json:"sleeps"`
+	WakeLateP50 int64  `json:"wake_late_p50_ns"`
+	WakeLateP99 int64  `json:"wake_late_p99_ns"`
+	WakeLateMax int64  `json:"wake_late_max_ns"`
+	Reads       uint64 `json:"reads"`        // read syscalls that returned a packet
+	SuperReads  uint64 `json:"super_reads"`  // of them, TCP super-packets
+	SegmentsIn  uint64 `json:"segments_in"`  // packets after cutting super-packets
+	Writes      uint64 `json:"writes"`       // write syscalls
+	SuperWrites uint64 `json:"super_writes"` // of them, joined segments
+	SegmentsOut uint64 `json:"segments_out"` // packets written, joined ones counted each
+	GSOErrors   uint64 `json:"gso_errors"`   // super-packets of a kind not handled (dropped)
+	// The longest stretch the loop ran between two waits, and the longest
+	// single read and write system call (a TUN write runs the receiving
+	// stack): where lateness comes from when wake-ups were on time.
+	MaxBusyNs    int64  `json:"max_busy_ns"`
+	MaxReadNs    int64  `json:"max_read_ns"`
+	MaxWriteNs   int64  `json:"max_write_ns"`
 	Directions   int    `json:"directions"`    // link directions served
 	WakeEarlyNs  int64  `json:"wake_early_ns"` // the setting
 	ThreadPolicy string `json:"thread_policy"` // "fifo/50" or why not
@@ -269,6 +323,7 @@ func ResetEngineStats() {
 // shard is one scheduler thread and the link directions it serves.
 type shard struct {
 	id          int
+	cpu         int // pinned to, or -1
 	epfd, evfd  int
 	wakeEarlyNs int64
 	joinEarlyNs int64
@@ -283,6 +338,7 @@ type shard struct {
 	cpuNs, spinNs                                                 atomic.Int64
 	sleeps, reads, superReads, segIn, writes, superWrites, segOut atomic.Uint64
 	gsoErrors                                                     atomic.Uint64
+	maxBusyNs, maxReadNs, maxWriteNs                              atomic.Int64
 	nDirs                                                         atomic.Int64
 
 	mu       sync.Mutex // guards wakeLate
@@ -292,7 +348,7 @@ type shard struct {
 	cpuBase  atomic.Int64 // CPUNs at the last reset
 }
 
-func newShard(id int, wakeEarlyNs, joinEarlyNs int64) (*shard, error) {
+func newShard(id, cpu int, wakeEarlyNs, joinEarlyNs int64) (*shard, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -306,7 +362,7 @@ func newShard(id int, wakeEarlyNs, joinEarlyNs int64) (*shard, error) {
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
-	s := &shard{id: id, epfd: epfd, evfd: evfd, wakeEarlyNs: wakeEarlyNs, joinEarlyNs: joinEarlyNs, ops: make(chan func(), 64),
+	s := &shard{id: id, cpu: cpu, epfd: epfd, evfd: evfd, wakeEarlyNs: wakeEarlyNs, joinEarlyNs: joinEarlyNs, ops: make(chan func(), 64),
 		byID: map[int32]*schedDir{}, wakeLate: make([]int64, 0, 1<<16)}
 	s.policy.Store("starting")
 	reserveProcs(1)
@@ -394,7 +450,7 @@ func epollPwait2(epfd int, events []unix.EpollEvent, timeoutNs int64) (int, erro
 		ts = unix.NsecToTimespec(timeoutNs)
 		tsp = unsafe.Pointer(&ts)
 	}
-	n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
 		uintptr(len(events)), uintptr(tsp), 0, 0)
 	if e != 0 {
 		return 0, e
@@ -410,6 +466,24 @@ var monoBase = time.Now()
 
 // nowNs is the monotonic time in ns since monoBase.
 func nowNs() int64 { return int64(time.Since(monoBase)) }
+
+// rawRead and rawWrite are read(2) and write(2) without telling the Go
+// scheduler: the shard thread keeps its P across them (see shard.run).
+func rawRead(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
 
 func threadCPUNs() int64 {
 	var ts unix.Timespec
@@ -434,17 +508,26 @@ func (s *shard) run() {
 	// Real-time priority: a waking shard preempts the endpoints and relays
 	// at once. Bounded spinning keeps it from starving them (it sleeps
 	// whenever nothing is due within WakeEarlyNs).
+	policy := "fifo/50"
 	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-		s.policy.Store("normal (SCHED_FIFO refused: " + err.Error() + ")")
-	} else {
-		s.policy.Store("fifo/50")
+		policy = "normal (SCHED_FIFO refused: " + err.Error() + ")"
 	}
+	if s.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(s.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			policy += ", not pinned: " + err.Error()
+		} else {
+			policy += fmt.Sprintf(", cpu %d", s.cpu)
+		}
+	}
+	s.policy.Store(policy)
 	events := make([]unix.EpollEvent, 128)
 	rbuf := make([]byte, vnetHdrLen+maxSuperBytes+1)
 	wbuf := make([]byte, vnetHdrLen+maxSuperBytes+1)
 	var wakeLate []int64
 	lastCPUPub := nowNs()
-	var lastPollNs int64
+	var lastPollNs, lastWoke int64
 	for {
 		now := nowNs()
 		next := int64(math.MaxInt64)
@@ -485,8 +568,12 @@ func (s *shard) run() {
 				continue
 			}
 		}
+		if lastWoke != 0 {
+			s.noteMax(&s.maxBusyNs, now-lastWoke)
+		}
 		n, err := epollPwait2(s.epfd, events, timeoutNs)
 		woke := nowNs()
+		lastWoke = woke
 		lastPollNs = woke
 		if timeoutNs > 0 && n == 0 && err == nil {
 			wakeLate = append(wakeLate, woke-(now+timeoutNs))
@@ -506,6 +593,13 @@ func (s *shard) run() {
 				}
 			}
 		}
+	}
+}
+
+// noteMax raises a maximum kept for ShardStats (loop thread only writes).
+func (s *shard) noteMax(m *atomic.Int64, v int64) {
+	if v > m.Load() {
+		m.Store(v)
 	}
 }
 
@@ -545,7 +639,7 @@ func (s *shard) stats() ShardStats {
 		Shard: s.id, CPUNs: s.cpuNs.Load() - s.cpuBase.Load(), SpinNs: s.spinNs.Load(), Sleeps: s.sleeps.Load(),
 		Reads: s.reads.Load(), SuperReads: s.superReads.Load(), SegmentsIn: s.segIn.Load(),
 		Writes: s.writes.Load(), SuperWrites: s.superWrites.Load(), SegmentsOut: s.segOut.Load(),
-		GSOErrors: s.gsoErrors.Load(), Directions: int(s.nDirs.Load()), WakeEarlyNs: s.wakeEarlyNs,
+		GSOErrors: s.gsoErrors.Load(), MaxBusyNs: s.maxBusyNs.Load(), MaxReadNs: s.maxReadNs.Load(), MaxWriteNs: s.maxWriteNs.Load(), Directions: int(s.nDirs.Load()), WakeEarlyNs: s.wakeEarlyNs,
 		ThreadPolicy: s.policy.Load().(string),
 	}
 	s.mu.Lock()
@@ -563,6 +657,9 @@ func (s *shard) stats() ShardStats {
 func (s *shard) resetStats() {
 	s.cpuBase.Store(s.cpuNs.Load())
 	s.spinNs.Store(0)
+	s.maxBusyNs.Store(0)
+	s.maxReadNs.Store(0)
+	s.maxWriteNs.Store(0)
 	for _, c := range []*atomic.Uint64{&s.sleeps, &s.reads, &s.superReads, &s.segIn, &s.writes, &s.superWrites, &s.segOut, &s.gsoErrors} {
 		c.Store(0)
 	}
@@ -578,11 +675,13 @@ func (s *shard) resetStats() {
 func (sd *schedDir) readReady(s *shard, rbuf []byte, nextDueNs int64) {
 	p := sd.d.params.Load()
 	for range readBatch {
-		m, err := unix.Read(sd.in, rbuf)
+		t0 := nowNs()
+		m, err := rawRead(sd.in, rbuf)
 		if err != nil || m <= 0 {
 			return
 		}
 		arrival := nowNs()
+		s.noteMax(&s.maxReadNs, arrival-t0)
 		s.reads.Add(1)
 		var h vnetHdr
 		pkt := rbuf[:m]
@@ -668,18 +767,20 @@ func (sd *schedDir) writeDue(s *shard, now int64, wbuf []byte) {
 			}
 		}
 		var err error
+		t0 := nowNs()
 		if len(segs) == 1 {
 			sl := &sd.ring[sd.head]
 			if sd.offload {
-				_, err = unix.Write(sd.out, sl.buf[:vnetHdrLen+sl.n])
+				_, err = rawWrite(sd.out, sl.buf[:vnetHdrLen+sl.n])
 			} else {
-				_, err = unix.Write(sd.out, sl.buf[vnetHdrLen:vnetHdrLen+sl.n])
+				_, err = rawWrite(sd.out, sl.buf[vnetHdrLen:vnetHdrLen+sl.n])
 			}
 		} else {
 			n := joinSegments(wbuf, segs)
-			_, err = unix.Write(sd.out, wbuf[:n])
+			_, err = rawWrite(sd.out, wbuf[:n])
 			s.superWrites.Add(1)
 		}
+		s.noteMax(&s.maxWriteNs, nowNs()-t0)
 		s.writes.Add(1)
 		s.segOut.Add(uint64(len(segs)))
 		for range segs {

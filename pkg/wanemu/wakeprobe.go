@@ -52,3 +52,45 @@ func MeasureWake(d time.Duration, intervalNs int64, keepCPUsAwake bool) WakeStat
 	}
 	return st
 }
+
+// GapStats describe how often a thread that never sleeps is not running:
+// gaps between consecutive reads of the clock in a busy loop, over 20 us
+// (interrupts, other threads, the host taking the virtual CPU away).
+type GapStats struct {
+	Gaps        int     `json:"gaps"`          // over 20 us
+	LostPercent float64 `json:"lost_percent"`  // time in those gaps
+	Over300us   int     `json:"over_300us"`    // gaps longer than 0.3 ms
+	Over300usNs int64   `json:"over_300us_ns"` // time in them
+	MaxNs       int64   `json:"max_ns"`
+}
+
+// MeasureGaps spins for d on a locked thread at normal priority (a real-time
+// spinner would be throttled by the kernel after 0.95 s) and returns the
+// gaps it saw.
+func MeasureGaps(d time.Duration) GapStats {
+	res := make(chan GapStats)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var st GapStats
+		var lost int64
+		start := nowNs()
+		last := start
+		for last-start < d.Nanoseconds() {
+			now := nowNs()
+			if g := now - last; g > 20_000 {
+				st.Gaps++
+				lost += g
+				st.MaxNs = max(st.MaxNs, g)
+				if g > 300_000 {
+					st.Over300us++
+					st.Over300usNs += g
+				}
+			}
+			last = now
+		}
+		st.LostPercent = 100 * float64(lost) / float64(last-start)
+		res <- st
+	}()
+	return <-res
+}

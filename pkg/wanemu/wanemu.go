@@ -52,7 +52,7 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 		return nil, err
 	}
 	for _, e := range []struct{ self, peer Endpoint }{{a, b}, {b, a}} {
-		if err := configure(e.self, e.peer.Addr); err != nil {
+		if err := configure(e.self, e.peer.Addr, cfg.steerMask()); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 // Config is the engine configuration this link runs with.
 func (l *Link) Config() Config { return l.cfg }
 
-func configure(e Endpoint, peerAddr string) error {
+func configure(e Endpoint, peerAddr, rpsMask string) error {
 	h, err := handleIn(e.Netns)
 	if err != nil {
 		return err
@@ -103,6 +103,16 @@ func configure(e Endpoint, peerAddr string) error {
 	}
 	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("%s up in %s: %w", e.Ifname, e.Netns, err)
+	}
+	if rpsMask != "" {
+		// Receive packet steering: what the engine writes into this TUN is
+		// handled by the receiving stack on the other CPUs (engine.go).
+		// sysfs shows a namespace's devices only to a process that mounted
+		// it there, which `ip netns exec` does.
+		path := "/sys/class/net/" + e.Ifname + "/queues/rx-0/rps_cpus"
+		if err := run("ip", "netns", "exec", e.Netns, "sh", "-c", "echo "+rpsMask+" > "+path); err != nil {
+			return fmt.Errorf("steering %s in %s: %w", e.Ifname, e.Netns, err)
+		}
 	}
 	if err := addAddr(h, e.Netns, "lo", e.Addr); err != nil {
 		return err
