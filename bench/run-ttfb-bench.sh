@@ -32,7 +32,7 @@ fi
 make build
 go build -o bench/.bin/ttfb ./bench/ttfb
 if [ ! -x bench/.bin/glider ]; then
-  # glider v0.16.4, as ../shared/TESTBED.md says: `go install` of it is
+  # glider v0.16.4, built from a throw-away module: `go install` of it is
   # refused by the module proxy here, a throw-away module builds it.
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT

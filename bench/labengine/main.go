@@ -38,19 +38,28 @@ var configs = []struct{ name, env string }{
 
 func main() {
 	var (
-		relayctl = flag.String("relayctl", "bin/relayctl", "relayctl binary (its `lab traffic` is the server)")
-		rates    = flag.String("rates", "100,200,300,400,600,800", "link rates to measure, Mbit/s, comma-separated")
-		which    = flag.String("configs", "", "comma-separated subset of: thread,thread+awake,sched-no-offload,sched (default all)")
-		hops     = flag.Int("hops", 4, "links in the chain")
-		rttMs    = flag.Float64("link-rtt-ms", 10, "RTT of each link, ms")
-		runs     = flag.Int("runs", 2, "runs per configuration and rate")
-		duration = flag.Duration("duration", 5*time.Second, "measured time of each download")
-		warmup   = flag.Duration("warmup", 2*time.Second, "download before measuring")
-		out      = flag.String("out", "", "write OUT.json and OUT.md")
-		extra    = flag.String("extra", "", "more configurations: NAME:ENV=V ENV=V;NAME:... (RELAYMESH_WANEMU_* variables)")
-		one      = flag.String("one", "", "internal: measure one run at this rate (Mbit/s) and print JSON")
+		relayctl   = flag.String("relayctl", "bin/relayctl", "relayctl binary (its `lab traffic` is the server)")
+		rates      = flag.String("rates", "100,200,300,400,600,800", "link rates to measure, Mbit/s, comma-separated")
+		which      = flag.String("configs", "", "comma-separated subset of: thread,thread+awake,sched-no-offload,sched (default all)")
+		hops       = flag.Int("hops", 4, "links in the chain")
+		rttMs      = flag.Float64("link-rtt-ms", 10, "RTT of each link, ms")
+		runs       = flag.Int("runs", 2, "runs per configuration and rate")
+		duration   = flag.Duration("duration", 5*time.Second, "measured time of each download")
+		warmup     = flag.Duration("warmup", 2*time.Second, "download before measuring")
+		out        = flag.String("out", "", "write OUT.json and OUT.md")
+		extra      = flag.String("extra", "", "more configurations: NAME:ENV=V ENV=V;NAME:... (RELAYMESH_WANEMU_* variables)")
+		busy       = flag.Bool("busy-loop", false, "run a competing `nice -n 19` busy loop (one CPU) during every measurement")
+		reportOnly = flag.Bool("report-only", false, "rewrite OUT.md from OUT.json, measuring nothing")
+		one        = flag.String("one", "", "internal: measure one run at this rate (Mbit/s) and print JSON")
 	)
 	flag.Parse()
+	if *reportOnly {
+		if err := rewriteReport(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "labengine:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "labengine: needs root (network namespaces, TUN devices)")
 		os.Exit(1)
@@ -62,6 +71,15 @@ func main() {
 	}
 	ctx, stop := labpeer.CancelOnSignal()
 	defer stop()
+	if *busy {
+		// A competing CPU load: one busy loop at the lowest priority.
+		loop := exec.CommandContext(ctx, "nice", "-n", "19", "sh", "-c", "while :; do :; done")
+		if err := loop.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "labengine: busy loop:", err)
+			os.Exit(1)
+		}
+		defer func() { _ = loop.Process.Kill(); _ = loop.Wait() }()
+	}
 	for _, e := range strings.Split(*extra, ";") {
 		if name, env, ok := strings.Cut(strings.TrimSpace(e), ":"); ok {
 			configs = append(configs, struct{ name, env string }{name, env})
@@ -146,6 +164,21 @@ func child(ctx context.Context, env, rate string, args []string) (wanemu.ChainRe
 	}
 	err = json.Unmarshal(stdout.Bytes(), &res)
 	return res, err
+}
+
+func rewriteReport(out string) error {
+	data, err := os.ReadFile(out + ".json")
+	if err != nil {
+		return err
+	}
+	var f struct {
+		Command string               `json:"command"`
+		Results []wanemu.ChainResult `json:"results"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	return os.WriteFile(out+".md", []byte(report(f.Results, strings.Fields(f.Command))), 0o644)
 }
 
 func write(out string, results []wanemu.ChainResult, argv []string) error {

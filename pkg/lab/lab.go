@@ -115,6 +115,10 @@ type State struct {
 	// ConsulAddr is the lab's Consul agent (host:port) when its registry is
 	// Consul; empty with the fleet file.
 	ConsulAddr string `json:"consul_addr,omitempty"`
+	// AppCPUs: the lab's services and commands run on these CPUs only
+	// (taskset's list form), leaving the rest to the link engine; empty:
+	// anywhere (wanemu.AppCPUs).
+	AppCPUs string `json:"app_cpus,omitempty"`
 }
 
 // FleetPath is the lab's fleet file.
@@ -129,6 +133,11 @@ func (s *State) Command(ctx context.Context, node string, argv ...string) (*exec
 	}
 	if len(argv) == 0 {
 		return nil, errors.New("no command given")
+	}
+	if s.AppCPUs != "" {
+		if taskset, err := exec.LookPath("taskset"); err == nil {
+			argv = append([]string{taskset, "-c", s.AppCPUs}, argv...)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
 	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name, EnvFleetSecretFile+"="+filepath.Join(s.Dir, "fleet-secret"))
@@ -219,7 +228,7 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 		return nil, err
 	}
 	l = &Lab{
-		State: State{Name: topo.Name, PID: os.Getpid(), Topology: topoPath, Dir: dir, Nodes: map[string]*Node{}, Started: time.Now()},
+		State: State{Name: topo.Name, PID: os.Getpid(), Topology: topoPath, Dir: dir, Nodes: map[string]*Node{}, Started: time.Now(), AppCPUs: wanemu.AppCPUs()},
 		topo:  topo, opts: opts, log: opts.Log.Named("lab"),
 	}
 	defer func() {

@@ -54,10 +54,12 @@ type Config struct {
 	// DefaultJoinEarlyNs, negative for none.
 	JoinEarlyNs int64
 	// Steer (sched engine, more CPUs than shards): pin each shard thread
-	// to a CPU of its own, counting down from the last, and have every TUN
+	// to a CPU of its own, counting down from the last, have every TUN
 	// steer what the engine writes into it (RPS) to the other CPUs, so a
 	// write only queues the packet and the TCP work it causes runs
-	// elsewhere. Off by default: measured on 2 CPUs it shortened the
+	// elsewhere, and keep the lab's processes off the shards' CPUs
+	// (AppCPUs): with the kernel's preempt=none, a waking shard otherwise
+	// waits until a process in a long system call on its CPU leaves it. Off by default: measured on 2 CPUs it shortened the
 	// longest writes (5.5 ms to 0.4-2.5 ms) but cost 30 % more CPU and did
 	// not make runs more often valid (a pinned thread cannot move off a
 	// busy CPU). docs/lab.md.
@@ -188,6 +190,20 @@ func (c Config) steerMask() string {
 		mask |= 1 << cpu
 	}
 	return strconv.FormatUint(mask, 16)
+}
+
+// AppCPUs is the CPU list (taskset's form, e.g. "0" or "0-2") the lab's own
+// processes should keep to so that the pinned shards have their CPUs to
+// themselves, or "" when the shards are not pinned.
+func AppCPUs() string {
+	c := CurrentConfig()
+	if !c.steers() {
+		return ""
+	}
+	if n := runtime.NumCPU() - c.Shards; n > 1 {
+		return fmt.Sprintf("0-%d", n-1)
+	}
+	return "0"
 }
 
 // String is the configuration as a benchmark table shows it.
@@ -506,8 +522,16 @@ func (s *shard) run() {
 	runtime.LockOSThread() // for the life of the process: shards never stop
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	// Real-time priority: a waking shard preempts the endpoints and relays
-	// at once. Bounded spinning keeps it from starving them (it sleeps
-	// whenever nothing is due within WakeEarlyNs).
+	// at once. It never spins unless WakeEarlyNs asks for it: an RT thread
+	// that runs 95 % of a second is throttled by the kernel for 50 ms.
+	//
+	// Its system calls are raw (rawRead, rawWrite, epollPwait2): a Go
+	// system call lets the runtime hand the thread's P to other goroutines
+	// when the call lasts over 20 us, and the thread must then find a P
+	// again before it runs on; a TUN write, which runs the receiving
+	// stack, often lasts that long. A raw call keeps the P. The runtime
+	// still preempts the loop now and then (it looks busy); a signal ends
+	// a wait early (EINTR) and the loop just goes round.
 	policy := "fifo/50"
 	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
 		policy = "normal (SCHED_FIFO refused: " + err.Error() + ")"

@@ -1,8 +1,11 @@
 // Package wanemu emulates WAN links between network namespaces on one Linux
 // machine (there is no netem here): each link is a pair of TUN devices, and a
 // Go process moves IP packets between them, holding each until its due time.
-// One locked OS thread per direction waits with ppoll (ns timeout, timer slack
-// 1 ns) because Go timers wake ~1 ms late (TESTBED.md pitfall 1).
+// Two packet engines do it (engine.go): the default one scheduler thread
+// serving every link direction, and the first design, one locked OS thread
+// per direction waiting in ppoll (this file). Both wait with ns timeouts on
+// locked threads (timer slack 1 ns) because Go timers wake ~1 ms late.
+// docs/lab.md has the measurements behind the design.
 package wanemu
 
 import (
@@ -72,7 +75,7 @@ type Stats struct {
 }
 
 // MaxP99LatenessNs is the self-check bound: above it, delays are no longer
-// what the topology says (TESTBED.md pitfall 4) and a run is invalid.
+// what the topology says (docs/lab.md, pitfalls) and a run is invalid.
 const MaxP99LatenessNs = 500_000
 
 // MinP99Samples: below this many packets the p99 is just the worst one or

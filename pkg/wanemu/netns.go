@@ -92,7 +92,7 @@ func handleIn(netnsName string) (*netlink.Handle, error) {
 }
 
 // TxDropped returns the TX drop counter of a device in a namespace: the TUN
-// ring overflowing because the emulator fell behind (TESTBED.md pitfall 3).
+// ring overflowing because the emulator fell behind (docs/lab.md, pitfalls).
 func TxDropped(netnsName, ifname string) (uint64, error) {
 	h, err := handleIn(netnsName)
 	if err != nil {
@@ -147,7 +147,7 @@ func hostNet(addr string) (*net.IPNet, error) {
 // namespace. /proc/sys/net shows the namespace of the thread that opens it,
 // so the write happens on a thread inside netns. Set buffer sysctls before
 // starting listeners there: accepted sockets inherit the listener's buffers
-// (TESTBED.md pitfall 6).
+// (docs/lab.md, pitfalls).
 //
 // A namespace other than the initial one may only pick a default congestion
 // control that the host lists in net.ipv4.tcp_allowed_congestion_control

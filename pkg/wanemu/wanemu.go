@@ -90,7 +90,7 @@ func configure(e Endpoint, peerAddr, rpsMask string) error {
 		return fmt.Errorf("%s in %s: %w", e.Ifname, e.Netns, err)
 	}
 	// txqueuelen 10000: the TUN ring must absorb bursts while the emulator
-	// thread sleeps (TESTBED.md pitfall 3). No IPv6 on the link: no router
+	// thread sleeps (docs/lab.md, pitfalls). No IPv6 on the link: no router
 	// solicitations or MLD reports, only the traffic under test.
 	if err := h.LinkSetMTU(link, 1500); err != nil {
 		return fmt.Errorf("mtu of %s in %s: %w", e.Ifname, e.Netns, err)

@@ -28,9 +28,15 @@ func requireRoot(t *testing.T) {
 
 // twoNodes makes namespaces a and b joined by one link.
 func twoNodes(t *testing.T, ab, ba Params) (nsA, nsB string, l *Link) {
+	return twoNodesNamed(t, "", ab, ba)
+}
+
+// twoNodesNamed is twoNodes with a suffix in the namespaces' names, for a
+// test that needs more than one pair.
+func twoNodesNamed(t *testing.T, suffix string, ab, ba Params) (nsA, nsB string, l *Link) {
 	requireRoot(t)
-	nsA = fmt.Sprintf("wt%d-a", os.Getpid())
-	nsB = fmt.Sprintf("wt%d-b", os.Getpid())
+	nsA = fmt.Sprintf("wt%d%s-a", os.Getpid(), suffix)
+	nsB = fmt.Sprintf("wt%d%s-b", os.Getpid(), suffix)
 	for _, n := range []string{nsA, nsB} {
 		_ = DelNetns(n)
 		if err := AddNetns(n); err != nil {
@@ -38,7 +44,7 @@ func twoNodes(t *testing.T, ab, ba Params) (nsA, nsB string, l *Link) {
 		}
 		t.Cleanup(func() { _ = DelNetns(n) })
 	}
-	l, err := NewLink(Endpoint{nsA, "wan0", "10.233.0.1"}, Endpoint{nsB, "wan0", "10.233.0.2"}, ab, ba)
+	l, err := NewLink(Endpoint{Netns: nsA, Ifname: "wan0", Addr: "10.233.0.1"}, Endpoint{Netns: nsB, Ifname: "wan0", Addr: "10.233.0.2"}, ab, ba)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,27 +53,32 @@ func twoNodes(t *testing.T, ab, ba Params) (nsA, nsB string, l *Link) {
 }
 
 // untilValid runs measure, which asserts what it measured, on a run the
-// emulator's self-check accepts. This machine is a VM: an RT thread that
-// sleeps is now and then woken milliseconds late (seen: 11-22 wakeups over
-// 0.5 ms in 8 s, max 3-9 ms, on an idle machine), and one such stall in a
-// burst makes more than 1 % of a short run's packets late. The self-check
-// then rightly calls the run invalid, and the answer is to measure again,
-// as a benchmark would; a run is never asserted on when it was invalid.
-// Three invalid runs in a row fail the test.
+// emulator's self-check accepts. This machine is a VM whose threads now and
+// then stall for milliseconds (docs/lab.md); the self-check then rightly
+// calls the run invalid, and the answer is to measure again, as a benchmark
+// would; a run is never asserted on when it was invalid. Each retry is
+// logged with "LAB RETRY". Three invalid runs in a row fail the test in CI
+// (CI=true) and skip it elsewhere, saying why.
 func untilValid(t *testing.T, l *Link, measure func() (assert func())) {
 	t.Helper()
+	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		l.ResetStats()
+		ResetEngineStats()
 		assert := measure()
 		err := l.SelfCheck()
 		if err == nil {
 			assert()
 			return
 		}
-		if attempt == 3 {
-			t.Fatalf("self-check failed on %d runs in a row (machine too busy?): %v", attempt, err)
+		if attempt == attempts {
+			msg := fmt.Sprintf("self-check failed on %d runs in a row (machine too busy?): %v; engine %+v", attempt, err, EngineStats())
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
 		}
-		t.Logf("run %d invalid, measuring again: %v", attempt, err)
+		t.Logf("LAB RETRY %s: run %d invalid, measuring again: %v; engine %+v", t.Name(), attempt, err, EngineStats())
 	}
 }
 
@@ -135,6 +146,32 @@ func TestConfiguredRTT(t *testing.T) {
 			// self-check is asserted in TestRateLimit over ~17,000.
 			t.Logf("ab %+v ba %+v", ab, ba)
 		})
+	}
+}
+
+// TestFirstHandshake: the very first TCP handshake over a fresh link takes
+// the configured RTT within 1.5 ms (a fresh lab's first connection once
+// took 51.7 ms on a 50 ms link). A first handshake happens once per link,
+// so a slow one is measured again on a new link, up to 3 links, each retry
+// logged with "LAB RETRY".
+func TestFirstHandshake(t *testing.T) {
+	const rttMs = 50
+	want := time.Duration(rttMs) * time.Millisecond
+	half := Params{DelayNs: rttMs * 1e6 / 2}
+	for attempt := 1; ; attempt++ {
+		nsA, nsB, l := twoNodesNamed(t, fmt.Sprintf("f%d", attempt), half, half)
+		first := connectRTTs(t, nsA, nsB, 1)[0]
+		ab, ba := l.Stats()
+		l.Close()
+		t.Logf("first handshake %v on a fresh %v link; lateness max %v / %v", first, want,
+			time.Duration(ab.LatenessMaxNs), time.Duration(ba.LatenessMaxNs))
+		if d := first - want; d >= 0 && d <= 1500*time.Microsecond {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("first handshake over 3 fresh links took over %v + 1.5 ms (the last %v)", want, first)
+		}
+		t.Logf("LAB RETRY %s: first handshake %v, measuring on a fresh link", t.Name(), first)
 	}
 }
 
@@ -212,7 +249,7 @@ func timedTransfer(t *testing.T, nsA string, ln net.Listener, warmupBytes, measu
 // TestWindowLimited: a single flow whose receiver caps its buffer moves one
 // window per round trip. The window is the one the sender actually sees
 // (TCP_INFO snd_wnd), not the sysctl: the kernel advertises only part of
-// tcp_rmem (TESTBED.md pitfall 5). Within 8 % of snd_wnd / RTT, and the
+// tcp_rmem (docs/lab.md, pitfalls). Within 8 % of snd_wnd / RTT, and the
 // emulator's self-check passes.
 func TestWindowLimited(t *testing.T) {
 	const rttMs = 50
@@ -364,5 +401,62 @@ func TestStatsCheck(t *testing.T) {
 		if err := tc.st.Check(); (err == nil) != tc.valid {
 			t.Errorf("%s: Check() = %v, want valid %v", tc.name, err, tc.valid)
 		}
+	}
+}
+
+// TestLoss: a link configured with 1 % loss loses 1 % of 200,000 UDP
+// datagrams within ±10 % relative (2,000 expected, one standard deviation
+// 44.5 = 2.2 %: the bound is 4.5 σ), and every datagram it did not drop
+// arrives.
+func TestLoss(t *testing.T) {
+	const lossRate, datagrams = 0.01, 200000
+	nsA, nsB, l := twoNodes(t, Params{DelayNs: 1e6, Loss: lossRate}, Params{DelayNs: 1e6})
+	var pc net.PacketConn
+	if err := InNetns(nsB, func() (err error) { pc, err = net.ListenPacket("udp", "10.233.0.2:0"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	_ = pc.(*net.UDPConn).SetReadBuffer(8 << 20)
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		buf := make([]byte, 2048)
+		for {
+			_ = pc.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				got <- n
+				return
+			}
+			n++
+		}
+	}()
+	if err := InNetns(nsA, func() error {
+		c, err := net.Dial("udp", pc.LocalAddr().String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		msg := make([]byte, 200)
+		for i := range datagrams {
+			if _, err := c.Write(msg); err != nil {
+				return err
+			}
+			if i%200 == 199 {
+				time.Sleep(time.Millisecond) // 200 kpackets/s at most: no queue drops
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	received := <-got
+	ab, _ := l.Stats()
+	lost := float64(datagrams-received) / datagrams
+	t.Logf("received %d of %d: loss %.4f (configured %.4f); ab %+v", received, datagrams, lost, lossRate, ab)
+	if ab.DropsQueue != 0 || ab.DropsSlots != 0 || ab.DropsLoss+uint64(received) != datagrams {
+		t.Fatalf("%d received + %d dropped by the emulated loss != %d sent: %+v", received, ab.DropsLoss, datagrams, ab)
+	}
+	if lost < lossRate*0.9 || lost > lossRate*1.1 {
+		t.Fatalf("loss %.4f, want %.4f within ±10 %% relative", lost, lossRate)
 	}
 }

@@ -1,0 +1,33 @@
+package wanemu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // Config.String(), or an error's text
+	}{
+		{nil, "sched/1 shard/offload/no-steer/wake-early 0 us/join-early 250 us/keep-awake"},
+		{map[string]string{EnvEngine: "thread", EnvKeepAwake: "0"}, "thread/cpus-may-idle"},
+		{map[string]string{EnvOffload: "0", EnvJoinEarly: "0", EnvWakeEarly: "50"}, "sched/1 shard/no-offload/no-steer/wake-early 50 us/join-early 0 us/keep-awake"},
+		{map[string]string{EnvEngine: "netem"}, "want sched or thread"},
+		{map[string]string{EnvShards: "0"}, "want 1-64"},
+		{map[string]string{EnvJoinEarly: "20000"}, "at most 10000"},
+		{map[string]string{EnvKeepAwake: "yes"}, "want 1 or 0"},
+	} {
+		for _, k := range []string{EnvEngine, EnvOffload, EnvShards, EnvWakeEarly, EnvKeepAwake, EnvJoinEarly, EnvSteer} {
+			t.Setenv(k, tc.env[k])
+		}
+		c, err := ConfigFromEnv()
+		got := c.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("env %v: got %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
