@@ -29,11 +29,12 @@ vet:
 # Everything under the race detector, relayd binaries in e2e included, except
 # the link emulator and the lab (their timing self-checks need the packet
 # loop uninstrumented and the machine to themselves) and the Docker fleet
-# (a 10 s failover bound): those run after the rest, one package at a time.
+# (a 10 s failover bound): those run after the rest, one package at a time,
+# counting the lab runs measured again (scripts/lab-tests.sh).
 # Tests needing root (namespaces, TUN) skip with a printed reason elsewhere.
 unit: bin/consul
 	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker)
-	$(GO) test -p 1 -count=1 -timeout 15m ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...
+	./scripts/lab-tests.sh ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...
 
 # A real Consul agent for the Consul registry tests (pkg/registry, e2e): built
 # once from tools/consul (its own module: Consul's dependencies stay out of

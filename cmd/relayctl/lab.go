@@ -485,11 +485,12 @@ not trustworthy: lab run says why and exits 3 even if CMD succeeded.`,
 				runErr = errors.New("terminated")
 			}
 			check := l.SelfCheck()
+			engine := lab.EngineSummary(wanemu.CurrentConfig().String(), wanemu.EngineStats())
 			l.Close()
 			if check != nil {
 				fmt.Fprintf(os.Stderr, "relayctl lab: self-check FAILED, this run's results are invalid:\n  %s\n",
 					strings.ReplaceAll(check.Error(), "\n", "\n  "))
-				fmt.Fprintf(os.Stderr, "relayctl lab: %s\n", lab.EngineSummary(wanemu.CurrentConfig().String(), wanemu.EngineStats()))
+				fmt.Fprintf(os.Stderr, "relayctl lab: %s\n", engine)
 				if runErr == nil {
 					return exitError{3}
 				}
