@@ -9,6 +9,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 log=bin/lab-tests.log
+
+# Wait (up to 60 s) until the CPUs have been at least 90 % idle for 3
+# seconds in a row: right after the race-detector phase the kernel is still
+# busy for a while (freeing the race binaries' memory, closing sockets), and
+# on a kernel built with preempt=none a long kernel path holds up even the
+# emulator's real-time thread; the first emulator test ran late then.
+quiet=0
+for _ in $(seq 1 60); do
+  read -r _ u1 n1 s1 i1 w1 q1 sq1 _ < /proc/stat
+  sleep 1
+  read -r _ u2 n2 s2 i2 w2 q2 sq2 _ < /proc/stat
+  busy=$(( (u2-u1) + (n2-n1) + (s2-s1) + (q2-q1) + (sq2-sq1) ))
+  idle=$(( (i2-i1) + (w2-w1) ))
+  if [ $(( idle * 100 )) -ge $(( (busy + idle) * 90 )) ]; then
+    quiet=$((quiet + 1))
+    [ "$quiet" -ge 3 ] && break
+  else
+    quiet=0
+  fi
+done
 go test -p 1 -count=1 -timeout 15m -v "$@" > "$log" 2>&1
 code=$?
 if [ "$code" -ne 0 ]; then

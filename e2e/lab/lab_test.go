@@ -391,7 +391,8 @@ func untilValid(t *testing.T, run func() (string, int)) (string, int) {
 		if code != 3 {
 			return out, code
 		}
-		t.Logf("LAB RETRY %s: run %d of %d invalid (the self-check), measuring again:\n%s", t.Name(), attempt, labRunAttempts, out)
+		t.Logf("LAB RETRY %s: run %d of %d invalid (the self-check), measuring again in 5 s:\n%s", t.Name(), attempt, labRunAttempts, out)
+		time.Sleep(5 * time.Second) // whatever held the machine up may pass
 	}
 	msg := fmt.Sprintf("this machine did not emulate the lab faithfully in %d runs (self-check; `sudo relayctl lab doctor` shows what it holds):\n%s", labRunAttempts, out)
 	if os.Getenv("CI") == "true" {

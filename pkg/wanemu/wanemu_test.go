@@ -78,7 +78,8 @@ func untilValid(t *testing.T, l *Link, measure func() (assert func())) {
 			}
 			t.Skip(msg)
 		}
-		t.Logf("LAB RETRY %s: run %d invalid, measuring again: %v; engine %+v", t.Name(), attempt, err, EngineStats())
+		t.Logf("LAB RETRY %s: run %d invalid, measuring again in 5 s: %v; engine %+v", t.Name(), attempt, err, EngineStats())
+		time.Sleep(5 * time.Second) // whatever held the machine up may pass
 	}
 }
 
