@@ -53,17 +53,18 @@ type Config struct {
 	// deliver a burst. A lone packet still leaves exactly on time. Default
 	// DefaultJoinEarlyNs, negative for none.
 	JoinEarlyNs int64
-	// Steer (sched engine, more CPUs than shards): pin each shard thread
-	// to a CPU of its own, counting down from the last, have every TUN
-	// steer what the engine writes into it (RPS) to the other CPUs, so a
-	// write only queues the packet and the TCP work it causes runs
-	// elsewhere, and keep the lab's processes off the shards' CPUs
-	// (AppCPUs): with the kernel's preempt=none, a waking shard otherwise
-	// waits until a process in a long system call on its CPU leaves it. Off by default: measured on 2 CPUs it shortened the
-	// longest writes (5.5 ms to 0.4-2.5 ms) but cost 30 % more CPU and did
-	// not make runs more often valid (a pinned thread cannot move off a
-	// busy CPU). docs/lab.md.
-	Steer bool
+	// NoSteer: leave the shards unpinned and the receiving stack's work
+	// on the engine's CPU. By default (sched engine, more CPUs than
+	// shards) each shard thread is pinned to a CPU of its own, counting
+	// down from the last; every TUN steers what the engine writes into it
+	// (RPS) to the other CPUs, so a write only queues the packet and the
+	// TCP work it causes runs elsewhere; and the lab keeps its processes
+	// off the shards' CPUs (AppCPUs): with the kernel's preempt=none a
+	// waking shard otherwise waits until a process in a long system call
+	// on its CPU leaves it. Measured on 2 CPUs (docs/lab.md): the world
+	// demo valid in 3 of 3 runs against 1 of 3 without, the longest TUN
+	// write 0.4-2.5 ms against up to 5.5, for ~25 % more engine CPU.
+	NoSteer bool
 	// NoKeepAwake: let idle CPUs halt while links run (keepawake.go says
 	// why they are kept awake by default). Both engines.
 	NoKeepAwake bool
@@ -91,7 +92,7 @@ const (
 	EnvWakeEarly = "RELAYMESH_WANEMU_WAKE_EARLY_US" // microseconds
 	EnvKeepAwake = "RELAYMESH_WANEMU_KEEP_AWAKE"    // 1 (default) | 0
 	EnvJoinEarly = "RELAYMESH_WANEMU_JOIN_EARLY_US" // microseconds
-	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 0 (default) | 1
+	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 1 (default) | 0
 )
 
 // ConfigFromEnv returns the default Config with the RELAYMESH_WANEMU_*
@@ -112,11 +113,11 @@ func ConfigFromEnv() (Config, error) {
 		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvOffload, v)
 	}
 	switch v := os.Getenv(EnvSteer); v {
-	case "", "0":
-	case "1":
-		c.Steer = true
+	case "", "1":
+	case "0":
+		c.NoSteer = true
 	default:
-		return c, fmt.Errorf("%s=%q: want 0 or 1", EnvSteer, v)
+		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvSteer, v)
 	}
 	switch v := os.Getenv(EnvKeepAwake); v {
 	case "", "1":
@@ -172,7 +173,7 @@ func (c Config) withDefaults() Config {
 // steers says whether shards are pinned and TUNs steer to other CPUs.
 func (c Config) steers() bool {
 	c = c.withDefaults()
-	return c.Engine == EngineSched && c.Steer && runtime.NumCPU() > c.Shards
+	return c.Engine == EngineSched && !c.NoSteer && runtime.NumCPU() > c.Shards
 }
 
 // shardCPU is the CPU shard id is pinned to when steering.
@@ -518,6 +519,10 @@ const spinPollNs = 10_000
 // link does not keep the others' arrivals waiting.
 const readBatch = 64
 
+// readTurnNs bounds the time one TUN's reads take per turn (cutting a
+// super-packet into segments costs ~10 us).
+const readTurnNs = 200_000
+
 func (s *shard) run() {
 	runtime.LockOSThread() // for the life of the process: shards never stop
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
@@ -554,12 +559,21 @@ func (s *shard) run() {
 	var lastPollNs, lastWoke int64
 	for {
 		now := nowNs()
+		// Write what is due one write per direction per pass, passes until
+		// nothing is due: a direction with a backlog (after a stall, or a
+		// burst at a high rate) does not hold up the others' packets.
+		for wrote := true; wrote; {
+			wrote = false
+			for _, sd := range s.dirs {
+				if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+					sd.writeOne(s, now, wbuf)
+					now = nowNs()
+					wrote = true
+				}
+			}
+		}
 		next := int64(math.MaxInt64)
 		for _, sd := range s.dirs {
-			if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
-				sd.writeDue(s, now, wbuf)
-				now = nowNs()
-			}
 			if sd.held > 0 {
 				next = min(next, sd.ring[sd.head].dueNs)
 			}
@@ -698,6 +712,7 @@ func (s *shard) resetStats() {
 // that reading never makes writes late.
 func (sd *schedDir) readReady(s *shard, rbuf []byte, nextDueNs int64) {
 	p := sd.d.params.Load()
+	start := nowNs()
 	for range readBatch {
 		t0 := nowNs()
 		m, err := rawRead(sd.in, rbuf)
@@ -745,7 +760,9 @@ func (sd *schedDir) readReady(s *shard, rbuf []byte, nextDueNs int64) {
 				}
 			}
 		}
-		if arrival >= nextDueNs {
+		// Stop once a held packet is due, or after readTurnNs on this TUN:
+		// the other TUNs' arrivals are waiting to be timestamped.
+		if arrival >= nextDueNs || arrival-start > readTurnNs {
 			return
 		}
 	}
@@ -773,11 +790,12 @@ func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
 	return buf
 }
 
-// writeDue writes every held packet due by now, joining runs of one TCP
-// flow's segments into super-packets when offloads are on.
-func (sd *schedDir) writeDue(s *shard, now int64, wbuf []byte) {
+// writeOne makes one write of what is due by now: the head packet or, with
+// offloads, the run of one TCP flow's segments that starts with it, joined
+// into a super-packet.
+func (sd *schedDir) writeOne(s *shard, now int64, wbuf []byte) {
 	var run [maxSuperSegs][]byte
-	for sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+	if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
 		segs := run[:1]
 		segs[0] = sd.pkt(0)
 		bytes := len(segs[0])
@@ -823,6 +841,5 @@ func (sd *schedDir) writeDue(s *shard, now int64, wbuf []byte) {
 			sd.head = (sd.head + 1) % len(sd.ring)
 			sd.held--
 		}
-		now = nowNs()
 	}
 }

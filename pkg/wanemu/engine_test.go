@@ -10,9 +10,10 @@ func TestConfigFromEnv(t *testing.T) {
 		env  map[string]string
 		want string // Config.String(), or an error's text
 	}{
-		{nil, "sched/1 shard/offload/no-steer/wake-early 0 us/join-early 250 us/keep-awake"},
+		{map[string]string{EnvSteer: "0"}, "sched/1 shard/offload/no-steer/wake-early 0 us/join-early 250 us/keep-awake"},
 		{map[string]string{EnvEngine: "thread", EnvKeepAwake: "0"}, "thread/cpus-may-idle"},
-		{map[string]string{EnvOffload: "0", EnvJoinEarly: "0", EnvWakeEarly: "50"}, "sched/1 shard/no-offload/no-steer/wake-early 50 us/join-early 0 us/keep-awake"},
+		{map[string]string{EnvOffload: "0", EnvJoinEarly: "0", EnvWakeEarly: "50", EnvSteer: "0"}, "sched/1 shard/no-offload/no-steer/wake-early 50 us/join-early 0 us/keep-awake"},
+		{map[string]string{EnvSteer: "2"}, "want 1 or 0"},
 		{map[string]string{EnvEngine: "netem"}, "want sched or thread"},
 		{map[string]string{EnvShards: "0"}, "want 1-64"},
 		{map[string]string{EnvJoinEarly: "20000"}, "at most 10000"},
