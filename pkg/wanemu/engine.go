@@ -53,18 +53,19 @@ type Config struct {
 	// deliver a burst. A lone packet still leaves exactly on time. Default
 	// DefaultJoinEarlyNs, negative for none.
 	JoinEarlyNs int64
-	// NoSteer: leave the shards unpinned and the receiving stack's work
-	// on the engine's CPU. By default (sched engine, more CPUs than
-	// shards) each shard thread is pinned to a CPU of its own, counting
-	// down from the last; every TUN steers what the engine writes into it
-	// (RPS) to the other CPUs, so a write only queues the packet and the
-	// TCP work it causes runs elsewhere; and the lab keeps its processes
-	// off the shards' CPUs (AppCPUs): with the kernel's preempt=none a
-	// waking shard otherwise waits until a process in a long system call
-	// on its CPU leaves it. Measured on 2 CPUs (docs/lab.md): the world
-	// demo valid in 3 of 3 runs against 1 of 3 without, the longest TUN
-	// write 0.4-2.5 ms against up to 5.5, for ~25 % more engine CPU.
-	NoSteer bool
+	// Steer (sched engine, more CPUs than shards): pin each shard thread
+	// to a CPU of its own, counting down from the last; have every TUN
+	// steer what the engine writes into it (RPS) to the other CPUs, so a
+	// write only queues the packet and the TCP work it causes runs
+	// elsewhere; and keep the lab's processes off the shards' CPUs
+	// (AppCPUs): with the kernel's preempt=none a waking shard otherwise
+	// waits until a process in a long system call on its CPU leaves it.
+	// Off by default. Measured on 2 CPUs (docs/lab.md): the world demo was
+	// valid in 3 of 3 runs with it against 1 of 3 without, but every
+	// relay then shares one CPU, and the RTTs relayd measures at the
+	// application came 1-4 ms over the link RTT (the lab's RTT-matrix
+	// test failed), for ~25 % more engine CPU.
+	Steer bool
 	// NoKeepAwake: let idle CPUs halt while links run (keepawake.go says
 	// why they are kept awake by default). Both engines.
 	NoKeepAwake bool
@@ -92,7 +93,7 @@ const (
 	EnvWakeEarly = "RELAYMESH_WANEMU_WAKE_EARLY_US" // microseconds
 	EnvKeepAwake = "RELAYMESH_WANEMU_KEEP_AWAKE"    // 1 (default) | 0
 	EnvJoinEarly = "RELAYMESH_WANEMU_JOIN_EARLY_US" // microseconds
-	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 1 (default) | 0
+	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 0 (default) | 1
 )
 
 // ConfigFromEnv returns the default Config with the RELAYMESH_WANEMU_*
@@ -113,11 +114,11 @@ func ConfigFromEnv() (Config, error) {
 		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvOffload, v)
 	}
 	switch v := os.Getenv(EnvSteer); v {
-	case "", "1":
-	case "0":
-		c.NoSteer = true
+	case "", "0":
+	case "1":
+		c.Steer = true
 	default:
-		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvSteer, v)
+		return c, fmt.Errorf("%s=%q: want 0 or 1", EnvSteer, v)
 	}
 	switch v := os.Getenv(EnvKeepAwake); v {
 	case "", "1":
@@ -173,7 +174,7 @@ func (c Config) withDefaults() Config {
 // steers says whether shards are pinned and TUNs steer to other CPUs.
 func (c Config) steers() bool {
 	c = c.withDefaults()
-	return c.Engine == EngineSched && !c.NoSteer && runtime.NumCPU() > c.Shards
+	return c.Engine == EngineSched && c.Steer && runtime.NumCPU() > c.Shards
 }
 
 // shardCPU is the CPU shard id is pinned to when steering.
