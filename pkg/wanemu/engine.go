@@ -106,26 +106,20 @@ func ConfigFromEnv() (Config, error) {
 	default:
 		return c, fmt.Errorf("%s=%q: want %s or %s", EnvEngine, v, EngineSched, EngineThread)
 	}
-	switch v := os.Getenv(EnvOffload); v {
-	case "", "1":
-	case "0":
-		c.NoOffload = true
-	default:
-		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvOffload, v)
-	}
-	switch v := os.Getenv(EnvSteer); v {
-	case "", "0":
-	case "1":
-		c.Steer = true
-	default:
-		return c, fmt.Errorf("%s=%q: want 0 or 1", EnvSteer, v)
-	}
-	switch v := os.Getenv(EnvKeepAwake); v {
-	case "", "1":
-	case "0":
-		c.NoKeepAwake = true
-	default:
-		return c, fmt.Errorf("%s=%q: want 1 or 0", EnvKeepAwake, v)
+	// Switches: the variable, whether it turns the setting on at "1" or
+	// off at "0" (the other value is the default), and the field.
+	for _, sw := range []struct {
+		name    string
+		onIsOne bool
+		field   *bool
+	}{{EnvOffload, false, &c.NoOffload}, {EnvSteer, true, &c.Steer}, {EnvKeepAwake, false, &c.NoKeepAwake}} {
+		switch v := os.Getenv(sw.name); v {
+		case "":
+		case "0", "1":
+			*sw.field = (v == "1") == sw.onIsOne
+		default:
+			return c, fmt.Errorf("%s=%q: want 0 or 1", sw.name, v)
+		}
 	}
 	if v := os.Getenv(EnvShards); v != "" {
 		n, err := strconv.Atoi(v)

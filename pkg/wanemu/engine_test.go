@@ -18,7 +18,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{EnvEngine: "netem"}, "want sched or thread"},
 		{map[string]string{EnvShards: "0"}, "want 1-64"},
 		{map[string]string{EnvJoinEarly: "20000"}, "at most 10000"},
-		{map[string]string{EnvKeepAwake: "yes"}, "want 1 or 0"},
+		{map[string]string{EnvKeepAwake: "yes"}, "want 0 or 1"},
+		{map[string]string{EnvSteer: "1", EnvKeepAwake: "1", EnvOffload: "1"}, "sched/1 shard/offload/steer/wake-early 0 us/join-early 250 us/keep-awake"},
 	} {
 		for _, k := range []string{EnvEngine, EnvOffload, EnvShards, EnvWakeEarly, EnvKeepAwake, EnvJoinEarly, EnvSteer} {
 			t.Setenv(k, tc.env[k])
