@@ -405,10 +405,12 @@ func TestStatsCheck(t *testing.T) {
 	}
 }
 
-// TestLoss: a link configured with 1 % loss loses 1 % of 200,000 UDP
+// TestLoss: a link configured with 1 % loss drops 1 % of 200,000 UDP
 // datagrams within ±10 % relative (2,000 expected, one standard deviation
-// 44.5 = 2.2 %: the bound is 4.5 σ), and every datagram it did not drop
-// arrives.
+// 44.5 = 2.2 %: the bound is 4.5 σ), counted by the emulator: every
+// datagram sent reached it and was either written on or dropped as
+// emulated loss. (What the receiving socket then gets is the receiver's
+// business: a burst can overflow its buffer, capped by net.core.rmem_max.)
 func TestLoss(t *testing.T) {
 	const lossRate, datagrams = 0.01, 200000
 	nsA, nsB, l := twoNodes(t, Params{DelayNs: 1e6, Loss: lossRate}, Params{DelayNs: 1e6})
@@ -442,8 +444,8 @@ func TestLoss(t *testing.T) {
 			if _, err := c.Write(msg); err != nil {
 				return err
 			}
-			if i%200 == 199 {
-				time.Sleep(time.Millisecond) // 200 kpackets/s at most: no queue drops
+			if i%100 == 99 {
+				time.Sleep(time.Millisecond) // 100 kpackets/s at most
 			}
 		}
 		return nil
@@ -452,10 +454,10 @@ func TestLoss(t *testing.T) {
 	}
 	received := <-got
 	ab, _ := l.Stats()
-	lost := float64(datagrams-received) / datagrams
-	t.Logf("received %d of %d: loss %.4f (configured %.4f); ab %+v", received, datagrams, lost, lossRate, ab)
-	if ab.DropsQueue != 0 || ab.DropsSlots != 0 || ab.DropsLoss+uint64(received) != datagrams {
-		t.Fatalf("%d received + %d dropped by the emulated loss != %d sent: %+v", received, ab.DropsLoss, datagrams, ab)
+	lost := float64(ab.DropsLoss) / datagrams
+	t.Logf("emulated loss %.4f (configured %.4f); the receiver got %d of %d; ab %+v", lost, lossRate, received, datagrams, ab)
+	if ab.DropsQueue != 0 || ab.DropsSlots != 0 || ab.WriteErrors != 0 || ab.Packets+ab.DropsLoss != datagrams {
+		t.Fatalf("%d written + %d dropped by the emulated loss != %d sent: %+v", ab.Packets, ab.DropsLoss, datagrams, ab)
 	}
 	if lost < lossRate*0.9 || lost > lossRate*1.1 {
 		t.Fatalf("loss %.4f, want %.4f within ±10 %% relative", lost, lossRate)
