@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Loopback relay benchmark (issue 2): single TCP stream, 1 and 3 hops, upload
+# Loopback relay benchmark: single TCP stream, 1 and 3 hops, upload
 # and download, relayd vs an io.Copy relay (the splice floor) and peers, side
 # by side in one run. Writes bench/results/relay-loopback.{md,json}.
 # Usage: bench/run-relay-bench.sh [relaybench flags, e.g. -size 2GiB -runs 5]

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestBoundedDrainSocketStates is RELIABILITY.md case 12 on real relayd
+// TestBoundedDrainSocketStates is docs/reliability.md case 12 on real relayd
 // processes: the client half-closes, the server reads the EOF and then
 // neither writes nor closes. Through 1 and 3 relays with a 2 s drain
 // timeout, every relay closes fully within it: the client reads EOF, and

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestOutOfFDs is RELIABILITY.md case 17: relayd with RLIMIT_NOFILE 128
+// TestOutOfFDs is docs/reliability.md case 17: relayd with RLIMIT_NOFILE 128
 // meets 200 idle clients. Accept fails with EMFILE; the accept loop backs
 // off and logs instead of exiting or spinning, and serves again once the
 // clients are gone.
@@ -70,7 +70,7 @@ func TestOutOfFDs(t *testing.T) {
 	}
 }
 
-// TestSlowReadersMemory is RELIABILITY.md case 16: 1,000 clients that read
+// TestSlowReadersMemory is docs/reliability.md case 16: 1,000 clients that read
 // nothing, each through relayd to a server that writes as fast as it can.
 // The tunnels splice in the kernel, so relayd's resident memory grows by
 // goroutine stacks and small buffers, far below 64 KiB per connection.

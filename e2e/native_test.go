@@ -367,7 +367,7 @@ func TestNativeChurnNoLeak(t *testing.T) {
 	}
 	n := 300
 	if full() {
-		n = 10000 // RELIABILITY.md case 1: 10,000 through 3 hops
+		n = 10000 // docs/reliability.md case 1: 10,000 through 3 hops
 	}
 	for i := 0; i < n; i++ {
 		switch i % 4 {

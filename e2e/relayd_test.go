@@ -345,7 +345,7 @@ func TestIntegrityBothDirections(t *testing.T) {
 	size, hops := int64(256<<20), 3
 	switch {
 	case full():
-		size, hops = 1<<30, 4 // RELIABILITY.md case 10: 1 GiB through 4 hops
+		size, hops = 1<<30, 4 // docs/reliability.md case 10: 1 GiB through 4 hops
 	case testing.Short():
 		size = 32 << 20
 	}

@@ -137,7 +137,7 @@ func TestDialFailures(t *testing.T) {
 	}
 }
 
-// TestMalformedSOCKS is RELIABILITY.md case 9: each input gets the right reply
+// TestMalformedSOCKS is docs/reliability.md case 9: each input gets the right reply
 // where one applies and the conn is closed within 1 s.
 func TestMalformedSOCKS(t *testing.T) {
 	r := startRelayd(t, "--allow-private", "--handshake-timeout", "10s")
@@ -409,7 +409,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// TestHTTPHeaderDeadline (RELIABILITY.md case 19): headers dripped past the
+// TestHTTPHeaderDeadline (docs/reliability.md case 19): headers dripped past the
 // header timeout close the conn; an established CONNECT tunnel outlives it.
 func TestHTTPHeaderDeadline(t *testing.T) {
 	r := startRelayd(t, "--allow-private", "--handshake-timeout", "1s")

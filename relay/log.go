@@ -25,6 +25,6 @@ func NewLogger(level, format string) (*zap.Logger, error) {
 		return nil, fmt.Errorf("log format %q: want console or json", format)
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.Sampling = nil // every denial must be logged (RELIABILITY.md case 21)
+	cfg.Sampling = nil // every denial must be logged (docs/reliability.md case 21)
 	return cfg.Build()
 }

@@ -1,5 +1,5 @@
 // Command relaybench measures single-stream loopback throughput and relay CPU
-// cost through chains of SOCKS5 / HTTP CONNECT relays (issue 2).
+// cost through chains of SOCKS5 / HTTP CONNECT relays.
 //
 // For every relay kind, hop count and direction it starts the relay processes
 // on loopback ephemeral ports (last hop first, each pointing at the next),

@@ -102,7 +102,7 @@ func report(r *Results) string {
 	if warm.Ratio > 1.3 || warm.Ratio == 0 {
 		verdict = "**not met**"
 	}
-	w("- Target (issue 4): %s. Native warm: %.1f ms median = %.2fx direct (%.1f ms): the 1.3x part is %s (arithmetic floor 1.25x: the client's own SOCKS5 exchange with r1 costs 3 first-segment round trips where direct pays one TCP handshake).\n",
+	w("- Target: %s. Native warm: %.1f ms median = %.2fx direct (%.1f ms): the 1.3x part is %s (arithmetic floor 1.25x: the client's own SOCKS5 exchange with r1 costs 3 first-segment round trips where direct pays one TCP handshake).\n",
 		r.Target, warm.MedianMs, warm.Ratio, d.MedianMs, verdict)
 	var peers []*VariantResult
 	for _, name := range []string{vDante, vDanteNested, vGlider, vSquid} {

@@ -17,7 +17,7 @@ import (
 	"github.com/relaymesh/relaymesh/relay"
 )
 
-// TestLabVanishedRelay is RELIABILITY.md case 14 for a host that vanishes
+// TestLabVanishedRelay is docs/reliability.md case 14 for a host that vanishes
 // (every packet to and from it dropped: no FIN, no RST, unlike a killed
 // process whose kernel resets its connections at once). relayctl connect
 // plans client -> r1 -> r2 -> server; then r2's links are cut:

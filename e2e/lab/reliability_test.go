@@ -98,7 +98,7 @@ func chaosDownload(socks string) (int64, string, error) {
 	return traffic.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://server:%d/bytes/%d", lab.TrafficPort, chaosSize), 30*time.Second)
 }
 
-// TestLabChaos is RELIABILITY's chaos run (in this file so that it runs
+// TestLabChaos is the chaos run of docs/reliability.md (in this file so that it runs
 // last of the package: tearing down its namespaces, with thousands of
 // sockets, keeps the kernel busy for a while, and the next lab's emulator
 // ran late right after it): 4 relays in a ring, every

@@ -20,7 +20,7 @@ type Range struct {
 	Reason string
 }
 
-// DefaultDeny is the built-in deny list (RELIABILITY.md case 5).
+// DefaultDeny is the built-in deny list (docs/reliability.md case 5).
 // IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) are unmapped before matching,
 // so they hit the IPv4 ranges.
 var DefaultDeny = []Range{
