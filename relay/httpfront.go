@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,10 +54,16 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		ConnContext: withClientConn,
 		ErrorLog:    zap.NewStdLog(s.log.Named("http.server")),
 		ConnState: func(c net.Conn, st http.ConnState) {
-			if st == http.StateClosed {
+			switch st {
+			case http.StateClosed:
 				s.release(c)
+			case http.StateHijacked:
+				// The server forgets a hijacked conn: it never reaches
+				// StateClosed. ServeHTTP releases its slot when the
+				// handler that hijacked it (a CONNECT tunnel, or a
+				// protocol upgrade such as a websocket) returns.
+				h.hijacked.Store(c, struct{}{})
 			}
-			// StateHijacked: the CONNECT handler releases after its tunnel.
 		},
 	}
 }
@@ -64,11 +71,18 @@ func (s *Server) newHTTPFrontend() *http.Server {
 type httpFrontend struct {
 	s       *Server
 	forward *httputil.ReverseProxy
+	// hijacked holds the conns taken over by a handler (net.Conn -> struct{}).
+	hijacked sync.Map
 }
 
 func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	defer func() {
+		if c := clientConn(r.Context()); c != nil {
+			if _, ok := h.hijacked.LoadAndDelete(c); ok {
+				s.release(c)
+			}
+		}
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				panic(p)
@@ -128,7 +142,7 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		log.Info("hijack failed", zap.Error(err))
 		return
 	}
-	defer s.release(c)
+	// ServeHTTP releases c's slot when this returns.
 	// openTunnel clears the server's header deadline, still set on the
 	// hijacked conn.
 	s.openTunnel(log, "http", c, []byte("HTTP/1.1 200 Connection established\r\n\r\n"), brw.Reader, up)

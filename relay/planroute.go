@@ -41,11 +41,17 @@ func withClientConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, clientConnKey{}, c)
 }
 
+// clientConn is the accepted client conn recorded by withClientConn, or nil.
+func clientConn(ctx context.Context) net.Conn {
+	c, _ := ctx.Value(clientConnKey{}).(net.Conn)
+	return c
+}
+
 // clientSegment reads the client's RTT and advertised receive window from
 // the accepted socket. The window is what the client advertises now: early
 // in a connection, before its autotuning grows it, a lower bound.
 func clientSegment(ctx context.Context) (rttMs float64, windowBytes int64, ok bool) {
-	c, _ := ctx.Value(clientConnKey{}).(*net.TCPConn)
+	c, _ := clientConn(ctx).(*net.TCPConn)
 	if c == nil {
 		return 0, 0, false
 	}

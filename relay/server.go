@@ -93,6 +93,11 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	for _, s := range cfg.Policy.Deny {
 		pol.Deny = append(pol.Deny, netip.MustParsePrefix(s))
 	}
+	// Read once at start: a relay whose public address changes restarts
+	// (a VPS's address is fixed for its life).
+	if pol.Self, err = policy.OwnAddrs(); err != nil {
+		return nil, fmt.Errorf("policy: listing this host's addresses: %w", err)
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     log,
@@ -457,9 +462,14 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 	var up net.Conn
 	var err error
 	host, _, _ := net.SplitHostPort(dst)
-	if perr := s.policy.CheckLiteral(host); perr != nil && len(ch.Hops) > 0 {
-		// Chained: the last hop resolves names, but a literal IP we can refuse here.
-		err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}
+	if perr := s.policy.CheckHost(host); perr != nil {
+		// A literal IP or a malformed name is refused here, before any
+		// hop sees it (direct, the dialer's Control would refuse the IP
+		// too; chained, the last hop resolves names).
+		err = perr
+		if len(ch.Hops) > 0 {
+			err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}
+		}
 	} else {
 		up, err = ch.DialEarly(ctx, dst, early)
 	}

@@ -68,7 +68,7 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 		switch {
 		case errors.Is(err, socks5.ErrAddrType):
 			_, _ = c.Write(socks5.MarshalReply(socks5.ReplyAddrNotSupported, socks5.Addr{}))
-		case errors.Is(err, socks5.ErrEmptyHost), errors.Is(err, socks5.ErrReserved):
+		case errors.Is(err, socks5.ErrEmptyHost), errors.Is(err, socks5.ErrBadHost), errors.Is(err, socks5.ErrReserved):
 			_, _ = c.Write(socks5.MarshalReply(socks5.ReplyGeneralFailure, socks5.Addr{}))
 		}
 		s.handshakeFailed(log, "socks5", "request", err)

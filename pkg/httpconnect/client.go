@@ -40,6 +40,10 @@ func (c Client) Through(ctx context.Context, conn net.Conn, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("http connect: target %q: %w", addr, err)
 	}
+	// The target goes into the request line and Host header verbatim.
+	if strings.ContainsFunc(addr, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("http connect: target %q holds control characters or spaces", addr)
+	}
 	var req strings.Builder
 	fmt.Fprintf(&req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n", addr, addr)
 	if c.User != "" || c.Password != "" {

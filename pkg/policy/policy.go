@@ -33,12 +33,24 @@ var DefaultDeny = []Range{
 	{netip.MustParsePrefix("100.64.0.0/10"), "cgnat"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "ietf-protocol"}, // 192.0.0.192: a cloud metadata address
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
 	{netip.MustParsePrefix("::/96"), "ipv4-compatible"},
 	{netip.MustParsePrefix("fc00::/7"), "private"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	// IPv6 prefixes that carry an IPv4 address a gateway translates to:
+	// through them a relay reaches any IPv4 range above, metadata included.
+	{netip.MustParsePrefix("64:ff9b::/96"), "nat64"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "nat64"},
+	{netip.MustParsePrefix("2002::/16"), "6to4"},
+	{netip.MustParsePrefix("2001::/32"), "teredo"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
 }
 
 // Policy is the destination rule set. The zero value denies DefaultDeny.
@@ -46,6 +58,10 @@ type Policy struct {
 	AllowPrivate bool           // open every default-denied range (labs, tests)
 	Allow        []netip.Prefix // opened even though a deny range covers them
 	Deny         []netip.Prefix // denied in addition to DefaultDeny (never opened by AllowPrivate)
+	// Self are the relay's own addresses: a client asking a relay to
+	// connect to itself reaches services bound to its public address (the
+	// admin API, another front end). Allow opens one; AllowPrivate does not.
+	Self []netip.Addr
 }
 
 // Check returns a *chain.DeniedError when ip may not be dialed.
@@ -61,6 +77,11 @@ func (p *Policy) Check(ip netip.Addr) error {
 			return nil
 		}
 	}
+	for _, a := range p.Self {
+		if a.Unmap().WithZone("") == ip {
+			return &chain.DeniedError{Addr: ip.String(), Reason: "self"}
+		}
+	}
 	if p.AllowPrivate {
 		return nil
 	}
@@ -72,14 +93,56 @@ func (p *Policy) Check(ip netip.Addr) error {
 	return nil
 }
 
-// CheckLiteral checks host when it is an IP literal; hostnames pass (they are
-// checked after resolution by whoever dials them).
-func (p *Policy) CheckLiteral(host string) error {
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
+// CheckHost checks a destination host before anything is dialed: an IP
+// literal against the ranges, a name for its syntax. Names pass otherwise;
+// they are checked after resolution by whoever dials them.
+func (p *Policy) CheckHost(host string) error {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.Check(ip)
 	}
-	return p.Check(ip)
+	if !ValidHostname(host) {
+		return &chain.DeniedError{Addr: fmt.Sprintf("%q", host), Reason: "bad-hostname"}
+	}
+	return nil
+}
+
+// ValidHostname says whether name is a plausible DNS name: 1-253 bytes of
+// letters, digits, '-', '_' and '.'. Anything else (CR, LF, spaces, ':',
+// '/', '@') has no business in a hostname and, passed on, would be a
+// header injection into an HTTP next hop's CONNECT line.
+func ValidHostname(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// OwnAddrs returns this host's unicast interface addresses outside
+// DefaultDeny (those are denied anyway, and AllowPrivate must still reach
+// loopback and lab addresses): the addresses a Policy's Self should hold.
+func OwnAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var own []netip.Addr
+	for _, a := range addrs {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr().Unmap().WithZone("")
+		if (&Policy{}).Check(ip) == nil {
+			own = append(own, ip)
+		}
+	}
+	return own, nil
 }
 
 // Control is a net.Dialer.Control function: the kernel is about to connect to

@@ -9,12 +9,16 @@ func TestDefaultDeny(t *testing.T) {
 	p := &Policy{}
 	for _, s := range []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "169.254.169.254", "10.1.2.3",
 		"172.31.255.255", "192.168.0.1", "100.64.0.1", "100.127.255.254", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
-		"fe80::1", "fc00::1", "fd12::1", "224.0.0.1", "::127.0.0.1"} {
+		"fe80::1", "fc00::1", "fd12::1", "224.0.0.1", "::127.0.0.1",
+		// Ranges that reach the ones above through a translator, and
+		// other special-purpose ones (192.0.0.192 is a cloud metadata address).
+		"64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:a9fe:a9fe::1", "2001:0:a9fe::1", "192.0.0.192",
+		"198.18.0.1", "198.19.255.255", "192.0.2.1", "198.51.100.1", "203.0.113.1", "2001:db8::1"} {
 		if err := p.Check(netip.MustParseAddr(s)); err == nil {
 			t.Errorf("%s allowed", s)
 		}
 	}
-	for _, s := range []string{"1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2001:db8::1", "2606:4700::1111"} {
+	for _, s := range []string{"1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "2001:4860::8888", "198.20.0.1", "192.0.1.1"} {
 		if err := p.Check(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("%s denied: %v", s, err)
 		}
@@ -43,7 +47,33 @@ func TestControl(t *testing.T) {
 	if err := p.Control("tcp4", "127.0.0.1:80", nil); err == nil {
 		t.Error("Control let loopback through")
 	}
-	if err := p.Control("tcp6", "[2001:db8::1]:443", nil); err != nil {
+	if err := p.Control("tcp6", "[2606:4700::1111]:443", nil); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestSelf(t *testing.T) {
+	own := netip.MustParseAddr("203.0.114.7")
+	p := &Policy{AllowPrivate: true, Self: []netip.Addr{own}}
+	if p.Check(own) == nil || p.Check(netip.MustParseAddr("::ffff:203.0.114.7")) == nil {
+		t.Error("the relay's own address allowed (AllowPrivate must not open it)")
+	}
+	p.Allow = []netip.Prefix{netip.MustParsePrefix("203.0.114.7/32")}
+	if err := p.Check(own); err != nil {
+		t.Errorf("an explicit allow does not open the relay's own address: %v", err)
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	p := &Policy{}
+	for _, h := range []string{"example.com", "a-b.example", "_srv.example.org", "xn--bcher-kva.example"} {
+		if err := p.CheckHost(h); err != nil {
+			t.Errorf("%q: %v", h, err)
+		}
+	}
+	for _, h := range []string{"127.0.0.1", "evil.com\r\nX-Injected: 1", "a b", "host:80", "a/b", "", "user@host", "x\x00y"} {
+		if p.CheckHost(h) == nil {
+			t.Errorf("%q allowed", h)
+		}
 	}
 }

@@ -734,13 +734,13 @@ func (c *Consul) fetchServices(ctx context.Context, q *api.QueryOptions) (*api.Q
 // relaysFrom turns service instances into relays, sorted by name; a name
 // claimed twice keeps the instance with the lowest ID.
 func relaysFrom(entries []*api.ServiceEntry) []consulRelay {
+	// A reply may hold nil entries or entries without a service (a
+	// malformed or hostile agent): drop them before anything reads them.
+	entries = slices.DeleteFunc(slices.Clone(entries), func(e *api.ServiceEntry) bool { return e == nil || e.Service == nil })
 	slices.SortFunc(entries, func(a, b *api.ServiceEntry) int { return strings.Compare(a.Service.ID, b.Service.ID) })
 	seen := map[string]bool{}
 	var out []consulRelay
 	for _, e := range entries {
-		if e.Service == nil {
-			continue
-		}
 		m := e.Service.Meta
 		name := m["name"]
 		if name == "" {

@@ -310,3 +310,19 @@ func TestConsulCoordinatesPrior(t *testing.T) {
 		t.Fatalf("measured: %+v", p)
 	}
 }
+
+// A reply with a nil entry, or an entry without a service, is dropped, not
+// dereferenced (it used to panic relayd in the sort).
+func TestRelaysFromHostileEntries(t *testing.T) {
+	entries := []*api.ServiceEntry{
+		nil,
+		{Service: &api.AgentService{ID: ConsulServiceIDPrefix + "b", Meta: map[string]string{"name": "b", "relay": ":7000"}, Address: "10.0.0.2"}},
+		{Node: &api.Node{Node: "n"}},
+		nil,
+		{Service: &api.AgentService{ID: ConsulServiceIDPrefix + "a", Meta: map[string]string{"name": "a", "relay": ":7000"}, Address: "10.0.0.1"}},
+	}
+	got := relaysFrom(entries)
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Fatalf("relaysFrom = %+v, want relays a and b", got)
+	}
+}

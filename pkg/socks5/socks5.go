@@ -6,6 +6,7 @@
 package socks5
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Version is the SOCKS protocol version byte (RFC 1928 §3).
@@ -95,6 +97,7 @@ var (
 	ErrNoMethods = errors.New("socks5: greeting offers no methods")
 	ErrAddrType  = errors.New("socks5: unknown address type")
 	ErrEmptyHost = errors.New("socks5: empty domain name")
+	ErrBadHost   = errors.New("socks5: domain name holds control characters or spaces")
 	ErrReserved  = errors.New("socks5: reserved byte is not zero")
 )
 
@@ -133,6 +136,9 @@ func ParseAddr(hostport string) (Addr, error) {
 	}
 	if len(host) > 255 {
 		return Addr{}, fmt.Errorf("domain name longer than 255 bytes")
+	}
+	if strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return Addr{}, ErrBadHost
 	}
 	return Addr{Host: host, Port: uint16(port)}, nil
 }
@@ -186,6 +192,11 @@ func readAddr(r io.Reader) (Addr, error) {
 		}
 		if len(name) == 0 {
 			return Addr{}, ErrEmptyHost
+		}
+		// No name has these; passed on, CR/LF would inject headers into
+		// an HTTP next hop's CONNECT request.
+		if bytes.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return Addr{}, ErrBadHost
 		}
 		a.Host = string(name)
 	default:

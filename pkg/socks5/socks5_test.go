@@ -47,6 +47,8 @@ func TestParseErrors(t *testing.T) {
 		{"greeting truncated", []byte{5, 3, 0}, func(r io.Reader) error { _, err := ReadGreeting(r); return err }, io.ErrUnexpectedEOF},
 		{"atyp", []byte{5, 1, 0, 7}, func(r io.Reader) error { _, err := ReadRequest(r); return err }, ErrAddrType},
 		{"empty domain", []byte{5, 1, 0, 3, 0, 0, 80}, func(r io.Reader) error { _, err := ReadRequest(r); return err }, ErrEmptyHost},
+		{"crlf in domain", append([]byte{5, 1, 0, 3, 8}, "a\r\nX: yz"[:8]+"\x00\x50"...), func(r io.Reader) error { _, err := ReadRequest(r); return err }, ErrBadHost},
+		{"space in domain", append([]byte{5, 1, 0, 3, 3}, "a b\x00\x50"...), func(r io.Reader) error { _, err := ReadRequest(r); return err }, ErrBadHost},
 		{"reserved", []byte{5, 1, 1, 1, 1, 2, 3, 4, 0, 80}, func(r io.Reader) error { _, err := ReadRequest(r); return err }, ErrReserved},
 		{"reply version", []byte{4, 0, 0, 1, 0, 0, 0, 0, 0, 0}, func(r io.Reader) error { _, _, err := ReadReply(r); return err }, ErrVersion},
 		{"reply truncated", []byte{5, 0, 0, 4, 1}, func(r io.Reader) error { _, _, err := ReadReply(r); return err }, io.ErrUnexpectedEOF},

@@ -5,18 +5,21 @@
 //
 // When both conns are *net.TCPConn, io.Copy moves the bytes with splice(2) in
 // the kernel. Idle detection must not break that, so it does not count bytes
-// in user space: a read deadline wakes the copy, and the kernel's own
-// TCP_INFO.tcpi_last_data_recv says whether either side saw data recently.
-// A read deadline only fires while splice waits for data to arrive, before any
-// byte is taken from the socket, so waking up and resuming loses nothing.
+// in user space and sets no deadlines: a watchdog looks now and then at the
+// kernel's TCP_INFO.tcpi_last_data_recv of both conns and closes the tunnel
+// when neither received data for the limit. Closing, not a deadline, because
+// a copy can be stuck in either half: waiting to read (nothing arrives) or
+// waiting to write (the peer stopped reading and the send buffer is full;
+// a read deadline never fires there, and a write deadline would lose the
+// bytes already spliced into the pipe). A copy stuck writing stops reading
+// its source, so the source's last_data_recv grows too: one measure covers
+// both.
 package tunnel
 
 import (
 	"errors"
 	"io"
 	"net"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +32,8 @@ type Options struct {
 	// this long. A transfer that keeps moving is never cut.
 	IdleTimeout time.Duration
 	// DrainTimeout bounds the time after one direction ended (half-close) in
-	// which the other must move data: it closes when idle this long.
+	// which the other must move data: it closes when idle this long, also
+	// when the peer that should read the rest stopped reading.
 	DrainTimeout time.Duration
 }
 
@@ -50,10 +54,16 @@ var (
 type direction struct {
 	src, dst net.Conn
 	since    func() time.Duration // time since src last received data
-	done     atomic.Bool
 	n        int64
 	err      error
 }
+
+// Watchdog period bounds: a tunnel is closed between limit and limit plus
+// one period after it went quiet.
+const (
+	minCheckEvery = 10 * time.Millisecond
+	maxCheckEvery = 5 * time.Second
+)
 
 // Pipe copies a→b and b→a until both directions are done, then closes both
 // conns. It owns a and b from the call on.
@@ -64,107 +74,78 @@ func Pipe(a, b net.Conn, o Options) Result {
 		ab.since, ab.src = activity(a)
 		ba.since, ba.src = activity(b)
 	}
-	t := &tunnel{limit: o.IdleTimeout}
 	done := make(chan *direction, 2)
-	go t.proxyCopy(ab, ba, done)
-	go t.proxyCopy(ba, ab, done)
+	go proxyCopy(ab, done)
+	go proxyCopy(ba, done)
 
-	first := <-done
+	limit, timeoutErr := o.IdleTimeout, ErrIdle
+	live := []*direction{ab, ba}
 	var firstErr error
-	if first.err != nil {
-		firstErr = first.err
-		closeBoth(a, b)
-		<-done
-	} else {
-		// Half-close propagated; the other direction now drains under the
-		// drain timeout (if shorter than the idle timeout).
-		other := ba
-		if first == ba {
-			other = ab
+	var tick <-chan time.Time
+	var ticker *time.Ticker
+	watch := func() {
+		if ticker != nil {
+			ticker.Stop()
+			ticker, tick = nil, nil
 		}
-		draining := o.DrainTimeout > 0 && (o.IdleTimeout == 0 || o.DrainTimeout < o.IdleTimeout)
-		if draining {
-			t.setLimit(other, o.DrainTimeout)
+		if limit > 0 {
+			ticker = time.NewTicker(min(max(limit/8, minCheckEvery), maxCheckEvery))
+			tick = ticker.C
 		}
-		second := <-done
-		firstErr = second.err
-		if firstErr == ErrIdle && draining {
-			firstErr = ErrDrain
+	}
+	watch()
+	for len(live) > 0 {
+		select {
+		case d := <-done:
+			if live[0] == d {
+				live = live[1:]
+			} else {
+				live = live[:1]
+			}
+			switch {
+			case firstErr != nil:
+				// Already ending: the rest is the fallout of closing.
+			case d.err != nil:
+				firstErr = d.err
+				closeBoth(a, b)
+			case len(live) == 1 && o.DrainTimeout > 0 && (o.IdleTimeout == 0 || o.DrainTimeout < o.IdleTimeout):
+				// Half-close propagated; the other direction drains
+				// under the shorter drain timeout.
+				limit, timeoutErr = o.DrainTimeout, ErrDrain
+				watch()
+			}
+		case <-tick:
+			quiet := time.Duration(1<<63 - 1)
+			for _, d := range live {
+				quiet = min(quiet, d.since())
+			}
+			if quiet >= limit && firstErr == nil {
+				firstErr = timeoutErr
+				closeBoth(a, b)
+			}
 		}
+	}
+	if ticker != nil {
+		ticker.Stop()
 	}
 	closeBoth(a, b)
 	return Result{AToB: ab.n, BToA: ba.n, Err: firstErr}
 }
 
-type tunnel struct {
-	mu    sync.Mutex // orders limit changes with deadline updates
-	limit time.Duration
-}
-
-func (t *tunnel) currentLimit() time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.limit
-}
-
-// setLimit changes the idle limit and makes d re-evaluate it now.
-func (t *tunnel) setLimit(d *direction, limit time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.limit = limit
-	_ = d.src.SetReadDeadline(time.Now().Add(limit))
-}
-
-// armDeadline sets src's read deadline wait from now, or clears it.
-func (t *tunnel) armDeadline(d *direction, wait time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.limit <= 0 {
-		_ = d.src.SetReadDeadline(time.Time{})
+// proxyCopy is named so goroutine dumps show tunnels plainly.
+func proxyCopy(d *direction, done chan<- *direction) {
+	defer func() { done <- d }()
+	n, err := io.Copy(d.dst, d.src)
+	d.n = n
+	if err != nil {
+		// Any error, including a conn closed under us (shutdown, the
+		// watchdog), ends the tunnel; only the first is reported.
+		d.err = err
 		return
 	}
-	if wait <= 0 || wait > t.limit {
-		wait = t.limit
-	}
-	_ = d.src.SetReadDeadline(time.Now().Add(wait))
-}
-
-// proxyCopy is named so goroutine dumps show tunnels plainly.
-func (t *tunnel) proxyCopy(d, other *direction, done chan<- *direction) {
-	defer func() { done <- d }()
-	defer d.done.Store(true)
-	t.armDeadline(d, 0)
-	for {
-		n, err := io.Copy(d.dst, d.src)
-		d.n += n
-		if err == nil {
-			// Clean EOF from src: pass the half-close on.
-			if cw, ok := d.dst.(interface{ CloseWrite() error }); ok {
-				d.err = cw.CloseWrite()
-			}
-			return
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || d.since == nil {
-			// Any error, including a conn closed under us (shutdown), ends
-			// the tunnel; only the first direction's error is reported.
-			d.err = err
-			return
-		}
-		limit := t.currentLimit()
-		if limit <= 0 {
-			t.armDeadline(d, 0)
-			continue
-		}
-		// Woken by the deadline: was anything moving in the last limit?
-		quiet := d.since()
-		if !other.done.Load() {
-			quiet = min(quiet, other.since())
-		}
-		if quiet >= limit {
-			d.err = ErrIdle
-			return
-		}
-		t.armDeadline(d, limit-quiet)
+	// Clean EOF from src: pass the half-close on.
+	if cw, ok := d.dst.(interface{ CloseWrite() error }); ok {
+		d.err = cw.CloseWrite()
 	}
 }
 

@@ -126,3 +126,35 @@ func TestNonTCPConns(t *testing.T) {
 		t.Fatal("idle pipe tunnel not closed")
 	}
 }
+
+// A half-closed tunnel whose remaining reader stopped reading: the copy is
+// stuck writing, where no read deadline fires. The drain timeout still ends
+// it (it used to be held forever).
+func TestDrainPeerNotReading(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond})
+	_ = client.CloseWrite()                                   // the client is done sending...
+	go func() { _, _ = server.Write(make([]byte, 256<<20)) }() // ...and never reads the answer
+	select {
+	case res := <-done:
+		if !errors.Is(res.Err, ErrDrain) {
+			t.Fatalf("got %v, want ErrDrain", res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tunnel stuck writing to a peer that stopped reading was not closed")
+	}
+}
+
+// Both peers send and neither reads: both copies are stuck writing.
+func TestIdleBothStuckWriting(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: 300 * time.Millisecond})
+	go func() { _, _ = client.Write(make([]byte, 256<<20)) }()
+	go func() { _, _ = server.Write(make([]byte, 256<<20)) }()
+	select {
+	case res := <-done:
+		if !errors.Is(res.Err, ErrIdle) {
+			t.Fatalf("got %v, want ErrIdle", res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tunnel stuck writing both ways was not closed")
+	}
+}

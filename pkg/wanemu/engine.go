@@ -285,9 +285,12 @@ type ShardStats struct {
 	CPUNs int64 `json:"cpu_ns"`
 	// SpinNs is the part of it spent spinning before due times.
 	SpinNs int64 `json:"spin_ns"`
-	// Sleeps is how many times the thread slept with a deadline; WakeLate*
-	// is how long after the deadline it ran again (the machine's wake-up
-	// latency as the engine sees it), over the most recent 65,536 sleeps.
+	// Sleeps is how many times the thread slept with a packet due; WakeLate*
+	// is how long after that due time it ran again, over the most recent
+	// 65,536 sleeps that lasted to the due time. Woken by the timer or by
+	// an arrival: an arrival's wake-up is late too when the thread cannot
+	// run (its CPU is in a long kernel path of another task, which a
+	// preempt=none kernel does not interrupt).
 	Sleeps      uint64 `json:"sleeps"`
 	WakeLateP50 int64  `json:"wake_late_p50_ns"`
 	WakeLateP99 int64  `json:"wake_late_p99_ns"`
@@ -608,8 +611,8 @@ func (s *shard) run() {
 		woke := nowNs()
 		lastWoke = woke
 		lastPollNs = woke
-		if timeoutNs > 0 && n == 0 && err == nil {
-			wakeLate = append(wakeLate, woke-(now+timeoutNs))
+		if target := now + timeoutNs; next != math.MaxInt64 && timeoutNs > 0 && woke >= target {
+			wakeLate = append(wakeLate, woke-target)
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			panic(fmt.Sprintf("wanemu: epoll_pwait2: %v", err)) // EBADF/EINVAL: a bug here
