@@ -43,9 +43,9 @@ func EngineSummary(engine string, shards []wanemu.ShardStats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "engine %s", engine)
 	for _, sh := range shards {
-		fmt.Fprintf(&b, "\n  shard %d (%s, %d link directions): CPU %.2f s, wake-up late p50 %.0f us p99 %.0f us max %.2f ms over %d sleeps, longest busy stretch %.2f ms, read %.2f ms, write %.2f ms, %d reads (%d super-packets) and %d writes (%d joined) for %d packets in, %d out",
+		fmt.Fprintf(&b, "\n  shard %d (%s, %d link directions): CPU %.2f s, wake-up late p50 %.0f us p99 %.0f us max %.2f ms over %d sleeps, longest busy stretch %.2f ms, read %.2f ms, write %.2f ms, %d reads (%d super-packets) and %d writes (%d joined) for %d packets in, %d out, standby took over %d times",
 			sh.Shard, sh.ThreadPolicy, sh.Directions, float64(sh.CPUNs)/1e9, float64(sh.WakeLateP50)/1e3, float64(sh.WakeLateP99)/1e3,
-			float64(sh.WakeLateMax)/1e6, sh.Sleeps, float64(sh.MaxBusyNs)/1e6, float64(sh.MaxReadNs)/1e6, float64(sh.MaxWriteNs)/1e6, sh.Reads, sh.SuperReads, sh.Writes, sh.SuperWrites, sh.SegmentsIn, sh.SegmentsOut)
+			float64(sh.WakeLateMax)/1e6, sh.Sleeps, float64(sh.MaxBusyNs)/1e6, float64(sh.MaxReadNs)/1e6, float64(sh.MaxWriteNs)/1e6, sh.Reads, sh.SuperReads, sh.Writes, sh.SuperWrites, sh.SegmentsIn, sh.SegmentsOut, sh.Takeovers)
 	}
 	return b.String()
 }

@@ -94,3 +94,58 @@ func MeasureGaps(d time.Duration) GapStats {
 	}()
 	return <-res
 }
+
+// PairStats count, over the same periods, how often each of two real-time
+// threads pinned to different CPUs woke more than LateNs after a shared
+// deadline, and how often both did: when both are late together, a second
+// scheduler thread on the other CPU would not have been on time either.
+type PairStats struct {
+	Periods int   `json:"periods"`
+	LateNs  int64 `json:"late_ns"`
+	LateA   int   `json:"late_a"`
+	LateB   int   `json:"late_b"`
+	Both    int   `json:"both"`
+}
+
+// MeasureWakePair runs two locked real-time threads, on CPUs 0 and 1, that
+// sleep to the same absolute deadlines every periodNs for d.
+func MeasureWakePair(d time.Duration, periodNs, lateNs int64) PairStats {
+	start := nowNs() + 1e6
+	end := start + d.Nanoseconds()
+	res := make(chan []int64, 2)
+	for cpu := range 2 {
+		go func() {
+			runtime.LockOSThread() // not unlocked: the thread's priority stays with it
+			var set unix.CPUSet
+			set.Set(cpu)
+			_ = unix.SchedSetaffinity(0, &set)
+			_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+			_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0)
+			var late []int64
+			for k := int64(1); start+k*periodNs < end; k++ {
+				target := start + k*periodNs
+				if wait := target - nowNs(); wait > 0 {
+					ts := unix.NsecToTimespec(wait)
+					_ = unix.Nanosleep(&ts, nil)
+				}
+				late = append(late, nowNs()-target)
+			}
+			res <- late
+		}()
+	}
+	a, b := <-res, <-res
+	st := PairStats{Periods: min(len(a), len(b)), LateNs: lateNs}
+	for i := range st.Periods {
+		x, y := a[i] > lateNs, b[i] > lateNs
+		if x {
+			st.LateA++
+		}
+		if y {
+			st.LateB++
+		}
+		if x && y {
+			st.Both++
+		}
+	}
+	return st
+}

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and TUN devices (CI runs as root)")
 	}
@@ -27,13 +27,13 @@ func requireRoot(t *testing.T) {
 }
 
 // twoNodes makes namespaces a and b joined by one link.
-func twoNodes(t *testing.T, ab, ba Params) (nsA, nsB string, l *Link) {
+func twoNodes(t testing.TB, ab, ba Params) (nsA, nsB string, l *Link) {
 	return twoNodesNamed(t, "", ab, ba)
 }
 
 // twoNodesNamed is twoNodes with a suffix in the namespaces' names, for a
 // test that needs more than one pair.
-func twoNodesNamed(t *testing.T, suffix string, ab, ba Params) (nsA, nsB string, l *Link) {
+func twoNodesNamed(t testing.TB, suffix string, ab, ba Params) (nsA, nsB string, l *Link) {
 	requireRoot(t)
 	nsA = fmt.Sprintf("wt%d%s-a", os.Getpid(), suffix)
 	nsB = fmt.Sprintf("wt%d%s-b", os.Getpid(), suffix)
