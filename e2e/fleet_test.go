@@ -98,7 +98,7 @@ func waitRTT(t *testing.T, fleetPath string, cond func(rttOut) bool) rttOut {
 func TestFleetMeasurements(t *testing.T) {
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	const token = "e2e-token"
+	const token = "e2e-token-0123456789"
 	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}, {name: "c", admin: freeAddr(t)}}
 	writeFleetFile(t, fleetPath, token, relays)
 	for _, fr := range relays {
@@ -189,11 +189,11 @@ func TestAdminProbe(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	open := startRelayd(t, "--allow-private", "--admin-token", "tok")
+	open := startRelayd(t, "--allow-private", "--admin-token", "e2e-admin-token-0123")
 	if code, _ := get(open, "/v1/probe?target="+target.addr(), ""); code != http.StatusUnauthorized {
 		t.Fatalf("probe without token: %d", code)
 	}
-	code, body := get(open, "/v1/probe?target="+target.addr()+"&count=3", "tok")
+	code, body := get(open, "/v1/probe?target="+target.addr()+"&count=3", "e2e-admin-token-0123")
 	var res struct {
 		Summary struct {
 			Samples, Lost int
@@ -203,7 +203,7 @@ func TestAdminProbe(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Summary.Samples != 3 || res.Summary.Lost != 0 || res.Summary.MedianMs <= 0 {
 		t.Fatalf("probe: %d %s", code, body)
 	}
-	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "tok"); code != http.StatusBadRequest {
+	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "e2e-admin-token-0123"); code != http.StatusBadRequest {
 		t.Fatalf("count 500: %d %s", code, body)
 	}
 	// Without --allow-private, loopback is refused and nothing connects.
@@ -216,7 +216,7 @@ func TestAdminProbe(t *testing.T) {
 		t.Fatalf("the denied probe reached the target %d times", n)
 	}
 	// /v1/info reports the relay's socket limits.
-	_, body = get(open, "/v1/info", "tok")
+	_, body = get(open, "/v1/info", "e2e-admin-token-0123")
 	if !strings.Contains(body, `"tcp_rmem_max_bytes"`) || !strings.Contains(body, `"congestion_control"`) {
 		t.Fatalf("info: %s", body)
 	}

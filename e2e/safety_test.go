@@ -58,7 +58,9 @@ func TestDenyByDefault(t *testing.T) {
 	r := startRelayd(t)
 	chained := startRelayd(t, "--next", "socks5://"+r.socks) // entry of a chain: literal IPs refused before any hop
 	hosts := []string{"127.0.0.1", "localhost", "::1", "0.0.0.0", "169.254.169.254", "10.0.0.1",
-		"172.16.0.1", "192.168.1.1", "100.64.0.1", "::ffff:127.0.0.1", "fe80::1", "fc00::1", "127.1.2.3"}
+		"172.16.0.1", "192.168.1.1", "100.64.0.1", "::ffff:127.0.0.1", "fe80::1", "fc00::1", "127.1.2.3",
+		// Through a translator to the ranges above, and a metadata address.
+		"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "2001:0:a9fe::1", "192.0.0.192", "198.18.0.1"}
 	for _, h := range hosts {
 		for _, entry := range []*relayd{r, chained} {
 			rep, err := socksRaw(t, entry.socks, connectReq(h, port))

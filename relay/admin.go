@@ -50,7 +50,7 @@ func (s *Server) newAdmin() *http.Server {
 	// The traffic source and sink `relayctl bench` measures against
 	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload). Transfers may
 	// outlive the admin server's read and write timeouts.
-	mux.Handle("/v1/traffic/", s.adminAuth(http.StripPrefix("/v1/traffic", noDeadlines(traffic.Handler()))))
+	mux.Handle("/v1/traffic/", s.adminAuth(s.oneOfFew(http.StripPrefix("/v1/traffic", noDeadlines(traffic.Handler())))))
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -146,5 +146,25 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// maxTrafficTransfers bounds the traffic source's concurrent transfers: a
+// benchmark runs a few; more would be a token holder using the relay's
+// bandwidth as a weapon.
+const maxTrafficTransfers = 8
+
+// oneOfFew serves h to at most maxTrafficTransfers requests at a time and
+// answers 503 beyond.
+func (s *Server) oneOfFew(h http.Handler) http.Handler {
+	sem := make(chan struct{}, maxTrafficTransfers)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+			h.ServeHTTP(w, r)
+		default:
+			http.Error(w, fmt.Sprintf("at most %d traffic transfers at a time", maxTrafficTransfers), http.StatusServiceUnavailable)
+		}
 	})
 }

@@ -171,7 +171,10 @@ type PolicyConfig struct {
 
 // Limits bound what one relay and one connection may use.
 type Limits struct {
-	MaxConns         int           `yaml:"max_conns"`
+	MaxConns int `yaml:"max_conns"`
+	// MaxRelayConns bounds the relay listener's conns, apart from the
+	// clients' MaxConns.
+	MaxRelayConns    int           `yaml:"max_relay_conns"`
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	DialTimeout      time.Duration `yaml:"dial_timeout"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`
@@ -219,6 +222,7 @@ func Defaults() Config {
 		Admin: DefaultAdmin,
 		Limits: Limits{
 			MaxConns:         DefaultMaxConns,
+			MaxRelayConns:    DefaultMaxConns,
 			HandshakeTimeout: DefaultHandshakeTimeout,
 			DialTimeout:      DefaultDialTimeout,
 			IdleTimeout:      DefaultIdleTimeout,
@@ -295,6 +299,10 @@ func (c *Config) Validate() error {
 		// Never echo the secret, not even in part.
 		add("fleet_secret: must be at least %d bytes", MinFleetSecretBytes)
 	}
+	if c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenBytes {
+		// Never echo the token.
+		add("admin_token: must be at least %d bytes (e.g. openssl rand -hex 16)", MinAdminTokenBytes)
+	}
 	for i, u := range c.Auth.Users {
 		if u.Name == "" || u.Password == "" {
 			add("auth.users[%d]: user and password must both be set", i)
@@ -316,6 +324,9 @@ func (c *Config) Validate() error {
 	l := c.Limits
 	if l.MaxConns < 1 {
 		add("limits.max_conns: must be at least 1, got %d", l.MaxConns)
+	}
+	if l.MaxRelayConns < 1 {
+		add("limits.max_relay_conns: must be at least 1, got %d", l.MaxRelayConns)
 	}
 	for _, d := range []struct {
 		field string
@@ -446,6 +457,10 @@ func (c *Config) LoadCredentials() (map[string]string, error) {
 
 // MinFleetSecretBytes is the shortest fleet secret accepted: 128 bits.
 const MinFleetSecretBytes = 16
+
+// MinAdminTokenBytes is the shortest admin token accepted: a bearer token
+// guessed is the whole fleet's admin API.
+const MinAdminTokenBytes = 16
 
 // LoadFleetSecret returns the fleet secret from the config or its file (nil
 // when neither is set). Errors never contain the secret.

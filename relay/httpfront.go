@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,8 +38,10 @@ func (s *Server) newHTTPFrontend() *http.Server {
 				up, _, err := s.dial(ctx, s.log.With(zap.String("frontend", "http")), addr)
 				return up, err
 			},
-			MaxIdleConnsPerHost:   8,
-			IdleConnTimeout:       90 * time.Second,
+			// Idle upstream conns sit outside max_conns: few, and short-lived.
+			MaxIdleConns:          32,
+			MaxIdleConnsPerHost:   4,
+			IdleConnTimeout:       15 * time.Second,
 			ResponseHeaderTimeout: s.cfg.Limits.IdleTimeout,
 		},
 		FlushInterval: -1, // stream: a proxy must not hold bytes back
@@ -127,7 +130,7 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		kind := chain.Classify(err)
 		s.metrics.tunnelsOpened.WithLabelValues("http", kind.Label()).Inc()
 		w.Header().Set(httpconnect.ErrorHeader, kind.Label())
-		http.Error(w, "relaymesh: "+err.Error(), statusOfKind(kind))
+		http.Error(w, publicError(err), statusOfKind(kind))
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -154,7 +157,19 @@ func (h *httpFrontend) forwardError(w http.ResponseWriter, r *http.Request, err 
 		return // the client went away; nobody to answer
 	}
 	w.Header().Set(httpconnect.ErrorHeader, kind.Label())
-	http.Error(w, "relaymesh: "+err.Error(), statusOfKind(kind))
+	http.Error(w, publicError(err), statusOfKind(kind))
+}
+
+// publicError is what a client is told of a failure: its kind and which hop
+// failed, never the addresses of the hops behind this relay (the log has
+// them), as the SOCKS5 front end tells only a reply code.
+func publicError(err error) string {
+	msg := "relaymesh: " + chain.Classify(err).Label()
+	var he *chain.HopError
+	if errors.As(err, &he) {
+		msg += fmt.Sprintf(" at hop %d", he.Hop)
+	}
+	return msg
 }
 
 // statusOfKind maps a failure to the HTTP status a proxy answers with.

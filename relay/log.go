@@ -2,6 +2,8 @@ package relay
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -27,4 +29,33 @@ func NewLogger(level, format string) (*zap.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.Sampling = nil // every denial must be logged (docs/reliability.md case 21)
 	return cfg.Build()
+}
+
+// sampler lets a repeated warning through at most once per interval per
+// rule, counting the ones it held back: a flood of refusals (a scan, slot
+// exhaustion) must not become a flood of log lines. The metrics count
+// every one.
+type sampler struct {
+	mu       sync.Mutex
+	interval time.Duration
+	last     map[string]time.Time
+	held     map[string]int
+}
+
+// allow says whether to log now, and how many were held back since the
+// last line.
+func (s *sampler) allow(rule string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last, s.held = map[string]time.Time{}, map[string]int{}
+	}
+	now := time.Now()
+	if now.Sub(s.last[rule]) < s.interval {
+		s.held[rule]++
+		return 0, false
+	}
+	n := s.held[rule]
+	s.last[rule], s.held[rule] = now, 0
+	return n, true
 }

@@ -131,5 +131,7 @@ func reasonOf(err error) string {
 // and counts it. The header's content is not logged: it is unauthenticated.
 func (s *Server) routeDenied(log *zap.Logger, rule string, err error) {
 	s.metrics.denials.WithLabelValues(rule).Inc()
-	log.Warn("route header refused", zap.String("rule", rule), zap.String("reason", err.Error()))
+	if n, ok := s.refusals.allow(rule); ok {
+		log.Warn("route header refused", zap.String("rule", rule), zap.String("reason", err.Error()), zap.Int("not_logged_since_last", n))
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/health"
+	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
@@ -162,6 +163,10 @@ func (r *planRouter) run(dst string, e, prev *surveyEntry) {
 	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
 	defer cancel()
 	sv := survey.Survey{Reg: r.s.measure.reg, AdminToken: r.s.cfg.AdminToken}
+	dialer := r.s.policy.Dialer(net.Dialer{})
+	sv.MeasureDst = func(ctx context.Context, addr string) (time.Duration, error) {
+		return probe.TimedConnect(ctx, dialer, addr)
+	}
 	res, err := sv.Run(ctx, dst)
 	if err != nil && prev != nil && prev.res != nil {
 		// Keep planning on the last good survey rather than on nothing.
@@ -204,6 +209,12 @@ func (r *planRouter) Route(ctx context.Context, dst string) (*chain.Chain, error
 }
 
 func (r *planRouter) route(ctx context.Context, dst string) (*chain.Chain, []string, error) {
+	// A destination the policy refuses is not surveyed: the dial refuses it.
+	if host, _, err := net.SplitHostPort(dst); err != nil {
+		return nil, nil, err
+	} else if err := r.s.policy.CheckHost(host); err != nil {
+		return nil, nil, err
+	}
 	sr, err := r.survey(ctx, dst)
 	if err != nil {
 		return nil, nil, err

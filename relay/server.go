@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/httpconnect"
@@ -40,11 +41,16 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	slots  chan struct{} // one per allowed concurrent client conn
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{} // accepted and not yet released
-	wg     sync.WaitGroup        // SOCKS handlers and accept loops
-	nextID atomic.Uint64
+	slots chan struct{} // one per allowed concurrent client conn (SOCKS5, HTTP)
+	// relaySlots: the relay listener's own (limits.max_relay_conns), so
+	// strangers knocking on it cannot take the clients' slots, nor
+	// clients the relays'.
+	relaySlots chan struct{}
+	refusals   *sampler // refusal warnings: at most one per second per rule
+	mu         sync.Mutex
+	conns      map[net.Conn]chan struct{} // accepted and not yet released -> the slots it holds
+	wg         sync.WaitGroup             // SOCKS handlers and accept loops
+	nextID     atomic.Uint64
 
 	measure *measurer // nil without a fleet
 
@@ -99,16 +105,18 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("policy: listing this host's addresses: %w", err)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     log,
-		auth:    newCredentials(users),
-		policy:  pol,
-		metrics: newMetrics(),
-		slots:   make(chan struct{}, cfg.Limits.MaxConns),
-		conns:   map[net.Conn]struct{}{},
-		secret:  secret,
-		replay:  &route.ReplayGuard{},
-		waiting: map[net.Conn]struct{}{},
+		cfg:        cfg,
+		log:        log,
+		auth:       newCredentials(users),
+		policy:     pol,
+		metrics:    newMetrics(),
+		slots:      make(chan struct{}, cfg.Limits.MaxConns),
+		relaySlots: make(chan struct{}, cfg.Limits.MaxRelayConns),
+		conns:      map[net.Conn]chan struct{}{},
+		secret:     secret,
+		replay:     &route.ReplayGuard{},
+		refusals:   &sampler{interval: time.Second},
+		waiting:    map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Pool.MaxIdle > 0 && secret != nil {
@@ -274,7 +282,8 @@ func (s *Server) Start() error {
 	}
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
-		go s.adminSrv.Serve(s.adminLn)
+		// Admin clients are relayctl and peer relays: a few at a time.
+		go s.adminSrv.Serve(netutil.LimitListener(s.adminLn, maxAdminConns))
 	}
 	if err := s.startMeasuring(); err != nil {
 		if s.adminSrv != nil {
@@ -320,15 +329,24 @@ func (s *Server) HTTPAddr() string  { return addrOf(s.httpLn) }
 func (s *Server) AdminAddr() string { return addrOf(s.adminLn) }
 func (s *Server) RelayAddr() string { return addrOf(s.relayLn) }
 
-// admit takes a connection slot and tracks c; false means the relay is full.
-func (s *Server) admit(c net.Conn) bool {
+// maxAdminConns bounds the admin listener's concurrent conns; more wait in
+// the kernel's accept queue.
+const maxAdminConns = 64
+
+// admit takes a connection slot of frontend's pool and tracks c; false
+// means the pool is full.
+func (s *Server) admit(c net.Conn, frontend string) bool {
+	slots := s.slots
+	if frontend == "relay" {
+		slots = s.relaySlots
+	}
 	select {
-	case s.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
 		return false
 	}
 	s.mu.Lock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = slots
 	s.mu.Unlock()
 	return true
 }
@@ -337,11 +355,11 @@ func (s *Server) admit(c net.Conn) bool {
 func (s *Server) release(c net.Conn) {
 	c.Close()
 	s.mu.Lock()
-	_, ok := s.conns[c]
+	slots, ok := s.conns[c]
 	delete(s.conns, c)
 	s.mu.Unlock()
 	if ok {
-		<-s.slots
+		<-slots
 	}
 }
 
@@ -371,7 +389,7 @@ func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.T
 			continue
 		}
 		backoff = 0
-		if !s.admit(c) {
+		if !s.admit(c, frontend) {
 			s.rejectFull(c, frontend)
 			continue
 		}
@@ -386,9 +404,16 @@ func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.T
 }
 
 func (s *Server) rejectFull(c net.Conn, frontend string) {
-	s.metrics.denials.WithLabelValues("max_conns").Inc()
-	s.log.Warn("connection refused: max_conns reached", zap.String("frontend", frontend),
-		zap.String("src", c.RemoteAddr().String()), zap.String("rule", "max_conns"), zap.Int("max_conns", s.cfg.Limits.MaxConns))
+	rule, limit := "max_conns", s.cfg.Limits.MaxConns
+	if frontend == "relay" {
+		rule, limit = "max_relay_conns", s.cfg.Limits.MaxRelayConns
+	}
+	s.metrics.denials.WithLabelValues(rule).Inc()
+	if n, ok := s.refusals.allow(rule); ok {
+		s.log.Warn("connection refused: limit reached", zap.String("frontend", frontend),
+			zap.String("src", c.RemoteAddr().String()), zap.String("rule", rule), zap.Int("limit", limit),
+			zap.Int("not_logged_since_last", n))
+	}
 	if frontend == "http" {
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
@@ -419,7 +444,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.s.admit(c) {
+		if l.s.admit(c, "http") {
 			return c, nil
 		}
 		l.s.rejectFull(c, "http")

@@ -59,7 +59,7 @@ links:
 		{"r0", []string{"relaymesh://r1:7000", "relaymesh://r2:7000", "relaymesh://r3:7000"}},
 		{"r5", []string{"socks5://r1:1080"}},
 	} {
-		data, err := l.relaydConfig(l.Nodes[tc.node], "token")
+		data, err := l.relaydConfig(l.Nodes[tc.node], "lab-test-admin-token-0123")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,12 @@ type Survey struct {
 	ClientWindowBytes int64
 	// Measure times one round trip from here; default probe.HandshakeRTT.
 	Measure func(ctx context.Context, addr string) (time.Duration, error)
-	Now     func() time.Time
+	// MeasureDst times one round trip from here to the destination;
+	// default Measure. A relay passes one that applies its destination
+	// policy at connect: the survey must not connect where the tunnel
+	// would be refused (its timing tells closed, open and filtered).
+	MeasureDst func(ctx context.Context, addr string) (time.Duration, error)
+	Now        func() time.Time
 }
 
 // Target is the destination of a survey.
@@ -199,9 +204,13 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	var direct probe.Summary
 	var wg sync.WaitGroup
 	for i, r := range usable {
-		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin) })
+		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, s.Measure) })
 	}
-	wg.Go(func() { direct = s.sample(ctx, target.Addr) })
+	measureDst := s.MeasureDst
+	if measureDst == nil {
+		measureDst = s.Measure
+	}
+	wg.Go(func() { direct = s.sample(ctx, target.Addr, measureDst) })
 	wg.Wait()
 	var reachable []registry.Relay
 	for i, r := range usable {
@@ -268,8 +277,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 // ends it: a relay that vanished (its host down, its address gone) costs one
 // timeout or unreachable, not one per sample, so a re-plan after a relay
 // dies is quick.
-func (s *Survey) sample(ctx context.Context, addr string) probe.Summary {
-	measure := s.Measure
+func (s *Survey) sample(ctx context.Context, addr string, measure func(context.Context, string) (time.Duration, error)) probe.Summary {
 	if measure == nil {
 		measure = probe.HandshakeRTT
 	}

@@ -20,8 +20,9 @@ import (
 	"strconv"
 )
 
-// MaxBytes bounds one download (64 GiB): a typo must not stream forever.
-const MaxBytes = 64 << 30
+// MaxBytes bounds one download (16 GiB, a minute and more at 2 Gbit/s): a
+// typo must not stream forever.
+const MaxBytes = 16 << 30
 
 // Handler returns the service's HTTP handler.
 func Handler() http.Handler {

@@ -132,7 +132,7 @@ func TestNonTCPConns(t *testing.T) {
 // it (it used to be held forever).
 func TestDrainPeerNotReading(t *testing.T) {
 	client, server, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond})
-	_ = client.CloseWrite()                                   // the client is done sending...
+	_ = client.CloseWrite()                                    // the client is done sending...
 	go func() { _, _ = server.Write(make([]byte, 256<<20)) }() // ...and never reads the answer
 	select {
 	case res := <-done:
