@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
 // upgradeServer answers every request with 101 Switching Protocols and then
@@ -151,5 +153,38 @@ func TestRedTeamErrorBodies(t *testing.T) {
 	}
 	if !strings.Contains(r.logs(), hop) {
 		t.Fatal("the log lost the failing hop's address")
+	}
+}
+
+// TestRedTeamHeaderHop: a holder of the fleet secret cannot make a relay
+// connect to its own loopback (or any denied range) by naming it as the
+// next hop of a route header: the first hop is dialed through the
+// destination policy (it used to be dialed unchecked, and pooled).
+func TestRedTeamHeaderHop(t *testing.T) {
+	canary := startServer(t, func(net.Conn) {})
+	secretFile := writeSecret(t, fleetSecret)
+	addr := freeAddr(t)
+	startRelayd(t, "--relay-listen", addr, "--fleet-secret-file", secretFile) // no --allow-private
+	for _, hop := range []string{canary.addr(), "localhost:" + strconv.Itoa(canary.ln.Addr().(*net.TCPAddr).Port)} {
+		req, err := route.NewRequest([]string{hop}, "192.0.2.1:80", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr, err := req.Marshal([]byte(fleetSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rawRelay(t, addr, hdr)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
+		if err != nil {
+			t.Fatalf("hop %s: %v", hop, err)
+		}
+		if resp.Status == route.StatusOK {
+			t.Fatalf("hop %s: the relay connected through a denied first hop", hop)
+		}
+	}
+	if n := canary.conn.get(); n != 0 {
+		t.Fatalf("the relay connected to its own loopback %d times for a route header", n)
 	}
 }

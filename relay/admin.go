@@ -110,7 +110,7 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 		if s.cfg.AdminToken != "" {
 			req.Header.Set("Authorization", "Bearer "+s.cfg.AdminToken)
 		}
-		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		resp, err := registry.AdminClient(20 * time.Second).Do(req)
 		if err != nil {
 			http.Error(w, "via "+via+": "+err.Error(), http.StatusBadGateway)
 			return

@@ -482,6 +482,29 @@ func (c *Config) LoadFleetSecret() ([]byte, error) {
 	return secret, nil
 }
 
+// ExposedSecretFiles names the files holding secrets (the credentials, the
+// fleet secret, the fleet file with its admin token) that other users of
+// the host may read, with what to do. relayd warns at start rather than
+// refuse: container runtimes mount secrets with modes of their own.
+func (c *Config) ExposedSecretFiles() []string {
+	var out []string
+	for _, f := range []struct{ field, path string }{
+		{"auth.credentials_file", c.Auth.CredentialsFile},
+		{"fleet_secret_file", c.FleetSecretFile},
+		{"fleet", c.Fleet},
+	} {
+		if f.path == "" {
+			continue
+		}
+		st, err := os.Stat(f.path)
+		if err != nil || st.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s is readable by other users of this host (mode %04o): chmod 600 %s", f.field, f.path, st.Mode().Perm(), f.path))
+	}
+	return out
+}
+
 // isLoopbackListen reports whether a listen address only accepts local
 // connections. An empty host or a wildcard means every interface.
 func isLoopbackListen(addr string) bool {

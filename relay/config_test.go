@@ -123,3 +123,19 @@ func TestRelaySocketCongestionChecked(t *testing.T) {
 		t.Fatalf("nosuchcc: %v", err)
 	}
 }
+
+func TestExposedSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	open, closed := filepath.Join(dir, "open"), filepath.Join(dir, "closed")
+	if err := os.WriteFile(open, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(closed, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{FleetSecretFile: open, Fleet: closed}
+	got := c.ExposedSecretFiles()
+	if len(got) != 1 || !strings.Contains(got[0], "fleet_secret_file") || !strings.Contains(got[0], "chmod 600") {
+		t.Fatalf("got %q, want one warning for the 0644 fleet secret file", got)
+	}
+}

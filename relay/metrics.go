@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 // metrics are exposed on the admin listener at /metrics (Prometheus text).
 // Byte counters are added when a tunnel ends (the copy runs in the kernel).
 type metrics struct {
+	hopMu             sync.Mutex
+	hopNames          map[string]struct{} // hop label values in use
 	reg               *prometheus.Registry
 	active            *prometheus.GaugeVec
 	tunnelsOpened     *prometheus.CounterVec
@@ -98,12 +101,35 @@ func (m *metrics) observePool(event string) { m.poolEvents.WithLabelValues(event
 func (m *metrics) observeDial(hop int, name string, d time.Duration, err error) {
 	if hop == 0 {
 		name = "direct"
+	} else {
+		name = m.hopLabel(name)
 	}
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
 	m.dialSeconds.WithLabelValues(name, result).Observe(d.Seconds())
+}
+
+// maxHopLabels bounds the hop label's values: hops come from the
+// configuration, plans and route headers, and a series per address a
+// header names would grow without bound. Past it, hops are "other".
+const maxHopLabels = 256
+
+func (m *metrics) hopLabel(name string) string {
+	m.hopMu.Lock()
+	defer m.hopMu.Unlock()
+	if _, ok := m.hopNames[name]; ok {
+		return name
+	}
+	if len(m.hopNames) >= maxHopLabels {
+		return "other"
+	}
+	if m.hopNames == nil {
+		m.hopNames = map[string]struct{}{}
+	}
+	m.hopNames[name] = struct{}{}
+	return name
 }
 
 // watchRegistry makes the registry gauges report r.

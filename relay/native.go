@@ -39,15 +39,22 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 	}
 	log = log.With(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
 
-	// The remaining hops are relays the (authenticated) entry chose: they
-	// are reached like configured hops, without the destination policy; the
-	// last relay applies its own policy to the destination.
+	// The remaining hops are relays the (authenticated) entry chose. The
+	// first is ours to dial, through the destination policy (literal
+	// addresses refused here, names at connect): the fleet secret must
+	// not be a key to this relay's own network. Each later relay checks
+	// its own next hop, and the last applies its policy to the destination.
 	base := s.chain.Load()
 	ch := &chain.Chain{
-		Base:    base.Base,
+		Base:    s.headerHopDialer(),
 		Direct:  base.Direct,
 		Warm:    base.Warm,
 		Observe: s.metrics.observeDial,
+	}
+	if len(req.Hops) > 0 {
+		if host, _, err := net.SplitHostPort(req.Hops[0]); err != nil || s.policy.CheckHost(host) != nil {
+			ch.Warm = nil // refused at connect, never pooled
+		}
 	}
 	for _, h := range req.Hops {
 		ch.Hops = append(ch.Hops, chain.Hop{Scheme: "relaymesh", Addr: h})

@@ -89,6 +89,9 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.ExposedSecretFiles() {
+		log.Warn("secret file exposed: " + w)
+	}
 	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
 		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token (--admin-token)", cfg.Admin)
 	}
@@ -121,7 +124,9 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Pool.MaxIdle > 0 && secret != nil {
 		s.warm = &pool.Pool{
-			Dial:        s.relayDialer().DialContext,
+			// Through the destination policy: a route header's first
+			// hop is pooled too (native.go, headerHopDialer).
+			Dial:        s.headerHopDialer().DialContext,
 			MaxIdle:     cfg.Pool.MaxIdle,
 			IdleTimeout: cfg.Pool.IdleTimeout,
 			DialTimeout: cfg.Limits.DialTimeout,

@@ -124,6 +124,22 @@ func (s *Server) relayDialer() *net.Dialer {
 	}
 }
 
+// headerHopDialer dials the first hop a route header names: a relay chosen
+// by whoever holds the fleet secret, not by this relay's operator, so the
+// destination policy applies to it at connect (a header must not make this
+// relay reach its own loopback or an internal host). Relays on private
+// addresses need their range in policy.allow.
+func (s *Server) headerHopDialer() *net.Dialer {
+	d := s.relayDialer()
+	d.Control = func(network, address string, rc syscall.RawConn) error {
+		if err := s.policy.Control(network, address, rc); err != nil {
+			return err
+		}
+		return s.cfg.RelaySocket.control(network, address, rc)
+	}
+	return d
+}
+
 // relayListenConfig is the ListenConfig of the relay listener.
 func (s *Server) relayListenConfig() *net.ListenConfig {
 	return &net.ListenConfig{

@@ -9,6 +9,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -21,7 +22,11 @@ import (
 // (relay.DefaultRelayHeaderWait, 60 s), so that a peer never closes a
 // connection this side still considers warm.
 const (
-	DefaultMaxIdle     = 4
+	DefaultMaxIdle = 4
+	// DefaultMaxPeers bounds how many addresses have a pool at once: the
+	// peers a relay talks to are the fleet's relays; past this, a new
+	// address gets no warm connections (its tunnels dial cold).
+	DefaultMaxPeers    = 256
 	DefaultIdleTimeout = 30 * time.Second
 	// DefaultUseWindow: a peer not used for this long gets no new warm
 	// connections (its existing ones expire after IdleTimeout).
@@ -43,6 +48,8 @@ type Pool struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxIdle caps idle connections per address; 0 is DefaultMaxIdle.
 	MaxIdle int
+	// MaxPeers caps the addresses pooled at once; 0 is DefaultMaxPeers.
+	MaxPeers int
 	// IdleTimeout closes idle connections older than this; 0 is DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// UseWindow: addresses unused for this long are not refilled; 0 is DefaultUseWindow.
@@ -157,6 +164,11 @@ func (pl *Pool) Take(addr string) net.Conn {
 	pl.init()
 	p := pl.peers[addr]
 	if p == nil {
+		if len(pl.peers) >= cmp.Or(pl.MaxPeers, DefaultMaxPeers) {
+			pl.mu.Unlock()
+			pl.observe(EventMiss)
+			return nil
+		}
 		p = &peer{}
 		pl.peers[addr] = p
 	}
@@ -204,6 +216,9 @@ func (pl *Pool) Warm(addr string) {
 	pl.init()
 	p := pl.peers[addr]
 	if p == nil {
+		if len(pl.peers) >= cmp.Or(pl.MaxPeers, DefaultMaxPeers) {
+			return
+		}
 		p = &peer{}
 		pl.peers[addr] = p
 	}

@@ -768,6 +768,9 @@ func relaysFrom(entries []*api.ServiceEntry) []consulRelay {
 	return out
 }
 
+// maxClockSkew is how far ahead of ours another relay's clock may be.
+const maxClockSkew = time.Minute
+
 // fetchKV reads every relay's measurements. A key only speaks for its own
 // relay: pairs whose From is not the key's name are dropped.
 func (c *Consul) fetchKV(ctx context.Context, q *api.QueryOptions) (*api.QueryMeta, error) {
@@ -789,7 +792,23 @@ func (c *Consul) fetchKV(ctx context.Context, q *api.QueryOptions) (*api.QueryMe
 			}
 			continue
 		}
-		measured[from] = slices.DeleteFunc(ps, func(p Pair) bool { return p.From != from })
+		// A key speaks only for its own relay, and only possible figures
+		// count (fleet.go, sane). Timestamps come from the writer's clock:
+		// up to maxClockSkew ahead is skew and counts as now; beyond, a
+		// time that would never go stale.
+		now := time.Now()
+		measured[from] = slices.DeleteFunc(ps, func(p Pair) bool {
+			ageS := now.Sub(p.UpdatedAt).Seconds()
+			if ageS < 0 && ageS > -maxClockSkew.Seconds() {
+				ageS = 0
+			}
+			return p.From != from || !sane(p, ageS)
+		})
+		for i := range measured[from] {
+			if p := &measured[from][i]; p.UpdatedAt.After(now) {
+				p.UpdatedAt = now
+			}
+		}
 	}
 	c.mu.Lock()
 	changed := !reflect.DeepEqual(measured, c.measured)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -75,7 +76,7 @@ type pull struct {
 // OpenFleet reads the fleet file at path. self is the name of the relay
 // using it ("" for a client such as relayctl).
 func OpenFleet(path, self string) (*Fleet, error) {
-	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: &http.Client{Timeout: 3 * time.Second}}
+	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: AdminClient(3 * time.Second)}
 	if _, err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -257,11 +258,42 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 	now := time.Now()
 	out := make([]Pair, 0, len(m.Pairs))
 	for _, sp := range m.Pairs {
+		// A relay speaks for itself ("local"): pairs it claims for others
+		// are dropped. ("fleet" is what it relays; Sync takes from it only
+		// the relays this one cannot reach.) Ages in the future and
+		// impossible figures are dropped too: a future age never goes
+		// stale, a zero RTT pulls every plan through the liar.
+		if (scope == "local" && sp.From != r.Name) || !sane(sp.Pair, sp.AgeS) {
+			continue
+		}
 		p := sp.Pair
 		p.UpdatedAt = now.Add(-time.Duration(sp.AgeS * float64(time.Second)))
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// MinRTTMs is the smallest RTT believed from another relay: 10 us, below any
+// two hosts' round trip through a kernel's TCP stack.
+const MinRTTMs = 0.01
+
+// sane says whether a pair's figures are possible: an age (seconds) not in
+// the future, RTTs within [MinRTTMs, 60 s] when probes were answered, loss
+// in [0, 1], no negative counts.
+func sane(sp Pair, ageS float64) bool {
+	ok := func(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
+	if !ok(ageS, 0, 30*24*3600) || !ok(sp.Loss, 0, 1) || sp.Samples < 0 || sp.From == "" || sp.To == "" || sp.From == sp.To {
+		return false
+	}
+	if sp.Samples > 0 && sp.Loss < 1 && !ok(sp.RTTMs, MinRTTMs, 60_000) {
+		return false
+	}
+	for _, v := range []float64{sp.MinMs, sp.P90Ms, sp.JitterMs} {
+		if !ok(v, 0, 60_000) {
+			return false
+		}
+	}
+	return true
 }
 
 // Sync is what a relay does every pull interval: pull each peer's own

@@ -172,3 +172,35 @@ func TestOpenFleetNotListed(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A relay speaks only for itself, and impossible figures are dropped: a
+// pair claimed for another relay, an age in the future (it would never go
+// stale), an answered probe of 0 ms (it would pull every plan through the
+// liar), loss over 1.
+func TestFleetDropsLies(t *testing.T) {
+	now := time.Now()
+	b := fakeRelayAdmin(t, "tok", Serve("b", "osaka", []Pair{
+		{From: "b", To: "a", RTTMs: 10, Samples: 5, UpdatedAt: now.Add(-time.Second)},
+		{From: "c", To: "a", RTTMs: 0.5, Samples: 5, UpdatedAt: now.Add(-time.Second)},
+		{From: "b", To: "c", RTTMs: 12, Samples: 5, UpdatedAt: now.Add(time.Hour)},
+		{From: "b", To: "d", RTTMs: 0, Samples: 5, UpdatedAt: now},
+		{From: "b", To: "e", RTTMs: 9, Loss: 2, Samples: 5, UpdatedAt: now},
+	}, now))
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, `admin_token: tok
+relays:
+  - {name: a, region: tokyo, admin: 127.0.0.1:1}
+  - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
+`)
+	f, err := OpenFleet(path, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Refresh(context.Background(), "local"); err != nil {
+		t.Fatal(err)
+	}
+	pairs, _ := f.Pairs(context.Background())
+	if len(pairs) != 1 || pairs[0].From != "b" || pairs[0].To != "a" {
+		t.Fatalf("pairs %+v, want only b's own, possible one", pairs)
+	}
+}

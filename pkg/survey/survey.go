@@ -148,7 +148,7 @@ func (s *Survey) http() *http.Client {
 	if s.HTTP != nil {
 		return s.HTTP
 	}
-	return &http.Client{Timeout: 10 * time.Second}
+	return registry.AdminClient(10 * time.Second)
 }
 
 // Run surveys the path to dst.
