@@ -33,6 +33,7 @@ var configs = []struct{ name, env string }{
 	{"thread", "RELAYMESH_WANEMU_ENGINE=thread RELAYMESH_WANEMU_KEEP_AWAKE=0"},
 	{"thread+awake", "RELAYMESH_WANEMU_ENGINE=thread RELAYMESH_WANEMU_KEEP_AWAKE=1"},
 	{"sched-no-offload", "RELAYMESH_WANEMU_ENGINE=sched RELAYMESH_WANEMU_OFFLOAD=0"},
+	{"sched-no-standby", "RELAYMESH_WANEMU_ENGINE=sched RELAYMESH_WANEMU_STANDBY=0"},
 	{"sched", "RELAYMESH_WANEMU_ENGINE=sched"},
 }
 
@@ -40,7 +41,7 @@ func main() {
 	var (
 		relayctl   = flag.String("relayctl", "bin/relayctl", "relayctl binary (its `lab traffic` is the server)")
 		rates      = flag.String("rates", "100,200,300,400,600,800", "link rates to measure, Mbit/s, comma-separated")
-		which      = flag.String("configs", "", "comma-separated subset of: thread,thread+awake,sched-no-offload,sched (default all)")
+		which      = flag.String("configs", "", "comma-separated subset of: thread,thread+awake,sched-no-offload,sched-no-standby,sched (default all)")
 		hops       = flag.Int("hops", 4, "links in the chain")
 		rttMs      = flag.Float64("link-rtt-ms", 10, "RTT of each link, ms")
 		runs       = flag.Int("runs", 2, "runs per configuration and rate")
