@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"io"
 	"net"
 	"os/exec"
@@ -153,9 +154,9 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 		time.Sleep(100 * time.Millisecond)
 	}
 	defer conn.Close()
-	// A download longer than any run (32 GiB: the traffic service allows
-	// 64); closing the connection ends it.
-	if _, err := fmt.Fprintf(conn, "GET /bytes/%d HTTP/1.1\r\nHost: chain\r\n\r\n", int64(32)<<30); err != nil {
+	// A download longer than any run (the most the traffic service
+	// serves); closing the connection ends it.
+	if _, err := fmt.Fprintf(conn, "GET /bytes/%d HTTP/1.1\r\nHost: chain\r\n\r\n", int64(traffic.MaxBytes)); err != nil {
 		return res, err
 	}
 	rd := &countReader{r: conn}
@@ -185,6 +186,11 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
+	}
+	if b1 == b0 {
+		// Not a run at 0 Mbit/s: a run that did not happen (the server
+		// refused the request, the path is broken).
+		return res, fmt.Errorf("download: no bytes in the measured %v (server's stderr: %q)", spec.Duration, srvErr.String())
 	}
 	secs := t1.Sub(t0).Seconds()
 	res.GoodputMbit = float64(b1-b0) * 8 / secs / 1e6
