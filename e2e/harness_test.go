@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -226,16 +224,6 @@ func (s *server) addr() string { return s.ln.Addr().String() }
 func echo(c net.Conn) {
 	_, _ = io.Copy(c, c)
 	_ = c.(*net.TCPConn).CloseWrite()
-}
-
-// socksDial connects to addr through a SOCKS5 proxy with our minimal client
-// built on x/net/proxy (see clients_test.go).
-func hashOf(b []byte) [32]byte { return sha256.Sum256(b) }
-
-func ctxTimeout(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func requireCmd(t testing.TB, name string) string {

@@ -63,12 +63,6 @@ const (
 	relayPortWarm  = 7002
 )
 
-// Segment RTT and direct RTT of the topology, for the expectations.
-const (
-	segRTTms    = 12.5
-	directRTTms = 50.0
-)
-
 // Expectation is the arithmetic time to first byte of a variant, in round
 // trips of the emulated links only (no processing time).
 type Expectation struct {

@@ -716,7 +716,14 @@ func (s *shard) standby(w int, events []unix.EpollEvent, rbuf, wbuf []byte) {
 			continue
 		}
 		if !s.busy.CompareAndSwap(false, true) {
-			sleepNs(lockRetryNs) // the primary is on it
+			// The primary is serving: it is running, not stalled asleep,
+			// and were it stalled holding the lock there would be nothing
+			// to do. Look again a grace later, not every lockRetryNs: at
+			// a high packet rate the primary holds the lock most of the
+			// time, and with the standby waking every 20 us meanwhile the
+			// lab-engine bench saw single packets 9-19 ms late (1-7 ms
+			// after this change: bench/results/lab-engine-standby.md).
+			sleepNs(standbyGraceNs)
 			continue
 		}
 		if s.dueAt.Load() != due {
