@@ -716,14 +716,12 @@ func (s *shard) standby(w int, events []unix.EpollEvent, rbuf, wbuf []byte) {
 			continue
 		}
 		if !s.busy.CompareAndSwap(false, true) {
-			// The primary is serving: it is running, not stalled asleep,
-			// and were it stalled holding the lock there would be nothing
-			// to do. Look again a grace later, not every lockRetryNs: at
-			// a high packet rate the primary holds the lock most of the
-			// time, and with the standby waking every 20 us meanwhile the
-			// lab-engine bench saw single packets 9-19 ms late (1-7 ms
-			// after this change: bench/results/lab-engine-standby.md).
-			sleepNs(standbyGraceNs)
+			// The primary is serving; look again soon. (Looking again
+			// only a grace later cut the worst single packet in the
+			// lab-engine bench, 1-7 ms against 9-19, but the demo's
+			// self-check then held in 3 runs of 5 against 5 of 5:
+			// bench/results/lab-engine-standby.md, demo-runs-grace.md.)
+			sleepNs(lockRetryNs)
 			continue
 		}
 		if s.dueAt.Load() != due {
