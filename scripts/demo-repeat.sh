@@ -32,7 +32,8 @@ for k in $(seq 1 "$n"); do
     3) verdict="**invalid** (self-check)" ;;
     *) verdict="**failed** (exit ${code:-?})" ;;
   esac
-  late=$(grep -oE 'p99 lateness [0-9.]+ ms > [^;]*' "$log" | head -3 | tr '\n' ' ')
+  # The self-check's verdict, not the calibration's trial runs before it.
+  late=$(sed -n '/self-check FAILED/,$p' "$log" | grep -oE 'link [a-z0-9-]+: [^:]*: p99 lateness [0-9.]+ ms' | head -3 | tr '\n' ' ')
   # bench's table rows: path, ttfb, download, predicted, ...
   direct=$(awk '$1 == "direct" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)
   chain=$(awk '$1 == "chain" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)
