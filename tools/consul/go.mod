@@ -210,7 +210,7 @@ require (
 // Consul v1.14.8 is built and tested against go-msgpack v0.5.5 (raft's and
 // serf's wire format). Without these excludes the version resolution here
 // (where Consul is a dependency, not the main module) may select a 1.1.x,
-// whose codec behaves differently; see shared/TESTBED.md "A real Consul here".
+// whose codec behaves differently from the one Consul was tested with.
 exclude (
 	github.com/hashicorp/go-msgpack v1.1.5
 	github.com/hashicorp/go-msgpack v1.1.6
