@@ -33,7 +33,7 @@ for k in $(seq 1 "$n"); do
     *) verdict="**failed** (exit ${code:-?})" ;;
   esac
   # The self-check's verdict, not the calibration's trial runs before it.
-  late=$(sed -n '/self-check FAILED/,$p' "$log" | grep -oE 'link [a-z0-9-]+: [^:]*: p99 lateness [0-9.]+ ms' | head -3 | tr '\n' ' ')
+  late=$(sed -n '/self-check FAILED/,$p' "$log" | grep -oE 'link [a-z0-9-]+: [^:]*: ([0-9]+ of [0-9]+ packets [^,]*, )?p99 lateness [0-9.]+ ms' | head -3 | tr '\n' ' ')
   # bench's table rows: path, ttfb, download, predicted, ...
   direct=$(awk '$1 == "direct" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)
   chain=$(awk '$1 == "chain" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)

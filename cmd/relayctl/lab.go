@@ -56,9 +56,10 @@ and ports are fixed: relays serve SOCKS5 on 1080, HTTP on 8080 and admin on
 GET /sha256/N (their SHA-256) and POST /upload (answers length and SHA-256).
 Commands see the lab's fleet file in $RELAYMESH_FLEET.
 
-Every link checks itself: if the emulator fell behind (p99 lateness over
-0.5 ms, or one packet over 20 ms late) or a TUN ring dropped packets, the run
-is invalid, and lab run and lab status say so.`,
+Every link checks itself: if the emulator fell behind (more than 1 % of a
+link direction's packets over 0.5 ms late, at 99 % confidence, or one packet
+over 20 ms late) or a TUN ring dropped packets, the run is invalid, and lab
+run and lab status say so.`,
 		Example: `  # one command, torn down afterwards: a 64 MiB download through relay r1
   sudo relayctl lab run -t configs/lab/split2.yaml -- \
       curl -sS -o /dev/null -w '%{speed_download}\n' -x socks5h://r1:1080 http://server:8000/bytes/67108864
@@ -391,7 +392,7 @@ func printStatus(w io.Writer, st *lab.Status) {
 	}
 	tw.Flush()
 	if st.Valid {
-		fmt.Fprintln(w, "\nself-check: ok (p99 lateness <= 0.5 ms over >= 200 packets and max <= 20 ms on every link, no TUN ring drops, all services running)")
+		fmt.Fprintln(w, "\nself-check: ok (no link direction shows over 1 % of packets more than 0.5 ms late, max <= 20 ms on every link, no TUN ring drops, all services running)")
 		return
 	}
 	fmt.Fprintln(w, "\nself-check: INVALID — measurements taken in this lab are not trustworthy:")
@@ -453,8 +454,9 @@ func labRunCmd(stateRoot *string) *cobra.Command {
 		Short: "Bring a lab up, run CMD in its client node, tear it down",
 		Long: `Build the lab, run CMD in the node named client, print its output, tear the lab
 down and exit with CMD's exit code. When the emulator's self-check failed
-during the run (p99 lateness over 0.5 ms, or TUN ring drops) the results are
-not trustworthy: lab run says why and exits 3 even if CMD succeeded.`,
+during the run (p99 lateness over 0.5 ms, a packet 20 ms late, or TUN ring
+drops) the results are not trustworthy: lab run says why and exits 3 even if
+CMD succeeded.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topo, abs, err := f.loadTopology(cmd.ErrOrStderr())

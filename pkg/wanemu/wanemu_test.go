@@ -385,6 +385,17 @@ func TestJitterKeepsOrder(t *testing.T) {
 	t.Logf("ab %+v ba %+v", ab, ba)
 }
 
+// The late-packet test's thresholds against the binomial tail computed
+// independently (Python, exact sums): the smallest late count that fails.
+func TestLateTooOftenThresholds(t *testing.T) {
+	for _, tc := range []struct{ n, firstInvalid int }{{60, 4}, {100, 5}, {200, 7}, {300, 9}, {1000, 19}, {65536, 716}} {
+		if lateTooOften(tc.firstInvalid-1, tc.n) || !lateTooOften(tc.firstInvalid, tc.n) {
+			t.Errorf("n=%d: want the first invalid late count %d; %d -> %v, %d -> %v", tc.n, tc.firstInvalid,
+				tc.firstInvalid-1, lateTooOften(tc.firstInvalid-1, tc.n), tc.firstInvalid, lateTooOften(tc.firstInvalid, tc.n))
+		}
+	}
+}
+
 // The self-check's rules, on hand-made statistics (no root needed).
 func TestStatsCheck(t *testing.T) {
 	for _, tc := range []struct {
@@ -392,9 +403,13 @@ func TestStatsCheck(t *testing.T) {
 		st    Stats
 		valid bool
 	}{
-		{"quiet", Stats{LatenessSamples: 5000, LatenessP99Ns: 200e3, LatenessMaxNs: 2e6}, true},
-		{"p99 over bound", Stats{LatenessSamples: 5000, LatenessP99Ns: 600e3, LatenessMaxNs: 2e6}, false},
-		{"few packets: p99 is the max, max bound decides", Stats{LatenessSamples: 60, LatenessP99Ns: 3e6, LatenessMaxNs: 3e6}, true},
+		{"quiet", Stats{LatenessSamples: 5000, LateSamples: 20, LatenessP99Ns: 200e3, LatenessMaxNs: 2e6}, true},
+		{"p99 over bound", Stats{LatenessSamples: 5000, LateSamples: 80, LatenessP99Ns: 600e3, LatenessMaxNs: 2e6}, false},
+		{"busy direction just over 1 %", Stats{LatenessSamples: 65536, LateSamples: 716, LatenessP99Ns: 510e3, LatenessMaxNs: 2e6}, false},
+		{"busy direction within chance of 1 %", Stats{LatenessSamples: 65536, LateSamples: 700, LatenessP99Ns: 505e3, LatenessMaxNs: 2e6}, true},
+		{"probes: 3 of 300 late is what 1 % predicts", Stats{LatenessSamples: 300, LateSamples: 3, LatenessP99Ns: 1.1e6, LatenessMaxNs: 3e6}, true},
+		{"probes: 9 of 300 late is too many", Stats{LatenessSamples: 300, LateSamples: 9, LatenessP99Ns: 2e6, LatenessMaxNs: 3e6}, false},
+		{"few packets, most late", Stats{LatenessSamples: 60, LateSamples: 4, LatenessP99Ns: 3e6, LatenessMaxNs: 3e6}, false},
 		{"one long stall", Stats{LatenessSamples: 5000, LatenessP99Ns: 100e3, LatenessMaxNs: 70e6}, false},
 		{"slots exhausted", Stats{LatenessSamples: 5000, DropsSlots: 1}, false},
 		{"queue and loss drops are emulated, not faults", Stats{LatenessSamples: 5000, DropsQueue: 10, DropsLoss: 10}, true},
