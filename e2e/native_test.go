@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
@@ -116,11 +118,7 @@ func TestNativeEarlyData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr, err := req.Marshal([]byte(fleetSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := rawRelay(t, relays[0].relayAddr, append(hdr, "early-bytes|"...))
+	c := rawRelay(t, relays[0].relayAddr, false, []byte(fleetSecret), req, []byte("early-bytes|"))
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
 	if err != nil || resp.Status != route.StatusOK {
@@ -242,107 +240,196 @@ func TestNativeRefused(t *testing.T) {
 	}
 }
 
-// rawRelay connects to a relay listener and sends hdr.
-func rawRelay(t *testing.T, addr string, hdr []byte) net.Conn {
+// rawRelay connects to a relay listener as a member of the fleet with
+// secret (TLS with the fleet's certificates, unless plain), binds req to
+// that link, and sends its header with extra right behind it.
+func rawRelay(t *testing.T, addr string, plain bool, secret []byte, req *route.Request, extra []byte) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.Write(hdr); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// TestNativeStranger: a client without the fleet secret gets nothing through
-// the relay listener (no response at all), and the target sees no connection.
-func TestNativeStranger(t *testing.T) {
-	relays := nativeChainOf(t, 2)
-	srv := startServer(t, echo)
-	for _, tc := range []struct {
-		name string
-		hops []string
-	}{
-		{"direct to destination", nil},
-		{"through the next relay", []string{relays[1].relayAddr}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, err := route.NewRequest(tc.hops, srv.addr(), time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			hdr, err := req.Marshal([]byte("a-stranger-guessing-the-secret!!"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := rawRelay(t, relays[0].relayAddr, hdr)
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			got, err := io.ReadAll(c)
-			if len(got) != 0 {
-				t.Fatalf("stranger got %d bytes back: %q", len(got), got)
-			}
-			if err != nil {
-				t.Logf("closed with %v", err) // a reset is fine too
-			}
-		})
-	}
-	if n := srv.conn.get(); n != 0 {
-		t.Fatalf("target saw %d connections from a stranger", n)
-	}
-	if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="route_auth"}`); v != 2 {
-		t.Fatalf("route_auth denials = %v, want 2", v)
-	}
-	if strings.Contains(relays[0].logs(), fleetSecret) {
-		t.Fatal("the fleet secret appeared in the logs")
-	}
-}
-
-// TestNativeReplay: a valid header (our own client, built with the codec)
-// works once; the same bytes sent again are refused without a response.
-func TestNativeReplay(t *testing.T) {
-	relays := nativeChainOf(t, 1)
-	srv := startServer(t, echo)
-	secret := []byte(fleetSecret)
-	req, err := route.NewRequest(nil, srv.addr(), time.Now())
-	if err != nil {
+	c := linkTo(t, addr, plain, secret)
+	var err error
+	if req.Bind, err = linktls.Binding(c); err != nil {
 		t.Fatal(err)
 	}
 	hdr, err := req.Marshal(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	c := rawRelay(t, relays[0].relayAddr, hdr)
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	resp, err := route.ReadResponse(c, secret, req.Nonce)
-	if err != nil || resp.Status != route.StatusOK {
-		t.Fatalf("first use: %+v %v", resp, err)
-	}
-	msg := []byte("hello through the native protocol")
-	if _, err := c.Write(msg); err != nil {
+	if _, err := c.Write(append(hdr, extra...)); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.(*net.TCPConn).CloseWrite()
-	got, err := io.ReadAll(c)
-	if err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo: %q %v", got, err)
-	}
+	return c
+}
 
-	c2 := rawRelay(t, relays[0].relayAddr, hdr)
-	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if got, _ := io.ReadAll(c2); len(got) != 0 {
-		t.Fatalf("replayed header got %d bytes back", len(got))
+// linkTo opens a relay link to addr as a holder of secret (TLS with the
+// fleet's certificates, or plain TCP).
+func linkTo(t *testing.T, addr string, plain bool, secret []byte) net.Conn {
+	t.Helper()
+	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := srv.conn.get(); n != 1 {
-		t.Fatalf("target saw %d connections, want 1 (the replay must not reach it)", n)
+	t.Cleanup(func() { raw.Close() })
+	if plain {
+		return raw
 	}
-	if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="route_replay"}`); v != 1 {
-		t.Fatalf("route_replay denials = %v, want 1", v)
+	id, err := linktls.New(secret, "e2e", linktls.RoleClient)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(relays[0].logs(), `"rule":"route_replay"`) {
-		t.Fatalf("replay not logged:\n%s", relays[0].logs())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := id.Client(ctx, raw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestNativeStranger: a client without the fleet secret gets nothing through
+// the relay listener (no response at all), and the target sees no
+// connection: over TLS (the default) it cannot even finish the handshake,
+// nor does a clear-text header get past it; over plain links the header's
+// MAC stops it.
+func TestNativeStranger(t *testing.T) {
+	stranger := []byte("a-stranger-guessing-the-secret!!")
+	nothingBack := func(t *testing.T, c net.Conn) {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c)
+		if len(got) != 0 {
+			t.Fatalf("stranger got %d bytes back: %q", len(got), got)
+		}
+		if err != nil {
+			t.Logf("closed with %v", err) // a reset is fine too
+		}
+	}
+	for _, transport := range []string{"tls", "plain"} {
+		t.Run(transport, func(t *testing.T) {
+			relays := nativeChainOf(t, 2, "--transport", transport)
+			srv := startServer(t, echo)
+			for _, hops := range [][]string{nil, {relays[1].relayAddr}} {
+				req, err := route.NewRequest(hops, srv.addr(), time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				hdr, err := req.Marshal(stranger)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A clear-text header, as a plain relay would send it.
+				c := linkTo(t, relays[0].relayAddr, true, nil)
+				if _, err := c.Write(hdr); err != nil {
+					t.Fatal(err)
+				}
+				nothingBack(t, c)
+				if transport == "tls" {
+					// TLS with a certificate of another fleet.
+					raw, err := net.DialTimeout("tcp", relays[0].relayAddr, 5*time.Second)
+					if err != nil {
+						t.Fatal(err)
+					}
+					id, err := linktls.New(stranger, "stranger", linktls.RoleRelay)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c, err := id.Client(context.Background(), raw, ""); err == nil {
+						c.Close()
+						t.Fatal("a stranger finished the TLS handshake with a relay")
+					}
+				}
+			}
+			if n := srv.conn.get(); n != 0 {
+				t.Fatalf("target saw %d connections from a stranger", n)
+			}
+			rule, want := "route_auth", 2.0
+			if transport == "tls" {
+				rule, want = "link_auth", 4
+			}
+			if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="`+rule+`"}`); v != want {
+				t.Fatalf("%s denials = %v, want %v", rule, v, want)
+			}
+			if strings.Contains(relays[0].logs(), fleetSecret) {
+				t.Fatal("the fleet secret appeared in the logs")
+			}
+		})
+	}
+}
+
+// TestNativeReplay: a valid header (our own client, built with the codec)
+// works once. The same bytes sent again are refused without a response: on
+// plain links by the replay guard; over TLS already by the MAC, which covers
+// the link's channel binding, so a copy is refused by the relay it was made
+// for and by any other relay of the fleet alike.
+func TestNativeReplay(t *testing.T) {
+	for _, transport := range []string{"tls", "plain"} {
+		t.Run(transport, func(t *testing.T) {
+			plain := transport == "plain"
+			relays := nativeChainOf(t, 2, "--transport", transport)
+			srv := startServer(t, echo)
+			secret := []byte(fleetSecret)
+			req, err := route.NewRequest(nil, srv.addr(), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rawRelay(t, relays[0].relayAddr, plain, secret, req, nil)
+			hdr, err := req.Marshal(secret) // the bytes just sent
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			resp, err := route.ReadResponse(c, secret, req.Nonce)
+			if err != nil || resp.Status != route.StatusOK {
+				t.Fatalf("first use: %+v %v", resp, err)
+			}
+			msg := []byte("hello through the native protocol")
+			if _, err := c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.(interface{ CloseWrite() error }).CloseWrite()
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("echo: %q %v", got, err)
+			}
+
+			// The copy, on a fresh link of a fleet member: to the same
+			// relay, then to another one.
+			others := relays
+			if plain {
+				others = relays[:1]
+			}
+			for _, r := range others {
+				c2 := linkTo(t, r.relayAddr, plain, secret)
+				if _, err := c2.Write(hdr); err != nil {
+					t.Fatal(err)
+				}
+				_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if got, _ := io.ReadAll(c2); len(got) != 0 {
+					t.Fatalf("replayed header got %d bytes back from %s", len(got), r.relayAddr)
+				}
+			}
+			if n := srv.conn.get(); n != 1 {
+				t.Fatalf("target saw %d connections, want 1 (the replay must not reach it)", n)
+			}
+			rule := "route_auth"
+			if plain {
+				// Plain links: only the receiving relay's guard knows
+				// the nonce; another relay would take the copy within
+				// the replay window (not tried: it would reach the
+				// target). TLS's binding closes that.
+				rule = "route_replay"
+			}
+			if v := metricValue(t, relays[0].relayd, `relaymesh_denials_total{reason="`+rule+`"}`); v != 1 {
+				t.Fatalf("%s denials on the relay it was made for = %v, want 1", rule, v)
+			}
+			if !strings.Contains(relays[0].logs(), `"rule":"`+rule+`"`) {
+				t.Fatalf("replay not logged:\n%s", relays[0].logs())
+			}
+			if !plain {
+				if v := metricValue(t, relays[1].relayd, `relaymesh_denials_total{reason="route_auth"}`); v != 1 {
+					t.Fatalf("route_auth denials on another relay = %v, want 1", v)
+				}
+			}
+		})
 	}
 }
 
@@ -387,7 +474,10 @@ func TestNativeChurnNoLeak(t *testing.T) {
 				t.Fatal("dial to a closed port succeeded")
 			}
 		case 2:
-			c := rawRelay(t, relays[1].relayAddr, stranger)
+			c := linkTo(t, relays[1].relayAddr, true, nil) // clear text to a TLS listener
+			if _, err := c.Write(stranger); err != nil {
+				t.Fatal(err)
+			}
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			_, _ = io.ReadAll(c)
 			c.Close()

@@ -170,11 +170,7 @@ func TestRedTeamHeaderHop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hdr, err := req.Marshal([]byte(fleetSecret))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := rawRelay(t, addr, hdr)
+		c := rawRelay(t, addr, false, []byte(fleetSecret), req, nil)
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
 		if err != nil {

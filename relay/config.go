@@ -45,6 +45,12 @@ type Config struct {
 	// FleetSecretFile holds the fleet secret (surrounding whitespace is
 	// trimmed). Exclusive with FleetSecret.
 	FleetSecretFile string `yaml:"fleet_secret_file"`
+	// Transport of relay links (the relay listener and relaymesh:// hops):
+	// "tls" (default) encrypts them and authenticates both ends with
+	// certificates derived from the fleet secret (docs/security.md);
+	// "plain" sends route headers and payload in clear text, for trusted
+	// networks only. Every relay of a fleet must use the same.
+	Transport string `yaml:"transport"`
 
 	// Advertise is the address peers and clients reach this relay at, for
 	// wildcard listeners registered with Consul. Default: the address this
@@ -239,6 +245,7 @@ func Defaults() Config {
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
+		Transport:   TransportTLS,
 		Planning:    PlanningConfig{TTL: time.Minute, MaxHops: 3, CheckEvery: 2 * time.Second},
 		RelaySocket: SocketConfig{KeepAlive: DefaultRelayKeepAlive},
 	}
@@ -279,6 +286,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(l.addr); err != nil {
 			add("%s: %q is not host:port: %v", l.field, l.addr, err)
 		}
+	}
+	if c.Transport != TransportTLS && c.Transport != TransportPlain {
+		add("transport: %q is not tls or plain", c.Transport)
 	}
 	nativeNext := false
 	for i, n := range c.Next {
@@ -454,6 +464,12 @@ func (c *Config) LoadCredentials() (map[string]string, error) {
 	}
 	return users, nil
 }
+
+// Relay link transports (Config.Transport).
+const (
+	TransportTLS   = "tls"
+	TransportPlain = "plain"
+)
 
 // MinFleetSecretBytes is the shortest fleet secret accepted: 128 bits.
 const MinFleetSecretBytes = 16

@@ -2,31 +2,47 @@ package relay
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
 // serveRelay handles one route header on the relay listener (docs/protocol.md):
 // verify it, pop ourselves, reach the next relay or the destination, send the
-// status back, then tunnel. The caller closes c.
-func (s *Server) serveRelay(c *net.TCPConn) {
-	log := s.connLogger("relay", c)
+// status back, then tunnel. The caller closes tc.
+func (s *Server) serveRelay(tc *net.TCPConn) {
+	log := s.connLogger("relay", tc)
+	c, ok := s.acceptLink(log, tc)
+	if !ok {
+		return
+	}
+	if p, ok := linktls.PeerOf(c); ok {
+		log = log.With(zap.String("peer", p.Name), zap.String("peer_role", p.Role))
+	}
+	bind, err := linktls.Binding(c)
+	if err != nil {
+		s.handshakeFailed(log, "relay", "link", err)
+		return
+	}
 	br := bufio.NewReaderSize(c, route.MaxHeaderBytes)
 	if !s.awaitHeader(c, br) {
 		return
 	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
-	req, err := route.ReadRequest(br, s.secret)
+	req, err := route.ReadRequest(br, s.secret, bind)
 	if err != nil {
 		if errors.Is(err, route.ErrAuth) {
 			// No response: a stranger learns nothing, not even that this
-			// is a relay listener.
+			// is a relay listener. Over TLS the sender is a fleet member
+			// and the header was made for another link (a copy).
 			s.routeDenied(log, "route_auth", err)
 			return
 		}
@@ -49,6 +65,7 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 		Base:    s.headerHopDialer(),
 		Direct:  base.Direct,
 		Warm:    base.Warm,
+		Link:    s.linkFunc(),
 		Observe: s.metrics.observeDial,
 	}
 	if len(req.Hops) > 0 {
@@ -97,6 +114,30 @@ func (s *Server) serveRelay(c *net.TCPConn) {
 		return
 	}
 	s.openTunnel(log, "relay", c, msg, br, up)
+}
+
+// acceptLink secures a relay-listener conn: the TLS handshake, within
+// limits.handshake_timeout from accept (the pre-authentication deadline:
+// who cannot prove fleet membership by then is gone). With transport:
+// plain, tc as is. The caller closes tc.
+func (s *Server) acceptLink(log *zap.Logger, tc *net.TCPConn) (net.Conn, bool) {
+	if s.link == nil {
+		return tc, true
+	}
+	c := tls.Server(tc, s.link.ServerConfig())
+	_ = tc.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
+	err := c.HandshakeContext(s.ctx)
+	_ = tc.SetDeadline(time.Time{})
+	switch {
+	case err == nil:
+		return c, true
+	case errors.Is(err, io.EOF):
+		// Closed before a word: a probe measuring the RTT, or a peer's
+		// pooled conn going away. Not a refusal.
+		return nil, false
+	}
+	s.routeDenied(log, "link_auth", err)
+	return nil, false
 }
 
 // awaitHeader waits up to limits.relay_header_wait for the first byte of a

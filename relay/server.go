@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/httpconnect"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/route"
@@ -54,7 +57,10 @@ type Server struct {
 
 	measure *measurer // nil without a fleet
 
-	secret []byte             // fleet secret; nil without native relaying
+	secret []byte // fleet secret; nil without native relaying
+	// link is this relay's TLS identity for relay links; nil with
+	// transport: plain or without a fleet secret.
+	link   *linktls.Identity
 	replay *route.ReplayGuard // remembers route header nonces (relay listener)
 	warm   *pool.Pool         // warm conns to peer relays; nil when pool.max_idle is 0
 	// waiting holds relay-listener conns still waiting for their first
@@ -122,11 +128,39 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		waiting:    map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if secret != nil {
+		switch cfg.Transport {
+		case TransportTLS:
+			// A relay listener makes a relay; without one this is an
+			// entry only (relayctl connect), which relays accept but
+			// never take for a relay.
+			name, role := cfg.Name, linktls.RoleRelay
+			if cfg.Relay == "" {
+				role = linktls.RoleClient
+			}
+			if name == "" {
+				name = "unnamed"
+			}
+			if s.link, err = linktls.New(secret, name, role); err != nil {
+				return nil, err
+			}
+		case TransportPlain:
+			log.Warn("transport: plain: relay links carry route headers and payload in clear text and anyone on the path can read and inject; use only on a network you trust")
+		}
+	}
 	if cfg.Pool.MaxIdle > 0 && secret != nil {
+		hop := s.headerHopDialer()
 		s.warm = &pool.Pool{
 			// Through the destination policy: a route header's first
-			// hop is pooled too (native.go, headerHopDialer).
-			Dial:        s.headerHopDialer().DialContext,
+			// hop is pooled too (native.go, headerHopDialer); secured
+			// before it waits in the pool.
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := hop.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return s.secureLink(ctx, c, addr)
+			},
 			MaxIdle:     cfg.Pool.MaxIdle,
 			IdleTimeout: cfg.Pool.IdleTimeout,
 			DialTimeout: cfg.Limits.DialTimeout,
@@ -154,6 +188,7 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 	c := &chain.Chain{
 		Base:    s.relayDialer(),
 		Direct:  s.policy.Dialer(direct),
+		Link:    s.linkFunc(),
 		Observe: s.metrics.observeDial,
 	}
 	if s.warm != nil {
@@ -179,6 +214,32 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 		}
 	}
 	return c, nil
+}
+
+// linkFunc is the chain.Link of this relay's chains: nil on plain links.
+func (s *Server) linkFunc() func(context.Context, net.Conn, string) (net.Conn, error) {
+	if s.link == nil {
+		return nil
+	}
+	return s.secureLink
+}
+
+// secureLink runs the TLS handshake toward the relay listener at addr over
+// c (plain transport: c as is). A peer that fails it is a relay of another
+// fleet or not a relay listener: an authentication failure, not a network
+// one, unless the handshake timed out or the peer went away.
+func (s *Server) secureLink(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+	if s.link == nil {
+		return c, nil
+	}
+	sc, err := s.link.Client(ctx, c, "")
+	if err == nil {
+		return sc, nil
+	}
+	if k := chain.Classify(err); k == chain.KindTimeout || ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		return nil, fmt.Errorf("relay link to %s: %w", addr, err)
+	}
+	return nil, &chain.HopAuthError{Msg: fmt.Sprintf("relay link to %s: %v", addr, err), Err: err}
 }
 
 // Router chooses the chain for one destination (host:port). It is asked for

@@ -365,7 +365,7 @@ func appendHistory(path string, v any) error {
 
 func benchCmd() *cobra.Command {
 	var f planFlags
-	var via, secretFile, history string
+	var via, secretFile, transport, history string
 	var size int64
 	var duration time.Duration
 	var streams int
@@ -445,7 +445,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				}})
 			}
 			if via != "direct" {
-				dial, err := chainDialer(p, secretFile)
+				dial, err := chainDialer(p, secretFile, transport)
 				if err != nil {
 					return err
 				}
@@ -482,6 +482,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
+	fl.StringVar(&transport, "transport", relay.TransportTLS, "relay links: tls or plain, as the fleet's relays run")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
 	return cmd
 }
@@ -495,7 +496,7 @@ func pathErrors(p *pathResult) []string {
 
 // chainDialer dials the target through the planned chain, in process, with
 // the same dialers, pools and native protocol as relayctl connect.
-func chainDialer(p *planned, secretFile string) (func(context.Context) (net.Conn, error), error) {
+func chainDialer(p *planned, secretFile, transport string) (func(context.Context) (net.Conn, error), error) {
 	if secretFile == "" {
 		secretFile = os.Getenv(lab.EnvFleetSecretFile)
 	}
@@ -509,6 +510,7 @@ func chainDialer(p *planned, secretFile string) (func(context.Context) (net.Conn
 	cfg := relay.Defaults()
 	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
 	cfg.FleetSecretFile = secretFile
+	cfg.Transport = transport
 	cfg.Policy.AllowPrivate = true // the chain's last relay applies its own policy
 	srv, err := relay.New(cfg, zap.NewNop())
 	if err != nil {

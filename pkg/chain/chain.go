@@ -275,8 +275,14 @@ type Chain struct {
 	Base    Dialer      // dials the first hop
 	Direct  Dialer      // dials the destination when there are no hops
 	// Warm, when set, supplies the connection to a relaymesh:// first hop
-	// without a TCP handshake; a miss falls back to Base.
+	// without a TCP handshake (and, with Link, already secured); a miss
+	// falls back to Base.
 	Warm Warm
+	// Link, when set, secures the connection to a relay before its route
+	// handshake (pkg/linktls: TLS with the fleet's certificates), at the
+	// start of every run of relaymesh:// hops; addr is the relay's. It
+	// owns conn (closes it on failure). Nil: relay links are plain.
+	Link func(ctx context.Context, conn net.Conn, addr string) (net.Conn, error)
 
 	// Observe, when set, is told how long each step took: hop 0 is a direct
 	// dial, hop i >= 1 is connecting to hop 1 (i == 1) plus hop i's handshake.
@@ -321,7 +327,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 	}
 	if conn != nil {
 		pooledStart := start
-		out, err := c.handshake(ctx, conn, addr, early, start)
+		out, err := c.handshake(ctx, conn, true, addr, early, start)
 		// A warm conn the peer closed a moment before we used it (its
 		// header wait ran out, it restarted) fails before any answer;
 		// the peer read nothing, so one cold retry is safe. Not with
@@ -338,7 +344,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 		// We could not reach hop 1 ourselves: the failure is hop 1's.
 		return nil, &HopError{Hop: 1, HopName: first.Name(), Target: first.Addr, Kind: Classify(err), Err: fmt.Errorf("connect to hop: %w", err)}
 	}
-	return c.handshake(ctx, conn, addr, early, start)
+	return c.handshake(ctx, conn, false, addr, early, start)
 }
 
 // closedSilently: the hop closed or reset the connection without a word.
@@ -348,8 +354,9 @@ func closedSilently(err error) bool {
 }
 
 // handshake runs every hop's handshake over conn, connected to hop 1, and
-// returns the tunnel to addr. It owns conn: closed on failure.
-func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early []byte, start time.Time) (net.Conn, error) {
+// returns the tunnel to addr. It owns conn: closed on failure. linked: conn
+// came from the warm pool, already through Link.
+func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr string, early []byte, start time.Time) (net.Conn, error) {
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
@@ -377,7 +384,17 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early
 			if j == len(c.Hops) {
 				runEarly, early = early, nil
 			}
-			err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
+			if c.Link != nil && !(i == 0 && linked) {
+				var sec net.Conn
+				if sec, err = c.Link(ctx, conn, c.Hops[i].Addr); err == nil {
+					conn = sec
+				} else {
+					conn = nopConn{conn} // Link closed it
+				}
+			}
+			if err == nil {
+				err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
+			}
 		} else {
 			err = c.Clients[i].Through(ctx, conn, target)
 		}
@@ -433,6 +450,12 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early
 	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }
+
+// nopConn stands for a conn already closed, so the error path's Close does
+// not close it twice.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }
 
 // Names lists the hops' safe names in order.
 func (c *Chain) Names() []string {

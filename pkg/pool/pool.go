@@ -1,11 +1,11 @@
-// Package pool keeps warm TCP connections to peer relays so that an
-// inter-relay segment costs no TCP handshake on a tunnel's critical path
+// Package pool keeps warm connections to peer relays so that an inter-relay
+// segment costs no TCP (nor TLS) handshake on a tunnel's critical path
 // (docs/protocol.md, "Warm pools").
 //
-// A pooled connection is a plain TCP connection on which nothing has been
-// sent yet: the peer's relay listener waits for the first header byte for
-// longer than IdleTimeout, so a connection handed out by Take is still open
-// on the other side. Connections are never reused after carrying a tunnel.
+// A pooled connection is a TCP connection, secured by the caller's Dial or
+// plain, on which no route header has been sent yet: the peer's relay
+// listener waits for the first header byte for longer than IdleTimeout, so
+// a connection handed out by Take is still open on the other side. Connections are never reused after carrying a tunnel.
 package pool
 
 import (
@@ -350,8 +350,14 @@ func (pl *Pool) Close() {
 
 // alive reports whether an idle connection is still usable: the peer has
 // neither closed it nor sent anything (a relay listener never speaks first).
-// It peeks without blocking, so it costs one syscall and no data.
+// It peeks without blocking, so it costs one syscall and no data. A TLS
+// link (pkg/linktls) is peeked under its record layer: after the handshake
+// a relay listener sends nothing (no session tickets), so any byte there is
+// an alert or a close.
 func alive(c net.Conn) bool {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

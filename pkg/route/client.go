@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
 
 // Client speaks the route protocol over a conn someone else dialed (it opens
@@ -36,6 +37,9 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, a
 	}
 	req, err := NewRequest(via, addr, now())
 	if err != nil {
+		return err
+	}
+	if req.Bind, err = linktls.Binding(conn); err != nil {
 		return err
 	}
 	hdr, err := req.Marshal(c.Secret)

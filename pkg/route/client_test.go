@@ -45,7 +45,7 @@ func TestChainSendsOneHeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got *Request
 			d := &pipeDialer{relay: func(c net.Conn) {
-				req, err := ReadRequest(c, key)
+				req, err := ReadRequest(c, key, nil)
 				if err != nil {
 					return
 				}
@@ -89,7 +89,7 @@ func TestChainMixedHops(t *testing.T) {
 	hops := []chain.Hop{{Scheme: "relaymesh", Addr: "a:7000"}, {Scheme: "relaymesh", Addr: "b:7000"}, {Scheme: "socks5", Addr: "s:1080"}}
 	var got *Request
 	d := &pipeDialer{relay: func(c net.Conn) {
-		req, err := ReadRequest(c, key)
+		req, err := ReadRequest(c, key, nil)
 		if err != nil {
 			return
 		}

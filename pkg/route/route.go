@@ -73,6 +73,11 @@ type Request struct {
 	Dst   string   // host:port, host a domain, IPv4 or IPv6 literal
 	Time  time.Time
 	Nonce [NonceBytes]byte
+	// Bind is the channel binding of the link the header travels on (the
+	// TLS exporter, pkg/linktls), nil on plain links. It is not sent: the
+	// MAC covers it, so the header verifies only on that very link and a
+	// copy is worth nothing on another connection or another relay.
+	Bind []byte
 }
 
 // NewRequest stamps a request with now and a fresh random nonce.
@@ -104,7 +109,7 @@ func (r *Request) Marshal(secret []byte) ([]byte, error) {
 	if b, err = appendAddr(b, r.Dst); err != nil {
 		return nil, fmt.Errorf("destination: %w", err)
 	}
-	b = appendMAC(b, secret, nil)
+	b = appendMAC(b, secret, r.Bind)
 	if len(b) > MaxHeaderBytes {
 		return nil, fmt.Errorf("%w: header %d bytes", ErrTooLarge, len(b))
 	}
@@ -113,8 +118,9 @@ func (r *Request) Marshal(secret []byte) ([]byte, error) {
 
 // ReadRequest reads exactly one request header from rd and verifies its MAC.
 // It reads no byte past the header. A bad MAC is ErrAuth; the caller checks
-// freshness and nonce reuse with a ReplayGuard.
-func ReadRequest(rd io.Reader, secret []byte) (*Request, error) {
+// freshness and nonce reuse with a ReplayGuard. bind is the link's channel
+// binding (Request.Bind); a header made for another link is ErrAuth.
+func ReadRequest(rd io.Reader, secret, bind []byte) (*Request, error) {
 	var buf [MaxHeaderBytes]byte // bounded by the protocol, never by a length field
 	b := buf[:requestPrefix]
 	if _, err := io.ReadFull(rd, b); err != nil {
@@ -123,7 +129,7 @@ func ReadRequest(rd io.Reader, secret []byte) (*Request, error) {
 	if err := checkPrefix(b, typeRequest); err != nil {
 		return nil, err
 	}
-	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14])))}
+	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14]))), Bind: bind}
 	copy(r.Nonce[:], b[14:14+NonceBytes])
 	n := int(b[requestPrefix-1])
 	if n > MaxHops {
@@ -146,16 +152,16 @@ func ReadRequest(rd io.Reader, secret []byte) (*Request, error) {
 	if _, err := io.ReadFull(rd, b[body:]); err != nil {
 		return nil, noEOF(err)
 	}
-	if !verifyMAC(b[:body], b[body:], secret, nil) {
+	if !verifyMAC(b[:body], b[body:], secret, bind) {
 		return nil, ErrAuth
 	}
 	return r, nil
 }
 
 // ParseRequest is ReadRequest over a byte slice that must hold exactly one header.
-func ParseRequest(b []byte, secret []byte) (*Request, error) {
+func ParseRequest(b, secret, bind []byte) (*Request, error) {
 	rd := &sliceReader{b: b}
-	r, err := ReadRequest(rd, secret)
+	r, err := ReadRequest(rd, secret, bind)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +286,8 @@ func checkPrefix(b []byte, typ byte) error {
 }
 
 // appendMAC appends HMAC-SHA256(secret, bind || b) to b. bind is the request
-// nonce for responses, nil for requests.
+// nonce for responses, the link's channel binding (or nil) for requests; the
+// type byte in b keeps the two apart.
 func appendMAC(b, secret, bind []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write(bind)

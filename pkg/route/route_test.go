@@ -40,7 +40,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			if len(b) > MaxHeaderBytes {
 				t.Fatalf("header %d bytes", len(b))
 			}
-			out, err := ParseRequest(b, key)
+			out, err := ParseRequest(b, key, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,8 +93,27 @@ func TestReadRequestRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("bound to another link", func(t *testing.T) {
+		r := sampleRequest()
+		r.Bind = bytes.Repeat([]byte{1}, 32)
+		b, err := r.Marshal(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseRequest(b, key, r.Bind); err != nil {
+			t.Fatalf("on its own link: %v", err)
+		}
+		for _, other := range [][]byte{nil, bytes.Repeat([]byte{2}, 32)} {
+			if _, err := ParseRequest(b, key, other); !errors.Is(err, ErrAuth) {
+				t.Fatalf("on link %x: err = %v, want ErrAuth", other, err)
+			}
+		}
+		if _, err := ParseRequest(good, key, r.Bind); !errors.Is(err, ErrAuth) {
+			t.Fatalf("unbound header on a bound link: err = %v, want ErrAuth", err)
+		}
+	})
 	t.Run("wrong key", func(t *testing.T) {
-		if _, err := ParseRequest(good, []byte("another-secret-of-the-fleet")); !errors.Is(err, ErrAuth) {
+		if _, err := ParseRequest(good, []byte("another-secret-of-the-fleet"), nil); !errors.Is(err, ErrAuth) {
 			t.Fatalf("err = %v, want ErrAuth", err)
 		}
 	})
@@ -102,14 +121,14 @@ func TestReadRequestRejects(t *testing.T) {
 		for i := range good {
 			b := bytes.Clone(good)
 			b[i] ^= 0x01
-			if r, err := ParseRequest(b, key); err == nil {
+			if r, err := ParseRequest(b, key, nil); err == nil {
 				t.Fatalf("byte %d flipped: accepted %+v", i, r)
 			}
 		}
 	})
 	t.Run("every truncation", func(t *testing.T) {
 		for n := 0; n < len(good); n++ {
-			if _, err := ReadRequest(bytes.NewReader(good[:n]), key); err == nil {
+			if _, err := ReadRequest(bytes.NewReader(good[:n]), key, nil); err == nil {
 				t.Fatalf("truncated to %d bytes: accepted", n)
 			} else if n > 0 && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) {
 				t.Fatalf("truncated to %d: err = %v", n, err)
@@ -118,7 +137,7 @@ func TestReadRequestRejects(t *testing.T) {
 	})
 	t.Run("reads no byte past the header", func(t *testing.T) {
 		rd := bytes.NewReader(append(bytes.Clone(good), "early"...))
-		if _, err := ReadRequest(rd, key); err != nil {
+		if _, err := ReadRequest(rd, key, nil); err != nil {
 			t.Fatal(err)
 		}
 		if rd.Len() != len("early") {
@@ -137,7 +156,7 @@ func TestReadRequestRejects(t *testing.T) {
 		{"unknown atyp", func(b []byte) []byte { b[requestPrefix] = 0x09; return b }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := ParseRequest(tc.edit(bytes.Clone(good)), key); !errors.Is(err, ErrMalformed) {
+			if _, err := ParseRequest(tc.edit(bytes.Clone(good)), key, nil); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
 			}
 		})
@@ -241,7 +260,7 @@ func FuzzReadRequest(f *testing.F) {
 	f.Add([]byte("RMSH\x01\x01"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseRequest(b, key)
+		r, err := ParseRequest(b, key, nil)
 		if err != nil {
 			return
 		}

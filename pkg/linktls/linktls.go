@@ -1,0 +1,302 @@
+// Package linktls encrypts and mutually authenticates the links between
+// relays (and from relayctl to a relay) with TLS 1.3, keyed by the fleet
+// secret alone, so one secret file is still all a relay needs.
+//
+// The construction (docs/security.md, "Relay links"):
+//
+//   - The fleet CA's Ed25519 key is derived from the fleet secret with HKDF
+//     (SHA-256, a fixed salt and label). Every holder of the secret derives
+//     the same key and, because Ed25519 signatures and the certificate's
+//     fields are fixed, the same CA certificate byte for byte.
+//   - Each process makes a fresh Ed25519 key at start and a certificate for
+//     it, signed by the fleet CA, naming the relay (or "relayctl") and its
+//     role. The private key never leaves the process.
+//   - Both ends of a link present their certificate and verify the other's
+//     against the fleet CA (crypto/tls, TLS 1.3 only). A dialer that knows
+//     which relay it wants also checks the name.
+//
+// What it gives: a network attacker (on the path, or a Consul writer who
+// planted an address) without the fleet secret can neither read, inject,
+// nor pass for a relay. What it does not: every holder of the fleet secret
+// can mint a certificate for any name, so the names tell relays apart but
+// do not stop a compromised relay from claiming another's name.
+//
+// Route headers are bound to the link they travel on with Binding (the TLS
+// exporter), so a header is worth nothing on any other connection.
+package linktls
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"time"
+)
+
+// Roles a certificate names (its Subject's OrganizationalUnit).
+const (
+	RoleRelay  = "relay"
+	RoleClient = "client" // relayctl: connects to relays, accepts none
+)
+
+// ALPN protocol of a relay link; a TLS server for anything else (or a
+// relay from an incompatible version) fails the handshake instead of
+// misreading bytes.
+const ALPN = "relaymesh/1"
+
+// exporterLabel is the TLS exporter label of a route header's binding.
+const exporterLabel = "EXPORTER-relaymesh-route-binding"
+
+// caSalt and caInfo fix the derivation: changing either makes a new fleet CA.
+var (
+	caSalt = []byte("relaymesh fleet CA")
+	caInfo = "ed25519 seed v1"
+)
+
+// caEpoch is the CA certificate's fixed validity start; its end is far off.
+// Fixed, so every secret holder makes the same certificate.
+var (
+	caNotBefore = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	caNotAfter  = time.Date(2124, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// leafLifetime is how long a process's certificate is valid. A relay makes
+// a new one at every start; the hour before now absorbs peers' clock skew.
+const (
+	leafLifetime = 365 * 24 * time.Hour
+	leafBackdate = time.Hour
+)
+
+// Identity is one process's side of the fleet's TLS: the fleet CA and its
+// own certificate. Safe for concurrent use once made.
+type Identity struct {
+	Name  string // relay name, or "relayctl"
+	Role  string // RoleRelay or RoleClient
+	roots *x509.CertPool
+	cert  tls.Certificate
+}
+
+// New derives the fleet CA from secret and issues this process a
+// certificate for name and role.
+func New(secret []byte, name, role string) (*Identity, error) {
+	if len(secret) == 0 {
+		return nil, errors.New("linktls: no fleet secret")
+	}
+	if name == "" {
+		return nil, errors.New("linktls: no name for this process's certificate")
+	}
+	caKey, caCert, err := fleetCA(secret)
+	if err != nil {
+		return nil, err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("linktls: key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("linktls: serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name, OrganizationalUnit: []string{role}},
+		NotBefore:    now.Add(-leafBackdate),
+		NotAfter:     now.Add(leafLifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, pub, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("linktls: certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("linktls: certificate: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	return &Identity{
+		Name:  name,
+		Role:  role,
+		roots: roots,
+		cert:  tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf},
+	}, nil
+}
+
+// fleetCA derives the CA key from the secret and makes its certificate.
+func fleetCA(secret []byte) (ed25519.PrivateKey, *x509.Certificate, error) {
+	seed, err := hkdf.Key(sha256.New, secret, caSalt, caInfo, ed25519.SeedSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("linktls: derive CA key: %w", err)
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "relaymesh fleet CA"},
+		NotBefore:             caNotBefore,
+		NotAfter:              caNotAfter,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(nil, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("linktls: CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("linktls: CA certificate: %w", err)
+	}
+	return key, cert, nil
+}
+
+// Peer is who is at the other end of a verified link.
+type Peer struct {
+	Name string
+	Role string
+}
+
+// verify checks a peer's certificate chain against the fleet CA and returns
+// whom it names. want, when not empty, is the relay name the dialer meant.
+func (id *Identity) verify(cs tls.ConnectionState, want string) (Peer, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return Peer{}, errors.New("linktls: the peer sent no certificate (not a relaymesh relay, or plain transport)")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{
+		Roots:         id.roots,
+		Intermediates: inter,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	}); err != nil {
+		return Peer{}, fmt.Errorf("linktls: peer certificate is not from this fleet (a different fleet secret?): %w", err)
+	}
+	p := Peer{Name: leaf.Subject.CommonName}
+	if len(leaf.Subject.OrganizationalUnit) == 1 {
+		p.Role = leaf.Subject.OrganizationalUnit[0]
+	}
+	if p.Role != RoleRelay && p.Role != RoleClient {
+		return Peer{}, fmt.Errorf("linktls: peer certificate has no known role (%q)", leaf.Subject.OrganizationalUnit)
+	}
+	if want != "" && (p.Name != want || p.Role != RoleRelay) {
+		return Peer{}, fmt.Errorf("linktls: expected relay %q, the peer is %s %q", want, p.Role, p.Name)
+	}
+	return p, nil
+}
+
+func (id *Identity) base() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{id.cert},
+		NextProtos:   []string{ALPN},
+		// Verification is by the fleet CA and the name in the certificate,
+		// not by host name: relays are addressed by IP and port.
+		InsecureSkipVerify: true,
+		// No tickets: Go's TLS has no 0-RTT, so resuming saves CPU but no
+		// round trip, and warm pools do the handshakes ahead of time
+		// anyway. Without tickets, an idle pooled link carries no byte
+		// after the handshake, which is how the pool tells it is alive.
+		SessionTicketsDisabled: true,
+	}
+}
+
+// ServerConfig accepts links from any fleet member (relays and relayctl).
+func (id *Identity) ServerConfig() *tls.Config {
+	c := id.base()
+	c.ClientAuth = tls.RequireAnyClientCert
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if cs.NegotiatedProtocol != ALPN {
+			return fmt.Errorf("linktls: peer did not speak %s", ALPN)
+		}
+		_, err := id.verify(cs, "")
+		return err
+	}
+	return c
+}
+
+// ClientConfig dials a relay; want, when not empty, is the relay's name.
+func (id *Identity) ClientConfig(want string) *tls.Config {
+	c := id.base()
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if cs.NegotiatedProtocol != ALPN {
+			return fmt.Errorf("linktls: peer did not speak %s", ALPN)
+		}
+		p, err := id.verify(cs, want)
+		if err == nil && p.Role != RoleRelay {
+			err = fmt.Errorf("linktls: the peer is %s %q, not a relay", p.Role, p.Name)
+		}
+		return err
+	}
+	return c
+}
+
+// PeerOf returns whom a handshaken link's certificate names (verified in
+// the handshake). ok is false for a conn that is not a finished TLS link.
+func PeerOf(c net.Conn) (Peer, bool) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return Peer{}, false
+	}
+	cs := tc.ConnectionState()
+	if !cs.HandshakeComplete || len(cs.PeerCertificates) == 0 {
+		return Peer{}, false
+	}
+	leaf := cs.PeerCertificates[0]
+	p := Peer{Name: leaf.Subject.CommonName}
+	if len(leaf.Subject.OrganizationalUnit) == 1 {
+		p.Role = leaf.Subject.OrganizationalUnit[0]
+	}
+	return p, true
+}
+
+// Binding returns the channel binding of a TLS link (RFC 9266's
+// tls-exporter, under relaymesh's own label): 32 bytes both ends compute
+// alike and nobody else can. nil for a conn that is not TLS (plain
+// transport: no binding).
+func Binding(c net.Conn) ([]byte, error) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil, nil
+	}
+	cs := tc.ConnectionState()
+	b, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
+	if err != nil {
+		return nil, fmt.Errorf("linktls: channel binding: %w", err)
+	}
+	return b, nil
+}
+
+// Client runs the TLS handshake on raw, a connection to a relay listener,
+// within ctx. want, when not empty, is the relay's name. It owns raw: closed
+// on failure.
+func (id *Identity) Client(ctx context.Context, raw net.Conn, want string) (net.Conn, error) {
+	tc := tls.Client(raw, id.ClientConfig(want))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, &HandshakeError{Err: err}
+	}
+	return tc, nil
+}
+
+// HandshakeError is a failed TLS handshake toward a relay: the peer is not
+// a member of this fleet, or not a relay listener speaking TLS.
+type HandshakeError struct{ Err error }
+
+func (e *HandshakeError) Error() string {
+	return "relay link TLS handshake: " + e.Err.Error() +
+		" (does the peer run with the same fleet secret and transport: tls?)"
+}
+func (e *HandshakeError) Unwrap() error { return e.Err }

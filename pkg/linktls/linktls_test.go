@@ -1,0 +1,218 @@
+package linktls
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+var secret = []byte("a-fleet-secret-of-32-bytes-long!")
+
+// link handshakes a client identity (wanting name want) with a server
+// identity over loopback TCP and returns both ends' results.
+type dialer interface {
+	Client(ctx context.Context, raw net.Conn, want string) (net.Conn, error)
+}
+
+// trustAll handshakes with its identity's certificate but checks nothing.
+type trustAll struct{ id *Identity }
+
+func (a *trustAll) Client(ctx context.Context, raw net.Conn, _ string) (net.Conn, error) {
+	cfg := a.id.base()
+	tc := tls.Client(raw, cfg)
+	return tc, tc.HandshakeContext(ctx)
+}
+
+func link(t *testing.T, cli dialer, srv *Identity, want string) (client net.Conn, server *tls.Conn, cerr, serr error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			serr = err
+			return
+		}
+		server = tls.Server(c, srv.ServerConfig())
+		_ = server.SetDeadline(time.Now().Add(5 * time.Second))
+		serr = server.Handshake()
+		if serr == nil {
+			// TLS 1.3: the client is done before the server checked its
+			// certificate; a read makes a rejection reach the client.
+			_, _ = server.Write([]byte{'k'})
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client, cerr = cli.Client(ctx, raw, want)
+	if cerr == nil {
+		_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var b [1]byte
+		if _, err := client.Read(b[:]); err != nil {
+			cerr = err
+		}
+	}
+	<-done
+	t.Cleanup(func() {
+		if client != nil {
+			client.Close()
+		}
+		if server != nil {
+			server.Close()
+		}
+	})
+	return client, server, cerr, serr
+}
+
+func mustNew(t *testing.T, s []byte, name, role string) *Identity {
+	t.Helper()
+	id, err := New(s, name, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestSameFleetLinksAndNamesEachOther(t *testing.T) {
+	r1 := mustNew(t, secret, "r1", RoleRelay)
+	r2 := mustNew(t, secret, "r2", RoleRelay)
+	c, s, cerr, serr := link(t, r1, r2, "r2")
+	if cerr != nil || serr != nil {
+		t.Fatalf("handshake: client %v, server %v", cerr, serr)
+	}
+	if p, ok := PeerOf(s); !ok || p != (Peer{Name: "r1", Role: RoleRelay}) {
+		t.Errorf("server sees %+v %v, want relay r1", p, ok)
+	}
+	if p, ok := PeerOf(c); !ok || p != (Peer{Name: "r2", Role: RoleRelay}) {
+		t.Errorf("client sees %+v %v, want relay r2", p, ok)
+	}
+	if v := c.(*tls.Conn).ConnectionState().Version; v != tls.VersionTLS13 {
+		t.Errorf("version %x, want TLS 1.3", v)
+	}
+	bc, err := Binding(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := Binding(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bc) != 32 || !bytes.Equal(bc, bs) {
+		t.Fatalf("bindings differ: %x / %x", bc, bs)
+	}
+	// Another link between the same two relays has another binding.
+	c2, _, cerr, serr := link(t, r1, r2, "")
+	if cerr != nil || serr != nil {
+		t.Fatalf("second handshake: client %v, server %v", cerr, serr)
+	}
+	if b2, _ := Binding(c2); bytes.Equal(b2, bc) {
+		t.Fatal("two links share a binding")
+	}
+}
+
+func TestTheCAIsTheSameForEverySecretHolder(t *testing.T) {
+	_, a, err := fleetCA(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := fleetCA(bytes.Clone(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Raw, b.Raw) {
+		t.Fatal("two derivations of the fleet CA differ")
+	}
+	_, c, err := fleetCA([]byte("another-fleet-secret-32-bytes!!!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a.PublicKey.(ed25519.PublicKey), c.PublicKey.(ed25519.PublicKey)) {
+		t.Fatal("another secret derives the same CA key")
+	}
+}
+
+func TestAStrangerCannotLink(t *testing.T) {
+	r1 := mustNew(t, secret, "r1", RoleRelay)
+	stranger := mustNew(t, []byte("not-this-fleet-secret-32-bytes!!"), "r2", RoleRelay)
+	t.Run("stranger dials a relay", func(t *testing.T) {
+		// A stranger that believes any server still has no certificate
+		// the relay accepts.
+		careless := *stranger
+		careless.roots = nil
+		_, _, cerr, serr := link(t, &trustAll{&careless}, r1, "")
+		if cerr == nil || serr == nil || !strings.Contains(serr.Error(), "not from this fleet") {
+			t.Fatalf("client %v, server %v: want both to fail, the server on the certificate", cerr, serr)
+		}
+	})
+	t.Run("relay dials a stranger", func(t *testing.T) {
+		_, _, cerr, _ := link(t, r1, stranger, "")
+		var he *HandshakeError
+		if !errors.As(cerr, &he) || !strings.Contains(cerr.Error(), "not from this fleet") {
+			t.Fatalf("client %v: want a HandshakeError on the certificate", cerr)
+		}
+	})
+	t.Run("plain TCP to a TLS listener", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				_, _ = c.Write([]byte("RMSH not TLS at all"))
+				c.Close()
+			}
+		}()
+		raw, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r1.Client(context.Background(), raw, ""); err == nil {
+			t.Fatal("handshake with a plain listener succeeded")
+		}
+	})
+}
+
+func TestNamesAndRolesAreChecked(t *testing.T) {
+	r1 := mustNew(t, secret, "r1", RoleRelay)
+	r2 := mustNew(t, secret, "r2", RoleRelay)
+	ctl := mustNew(t, secret, "relayctl", RoleClient)
+	if _, _, cerr, _ := link(t, r1, r2, "r3"); cerr == nil || !strings.Contains(cerr.Error(), `expected relay "r3"`) {
+		t.Errorf("dialing r3, reached r2: %v", cerr)
+	}
+	if _, _, cerr, serr := link(t, ctl, r1, "r1"); cerr != nil || serr != nil {
+		t.Errorf("relayctl to a relay: client %v, server %v", cerr, serr)
+	}
+	// A relayctl certificate does not make a relay listener.
+	if _, _, cerr, _ := link(t, r1, ctl, ""); cerr == nil || !strings.Contains(cerr.Error(), "not a relay") {
+		t.Errorf("relay dialing a relayctl-certified server: %v", cerr)
+	}
+}
+
+func TestPlainConnHasNoBinding(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if bind, err := Binding(a); bind != nil || err != nil {
+		t.Fatalf("Binding(plain) = %x, %v", bind, err)
+	}
+	if _, ok := PeerOf(a); ok {
+		t.Fatal("PeerOf(plain) ok")
+	}
+}
