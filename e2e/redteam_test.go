@@ -164,7 +164,7 @@ func TestRedTeamHeaderHop(t *testing.T) {
 	canary := startServer(t, func(net.Conn) {})
 	secretFile := writeSecret(t, fleetSecret)
 	addr := freeAddr(t)
-	startRelayd(t, "--relay-listen", addr, "--fleet-secret-file", secretFile) // no --allow-private
+	startRelayd(t, "--relay-listen", addr, "--fleet-secret-file", secretFile, "--transport", "tls") // no --allow-private
 	for _, hop := range []string{canary.addr(), "localhost:" + strconv.Itoa(canary.ln.Addr().(*net.TCPAddr).Port)} {
 		req, err := route.NewRequest([]string{hop}, "192.0.2.1:80", time.Now())
 		if err != nil {

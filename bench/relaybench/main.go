@@ -13,13 +13,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"debug/buildinfo"
 	"encoding/binary"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand"
 	"net"
 	"os"
@@ -63,9 +70,10 @@ type kindSpec struct {
 type instance struct {
 	idx       int // 0 = entry relay (client side)
 	dir       string
-	port      int // port the previous hop (or the client) dials
-	nextPort  int // 0 = last hop, dials the target
-	entryPort int // port the client dials on the entry relay (defaults to port)
+	port      int   // port the previous hop (or the client) dials
+	nextPort  int   // 0 = last hop, dials the target
+	rest      []int // ports of every later hop, in order (native chains name them all)
+	entryPort int   // port the client dials on the entry relay (defaults to port)
 	alloc     func() int
 }
 
@@ -123,7 +131,7 @@ type summary struct {
 	Reason           string  `json:"reason,omitempty"`
 }
 
-var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "glider", "dante", "microsocks", "squid"}
+var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "relayd-native", "relayd-tls", "glider", "glider-tls", "dante", "microsocks", "squid"}
 
 func main() {
 	c := parseFlags()
@@ -239,8 +247,29 @@ var specs = map[string]*kindSpec{
 			return a, nil
 		},
 	},
-	"relayd":      relaydSpec("relayd", false),
-	"relayd-http": relaydSpec("relayd-http", true),
+	"relayd":        relaydSpec("relayd", false),
+	"relayd-http":   relaydSpec("relayd-http", true),
+	"relayd-native": relaydNativeSpec("relayd-native", "plain"),
+	"relayd-tls":    relaydNativeSpec("relayd-tls", "tls"),
+	"glider-tls": {
+		name: "glider-tls", front: "socks5", maxHops: -1, note: "TLS between relays (self-signed, not verified)",
+		binary: func(c *config) (string, error) { return c.lookup("glider", "glider") },
+		args: func(c *config, in *instance) ([]string, error) {
+			listen := "socks5://" + addr(in.port)
+			if in.idx > 0 {
+				cert, key, err := benchCert(c.workDir)
+				if err != nil {
+					return nil, err
+				}
+				listen = "tls://" + addr(in.port) + "?cert=" + cert + "&key=" + key + ",socks5://"
+			}
+			a := []string{"-listen", listen, "-check", "disable"}
+			if in.nextPort != 0 {
+				a = append(a, "-forward", "tls://"+addr(in.nextPort)+"?skipVerify=true,socks5://")
+			}
+			return a, nil
+		},
+	},
 	"glider": {
 		name: "glider", front: "socks5", maxHops: -1,
 		binary: func(c *config) (string, error) { return c.lookup("glider", "glider") },
@@ -339,6 +368,78 @@ func relaydSpec(name string, httpFront bool) *kindSpec {
 			return a, nil
 		},
 	}
+}
+
+// relaydNativeSpec: relayd chained with its native protocol over plain or
+// TLS links. The entry serves SOCKS5 and names every later relay in one
+// header; the others serve only their relay listener.
+func relaydNativeSpec(name, transport string) *kindSpec {
+	note := "native protocol, clear-text links"
+	if transport == "tls" {
+		note = "native protocol, TLS 1.3 links (fleet certificates)"
+	}
+	return &kindSpec{
+		name: name, front: "socks5", maxHops: -1, note: note,
+		binary: func(c *config) (string, error) {
+			if c.relaydSkip != "" {
+				return "", errors.New(c.relaydSkip)
+			}
+			return c.lookup("relayd", "relayd")
+		},
+		args: func(c *config, in *instance) ([]string, error) {
+			secret := filepath.Join(c.workDir, "fleet-secret")
+			if _, err := os.Stat(secret); err != nil {
+				if err := os.WriteFile(secret, []byte("relaybench-fleet-secret-0123456789"), 0o600); err != nil {
+					return nil, err
+				}
+			}
+			a := []string{"run", "--admin", addr(in.alloc()), "--http", "", "--allow-private", "--log-level", "warn",
+				"--fleet-secret-file", secret, "--transport", transport}
+			if in.idx == 0 {
+				a = append(a, "--socks", addr(in.port))
+				for _, p := range in.rest {
+					a = append(a, "--next", "relaymesh://"+addr(p))
+				}
+			} else {
+				a = append(a, "--socks", "", "--relay-listen", addr(in.port))
+			}
+			return a, nil
+		},
+	}
+}
+
+// benchCert writes (once) a self-signed ECDSA certificate and key for the
+// peers' TLS listeners and returns their paths.
+func benchCert(dir string) (certPath, keyPath string, err error) {
+	certPath, keyPath = filepath.Join(dir, "bench-cert.pem"), filepath.Join(dir, "bench-key.pem")
+	if _, err := os.Stat(keyPath); err == nil {
+		return certPath, keyPath, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
 // ---------------------------------------------------------------- processes
@@ -535,6 +636,7 @@ func tryStartChain(c *config, k *kindSpec, bin string, hops int, tag string) (*c
 		in := &instance{idx: i, port: ports[i], alloc: freePort}
 		if i+1 < hops {
 			in.nextPort = ports[i+1]
+			in.rest = ports[i+1:]
 		}
 		in.dir = filepath.Join(c.workDir, fmt.Sprintf("%s-%s-h%d-r%d", tag, k.name, hops, i))
 		if err := os.MkdirAll(in.dir, 0o755); err != nil {
