@@ -46,25 +46,33 @@ func Start(t testing.TB, bin string) *Agent {
 		}
 	}
 	a := &Agent{bin: bin, dir: t.TempDir()}
-	httpPort := freePort(t)
-	a.HTTP = "127.0.0.1:" + strconv.Itoa(httpPort)
+	ports := freePorts(t, 4)
+	a.HTTP = "127.0.0.1:" + strconv.Itoa(ports[0])
 	a.args = []string{"agent", "-dev", "-node", "relaymesh-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-http-port", strconv.Itoa(httpPort), "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
-		"-server-port", strconv.Itoa(freePort(t)), "-serf-lan-port", strconv.Itoa(freePort(t)),
-		"-serf-wan-port", strconv.Itoa(freePort(t)), "-log-level", "warn"}
+		"-http-port", strconv.Itoa(ports[0]), "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
+		"-server-port", strconv.Itoa(ports[1]), "-serf-lan-port", strconv.Itoa(ports[2]),
+		"-serf-wan-port", strconv.Itoa(ports[3]), "-log-level", "warn"}
 	a.Restart(t)
 	t.Cleanup(a.Kill)
 	return a
 }
 
-func freePort(t testing.TB) int {
+// freePorts returns n distinct free ports. The listeners stay open until
+// all are chosen: closed one by one, the kernel can hand the same port out
+// twice (the agent then refused to start, Serf's port "already configured
+// for RPC").
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // Restart runs the agent (again, on the same ports; in -dev mode it comes
