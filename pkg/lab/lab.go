@@ -60,6 +60,10 @@ const EnvConsul = "RELAYMESH_CONSUL"
 // by default; lab commands get the lab's.
 const EnvFleetSecretFile = "RELAYMESH_FLEET_SECRET_FILE"
 
+// EnvTransport is the relay-link transport (tls or plain) `relayctl
+// connect` and `bench` use by default; lab commands get the lab's.
+const EnvTransport = "RELAYMESH_TRANSPORT"
+
 // EnvAdminToken is the relays' admin API token relayctl reads when the
 // registry does not carry it (Consul); lab commands get the lab's.
 const EnvAdminToken = "RELAYMESH_ADMIN_TOKEN"
@@ -92,6 +96,8 @@ type Options struct {
 	Registry string
 	// ConsulPath is the consul binary, with Registry "consul".
 	ConsulPath string
+	// Transport of the relays' links: "plain" (the default) or "tls".
+	Transport string
 }
 
 // Node is one node as the lab runs it.
@@ -119,6 +125,8 @@ type State struct {
 	// (taskset's list form), leaving the rest to the link engine; empty:
 	// anywhere (wanemu.AppCPUs).
 	AppCPUs string `json:"app_cpus,omitempty"`
+	// Transport of the relays' links ("" is plain).
+	Transport string `json:"transport,omitempty"`
 }
 
 // FleetPath is the lab's fleet file.
@@ -141,6 +149,9 @@ func (s *State) Command(ctx context.Context, node string, argv ...string) (*exec
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
 	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name, EnvFleetSecretFile+"="+filepath.Join(s.Dir, "fleet-secret"))
+	if s.Transport != "" {
+		cmd.Env = append(cmd.Env, EnvTransport+"="+s.Transport)
+	}
 	if s.ConsulAddr != "" {
 		cmd.Env = append(cmd.Env, EnvConsul+"="+s.ConsulAddr)
 		// Consul does not carry the relays' admin token; relayctl plan
@@ -228,7 +239,7 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 		return nil, err
 	}
 	l = &Lab{
-		State: State{Name: topo.Name, PID: os.Getpid(), Topology: topoPath, Dir: dir, Nodes: map[string]*Node{}, Started: time.Now(), AppCPUs: wanemu.AppCPUs()},
+		State: State{Name: topo.Name, PID: os.Getpid(), Topology: topoPath, Dir: dir, Nodes: map[string]*Node{}, Started: time.Now(), AppCPUs: wanemu.AppCPUs(), Transport: opts.Transport},
 		topo:  topo, opts: opts, log: opts.Log.Named("lab"),
 	}
 	defer func() {
@@ -504,6 +515,9 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	}
 	if tn.Routing == "plan" {
 		cfg["routing"] = "plan"
+	}
+	if l.Transport != "" {
+		cfg["transport"] = l.Transport
 	}
 	if len(next) > 0 {
 		cfg["next"] = next
