@@ -118,7 +118,7 @@ func TestNativeEarlyData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rawRelay(t, relays[0].relayAddr, true, []byte(fleetSecret), req, []byte("early-bytes|"))
+	c := rawRelay(t, relays[0].relayAddr, false, []byte(fleetSecret), req, []byte("early-bytes|"))
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
 	if err != nil || resp.Status != route.StatusOK {

@@ -46,11 +46,11 @@ type Config struct {
 	// trimmed). Exclusive with FleetSecret.
 	FleetSecretFile string `yaml:"fleet_secret_file"`
 	// Transport of relay links (the relay listener and relaymesh:// hops):
-	// "tls" encrypts them and authenticates both ends with certificates
-	// derived from the fleet secret (docs/protocol.md); "plain" (still the
-	// default: docs/security.md says why) sends route headers and payload
-	// in clear text, for trusted networks only, and is warned about at
-	// start. Every relay of a fleet must use the same.
+	// "tls" (the default) encrypts them and authenticates both ends with
+	// certificates derived from the fleet secret (docs/protocol.md);
+	// "plain" sends route headers and payload in clear text, for trusted
+	// networks only, and is warned about at start. Every relay of a fleet
+	// must use the same.
 	Transport string `yaml:"transport"`
 
 	// Advertise is the address peers and clients reach this relay at, for
@@ -246,7 +246,7 @@ func Defaults() Config {
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
-		Transport:   TransportPlain,
+		Transport:   TransportTLS,
 		Planning:    PlanningConfig{TTL: time.Minute, MaxHops: 3, CheckEvery: 2 * time.Second},
 		RelaySocket: SocketConfig{KeepAlive: DefaultRelayKeepAlive},
 	}

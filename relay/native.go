@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bufio"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -124,9 +123,8 @@ func (s *Server) acceptLink(log *zap.Logger, tc *net.TCPConn) (net.Conn, bool) {
 	if s.link == nil {
 		return tc, true
 	}
-	c := tls.Server(tc, s.link.ServerConfig())
 	_ = tc.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
-	err := c.HandshakeContext(s.ctx)
+	c, err := s.link.Server(s.ctx, tc)
 	_ = tc.SetDeadline(time.Time{})
 	switch {
 	case err == nil:

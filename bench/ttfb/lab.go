@@ -158,9 +158,10 @@ func (b *bench) startRelayd(node string, port int, extra ...string) error {
 
 // startNative starts a native chain r1 -> r2 -> r3 of extra relayd: the
 // entry on r1 (SOCKS5 at socksPort) names r2 and r3 in one header; r2 and
-// r3 serve the native protocol on relayPort. pool is --pool-max-idle.
-func (b *bench) startNative(socksPort, relayPort, pool int) error {
-	poolArg := []string{"--pool-max-idle", strconv.Itoa(pool)}
+// r3 serve the native protocol on relayPort. pool is --pool-max-idle;
+// extra goes to every relayd (e.g. --transport tls).
+func (b *bench) startNative(socksPort, relayPort, pool int, extra ...string) error {
+	poolArg := append([]string{"--pool-max-idle", strconv.Itoa(pool)}, extra...)
 	for _, r := range []string{"r3", "r2"} {
 		// Their SOCKS5 port is unused; the relay listener is what counts.
 		listen := fmt.Sprintf("%s:%d", b.node(r).Addr, relayPort)
@@ -186,6 +187,11 @@ func (b *bench) startChains(ctx context.Context) error {
 	}
 	set(vNativeWarm, fmt.Sprintf("extra relayd on r1:%d --next relaymesh://r2:%d --next relaymesh://r3:%d; r2, r3: extra relayd --relay-listen :%d; warm pools on (default --pool-max-idle 4)",
 		portNativeWarm, relayPortWarm, relayPortWarm, relayPortWarm), fmt.Sprintf("-x socks5h://r1:%d", portNativeWarm))
+	if err := b.startNative(portTLSWarm, relayPortTLS, 4, "--transport", "tls"); err != nil {
+		return err
+	}
+	set(vTLSWarm, fmt.Sprintf("as relayd-native-warm, on r1:%d and relay listeners :%d, every relay with --transport tls (TLS 1.3 links)",
+		portTLSWarm, relayPortTLS), fmt.Sprintf("-x socks5h://r1:%d", portTLSWarm))
 	if err := b.startNative(portNativeCold, relayPortCold, 0); err != nil {
 		return err
 	}
@@ -330,6 +336,8 @@ func (b *bench) curlArgs(v string) []string {
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeWarm)}
 	case vNativeCold:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeCold)}
+	case vTLSWarm:
+		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portTLSWarm)}
 	case vGlider:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portGlider)}
 	case vDanteNested:

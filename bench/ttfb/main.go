@@ -34,6 +34,7 @@ const (
 	vDirect      = "direct"
 	vNativeWarm  = "relayd-native-warm"
 	vNativeCold  = "relayd-native-cold"
+	vTLSWarm     = "relayd-tls-warm"
 	vHopByHop    = "relayd-hop-by-hop"
 	vNested      = "relayd-nested"
 	vDante       = "dante-hop-by-hop"
@@ -42,11 +43,11 @@ const (
 	vSquid       = "squid-parents"
 )
 
-var allVariants = []string{vDirect, vNativeWarm, vNativeCold, vHopByHop, vNested, vDante, vDanteNested, vGlider, vSquid}
+var allVariants = []string{vDirect, vNativeWarm, vTLSWarm, vNativeCold, vHopByHop, vNested, vDante, vDanteNested, vGlider, vSquid}
 
 // Throughput is measured for the native path against the SOCKS5-chained
 // paths it replaces, with direct as the reference.
-var tputVariants = []string{vDirect, vNativeWarm, vHopByHop, vNested}
+var tputVariants = []string{vDirect, vNativeWarm, vTLSWarm, vHopByHop, vNested}
 
 // Ports of what this driver starts on relay nodes. The lab's own relayd
 // serves SOCKS5 on 1080 and the native protocol on 7000 on every relay.
@@ -59,8 +60,10 @@ const (
 	portDante      = 1081 // dante hop by hop (routes via the next relay's sockd)
 	portDantePlain = 1082 // plain dante on r1, r2, r3 for the client's nested chain
 	portSquid      = 3128
+	portTLSWarm    = 1095 // as portNativeWarm, every relay with --transport tls
 	relayPortCold  = 7001
 	relayPortWarm  = 7002
+	relayPortTLS   = 7003
 )
 
 // Expectation is the arithmetic time to first byte of a variant, in round
@@ -78,6 +81,7 @@ type Expectation struct {
 var expectations = map[string]Expectation{
 	vDirect:      {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
 	vNativeWarm:  {125, 6, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); over pooled conns the header crosses r1-r2-r3 and the status comes back (2 s), r3-server TCP (1 s) = 6 s = 75 ms; + request/response 1 D"},
+	vTLSWarm:     {125, 6, "as relayd-native-warm: the pooled links finished their TLS handshakes before the request came"},
 	vNativeCold:  {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},
 	vHopByHop:    {175, 10, "each relay runs a full SOCKS5 client to the next: client-r1, r1-r2, r2-r3 each TCP + greeting + CONNECT..reply (3 s each); r3-server TCP (1 s) = 10 s = 125 ms; + 1 D"},
 	vNested:      {200, 12, "client-r1 3 s; r1 alone: TCP r2 (1 s), greeting r2 (1 s), CONNECT r3 via r2 incl. r2's TCP to r3 (2 s), greeting r3 through r2 (2 s), CONNECT server via r2,r3 incl. r3's TCP (3 s) = 9 s; total 12 s = 150 ms; + 1 D"},

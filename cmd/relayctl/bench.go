@@ -482,7 +482,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
-	fl.StringVar(&transport, "transport", envOr(lab.EnvTransport, relay.TransportPlain), "relay links: tls or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else plain)")
+	fl.StringVar(&transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "relay links: tls or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else tls)")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
 	return cmd
 }

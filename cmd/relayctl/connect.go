@@ -239,7 +239,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.StringVar(&listen, "listen", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&httpListen, "http-listen", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
-	fl.StringVar(&cfg.Transport, "transport", envOr(lab.EnvTransport, relay.TransportPlain), "relay links: tls (encrypted, authenticated with certificates derived from the fleet secret) or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else plain)")
+	fl.StringVar(&cfg.Transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "relay links: tls (encrypted, authenticated with certificates derived from the fleet secret) or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else tls)")
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
 	fl.DurationVar(&probeEvery, "probe-every", 2*time.Second, "check a relay marked down this often; it is used again after 3 passing checks in a row")
 	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")

@@ -6,8 +6,11 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -214,5 +217,89 @@ func TestPlainConnHasNoBinding(t *testing.T) {
 	}
 	if _, ok := PeerOf(a); ok {
 		t.Fatal("PeerOf(plain) ok")
+	}
+}
+
+// sizes records the size of every write on a conn.
+type sizes struct {
+	net.Conn
+	mu sync.Mutex
+	w  []int
+}
+
+func (s *sizes) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.w = append(s.w, len(p))
+	s.mu.Unlock()
+	return s.Conn.Write(p)
+}
+
+// The handshake goes out in pieces below any MSS (so the kernel's window
+// estimate is taken from data, not from a lone handshake packet), and data
+// afterwards in whole writes.
+func TestHandshakeWritesAreSmall(t *testing.T) {
+	r1 := mustNew(t, secret, "r1", RoleRelay)
+	r2 := mustNew(t, secret, "r2", RoleRelay)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var srv *sizes
+	got := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- err
+			return
+		}
+		srv = &sizes{Conn: c}
+		s, err := r2.Server(context.Background(), srv)
+		if err == nil {
+			_, err = io.ReadFull(s, make([]byte, 64<<10))
+		}
+		got <- err
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &sizes{Conn: raw}
+	c, err := r1.Client(context.Background(), cli, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cli.mu.Lock()
+	hs := len(cli.w)
+	cli.mu.Unlock()
+	if _, err := c.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*sizes{"client": cli, "server": srv} {
+		s.mu.Lock()
+		total := 0
+		n := len(s.w)
+		if name == "client" {
+			n = hs
+		}
+		for _, w := range s.w[:n] {
+			total += w
+			if w > handshakeSegmentBytes {
+				t.Errorf("%s wrote %d bytes at once during the handshake", name, w)
+			}
+		}
+		s.mu.Unlock()
+		if total < 1000 {
+			t.Errorf("%s's handshake was %d bytes: the test no longer covers a flight over one MSS", name, total)
+		}
+	}
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	if big := slices.Max(cli.w[hs:]); big <= handshakeSegmentBytes {
+		t.Errorf("data after the handshake still written in pieces (largest write %d)", big)
 	}
 }

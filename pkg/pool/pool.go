@@ -355,7 +355,11 @@ func (pl *Pool) Close() {
 // a relay listener sends nothing (no session tickets), so any byte there is
 // an alert or a close.
 func alive(c net.Conn) bool {
-	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+	for { // a TLS link over a wrapper over the socket
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
 		c = nc.NetConn()
 	}
 	sc, ok := c.(syscall.Conn)
