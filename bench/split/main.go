@@ -133,6 +133,7 @@ type config struct {
 	outDir     string
 	configDir  string
 	relayctl   string
+	transport  string
 	stateRoot  string
 	cmdline    string
 	plotOnly   bool
@@ -148,6 +149,7 @@ func main() {
 	flag.StringVar(&c.outDir, "out", "bench/results", "directory for split.json, split.md and the SVG plots")
 	flag.StringVar(&c.configDir, "configs", "configs/lab", "directory of the topology files")
 	flag.StringVar(&c.relayctl, "relayctl", "bin/relayctl", "relayctl binary (relayd must be next to it)")
+	flag.StringVar(&c.transport, "transport", "tls", "the lab relays' links: tls or plain (relayctl lab up --transport)")
 	flag.StringVar(&c.stateRoot, "state-dir", lab.DefaultStateRoot, "the labs' state directory")
 	flag.StringVar(&c.cmdline, "cmdline", "", "command line to record (default: the driver's own)")
 	flag.BoolVar(&c.plotOnly, "plot-only", false, "only regenerate split.md and the SVG plots from an existing split.json")

@@ -182,17 +182,17 @@ func (b *bench) startChains(ctx context.Context) error {
 	// relayd native, warm and cold: the entry sends one header naming r2
 	// and r3. Own relay listeners per variant, so the cold chain's relays
 	// never hold a warm connection from the warm one.
-	if err := b.startNative(portNativeWarm, relayPortWarm, 4); err != nil {
+	if err := b.startNative(portNativeWarm, relayPortWarm, 4, "--transport", "plain"); err != nil {
 		return err
 	}
-	set(vNativeWarm, fmt.Sprintf("extra relayd on r1:%d --next relaymesh://r2:%d --next relaymesh://r3:%d; r2, r3: extra relayd --relay-listen :%d; warm pools on (default --pool-max-idle 4)",
+	set(vNativeWarm, fmt.Sprintf("extra relayd on r1:%d --next relaymesh://r2:%d --next relaymesh://r3:%d; r2, r3: extra relayd --relay-listen :%d; warm pools on (default --pool-max-idle 4); --transport plain",
 		portNativeWarm, relayPortWarm, relayPortWarm, relayPortWarm), fmt.Sprintf("-x socks5h://r1:%d", portNativeWarm))
 	if err := b.startNative(portTLSWarm, relayPortTLS, 4, "--transport", "tls"); err != nil {
 		return err
 	}
 	set(vTLSWarm, fmt.Sprintf("as relayd-native-warm, on r1:%d and relay listeners :%d, every relay with --transport tls (TLS 1.3 links)",
 		portTLSWarm, relayPortTLS), fmt.Sprintf("-x socks5h://r1:%d", portTLSWarm))
-	if err := b.startNative(portNativeCold, relayPortCold, 0); err != nil {
+	if err := b.startNative(portNativeCold, relayPortCold, 0, "--transport", "plain"); err != nil {
 		return err
 	}
 	set(vNativeCold, fmt.Sprintf("as warm, on r1:%d and relay listeners :%d, every relay with --pool-max-idle 0",
