@@ -10,13 +10,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	"golang.org/x/net/proxy"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
 // socksRaw runs a SOCKS5 handshake by hand and returns the reply code.
@@ -51,31 +55,57 @@ func connectReq(host string, port int) []byte {
 }
 
 // TestDenyByDefault: without --allow-private every dangerous destination is
-// refused with SOCKS5 0x02 / HTTP 403, and a canary listener sees nothing.
+// refused with SOCKS5 0x02 / HTTP 403, by a relay and by the entry of a
+// chain, through SOCKS5, HTTP CONNECT and a route header, and a canary
+// listener sees nothing. The relays run in a network namespace with only
+// loopback: were the policy wrong, a connection to a private or metadata
+// address would fail to route (reply 0x03) instead of leaving the machine.
 func TestDenyByDefault(t *testing.T) {
-	canary := startServer(t, func(net.Conn) {})
+	ns := loopbackOnlyNetns(t)
+	wrap := []string{"ip", "netns", "exec", ns}
+	var canary *server
+	inNetns(t, ns, func() { canary = startServer(t, func(net.Conn) {}) })
 	port := canary.ln.Addr().(*net.TCPAddr).Port
-	r := startRelayd(t)
-	chained := startRelayd(t, "--next", "socks5://"+r.socks) // entry of a chain: literal IPs refused before any hop
+	secretFile := writeSecret(t, fleetSecret)
+	relayAddr := "127.0.0.1:7000" // the namespace is new: nothing else listens there
+	r := startRelaydWrapped(t, wrap, "--relay-listen", relayAddr, "--fleet-secret-file", secretFile)
+	chained := startRelaydWrapped(t, wrap, "--next", "socks5://"+r.socks) // entry of a chain: literal IPs refused before any hop
 	hosts := []string{"127.0.0.1", "localhost", "::1", "0.0.0.0", "169.254.169.254", "10.0.0.1",
 		"172.16.0.1", "192.168.1.1", "100.64.0.1", "::ffff:127.0.0.1", "fe80::1", "fc00::1", "127.1.2.3",
 		// Through a translator to the ranges above, and a metadata address.
-		"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "2001:0:a9fe::1", "192.0.0.192", "198.18.0.1"}
-	for _, h := range hosts {
-		for _, entry := range []*relayd{r, chained} {
-			rep, err := socksRaw(t, entry.socks, connectReq(h, port))
+		"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "2001:0:a9fe::1", "192.0.0.192", "198.18.0.1",
+		// Documentation and benchmarking ranges.
+		"192.0.2.1", "198.51.100.1", "203.0.113.1", "2001:db8::1"}
+	inNetns(t, ns, func() {
+		for _, h := range hosts {
+			for _, entry := range []*relayd{r, chained} {
+				rep, err := socksRaw(t, entry.socks, connectReq(h, port))
+				if err != nil {
+					t.Fatalf("%s: %v", h, err)
+				}
+				if rep != 0x02 {
+					t.Errorf("SOCKS5 CONNECT %s: reply 0x%02x, want 0x02 (not allowed)", h, rep)
+				}
+			}
+			resp := httpConnect(t, r.http, net.JoinHostPort(h, strconv.Itoa(port)))
+			if resp != 403 {
+				t.Errorf("HTTP CONNECT %s: status %d, want 403", h, resp)
+			}
+			// A route header from a fleet member, naming h as its
+			// destination: the last relay's policy refuses it.
+			req, err := route.NewRequest(nil, net.JoinHostPort(h, strconv.Itoa(port)), time.Now())
 			if err != nil {
-				t.Fatalf("%s: %v", h, err)
+				t.Fatal(err)
 			}
-			if rep != 0x02 {
-				t.Errorf("SOCKS5 CONNECT %s: reply 0x%02x, want 0x02 (not allowed)", h, rep)
+			c := rawRelay(t, relayAddr, false, []byte(fleetSecret), req, nil)
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			resp2, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
+			c.Close()
+			if err != nil || resp2.Status != route.StatusDenied {
+				t.Errorf("route header to %s: status %+v, %v; want denied", h, resp2, err)
 			}
 		}
-		resp := httpConnect(t, r.http, net.JoinHostPort(h, strconv.Itoa(port)))
-		if resp != 403 {
-			t.Errorf("HTTP CONNECT %s: status %d, want 403", h, resp)
-		}
-	}
+	})
 	if n := canary.conn.get(); n != 0 {
 		t.Fatalf("canary saw %d connections", n)
 	}
@@ -83,13 +113,61 @@ func TestDenyByDefault(t *testing.T) {
 		t.Fatalf("denials not logged with their rule:\n%s", r.logs())
 	}
 	// --allow opens one range, and only that.
-	open := startRelayd(t, "--allow", "127.0.0.0/8")
-	if rep, _ := socksRaw(t, open.socks, connectReq("127.0.0.1", port)); rep != 0x00 {
-		t.Fatalf("--allow 127.0.0.0/8: reply 0x%02x, want success", rep)
+	open := startRelaydWrapped(t, wrap, "--allow", "127.0.0.0/8")
+	inNetns(t, ns, func() {
+		if rep, _ := socksRaw(t, open.socks, connectReq("127.0.0.1", port)); rep != 0x00 {
+			t.Fatalf("--allow 127.0.0.0/8: reply 0x%02x, want success", rep)
+		}
+		if rep, _ := socksRaw(t, open.socks, connectReq("169.254.169.254", port)); rep != 0x02 {
+			t.Fatalf("--allow 127.0.0.0/8 opened link-local: reply 0x%02x", rep)
+		}
+	})
+}
+
+// loopbackOnlyNetns makes a network namespace whose only interface is lo
+// (up), removed when the test ends. Root only: elsewhere the test is
+// skipped, saying why (CI runs as root, so it runs there).
+func loopbackOnlyNetns(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the relays of this test run in a network namespace with only loopback, so a policy bug cannot reach another host")
 	}
-	if rep, _ := socksRaw(t, open.socks, connectReq("169.254.169.254", port)); rep != 0x02 {
-		t.Fatalf("--allow 127.0.0.0/8 opened link-local: reply 0x%02x", rep)
+	name := fmt.Sprintf("rm-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	for _, args := range [][]string{{"netns", "add", name}, {"-n", name, "link", "set", "lo", "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
 	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	return name
+}
+
+// inNetns runs fn on this goroutine's thread moved into the namespace: the
+// sockets fn opens (listeners, dials) live there. Goroutines fn starts do
+// not run in it; sockets keep their namespace whatever thread uses them.
+func inNetns(t *testing.T, name string, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("cannot return to the test's network namespace: %v", err))
+		}
+	}()
+	fn()
 }
 
 func httpConnect(t testing.TB, proxyAddr, target string) int {
