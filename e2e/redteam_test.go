@@ -10,10 +10,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +185,61 @@ func TestRedTeamHeaderHop(t *testing.T) {
 	}
 	if n := canary.conn.get(); n != 0 {
 		t.Fatalf("the relay connected to its own loopback %d times for a route header", n)
+	}
+}
+
+// TestRedTeamPlanSurveyDenied: a relay routing by plan is asked for a
+// destination its policy refuses (another loopback address): it answers
+// "not allowed" without surveying it, so the destination never sees a
+// connection (the survey used to TCP-connect to it first, and the reply
+// time told closed, open or filtered).
+func TestRedTeamPlanSurveyDenied(t *testing.T) {
+	canaryLn, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2 here: %v", err)
+	}
+	var hits atomic.Int64
+	go func() {
+		for {
+			c, err := canaryLn.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { canaryLn.Close() })
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token-0123456789"
+	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}}
+	writeFleetFile(t, fleetPath, token, relays)
+	secretFile := writeSecret(t, fleetSecret)
+	for _, fr := range relays {
+		cfg := filepath.Join(dir, fr.name+".yaml")
+		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\nrouting: plan\n", fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// 127.0.0.1 is where the relays are; 127.0.0.2 stays denied.
+		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
+			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--allow", "127.0.0.1/32")
+	}
+	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
+	port := canaryLn.Addr().(*net.TCPAddr).Port
+	// Only a loopback target here: this test runs on the host, and a
+	// policy bug must not send a probe off the machine (TestDenyByDefault
+	// covers the other ranges inside a loopback-only namespace).
+	rep, err := socksRaw(t, relays[0].r.socks, connectReq("127.0.0.2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep != 0x02 {
+		t.Errorf("CONNECT 127.0.0.2 through a relay routing by plan: reply 0x%02x, want 0x02 (not allowed)", rep)
+	}
+	time.Sleep(500 * time.Millisecond) // a survey in flight would have connected by now
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the denied destination saw %d connections from the relay's survey", n)
 	}
 }
