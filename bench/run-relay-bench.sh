@@ -13,11 +13,12 @@ need=()
 command -v danted >/dev/null || [ -x /usr/sbin/danted ] || need+=(dante-server)
 command -v microsocks >/dev/null || need+=(microsocks)
 command -v squid >/dev/null || [ -x /usr/sbin/squid ] || need+=(squid)
+command -v stunnel4 >/dev/null || need+=(stunnel4)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # Debian starts them as services; the benchmark runs its own instances.
-  for s in danted squid; do systemctl stop "$s" 2>/dev/null || service "$s" stop 2>/dev/null || true; done
+  for s in danted squid stunnel4; do systemctl stop "$s" 2>/dev/null || service "$s" stop 2>/dev/null || true; done
 fi
 
 # glider v0.16.4 from the Go module proxy, in a throw-away module (go install is refused).

@@ -58,6 +58,7 @@ type kindSpec struct {
 	name    string
 	front   string // "socks5", "http" or "none" (direct)
 	maxHops int    // 0: direct only; -1: unlimited
+	minHops int    // fewer hops are n/a (note says why)
 	note    string // printed in the table, e.g. why hops are limited
 	// binary returns the executable or a reason to skip the kind.
 	binary func(c *config) (string, error)
@@ -131,7 +132,7 @@ type summary struct {
 	Reason           string  `json:"reason,omitempty"`
 }
 
-var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "relayd-native", "relayd-tls", "glider", "glider-tls", "dante", "microsocks", "squid"}
+var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "relayd-native", "relayd-tls", "glider", "glider-tls", "stunnel", "dante", "microsocks", "squid"}
 
 func main() {
 	c := parseFlags()
@@ -279,6 +280,59 @@ var specs = map[string]*kindSpec{
 				a = append(a, "-forward", "socks5://"+addr(in.nextPort))
 			}
 			return a, nil
+		},
+	},
+	"stunnel": {
+		// stunnel is a TLS tunnel, not a proxy: the entry takes the
+		// client's bytes in clear and opens TLS to the next relay; a middle
+		// relay ends that TLS and opens its own to the next (two services
+		// joined over loopback); the exit ends TLS into microsocks, the
+		// one SOCKS5 server of the chain, which dials the target.
+		name: "stunnel", front: "socks5", maxHops: -1, minHops: 2,
+		note: "TLS between relays (stunnel4, not verified); SOCKS5 by microsocks at the exit; needs 2+ hops",
+		binary: func(c *config) (string, error) {
+			if _, err := c.lookup("stunnel", "stunnel4"); err != nil {
+				return "", err
+			}
+			if _, err := c.lookup("microsocks", "microsocks"); err != nil {
+				return "", err
+			}
+			return "/bin/sh", nil
+		},
+		args: func(c *config, in *instance) ([]string, error) {
+			stunnel, err := c.lookup("stunnel", "stunnel4")
+			if err != nil {
+				return nil, err
+			}
+			cert, key, err := benchCert(c.workDir)
+			if err != nil {
+				return nil, err
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "foreground = yes\npid =\noutput = %s\ndebug = 4\n", filepath.Join(in.dir, "stunnel.log"))
+			b.WriteString("socket = l:TCP_NODELAY=1\nsocket = r:TCP_NODELAY=1\n")
+			inner := in.alloc() // the loopback port between a relay's two sides
+			if in.idx == 0 {
+				fmt.Fprintf(&b, "[out]\nclient = yes\naccept = %s\nconnect = %s\n", addr(in.port), addr(in.nextPort))
+			} else {
+				fmt.Fprintf(&b, "[in]\ncert = %s\nkey = %s\naccept = %s\nconnect = %s\n", cert, key, addr(in.port), addr(inner))
+				if in.nextPort != 0 {
+					fmt.Fprintf(&b, "[out]\nclient = yes\naccept = %s\nconnect = %s\n", addr(inner), addr(in.nextPort))
+				}
+			}
+			conf := filepath.Join(in.dir, "stunnel.conf")
+			if err := os.WriteFile(conf, []byte(b.String()), 0o644); err != nil {
+				return nil, err
+			}
+			script := fmt.Sprintf("exec %s %s", stunnel, conf)
+			if in.idx > 0 && in.nextPort == 0 {
+				ms, err := c.lookup("microsocks", "microsocks")
+				if err != nil {
+					return nil, err
+				}
+				script = fmt.Sprintf("%s -i 127.0.0.1 -p %d & %s", ms, inner, script)
+			}
+			return []string{"-c", script}, nil
 		},
 	},
 	"dante": {
@@ -1140,7 +1194,7 @@ func run(c *config) int {
 					placeholder("skipped", why)
 					continue
 				}
-				if s.maxHops > 0 && h > s.maxHops {
+				if (s.maxHops > 0 && h > s.maxHops) || h < s.minHops {
 					placeholder("n/a", s.note)
 					continue
 				}
