@@ -192,7 +192,13 @@ func (c *atomicCounter) get() int {
 
 func startServer(t testing.TB, handle func(net.Conn)) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startServerAt(t, "127.0.0.1:0", handle)
+}
+
+// startServerAt is startServer listening on addr.
+func startServerAt(t testing.TB, addr string, handle func(net.Conn)) *server {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

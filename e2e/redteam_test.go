@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,22 +193,7 @@ func TestRedTeamHeaderHop(t *testing.T) {
 // connection (the survey used to TCP-connect to it first, and the reply
 // time told closed, open or filtered).
 func TestRedTeamPlanSurveyDenied(t *testing.T) {
-	canaryLn, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2 here: %v", err)
-	}
-	var hits atomic.Int64
-	go func() {
-		for {
-			c, err := canaryLn.Accept()
-			if err != nil {
-				return
-			}
-			hits.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { canaryLn.Close() })
+	canary := startServerAt(t, "127.0.0.2:0", func(net.Conn) {})
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
 	const token = "e2e-token-0123456789"
@@ -227,7 +211,7 @@ func TestRedTeamPlanSurveyDenied(t *testing.T) {
 			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--allow", "127.0.0.1/32")
 	}
 	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
-	port := canaryLn.Addr().(*net.TCPAddr).Port
+	port := canary.ln.Addr().(*net.TCPAddr).Port
 	// Only a loopback target here: this test runs on the host, and a
 	// policy bug must not send a probe off the machine (TestDenyByDefault
 	// covers the other ranges inside a loopback-only namespace).
@@ -239,7 +223,7 @@ func TestRedTeamPlanSurveyDenied(t *testing.T) {
 		t.Errorf("CONNECT 127.0.0.2 through a relay routing by plan: reply 0x%02x, want 0x02 (not allowed)", rep)
 	}
 	time.Sleep(500 * time.Millisecond) // a survey in flight would have connected by now
-	if n := hits.Load(); n != 0 {
+	if n := canary.conn.get(); n != 0 {
 		t.Fatalf("the denied destination saw %d connections from the relay's survey", n)
 	}
 }

@@ -394,6 +394,14 @@ var specs = map[string]*kindSpec{
 	},
 }
 
+// relaydBinary is relayd's executable, unless -relayd-skip says why not.
+func relaydBinary(c *config) (string, error) {
+	if c.relaydSkip != "" {
+		return "", errors.New(c.relaydSkip)
+	}
+	return c.lookup("relayd", "relayd")
+}
+
 func relaydSpec(name string, httpFront bool) *kindSpec {
 	front := "socks5"
 	if httpFront {
@@ -401,12 +409,7 @@ func relaydSpec(name string, httpFront bool) *kindSpec {
 	}
 	return &kindSpec{
 		name: name, front: front, maxHops: -1,
-		binary: func(c *config) (string, error) {
-			if c.relaydSkip != "" {
-				return "", errors.New(c.relaydSkip)
-			}
-			return c.lookup("relayd", "relayd")
-		},
+		binary: relaydBinary,
 		args: func(c *config, in *instance) ([]string, error) {
 			a := []string{"run", "--socks", addr(in.port), "--admin", addr(in.alloc()),
 				"--allow-private", "--log-level", "warn"}
@@ -434,12 +437,7 @@ func relaydNativeSpec(name, transport string) *kindSpec {
 	}
 	return &kindSpec{
 		name: name, front: "socks5", maxHops: -1, note: note,
-		binary: func(c *config) (string, error) {
-			if c.relaydSkip != "" {
-				return "", errors.New(c.relaydSkip)
-			}
-			return c.lookup("relayd", "relayd")
-		},
+		binary: relaydBinary,
 		args: func(c *config, in *instance) ([]string, error) {
 			secret := filepath.Join(c.workDir, "fleet-secret")
 			if _, err := os.Stat(secret); err != nil {

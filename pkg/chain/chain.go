@@ -385,11 +385,10 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 				runEarly, early = early, nil
 			}
 			if c.Link != nil && !(i == 0 && linked) {
+				// On failure Link closed conn; the Close below is a no-op.
 				var sec net.Conn
 				if sec, err = c.Link(ctx, conn, c.Hops[i].Addr); err == nil {
 					conn = sec
-				} else {
-					conn = nopConn{conn} // Link closed it
 				}
 			}
 			if err == nil {
@@ -450,12 +449,6 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }
-
-// nopConn stands for a conn already closed, so the error path's Close does
-// not close it twice.
-type nopConn struct{ net.Conn }
-
-func (nopConn) Close() error { return nil }
 
 // Names lists the hops' safe names in order.
 func (c *Chain) Names() []string {

@@ -167,9 +167,13 @@ type Peer struct {
 	Role string
 }
 
-// verify checks a peer's certificate chain against the fleet CA and returns
-// whom it names. want, when not empty, is the relay name the dialer meant.
-func (id *Identity) verify(cs tls.ConnectionState, want string) (Peer, error) {
+// verify checks that the peer spoke ALPN and that its certificate chain
+// leads to the fleet CA, and returns whom it names. A dialer (dialing)
+// accepts only a relay, and, when want is not empty, only that relay.
+func (id *Identity) verify(cs tls.ConnectionState, dialing bool, want string) (Peer, error) {
+	if cs.NegotiatedProtocol != ALPN {
+		return Peer{}, fmt.Errorf("linktls: peer did not speak %s", ALPN)
+	}
 	if len(cs.PeerCertificates) == 0 {
 		return Peer{}, errors.New("linktls: the peer sent no certificate (not a relaymesh relay, or plain transport)")
 	}
@@ -185,17 +189,25 @@ func (id *Identity) verify(cs tls.ConnectionState, want string) (Peer, error) {
 	}); err != nil {
 		return Peer{}, fmt.Errorf("linktls: peer certificate is not from this fleet (a different fleet secret?): %w", err)
 	}
+	p := peerOf(leaf)
+	switch {
+	case p.Role != RoleRelay && p.Role != RoleClient:
+		return Peer{}, fmt.Errorf("linktls: peer certificate has no known role (%q)", leaf.Subject.OrganizationalUnit)
+	case want != "" && (p.Name != want || p.Role != RoleRelay):
+		return Peer{}, fmt.Errorf("linktls: expected relay %q, the peer is %s %q", want, p.Role, p.Name)
+	case dialing && p.Role != RoleRelay:
+		return Peer{}, fmt.Errorf("linktls: the peer is %s %q, not a relay", p.Role, p.Name)
+	}
+	return p, nil
+}
+
+// peerOf reads whom a certificate names: the name and the one role.
+func peerOf(leaf *x509.Certificate) Peer {
 	p := Peer{Name: leaf.Subject.CommonName}
 	if len(leaf.Subject.OrganizationalUnit) == 1 {
 		p.Role = leaf.Subject.OrganizationalUnit[0]
 	}
-	if p.Role != RoleRelay && p.Role != RoleClient {
-		return Peer{}, fmt.Errorf("linktls: peer certificate has no known role (%q)", leaf.Subject.OrganizationalUnit)
-	}
-	if want != "" && (p.Name != want || p.Role != RoleRelay) {
-		return Peer{}, fmt.Errorf("linktls: expected relay %q, the peer is %s %q", want, p.Role, p.Name)
-	}
-	return p, nil
+	return p
 }
 
 func (id *Identity) base() *tls.Config {
@@ -219,10 +231,7 @@ func (id *Identity) ServerConfig() *tls.Config {
 	c := id.base()
 	c.ClientAuth = tls.RequireAnyClientCert
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if cs.NegotiatedProtocol != ALPN {
-			return fmt.Errorf("linktls: peer did not speak %s", ALPN)
-		}
-		_, err := id.verify(cs, "")
+		_, err := id.verify(cs, false, "")
 		return err
 	}
 	return c
@@ -232,13 +241,7 @@ func (id *Identity) ServerConfig() *tls.Config {
 func (id *Identity) ClientConfig(want string) *tls.Config {
 	c := id.base()
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if cs.NegotiatedProtocol != ALPN {
-			return fmt.Errorf("linktls: peer did not speak %s", ALPN)
-		}
-		p, err := id.verify(cs, want)
-		if err == nil && p.Role != RoleRelay {
-			err = fmt.Errorf("linktls: the peer is %s %q, not a relay", p.Role, p.Name)
-		}
+		_, err := id.verify(cs, true, want)
 		return err
 	}
 	return c
@@ -255,12 +258,7 @@ func PeerOf(c net.Conn) (Peer, bool) {
 	if !cs.HandshakeComplete || len(cs.PeerCertificates) == 0 {
 		return Peer{}, false
 	}
-	leaf := cs.PeerCertificates[0]
-	p := Peer{Name: leaf.Subject.CommonName}
-	if len(leaf.Subject.OrganizationalUnit) == 1 {
-		p.Role = leaf.Subject.OrganizationalUnit[0]
-	}
-	return p, true
+	return peerOf(cs.PeerCertificates[0]), true
 }
 
 // Binding returns the channel binding of a TLS link (RFC 9266's
@@ -284,13 +282,10 @@ func Binding(c net.Conn) ([]byte, error) {
 // within ctx. want, when not empty, is the relay's name. It owns raw: closed
 // on failure.
 func (id *Identity) Client(ctx context.Context, raw net.Conn, want string) (net.Conn, error) {
-	sc := &smallFirst{Conn: raw}
-	tc := tls.Client(sc, id.ClientConfig(want))
-	if err := tc.HandshakeContext(ctx); err != nil {
-		raw.Close()
+	tc, err := handshake(ctx, raw, func(c net.Conn) *tls.Conn { return tls.Client(c, id.ClientConfig(want)) })
+	if err != nil {
 		return nil, &HandshakeError{Err: err}
 	}
-	sc.done.Store(true)
 	return tc, nil
 }
 
@@ -298,8 +293,13 @@ func (id *Identity) Client(ctx context.Context, raw net.Conn, want string) (net.
 // accepted on a relay listener, within ctx (the caller sets raw's deadline).
 // It owns raw: closed on failure.
 func (id *Identity) Server(ctx context.Context, raw net.Conn) (*tls.Conn, error) {
+	return handshake(ctx, raw, func(c net.Conn) *tls.Conn { return tls.Server(c, id.ServerConfig()) })
+}
+
+// handshake runs side's handshake over raw, written in small pieces.
+func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn) (*tls.Conn, error) {
 	sc := &smallFirst{Conn: raw}
-	tc := tls.Server(sc, id.ServerConfig())
+	tc := side(sc)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, err
