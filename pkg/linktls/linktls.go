@@ -223,6 +223,14 @@ func (id *Identity) base() *tls.Config {
 		// anyway. Without tickets, an idle pooled link carries no byte
 		// after the handshake, which is how the pool tells it is alive.
 		SessionTicketsDisabled: true,
+		// One record per write, as large as the write. Dynamic sizing
+		// (MSS-sized records for a connection's first 128 KiB) suits a
+		// browser rendering as bytes arrive; a relay forwards what it has
+		// already read, and the small records, merged by the kernel two
+		// or three to a buffer, changed the shape of the first full-size
+		// segments the receiver sees, from which Linux fixes the
+		// connection's window (see handshakeSegmentBytes).
+		DynamicRecordSizingDisabled: true,
 	}
 }
 
