@@ -50,7 +50,8 @@ func startFleetRelay(t *testing.T, dir, fleetPath, token string, fr *fleetRelay)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token, "--allow-private")
+	fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token, "--allow-private",
+		"--fleet-secret-file", fleetSecretFile(t))
 }
 
 type rttOut struct {
@@ -64,9 +65,18 @@ type rttOut struct {
 	}
 }
 
+// relayctlCmd is relayctl with the fleet secret of fleetSecretFile in its
+// environment, as lab commands give it: it verifies the relays' admin APIs
+// with the fleet CA.
+func relayctlCmd(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(relayctlBin, args...)
+	cmd.Env = append(os.Environ(), "RELAYMESH_FLEET_SECRET_FILE="+fleetSecretFile(t))
+	return cmd
+}
+
 func relayctlJSON(t *testing.T, v any, args ...string) {
 	t.Helper()
-	out, err := exec.Command(relayctlBin, args...).CombinedOutput()
+	out, err := relayctlCmd(t, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("relayctl %v: %v\n%s", args, err, out)
 	}
@@ -166,7 +176,7 @@ func TestFleetMeasurements(t *testing.T) {
 	}
 
 	// The table form prints the matrix with the relay names.
-	out, err := exec.Command(relayctlBin, "rtt", "--fleet", fleetPath).CombinedOutput()
+	out, err := relayctlCmd(t, "rtt", "--fleet", fleetPath).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "FROM \\ TO") || !strings.Contains(string(out), "RTT in ms") {
 		t.Fatalf("rtt table: %v\n%s", err, out)
 	}

@@ -37,6 +37,9 @@ func writeSecret(t *testing.T, secret string) string {
 	return p
 }
 
+// fleetSecretFile is a file holding fleetSecret, the e2e fleet's secret.
+func fleetSecretFile(t *testing.T) string { return writeSecret(t, fleetSecret) }
+
 // nativeChainOf starts n relays with relay listeners; the entry (first) lists
 // the others as relaymesh:// next hops, so its SOCKS5/HTTP clients go
 // entry → relays[1] → ... → relays[n-1] → destination with ONE header.

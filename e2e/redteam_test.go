@@ -6,10 +6,13 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,5 +228,152 @@ func TestRedTeamPlanSurveyDenied(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a survey in flight would have connected by now
 	if n := canary.conn.get(); n != 0 {
 		t.Fatalf("the denied destination saw %d connections from the relay's survey", n)
+	}
+}
+
+// TestRedTeamPlantedAdmin: a registry entry whose admin address is not a
+// relay of the fleet (a Consul writer's planted registration, an edited
+// fleet file) never receives the fleet admin token. Relays and relayctl
+// used to send it there in every pull, in clear text; now they speak
+// HTTPS and send a request only after the server proved a certificate
+// from the fleet CA. Both kinds of impostor are tried: plain HTTP, and
+// HTTPS with a certificate of its own.
+func TestRedTeamPlantedAdmin(t *testing.T) {
+	for _, kind := range []string{"http", "https"} {
+		t.Run(kind, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []string
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				seen = append(seen, r.Header.Get("Authorization"))
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"pairs":[]}`)
+			})
+			impostor := httptest.NewUnstartedServer(h)
+			impostor.Config.ErrorLog = log.New(io.Discard, "", 0) // the relays' refused handshakes
+			if kind == "https" {
+				impostor.StartTLS()
+			} else {
+				impostor.Start()
+			}
+			defer impostor.Close()
+			dir := t.TempDir()
+			fleetPath := filepath.Join(dir, "fleet.yaml")
+			const token = "e2e-token-0123456789"
+			a := &fleetRelay{name: "a", admin: freeAddr(t)}
+			b := &fleetRelay{name: "b", admin: impostor.Listener.Addr().String()}
+			writeFleetFile(t, fleetPath, token, []*fleetRelay{a, b})
+			startFleetRelay(t, dir, fleetPath, token, a)
+			waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 1 }) // a probes b: 1 pair
+			time.Sleep(time.Second)                                                 // a pulls every 300 ms
+			mu.Lock()
+			defer mu.Unlock()
+			for _, auth := range seen {
+				if auth != "" {
+					t.Fatalf("the impostor at b's admin address received %q (%d requests)", auth, len(seen))
+				}
+			}
+		})
+	}
+}
+
+// TestRedTeamStrangerSlots: strangers knocking on the relay listener take
+// neither the clients' slots nor their own for long. They used to share
+// max_conns with SOCKS5 and HTTP, and a silent one was kept 60 s: ten of
+// them locked every client out of a relay with --max-conns 2.
+func TestRedTeamStrangerSlots(t *testing.T) {
+	srv := startServer(t, echo)
+	relayAddr := freeAddr(t)
+	r := startRelayd(t, "--allow-private", "--max-conns", "2", "--max-relay-conns", "4", "--handshake-timeout", "1s",
+		"--relay-listen", relayAddr, "--fleet-secret-file", fleetSecretFile(t), "--transport", "tls")
+	var strangers []net.Conn
+	for range 10 {
+		c, err := net.DialTimeout("tcp", relayAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		strangers = append(strangers, c)
+	}
+	for i := range 2 {
+		c, _, err := xnetDial(t, r.socks, srv.addr(), nil)
+		if err != nil {
+			t.Fatalf("client %d refused while strangers sit on the relay listener: %v", i, err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("k")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+	}
+	// Every silent stranger is dropped once the handshake deadline (1 s)
+	// passed: a read sees the close well within 5 s.
+	for i, c := range strangers {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("stranger %d still held after 5 s (%v)", i, err)
+		}
+	}
+}
+
+// TestRedTeamAdminSideDoors: the admin API bounds what a token holder, or
+// anyone reaching the port, can take: a transfer asks for at most 16 GiB,
+// at most 8 run at a time, and at most 64 connections are served at once
+// (more wait). There used to be no such bounds (64 GiB per request, any
+// number of transfers and connections).
+func TestRedTeamAdminSideDoors(t *testing.T) {
+	const token = "e2e-token-0123456789"
+	r := startRelayd(t, "--admin-token", token)
+	get := func(path string, timeout time.Duration) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+r.admin+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		return (&http.Client{Timeout: timeout}).Do(req)
+	}
+	resp, err := get("/v1/traffic/bytes/68719476736", 5*time.Second) // 64 GiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a 64 GiB transfer: %s, want 400", resp.Status)
+	}
+	// Eight endless-looking transfers (16 GiB each, read slowly), then a
+	// ninth is refused at once.
+	var held []*http.Response
+	for i := range 8 {
+		resp, err := get("/v1/traffic/bytes/17179869184", 0)
+		if err != nil {
+			t.Fatalf("transfer %d: %v", i, err)
+		}
+		defer resp.Body.Close()
+		held = append(held, resp)
+	}
+	resp, err = get("/v1/traffic/bytes/1024", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a ninth transfer: %s, want 503", resp.Status)
+	}
+	for _, h := range held {
+		h.Body.Close()
+	}
+	// 64 connections that send nothing fill the admin listener; the next
+	// request waits (it would have been served at once without the cap).
+	for range 64 {
+		c, err := net.DialTimeout("tcp", r.admin, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(200 * time.Millisecond) // the server accepted them all
+	if resp, err := get("/healthz", 500*time.Millisecond); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a 65th admin connection was served at once (%s)", resp.Status)
 	}
 }

@@ -52,7 +52,7 @@ func (s *Server) newAdmin() *http.Server {
 	// outlive the admin server's read and write timeouts.
 	mux.Handle("/v1/traffic/", s.adminAuth(s.oneOfFew(http.StripPrefix("/v1/traffic", noDeadlines(traffic.Handler())))))
 	return &http.Server{
-		Handler:           mux,
+		Handler:           s.plainFromAfar(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -102,7 +102,8 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 		if len(path) > 1 {
 			q.Set("via", strings.Join(path[1:], ","))
 		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+relays[i].Admin+r.URL.Path+"?"+q.Encode(), nil)
+		admin := s.adminClient(20 * time.Second)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, admin.URL(relays[i].Admin, r.URL.Path+"?"+q.Encode()), nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -110,7 +111,7 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 		if s.cfg.AdminToken != "" {
 			req.Header.Set("Authorization", "Bearer "+s.cfg.AdminToken)
 		}
-		resp, err := registry.AdminClient(20 * time.Second).Do(req)
+		resp, err := admin.Do(req, via)
 		if err != nil {
 			http.Error(w, "via "+via+": "+err.Error(), http.StatusBadGateway)
 			return

@@ -37,7 +37,7 @@ type measurer struct {
 func (s *Server) startMeasuring() error {
 	switch {
 	case s.cfg.Fleet != "":
-		fl, err := registry.OpenFleet(s.cfg.Fleet, s.cfg.Name)
+		fl, err := registry.OpenFleet(s.cfg.Fleet, s.cfg.Name, s.adminClient(3*time.Second))
 		if err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}

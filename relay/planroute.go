@@ -93,7 +93,7 @@ type planRouter struct {
 func newPlanRouter(s *Server) *planRouter {
 	r := &planRouter{s: s, ttl: s.cfg.Planning.TTL, log: s.log.Named("plan"),
 		surveys: map[string]*surveyEntry{}, last: map[string]string{}}
-	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken}
+	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken, Admin: s.adminClient(10 * time.Second)}
 	r.watch = &health.Watch{Every: s.cfg.Planning.CheckEvery, Check: sv.CheckRelay, Log: r.log,
 		OnChange: r.resurvey}
 	go r.watch.Run(s.ctx)
@@ -162,7 +162,7 @@ func isDone(e *surveyEntry) bool {
 func (r *planRouter) run(dst string, e, prev *surveyEntry) {
 	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
 	defer cancel()
-	sv := survey.Survey{Reg: r.s.measure.reg, AdminToken: r.s.cfg.AdminToken}
+	sv := survey.Survey{Reg: r.s.measure.reg, AdminToken: r.s.cfg.AdminToken, Admin: r.s.adminClient(10 * time.Second)}
 	dialer := r.s.policy.Dialer(net.Dialer{})
 	sv.MeasureDst = func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)

@@ -349,7 +349,13 @@ func (s *Server) Start() error {
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
 		// Admin clients are relayctl and peer relays: a few at a time.
-		go s.adminSrv.Serve(netutil.LimitListener(s.adminLn, maxAdminConns))
+		ln := netutil.LimitListener(s.adminLn, maxAdminConns)
+		if s.link != nil {
+			// HTTPS with the relay's certificate (adminlisten.go).
+			ln = &adminListener{Listener: ln, tls: s.link.AdminServerConfig()}
+			s.adminSrv.ConnContext = adminConnContext
+		}
+		go s.adminSrv.Serve(ln)
 	}
 	if err := s.startMeasuring(); err != nil {
 		if s.adminSrv != nil {
@@ -369,7 +375,8 @@ func (s *Server) Start() error {
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
-		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()))
+		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()),
+		zap.Bool("admin_https", s.adminLn != nil && s.link != nil))
 	return nil
 }
 

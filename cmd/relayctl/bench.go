@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -84,6 +85,8 @@ type benchRun struct {
 	target   string // host:port
 	prefix   string // "/v1/traffic" against a relay's admin API, "" against the traffic service
 	token    string
+	relay    string      // the relay whose admin API is the target ("" for the traffic service)
+	adminTLS *tls.Config // HTTPS to that admin API (nil: plain HTTP)
 	size     int64
 	duration time.Duration
 	streams  int
@@ -104,7 +107,24 @@ func (b *benchRun) request(ctx context.Context, method, path string, body io.Rea
 			return c, err
 		},
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.target+b.prefix+path, body)
+	scheme := "http"
+	if b.relay != "" && b.adminTLS != nil {
+		// The relay's admin API over TLS, through the path being measured.
+		scheme = "https"
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := tr.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, b.adminTLS)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+b.target+b.prefix+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +134,10 @@ func (b *benchRun) request(ctx context.Context, method, path string, body io.Rea
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if peer, ok := linktls.AdminPeer(resp.TLS); scheme == "https" && (!ok || peer.Name != b.relay) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s is relay %q, not %q", b.target, peer.Name, b.relay)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -365,7 +389,7 @@ func appendHistory(path string, v any) error {
 
 func benchCmd() *cobra.Command {
 	var f planFlags
-	var via, secretFile, transport, history string
+	var via, history string
 	var size int64
 	var duration time.Duration
 	var streams int
@@ -423,7 +447,10 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				}
 			}
 			if p.Target.Relay != "" {
-				run.prefix, run.token = "/v1/traffic", f.token()
+				run.prefix, run.token, run.relay = "/v1/traffic", f.token(), p.Target.Relay
+				if run.adminTLS, err = f.reg.adminTLS(); err != nil {
+					return err
+				}
 			}
 			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) {
 				run.progress = cmd.ErrOrStderr()
@@ -445,7 +472,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				}})
 			}
 			if via != "direct" {
-				dial, err := chainDialer(p, secretFile, transport)
+				dial, err := chainDialer(p, f.reg.secretPath(), f.reg.transport)
 				if err != nil {
 					return err
 				}
@@ -481,8 +508,6 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.DurationVar(&duration, "duration", 0, "transfer for this long per direction instead of --size")
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
-	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
-	fl.StringVar(&transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "relay links: tls or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else tls)")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
 	return cmd
 }
@@ -497,9 +522,6 @@ func pathErrors(p *pathResult) []string {
 // chainDialer dials the target through the planned chain, in process, with
 // the same dialers, pools and native protocol as relayctl connect.
 func chainDialer(p *planned, secretFile, transport string) (func(context.Context) (net.Conn, error), error) {
-	if secretFile == "" {
-		secretFile = os.Getenv(lab.EnvFleetSecretFile)
-	}
 	next, err := p.nextOf()
 	if err != nil {
 		return nil, err

@@ -16,7 +16,6 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/health"
-	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -157,7 +156,7 @@ func (r *planRouter) run(ctx context.Context) {
 
 func connectCmd() *cobra.Command {
 	var f planFlags
-	var listen, httpListen, secretFile, logLevel string
+	var listen, httpListen, logLevel string
 	var every, probeEvery time.Duration
 	cfg := relay.Defaults()
 	var open bool
@@ -186,12 +185,11 @@ SIGTERM, letting tunnels finish for 5 s.`,
   curl -x socks5h://127.0.0.1:1080 https://example.jp/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if secretFile == "" {
-				secretFile = os.Getenv(lab.EnvFleetSecretFile)
-			}
+			secretFile := f.reg.secretPath()
 			if secretFile == "" {
 				return errors.New("--fleet-secret-file is required (the relays accept route headers only with the fleet secret)")
 			}
+			cfg.Transport = f.reg.transport
 			log, err := relay.NewLogger(logLevel, "console")
 			if err != nil {
 				return err
@@ -212,7 +210,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			sv := survey.Survey{AdminToken: f.token()}
+			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
 			r := &planRouter{srv: srv, plan: f.plan, log: log.Named("plan"), every: every, kick: make(chan struct{}, 1)}
 			r.watch = &health.Watch{Every: probeEvery, Check: sv.CheckRelay, Log: r.log,
 				OnChange: func() { r.replanSoon(nil, true) }}
@@ -238,8 +236,6 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&httpListen, "http-listen", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
-	fl.StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
-	fl.StringVar(&cfg.Transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "relay links: tls (encrypted, authenticated with certificates derived from the fleet secret) or plain, as the fleet's relays run (default $"+lab.EnvTransport+", which lab commands set, else tls)")
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
 	fl.DurationVar(&probeEvery, "probe-every", 2*time.Second, "check a relay marked down this often; it is used again after 3 passing checks in a row")
 	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/relay"
 )
 
 // staleAfter marks measurements older than this in every output: a relay
@@ -28,6 +31,8 @@ type registryFlags struct {
 	consulAddr  string
 	consulToken string
 	output      string
+	secretFile  string
+	transport   string
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
@@ -35,6 +40,54 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $RELAYMESH_CONSUL, which a lab with --registry consul sets, when there is no fleet file)")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+lab.EnvFleetSecretFile+", which lab commands set)")
+	cmd.Flags().StringVar(&f.transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+lab.EnvTransport+", which lab commands set, else tls)")
+}
+
+// secretPath is the fleet secret file, from the flag or the environment.
+func (f *registryFlags) secretPath() string {
+	if f.secretFile != "" {
+		return f.secretFile
+	}
+	return os.Getenv(lab.EnvFleetSecretFile)
+}
+
+// adminTLS is how to reach the relays' admin APIs as the fleet runs: over
+// HTTPS verified against the fleet CA with transport tls (the config), over
+// plain HTTP with transport plain (nil).
+func (f *registryFlags) adminTLS() (*tls.Config, error) {
+	switch f.transport {
+	case relay.TransportPlain:
+		return nil, nil
+	case relay.TransportTLS:
+	default:
+		return nil, fmt.Errorf("--transport %q: want tls or plain", f.transport)
+	}
+	path := f.secretPath()
+	if path == "" {
+		return nil, errors.New("the relays' admin APIs take HTTPS with certificates from the fleet CA, which relayctl derives from the fleet secret: " +
+			"give --fleet-secret-file (or $" + lab.EnvFleetSecretFile + "), or --transport plain for a fleet whose relays run transport: plain")
+	}
+	secret, err := (&relay.Config{FleetSecretFile: path}).LoadFleetSecret()
+	if err != nil {
+		return nil, err
+	}
+	id, err := linktls.New(secret, "relayctl", linktls.RoleClient)
+	if err != nil {
+		return nil, err
+	}
+	return id.AdminClientConfig(), nil
+}
+
+// admin reaches the relays' admin APIs (see adminTLS). When that cannot
+// be done, every admin request fails with what to do, so that commands
+// needing none (a plan on --matrix, say) still work.
+func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
+	conf, err := f.adminTLS()
+	if err != nil {
+		return registry.FailingAdminClient(err)
+	}
+	return registry.NewAdminClient(timeout, conf)
 }
 
 // open returns the registry to read, refreshed once.
@@ -66,7 +119,12 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 	if path == "" {
 		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + fleet.EnvFile)
 	}
-	reg, err := registry.OpenFleet(path, "")
+	// A fleet file's matrix comes from the relays' admin APIs.
+	conf, err := f.adminTLS()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registry.OpenFleet(path, "", registry.NewAdminClient(3*time.Second, conf))
 	if err != nil {
 		return nil, err
 	}

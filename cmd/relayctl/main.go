@@ -23,7 +23,7 @@ func main() {
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
 	})
-	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), benchCmd(), pacCmd())
+	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), benchCmd(), pacCmd(), caCmd())
 	if err := root.Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {

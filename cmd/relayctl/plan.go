@@ -141,7 +141,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	sv := survey.Survey{Reg: reg, AdminToken: f.token()}
+	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
 	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --fleet-secret-file; "" disables)`)
 	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding the fleet secret (>= 16 bytes) that authenticates relays to each other; needed by --relay-listen and relaymesh:// hops")
-	fl.StringVar(&f.Transport, "transport", relay.TransportTLS, "relay links: tls (encrypted, both ends authenticated with certificates derived from the fleet secret) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
+	fl.StringVar(&f.Transport, "transport", relay.TransportTLS, "relay links and the admin API between relays: tls (encrypted, relays authenticated with certificates derived from the fleet secret; the admin port also answers plain HTTP from loopback and plain /healthz from anywhere) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
 	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
 	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
 	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")

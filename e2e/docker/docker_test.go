@@ -189,7 +189,8 @@ func TestDockerFleet(t *testing.T) {
 	consulAddr := f.ip("consul", "front") + ":8500"
 	client := func(args ...string) (string, error) {
 		all := append([]string{"run", "--rm", "--network", f.name("front"), "-v", mount,
-			"-e", "RELAYMESH_ADMIN_TOKEN=" + adminToken, "--entrypoint", "/relayctl", f.image}, args...)
+			"-e", "RELAYMESH_ADMIN_TOKEN=" + adminToken, "-e", "RELAYMESH_FLEET_SECRET_FILE=/etc/relaymesh/fleet.key",
+			"--entrypoint", "/relayctl", f.image}, args...)
 		return dockerCmd(all...)
 	}
 	srvAddr := f.name("srv") + ":8000"

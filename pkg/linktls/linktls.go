@@ -34,10 +34,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"regexp"
 	"sync/atomic"
 	"time"
 )
@@ -115,6 +117,11 @@ func New(secret []byte, name, role string) (*Identity, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 	}
+	if hostName.MatchString(name) {
+		// For tools that check host names (Prometheus' server_name, curl
+		// --cacert with --resolve): the relay's name as a DNS name.
+		tmpl.DNSNames = []string{name}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, pub, caKey)
 	if err != nil {
 		return nil, fmt.Errorf("linktls: certificate: %w", err)
@@ -132,6 +139,20 @@ func New(secret []byte, name, role string) (*Identity, error) {
 		cert:  tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf},
 	}, nil
 }
+
+// CAPEM returns the fleet CA's certificate, PEM-encoded: what a tool that
+// is not relaymesh (Prometheus, curl) needs to verify a relay's admin API.
+// It is public; the key stays in the secret.
+func CAPEM(secret []byte) ([]byte, error) {
+	_, cert, err := fleetCA(secret)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), nil
+}
+
+// hostName is a name usable as a DNS name in a certificate.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
 
 // fleetCA derives the CA key from the secret and makes its certificate.
 func fleetCA(secret []byte) (ed25519.PrivateKey, *x509.Certificate, error) {
@@ -167,12 +188,12 @@ type Peer struct {
 	Role string
 }
 
-// verify checks that the peer spoke ALPN and that its certificate chain
+// verify checks that the peer spoke alpn and that its certificate chain
 // leads to the fleet CA, and returns whom it names. A dialer (dialing)
 // accepts only a relay, and, when want is not empty, only that relay.
-func (id *Identity) verify(cs tls.ConnectionState, dialing bool, want string) (Peer, error) {
-	if cs.NegotiatedProtocol != ALPN {
-		return Peer{}, fmt.Errorf("linktls: peer did not speak %s", ALPN)
+func (id *Identity) verify(cs tls.ConnectionState, alpn string, dialing bool, want string) (Peer, error) {
+	if cs.NegotiatedProtocol != alpn {
+		return Peer{}, fmt.Errorf("linktls: peer did not speak %s", alpn)
 	}
 	if len(cs.PeerCertificates) == 0 {
 		return Peer{}, errors.New("linktls: the peer sent no certificate (not a relaymesh relay, or plain transport)")
@@ -239,7 +260,7 @@ func (id *Identity) ServerConfig() *tls.Config {
 	c := id.base()
 	c.ClientAuth = tls.RequireAnyClientCert
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		_, err := id.verify(cs, false, "")
+		_, err := id.verify(cs, ALPN, false, "")
 		return err
 	}
 	return c
@@ -249,10 +270,55 @@ func (id *Identity) ServerConfig() *tls.Config {
 func (id *Identity) ClientConfig(want string) *tls.Config {
 	c := id.base()
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		_, err := id.verify(cs, true, want)
+		_, err := id.verify(cs, ALPN, true, want)
 		return err
 	}
 	return c
+}
+
+// AdminALPN is the protocol of a relay's admin API over TLS: plain
+// HTTP/1.1, so that curl and Prometheus can talk to it too. Being other
+// than ALPN, it keeps the two listeners apart: a link handshake fails on
+// an admin port and an admin one on a relay port.
+const AdminALPN = "http/1.1"
+
+// AdminServerConfig serves a relay's admin API over TLS with the relay's
+// certificate. It asks for no client certificate: the admin token
+// authenticates requests, and TLS keeps it and the answers from the path.
+func (id *Identity) AdminServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{id.cert},
+		NextProtos:   []string{AdminALPN},
+	}
+}
+
+// AdminClientConfig reaches relays' admin APIs: the server must hold a
+// certificate from this fleet's CA, so a registry entry pointing at
+// another host cannot collect the admin token. Either role will do (a
+// relayd without a relay listener holds a client certificate). Which
+// relay it is, the caller checks against the one it meant (AdminPeer)
+// before it believes the answer.
+func (id *Identity) AdminClientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{AdminALPN},
+		// Verified by the fleet CA and the role, not by host name.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := id.verify(cs, AdminALPN, false, "")
+			return err
+		},
+	}
+}
+
+// AdminPeer returns whom the certificate of a verified admin connection
+// names (cs from an HTTPS response); ok is false without one.
+func AdminPeer(cs *tls.ConnectionState) (Peer, bool) {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
+		return Peer{}, false
+	}
+	return peerOf(cs.PeerCertificates[0]), true
 }
 
 // PeerOf returns whom a handshaken link's certificate names (verified in

@@ -1,19 +1,122 @@
 package registry
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
 
-// AdminClient is the HTTP client for relays' admin APIs. It never follows a
-// redirect: its requests carry the fleet's admin token, and a relay (or
-// whoever registered a relay's admin address) answering 3xx must neither
-// have the token sent on (Go keeps it for another port of the same host)
-// nor make this host fetch a URL of its choosing, a cloud metadata service
-// say. A redirect is answered as what it is: a non-200 status.
-func AdminClient(timeout time.Duration) *http.Client {
-	return &http.Client{
-		Timeout:       timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+// AdminClient reaches relays' admin APIs: over HTTPS on a fleet whose
+// relay links are TLS (the relay's certificate must come from the fleet
+// CA, and name the relay the request is for), over plain HTTP on a plain
+// fleet.
+//
+// It never follows a redirect: its requests carry the fleet's admin token,
+// and a relay (or whoever registered a relay's admin address) answering
+// 3xx must neither have the token sent on (Go keeps it for another port of
+// the same host) nor make this host fetch a URL of its choosing, a cloud
+// metadata service say. A redirect is answered as what it is: a non-200
+// status.
+type AdminClient struct {
+	http   *http.Client
+	scheme string
+	err    error // every request fails with it (no way to verify relays)
+}
+
+// NewAdminClient returns a client over HTTPS verified with tlsConf
+// (linktls.Identity.AdminClientConfig), or over plain HTTP when tlsConf is
+// nil.
+func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
+	c := &AdminClient{
+		http: &http.Client{
+			Timeout:       timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		scheme: "http",
 	}
+	if tlsConf != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConf
+		t.ForceAttemptHTTP2 = false
+		t.Proxy = nil // admin traffic goes to the relay, never through $HTTPS_PROXY
+		c.http.Transport = t
+		c.scheme = "https"
+	}
+	return c
+}
+
+// FailingAdminClient returns a client whose every request fails with err:
+// for a caller that cannot verify relays (no fleet secret on a TLS fleet),
+// so that the reason reaches whoever needed an admin API, and only them.
+func FailingAdminClient(err error) *AdminClient {
+	return &AdminClient{err: err}
+}
+
+// URL is path (with its query) on the admin API at addr (host:port).
+func (c *AdminClient) URL(addr, path string) string {
+	return c.scheme + "://" + addr + path
+}
+
+// Do sends req. name, when not empty, is the relay req is for: over HTTPS
+// an answer from a relay of another name is refused (a registry entry
+// pointing at the wrong relay), before anyone reads it.
+func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if c.scheme == "https" && name != "" {
+		if p, _ := linktls.AdminPeer(resp.TLS); p.Name != name {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%s is relay %q, not %q: the registry's admin address is wrong (or claimed by another relay)", req.URL.Host, p.Name, name)
+		}
+	}
+	return resp, nil
+}
+
+// Get GETs path (with its query) from the admin API at addr of the relay
+// called name, with token when not empty, and returns the body of a 200
+// answer (at most limitBytes), or an error that quotes the answer.
+func (c *AdminClient) Get(ctx context.Context, name, addr, path, token string, limitBytes int64) ([]byte, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL(addr, path), nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req, name)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limitBytes))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s%s: %s: %s", addr, path, resp.Status, trimBody(body))
+	}
+	return body, err
+}
+
+// trimBody is an error answer's body as one short line.
+func trimBody(b []byte) string {
+	const most = 200
+	s := string(b)
+	if len(s) > most {
+		s = s[:most] + "…"
+	}
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	return s
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -54,7 +52,7 @@ const FleetHealthTTL = 30 * time.Second
 type Fleet struct {
 	path   string
 	self   string
-	client *http.Client
+	client *AdminClient
 
 	mu       sync.Mutex
 	file     *fleet.File
@@ -74,9 +72,10 @@ type pull struct {
 }
 
 // OpenFleet reads the fleet file at path. self is the name of the relay
-// using it ("" for a client such as relayctl).
-func OpenFleet(path, self string) (*Fleet, error) {
-	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: AdminClient(3 * time.Second)}
+// using it ("" for a client such as relayctl); admin reaches the relays'
+// admin APIs (a 3 s timeout suits the pulls).
+func OpenFleet(path, self string, admin *AdminClient) (*Fleet, error) {
+	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: admin}
 	if _, err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -235,24 +234,12 @@ func (f *Fleet) Refresh(ctx context.Context, scope string) error {
 }
 
 func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+"/v1/measurements?scope="+scope, nil)
+	body, err := f.client.Get(ctx, r.Name, r.Admin, "/v1/measurements?scope="+scope, token, 16<<20)
 	if err != nil {
 		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("admin API answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	var m Measurements
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&m); err != nil {
+	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("measurements: %w", err)
 	}
 	now := time.Now()

@@ -52,7 +52,7 @@ relays:
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
   - {name: c, region: kyoto, admin: 127.0.0.1:1}
 `)
-	f, err := OpenFleet(path, "a")
+	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ relays:
 func TestFleetReloadKeepsLastGood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	f, err := OpenFleet(path, "a")
+	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestFleetReloadKeepsLastGood(t *testing.T) {
 func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1:9}\n")
-	f, err := OpenFleet(path, "a")
+	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a, socks: 1080}\n  - {name: b}\n")
-	if _, err := OpenFleet(path, "a"); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
+	if _, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -168,7 +168,7 @@ func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 func TestOpenFleetNotListed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	if _, err := OpenFleet(path, "zz"); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
+	if _, err := OpenFleet(path, "zz", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -192,7 +192,7 @@ relays:
   - {name: a, region: tokyo, admin: 127.0.0.1:1}
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
 `)
-	f, err := OpenFleet(path, "a")
+	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

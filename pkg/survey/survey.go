@@ -12,9 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -46,10 +44,12 @@ const (
 // Survey measures from this host. Set Reg; the rest has defaults.
 type Survey struct {
 	Reg        registry.Registry
-	AdminToken string       // bearer token of the relays' admin APIs
-	HTTP       *http.Client // default: 10 s timeout
-	Count      int          // TCP handshakes per probed pair; default 3
+	AdminToken string // bearer token of the relays' admin APIs
+	Count      int    // TCP handshakes per probed pair; default 3
 	Timeout    time.Duration
+	// Admin reaches the relays' admin APIs (HTTPS on a TLS fleet); nil
+	// is plain HTTP with a 10 s timeout.
+	Admin *registry.AdminClient
 	// ClientWindowBytes is this host's receive window; 0: read from
 	// net.ipv4.tcp_rmem (half its max, what autotuning reaches).
 	ClientWindowBytes int64
@@ -144,11 +144,11 @@ func (s *Survey) now() time.Time {
 	}
 	return time.Now()
 }
-func (s *Survey) http() *http.Client {
-	if s.HTTP != nil {
-		return s.HTTP
+func (s *Survey) admin() *registry.AdminClient {
+	if s.Admin != nil {
+		return s.Admin
 	}
-	return registry.AdminClient(10 * time.Second)
+	return registry.NewAdminClient(10*time.Second, nil)
 }
 
 // Run surveys the path to dst.
@@ -390,21 +390,9 @@ func (s *Survey) adminGet(ctx context.Context, ap adminPath, path string, v any)
 		}
 		path += sep + "via=" + url.QueryEscape(strings.Join(ap.via, ","))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+via.Admin+path, nil)
+	body, err := s.admin().Get(ctx, via.Name, via.Admin, path, s.AdminToken, 1<<20)
 	if err != nil {
 		return err
-	}
-	if s.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+s.AdminToken)
-	}
-	resp, err := s.http().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s%s: %s: %s", via.Admin, path, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return json.Unmarshal(body, v)
 }
@@ -421,19 +409,8 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 	if r.Admin == "" {
 		return errors.New("no admin address in the registry")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Admin+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.http().Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/healthz answered %s", r.Admin, resp.Status)
-	}
-	return nil
+	_, err := s.admin().Get(ctx, r.Name, r.Admin, "/healthz", "", 512)
+	return err
 }
 
 // relayWindow is the receive window the relay's autotuning reaches.

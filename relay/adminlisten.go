@@ -1,0 +1,151 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/registry"
+)
+
+// The admin API on a relay whose links are TLS answers HTTPS and plain
+// HTTP on one port, told apart by the first byte a client sends (a TLS
+// handshake record starts with 0x16, an HTTP request with a letter):
+//
+//   - HTTPS, with the relay's certificate from the fleet CA: everything,
+//     from anywhere. Peer relays and relayctl use it, verify the
+//     certificate, and so send the admin token only to a fleet member.
+//   - plain HTTP from loopback: everything (a local operator, Prometheus on
+//     the host, `relayd health`).
+//   - plain HTTP from another host: /healthz only, which carries no token
+//     and no data (Consul's HTTP check, load balancers). Anything else is
+//     refused with a 403 that says to use HTTPS: the token such a request
+//     carried has already crossed the network in clear text.
+//
+// A relay with plain links (or no fleet secret) serves plain HTTP only, as
+// before.
+
+// tlsRecordHandshake is the first byte of a TLS ClientHello.
+const tlsRecordHandshake = 0x16
+
+// adminListener wraps accepted conns in sniffConn.
+type adminListener struct {
+	net.Listener
+	tls *tls.Config
+}
+
+func (l *adminListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, tlsConf: l.tls}, nil
+}
+
+// sniffConn decides at its first read (in the server's goroutine for the
+// conn, under its read deadline) whether the client speaks TLS.
+type sniffConn struct {
+	net.Conn // as accepted: deadlines and Close act on it
+	tlsConf  *tls.Config
+	once     sync.Once
+	inner    net.Conn // after the first byte: a TLS server conn or the plain conn
+	isTLS    bool
+	err      error
+}
+
+func (c *sniffConn) decide() {
+	br := bufio.NewReaderSize(c.Conn, 16)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.err = err
+		return
+	}
+	c.inner = &bufferedConn{Conn: c.Conn, r: br}
+	if first[0] == tlsRecordHandshake {
+		c.inner, c.isTLS = tls.Server(c.inner, c.tlsConf), true
+	}
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	c.once.Do(c.decide)
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.inner.Read(p)
+}
+
+// Write: the HTTP server writes only after it read a request, so decide
+// has run; were it not so, this would wait for the client's first byte.
+func (c *sniffConn) Write(p []byte) (int, error) {
+	c.once.Do(c.decide)
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.inner.Write(p)
+}
+
+// TLS reports whether the client spoke TLS. Call it only after a read
+// returned (a request handler may).
+func (c *sniffConn) TLS() bool { return c.isTLS }
+
+// bufferedConn reads through r, which holds the sniffed byte.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+type adminConnKey struct{}
+
+// adminConnContext lets handlers find the request's sniffConn.
+func adminConnContext(ctx context.Context, c net.Conn) context.Context {
+	if sc, ok := c.(*sniffConn); ok {
+		return context.WithValue(ctx, adminConnKey{}, sc)
+	}
+	return ctx
+}
+
+// plainFromAfar guards h: a request that came over plain HTTP from
+// another host gets a 403 saying what to do, and is counted
+// (denials{reason="admin_plain"}) and logged, sampled.
+func (s *Server) plainFromAfar(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc, ok := r.Context().Value(adminConnKey{}).(*sniffConn)
+		if !ok || sc.TLS() || r.URL.Path == "/healthz" || fromLoopback(r.RemoteAddr) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.metrics.denials.WithLabelValues("admin_plain").Inc()
+		if n, ok := s.refusals.allow("admin_plain"); ok {
+			s.log.Warn("admin API: plain HTTP from another host refused (it answers HTTPS; any token in the request crossed the network in clear text)",
+				zap.String("client", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("not_logged_since_last", n))
+		}
+		http.Error(w, "this relay's admin API takes HTTPS from other hosts: plain HTTP answers only /healthz, and from loopback. "+
+			"Use https://"+r.Host+r.URL.Path+" (the certificate is from the fleet CA, derived from the fleet secret: relayctl and relays verify it).",
+			http.StatusForbidden)
+	})
+}
+
+// fromLoopback reports whether a request's remote address is a loopback
+// address (IPv4-mapped IPv6 included).
+func fromLoopback(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// adminClient reaches peers' admin APIs as this relay's links do: HTTPS
+// verified against the fleet CA when links are TLS, else plain HTTP.
+func (s *Server) adminClient(timeout time.Duration) *registry.AdminClient {
+	if s.link != nil {
+		return registry.NewAdminClient(timeout, s.link.AdminClientConfig())
+	}
+	return registry.NewAdminClient(timeout, nil)
+}
