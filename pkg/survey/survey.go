@@ -250,6 +250,21 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 		}
 		m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: sum.MedianMs, Loss: sum.Loss})
 	}
+	// What each relay (and this host) measured itself, the witnesses of
+	// the triangle check (triangle.go).
+	own := ownRTTs(pairs)
+	dstMs := map[string]float64{}
+	if direct.Reachable() {
+		dstMs[ClientNode] = direct.MedianMs
+	}
+	for i, r := range usable {
+		if infos[i].fromHere.Reachable() {
+			own[[2]string{ClientNode, r.Name}] = infos[i].fromHere.MedianMs
+		}
+		if infos[i].dstErr == nil && infos[i].toDst.Reachable() {
+			dstMs[r.Name] = infos[i].toDst.MedianMs
+		}
+	}
 	for i, r := range usable {
 		in := infos[i]
 		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region, WindowBytes: in.window}
@@ -265,11 +280,24 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s -> %s: %v", r.Name, target.Name, in.dstErr))
 			continue
 		}
+		if claim, ok := dstMs[r.Name]; ok {
+			var ws []witness
+			for w, wDst := range dstMs {
+				ws = append(ws, witness{name: w, toClaimantMs: own[[2]string{w, r.Name}], toTargetMs: wDst})
+			}
+			if bad, ok := checkClaim(r.Name, target.Name, claim, ws); ok {
+				res.Notes = append(res.Notes, bad.note())
+				m.Pairs = append(m.Pairs, planner.Pair{A: r.Name, B: target.Name, RTTMs: bad.floorMs, Loss: in.toDst.Loss, Estimated: true})
+				continue
+			}
+		}
 		addPair(r.Name, target.Name, in.toDst, r.Name+" -> "+target.Name)
 	}
 	m.Nodes = append(m.Nodes, dstNode)
 	addPair(ClientNode, target.Name, direct, "client -> "+target.Name+" (direct)")
-	m.Pairs = append(m.Pairs, relayPairs(pairs, res.Relays, now)...)
+	rp, notes := relayPairs(pairs, res.Relays, own, now)
+	m.Pairs = append(m.Pairs, rp...)
+	res.Notes = append(res.Notes, notes...)
 	return res, nil
 }
 
@@ -300,12 +328,27 @@ func (s *Survey) sample(ctx context.Context, addr string, measure func(context.C
 	return w.Summary()
 }
 
+// ownRTTs is every answering, probed pair by who measured it: [from, to].
+func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
+	own := map[[2]string]float64{}
+	for _, p := range pairs {
+		if p.Answering() && !p.Estimated && p.RTTMs > 0 {
+			own[[2]string{p.From, p.To}] = p.RTTMs
+		}
+	}
+	return own
+}
+
 // relayPairs turns the registry's directed relay-to-relay measurements into
-// the planner's symmetric pairs: of A's measurement of B and B's of A the
-// newer one counts. Pairs with no answer are left out (unusable paths).
-func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, now time.Time) []planner.Pair {
+// the planner's symmetric pairs: of A's measurement of B and B's of A a
+// probed one counts before an estimated one, then the newer. Pairs with no
+// answer are left out (unusable paths). A measurement the triangle check
+// does not believe (own: the witnesses' measurements) becomes its floor,
+// estimated, and a note says so.
+func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map[[2]string]float64, now time.Time) ([]planner.Pair, []string) {
 	type key [2]string
 	best := map[key]registry.Pair{}
+	var notes []string
 	for _, p := range pairs {
 		if _, ok := usable[p.From]; !ok {
 			continue
@@ -316,11 +359,23 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, now tim
 		if !p.Answering() && !p.Estimated || !(p.RTTMs > 0) {
 			continue
 		}
+		if !p.Estimated {
+			var ws []witness
+			for w := range usable {
+				ws = append(ws, witness{name: w, toClaimantMs: own[key{w, p.From}], toTargetMs: own[key{w, p.To}]})
+			}
+			ws = append(ws, witness{name: ClientNode, toClaimantMs: own[key{ClientNode, p.From}], toTargetMs: own[key{ClientNode, p.To}]})
+			if bad, ok := checkClaim(p.From, p.To, p.RTTMs, ws); ok {
+				notes = append(notes, bad.note())
+				p.RTTMs, p.Estimated = bad.floorMs, true
+			}
+		}
 		k := key{p.From, p.To}
 		if k[0] > k[1] {
 			k[0], k[1] = k[1], k[0]
 		}
-		if old, ok := best[k]; !ok || p.UpdatedAt.After(old.UpdatedAt) || (old.Estimated && !p.Estimated) {
+		old, ok := best[k]
+		if !ok || (old.Estimated && !p.Estimated) || (old.Estimated == p.Estimated && p.UpdatedAt.After(old.UpdatedAt)) {
 			best[k] = p
 		}
 	}
@@ -330,7 +385,8 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, now tim
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0)})
 	}
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
-	return out
+	slices.Sort(notes)
+	return out, notes
 }
 
 // adminPath is how to reach r's admin API: the relay this host calls, and

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 func TestResolveTarget(t *testing.T) {
@@ -42,7 +43,10 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 		{From: "c", To: "b", RTTMs: 30, Estimated: true, UpdatedAt: now.Add(-time.Minute)}, // a prior: used, marked
 		{From: "a", To: "gone", RTTMs: 5, Samples: 5, UpdatedAt: now},                      // not a usable relay
 	}
-	got := relayPairs(pairs, usable, now)
+	got, notes := relayPairs(pairs, usable, ownRTTs(pairs), now)
+	if len(notes) != 0 {
+		t.Fatalf("notes %q, want none", notes)
+	}
 	if len(got) != 2 {
 		t.Fatalf("pairs %+v, want a-b and b-c", got)
 	}
@@ -57,5 +61,67 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 func TestWindowOfRmem(t *testing.T) {
 	if w := WindowOfRmem(262144); w < 150_000 || w > 165_000 {
 		t.Fatalf("256 KiB tcp_rmem: window %d, want ~158 KB (split.md's direct rate)", w)
+	}
+}
+
+func TestTriangleFloorIsTheMedian(t *testing.T) {
+	if _, ok := triangleFloor(nil); ok {
+		t.Fatal("a floor without witnesses")
+	}
+	ws := []witness{
+		{name: "w1", toClaimantMs: 10, toTargetMs: 100},  // floor 40
+		{name: "w2", toClaimantMs: 20, toTargetMs: 100},  // floor 30
+		{name: "liar", toClaimantMs: 1, toTargetMs: 1e6}, // floor ~5e5: outvoted
+	}
+	if f, ok := triangleFloor(ws); !ok || f != 40 {
+		t.Fatalf("floor %v %v, want the median 40", f, ok)
+	}
+	if f, _ := triangleFloor([]witness{{toClaimantMs: 80, toTargetMs: 100}}); f != 0 {
+		t.Fatalf("a witness farther from the claimant than half its path: floor %v, want 0", f)
+	}
+}
+
+// A relay that claims to be next to everything is not believed where the
+// relays around it measured otherwise; honest measurements pass, and a
+// probed measurement of the same pair by the other end wins over the
+// claim's floor.
+func TestRelayPairsTriangle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	usable := map[string]registry.Relay{"liar": {}, "a": {}, "b": {}, "c": {}}
+	m := func(from, to string, ms float64) registry.Pair {
+		return registry.Pair{From: from, To: to, RTTMs: ms, Samples: 5, UpdatedAt: now}
+	}
+	// a, b and c are 200 ms apart; a and c see the liar at 10 ms, so
+	// through it b is at least 200/2 - 10 = 90 ms away for both.
+	pairs := []registry.Pair{
+		m("a", "b", 200), m("a", "c", 200), m("c", "b", 200),
+		m("a", "liar", 10), m("c", "liar", 10),
+		m("liar", "b", 1),  // the lie
+		m("liar", "a", 11), // honest
+	}
+	pairOf := func(got []planner.Pair, x, y string) planner.Pair {
+		for _, p := range got {
+			if (p.A == x && p.B == y) || (p.A == y && p.B == x) {
+				return p
+			}
+		}
+		t.Fatalf("no pair %s-%s in %+v", x, y, got)
+		return planner.Pair{}
+	}
+	got, notes := relayPairs(pairs, usable, ownRTTs(pairs), now)
+	if p := pairOf(got, "liar", "b"); !p.Estimated || p.RTTMs != 90 {
+		t.Fatalf("liar-b: %+v, want the witnesses' floor 90 ms, estimated", p)
+	}
+	if p := pairOf(got, "a", "liar"); p.Estimated || p.RTTMs < 10 || p.RTTMs > 11 {
+		t.Fatalf("a-liar (honest): %+v", p)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "liar -> b: liar claims 1.00 ms") || !strings.Contains(notes[0], "a, c") {
+		t.Fatalf("notes %q", notes)
+	}
+	// b's own measurement of the liar counts before the floor.
+	pairs = append(pairs, m("b", "liar", 150))
+	got, _ = relayPairs(pairs, usable, ownRTTs(pairs), now)
+	if p := pairOf(got, "liar", "b"); p.Estimated || p.RTTMs != 150 {
+		t.Fatalf("liar-b with b's measurement: %+v, want b's 150 ms", p)
 	}
 }

@@ -1,0 +1,86 @@
+package survey
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A relay reports its own RTTs: to the destination (its /v1/probe answer)
+// and to its peers (its measurements). A relay that lies low pulls every
+// plan through itself. What it claims is checked against what other
+// relays measured, by the triangle: a witness W that measured W→X and
+// W→T bounds X→T from below, X→T ≥ W→T − W→X, unless the path through X
+// is a detour shorter than W's own path to T. Such detours are real (they
+// are why relays pay), but rarely shorter than half the path they avoid;
+// so a claim is not believed when, for most witnesses, it would make X a
+// detour that more than halves theirs:
+//
+//	W→X + claim < W→T / detourAllowance
+//
+// The median of the witnesses' floors decides, so that one lying witness
+// can neither condemn an honest relay nor clear a liar.
+
+// detourAllowance is how many times shorter than a witness's own path a
+// detour through the claimant may be before the claim is not believed.
+const detourAllowance = 2.0
+
+// witness is one relay's own measurements: to the claimant and to the
+// claim's target, milliseconds.
+type witness struct {
+	name                     string
+	toClaimantMs, toTargetMs float64
+}
+
+// triangleFloor returns the least RTT from a claimant to a target that the
+// witnesses allow (the median of their floors W→T/allowance − W→X), and
+// whether there is any witness. A claim below the floor is not believed.
+func triangleFloor(ws []witness) (floorMs float64, ok bool) {
+	var floors []float64
+	for _, w := range ws {
+		if w.toClaimantMs > 0 && w.toTargetMs > 0 {
+			floors = append(floors, max(w.toTargetMs/detourAllowance-w.toClaimantMs, 0))
+		}
+	}
+	if len(floors) == 0 {
+		return 0, false
+	}
+	slices.Sort(floors)
+	n := len(floors)
+	if n%2 == 1 {
+		return floors[n/2], true
+	}
+	return (floors[n/2-1] + floors[n/2]) / 2, true
+}
+
+// implausible is a claim the triangle check did not believe, and the floor
+// that replaces it (marked estimated in the matrix).
+type implausible struct {
+	from, to         string
+	claimMs, floorMs float64
+	witnesses        []string
+}
+
+func (c implausible) note() string {
+	return fmt.Sprintf("%s -> %s: %s claims %.2f ms, but what %s measured allows no less than %.2f ms (a detour more than %.0fx shorter than their own path); using %.2f ms, marked estimated",
+		c.from, c.to, c.from, c.claimMs, strings.Join(c.witnesses, ", "), c.floorMs, detourAllowance, c.floorMs)
+}
+
+// checkClaim returns the claim checked against the witnesses (never the
+// claimant or the target themselves).
+func checkClaim(from, to string, claimMs float64, ws []witness) (implausible, bool) {
+	var others []witness
+	var names []string
+	for _, w := range ws {
+		if w.name != from && w.name != to && w.toClaimantMs > 0 && w.toTargetMs > 0 {
+			others = append(others, w)
+			names = append(names, w.name)
+		}
+	}
+	slices.Sort(names)
+	floor, ok := triangleFloor(others)
+	if !ok || claimMs >= floor {
+		return implausible{}, false
+	}
+	return implausible{from: from, to: to, claimMs: claimMs, floorMs: floor, witnesses: names}, true
+}

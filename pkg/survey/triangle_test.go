@@ -1,0 +1,91 @@
+package survey
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+)
+
+// fixedRegistry is a registry that only lists.
+type fixedRegistry struct {
+	relays []registry.Relay
+	pairs  []registry.Pair
+}
+
+func (f fixedRegistry) Relays(context.Context) ([]registry.Relay, error) { return f.relays, nil }
+func (f fixedRegistry) Pairs(context.Context) ([]registry.Pair, error)   { return f.pairs, nil }
+func (f fixedRegistry) Publish(context.Context, string, []registry.Pair) error {
+	return nil
+}
+func (f fixedRegistry) Watch(context.Context) <-chan struct{} { return nil }
+
+// claimingAdmin is a relay's admin API that answers /v1/info and a
+// /v1/probe claiming rttMs to any target.
+func claimingAdmin(t *testing.T, rttMs float64) string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/info":
+			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000}}`))
+		case "/v1/probe":
+			_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 3, MedianMs: rttMs, MinMs: rttMs}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// A relay answering /v1/probe with 1 ms to a destination this host and two
+// other relays see 190-200 ms away (and the liar 5-10 ms from them) is not
+// believed: its segment gets the witnesses' floor, estimated, and a note.
+// The honest relays' claims pass.
+func TestSurveyDoubtsDestinationClaim(t *testing.T) {
+	now := time.Now()
+	liar, a, c := claimingAdmin(t, 1), claimingAdmin(t, 190), claimingAdmin(t, 190)
+	reg := fixedRegistry{
+		relays: []registry.Relay{
+			{Name: "liar", Admin: liar, Relay: "x:1", Healthy: true},
+			{Name: "a", Admin: a, Relay: "x:2", Healthy: true},
+			{Name: "c", Admin: c, Relay: "x:3", Healthy: true},
+		},
+		pairs: []registry.Pair{
+			{From: "a", To: "liar", RTTMs: 5, Samples: 5, UpdatedAt: now},
+			{From: "c", To: "liar", RTTMs: 5, Samples: 5, UpdatedAt: now},
+		},
+	}
+	here := map[string]time.Duration{liar: 10 * time.Millisecond, a: 10 * time.Millisecond, c: 10 * time.Millisecond,
+		"dst.example:443": 200 * time.Millisecond}
+	sv := Survey{Reg: reg, ClientWindowBytes: 160000, Count: 1,
+		Measure: func(_ context.Context, addr string) (time.Duration, error) { return here[addr], nil }}
+	res, err := sv.Run(context.Background(), "dst.example:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Matrix.Pairs {
+		if p.B != "dst.example:443" {
+			continue
+		}
+		switch p.A {
+		case "liar":
+			// Floors: here 200/2-10, a and c 190/2-5: median 90.
+			if !p.Estimated || p.RTTMs != 90 {
+				t.Errorf("liar -> dst: %+v, want 90 ms estimated", p)
+			}
+		case "a", "c":
+			if p.Estimated || p.RTTMs != 190 {
+				t.Errorf("%s -> dst: %+v, want its 190 ms", p.A, p)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "liar -> dst.example:443: liar claims 1.00 ms, but what a, c, client measured") {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
