@@ -410,7 +410,7 @@ The traffic comes from the destination's traffic source: with a region or
 relay name, that relay's admin API (/v1/traffic/, with the admin token);
 with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 /upload; ` + "`relayctl lab`" + ` servers run one on port 8000).`,
-		Example: `  relayctl lab run world -- relayctl bench --dst tokyo
+		Example: `  sudo relayctl lab run -t configs/lab/world.yaml -- relayctl bench --dst tokyo
   relayctl bench --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo --streams 4 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -442,8 +442,10 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 					run.down = true
 				case "up":
 					run.up = true
+				case "both":
+					run.down, run.up = true, true
 				default:
-					return fmt.Errorf("--transfers %q: want down, up or down,up", t)
+					return fmt.Errorf("--transfers %q: want down, up or both", t)
 				}
 			}
 			if p.Target.Relay != "" {
@@ -452,7 +454,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 					return err
 				}
 			}
-			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) {
+			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) && os.Getenv("TERM") != "dumb" {
 				run.progress = cmd.ErrOrStderr()
 			}
 			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.target, Streams: streams}
@@ -492,9 +494,14 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				}
 			}
 			if f.reg.output == "json" {
-				return writeJSONTo(cmd.OutOrStdout(), out)
+				if err := writeJSONTo(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+			} else {
+				printBench(cmd.OutOrStdout(), &out, p)
 			}
-			printBench(cmd.OutOrStdout(), &out, p)
+			// Failed transfers fail the command in either form (the JSON
+			// holds the errors too), so that a script sees them.
 			if errs := append(pathErrors(out.Direct), pathErrors(out.Chain)...); len(errs) > 0 {
 				return fmt.Errorf("%d transfer(s) failed: %s", len(errs), strings.Join(errs, "; "))
 			}

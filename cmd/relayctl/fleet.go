@@ -40,6 +40,18 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $RELAYMESH_CONSUL, which a lab with --registry consul sets, when there is no fleet file)")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	// Checked before anything is read from the network.
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if f.output != "table" && f.output != "json" {
+			return fmt.Errorf("--output %q: want table or json", f.output)
+		}
+		if prev != nil {
+			return prev(cmd, args)
+		}
+		return nil
+	}
 	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+lab.EnvFleetSecretFile+", which lab commands set)")
 	cmd.Flags().StringVar(&f.transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+lab.EnvTransport+", which lab commands set, else tls)")
 }
@@ -244,7 +256,7 @@ whether it is estimated (a prior, not a probe) and its age.`,
 				return fmt.Errorf("--output %q: want table or json", f.output)
 			}
 			relays, _ := reg.Relays(cmd.Context())
-			printMatrix(cmd.OutOrStdout(), relays, pairs, now, isTerminal(cmd.OutOrStdout()))
+			printMatrix(cmd.OutOrStdout(), relays, pairs, now, colour(cmd.OutOrStdout()))
 			return nil
 		},
 	}
@@ -329,6 +341,12 @@ func colourRTT(p registry.Pair, cell string) string {
 
 // paint wraps s in an SGR colour code (two digits) and a reset.
 func paint(code, s string) string { return "\x1b[" + code + "m" + s + "\x1b[0m" }
+
+// colour says whether to colour output to w: a terminal, unless
+// $NO_COLOR is set (https://no-color.org) or $TERM is dumb.
+func colour(w io.Writer) bool {
+	return isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

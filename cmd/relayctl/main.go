@@ -12,19 +12,7 @@ import (
 )
 
 func main() {
-	root := &cobra.Command{
-		Use:           "relayctl",
-		Short:         "Plan, use and measure relaymesh relay chains",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
-	})
-	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), benchCmd(), pacCmd(), caCmd())
-	if err := root.Execute(); err != nil {
+	if err := rootCmd().Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code) // a command run in the lab: its own exit code
@@ -32,4 +20,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "relayctl:", err)
 		os.Exit(1)
 	}
+}
+
+// rootCmd is relayctl with every command.
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "relayctl",
+		Short:         "Plan, use and measure relaymesh relay chains",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildinfo.Version(), // --version
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
+	})
+	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), benchCmd(), pacCmd(), caCmd())
+	return root
 }
