@@ -42,6 +42,50 @@ SOCKS5/HTTP proxy such as dante or squid).`,
 	return root
 }
 
+// flagOverlay is how each run flag that mirrors a config key applies f's
+// value (the flag targets) to cfg (the file's settings); a flag applies
+// only when given. Every flag of run is here or in flagsApart
+// (TestEveryFlagApplies), so none is silently ignored.
+func flagOverlay(f, cfg *relay.Config) map[string]func() {
+	return map[string]func(){
+		"socks":             func() { cfg.SOCKS = f.SOCKS },
+		"http":              func() { cfg.HTTP = f.HTTP },
+		"admin":             func() { cfg.Admin = f.Admin },
+		"admin-token":       func() { cfg.AdminToken = f.AdminToken },
+		"relay-listen":      func() { cfg.Relay = f.Relay },
+		"fleet-secret-file": func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" },
+		"transport":         func() { cfg.Transport = f.Transport },
+		"next":              func() { cfg.Next = f.Next },
+		"allow-private":     func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate },
+		"allow":             func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) },
+		"deny":              func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) },
+		"open":              func() { cfg.Open = f.Open },
+		"name":              func() { cfg.Name = f.Name },
+		"region":            func() { cfg.Region = f.Region },
+		"credentials":       func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile },
+		"max-conns":         func() { cfg.Limits.MaxConns = f.Limits.MaxConns },
+		"max-relay-conns":   func() { cfg.Limits.MaxRelayConns = f.Limits.MaxRelayConns },
+		"handshake-timeout": func() { cfg.Limits.HandshakeTimeout = f.Limits.HandshakeTimeout },
+		"dial-timeout":      func() { cfg.Limits.DialTimeout = f.Limits.DialTimeout },
+		"idle-timeout":      func() { cfg.Limits.IdleTimeout = f.Limits.IdleTimeout },
+		"drain-timeout":     func() { cfg.Limits.DrainTimeout = f.Limits.DrainTimeout },
+		"shutdown-grace":    func() { cfg.Limits.ShutdownGrace = f.Limits.ShutdownGrace },
+		"pool-max-idle":     func() { cfg.Pool.MaxIdle = f.Pool.MaxIdle },
+		"pool-idle-timeout": func() { cfg.Pool.IdleTimeout = f.Pool.IdleTimeout },
+		"relay-congestion":  func() { cfg.RelaySocket.Congestion = f.RelaySocket.Congestion },
+		"routing":           func() { cfg.Routing = f.Routing },
+		"log-level":         func() { cfg.Log.Level = f.Log.Level },
+		"log-format":        func() { cfg.Log.Format = f.Log.Format },
+		"fleet":             func() { cfg.Fleet = f.Fleet },
+		"consul":            func() { cfg.Consul.Addr = f.Consul.Addr },
+		"consul-token":      func() { cfg.Consul.Token = f.Consul.Token },
+	}
+}
+
+// flagsApart are run's flags that are not a config key's overlay: the file
+// itself, and client credentials, which become auth.users.
+var flagsApart = []string{"config", "user", "password", "help"}
+
 func runCmd() *cobra.Command {
 	var configPath, password string
 	var f relay.Config // flag targets; applied over the file only when set
@@ -85,42 +129,11 @@ refused, checked on the resolved IP at connect time (--allow-private or
 				}
 			}
 			fl := cmd.Flags()
-			set := func(name string, apply func()) {
+			for name, apply := range flagOverlay(&f, &cfg) {
 				if fl.Changed(name) {
 					apply()
 				}
 			}
-			set("socks", func() { cfg.SOCKS = f.SOCKS })
-			set("http", func() { cfg.HTTP = f.HTTP })
-			set("admin", func() { cfg.Admin = f.Admin })
-			set("admin-token", func() { cfg.AdminToken = f.AdminToken })
-			set("relay-listen", func() { cfg.Relay = f.Relay })
-			set("fleet-secret-file", func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" })
-			set("transport", func() { cfg.Transport = f.Transport })
-			set("next", func() { cfg.Next = f.Next })
-			set("allow-private", func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate })
-			set("allow", func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) })
-			set("deny", func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) })
-			set("open", func() { cfg.Open = f.Open })
-			set("name", func() { cfg.Name = f.Name })
-			set("region", func() { cfg.Region = f.Region })
-			set("credentials", func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile })
-			set("max-conns", func() { cfg.Limits.MaxConns = f.Limits.MaxConns })
-			set("max-relay-conns", func() { cfg.Limits.MaxRelayConns = f.Limits.MaxRelayConns })
-			set("handshake-timeout", func() { cfg.Limits.HandshakeTimeout = f.Limits.HandshakeTimeout })
-			set("dial-timeout", func() { cfg.Limits.DialTimeout = f.Limits.DialTimeout })
-			set("idle-timeout", func() { cfg.Limits.IdleTimeout = f.Limits.IdleTimeout })
-			set("drain-timeout", func() { cfg.Limits.DrainTimeout = f.Limits.DrainTimeout })
-			set("shutdown-grace", func() { cfg.Limits.ShutdownGrace = f.Limits.ShutdownGrace })
-			set("pool-max-idle", func() { cfg.Pool.MaxIdle = f.Pool.MaxIdle })
-			set("pool-idle-timeout", func() { cfg.Pool.IdleTimeout = f.Pool.IdleTimeout })
-			set("relay-congestion", func() { cfg.RelaySocket.Congestion = f.RelaySocket.Congestion })
-			set("routing", func() { cfg.Routing = f.Routing })
-			set("log-level", func() { cfg.Log.Level = f.Log.Level })
-			set("log-format", func() { cfg.Log.Format = f.Log.Format })
-			set("fleet", func() { cfg.Fleet = f.Fleet })
-			set("consul", func() { cfg.Consul.Addr = f.Consul.Addr })
-			set("consul-token", func() { cfg.Consul.Token = f.Consul.Token })
 			if cfg.Consul.Addr != "" && cfg.Consul.Token == "" {
 				// The Consul CLI's variable; a flag would show in ps.
 				cfg.Consul.Token = os.Getenv("CONSUL_HTTP_TOKEN")

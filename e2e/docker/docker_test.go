@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/traffic"
+	"github.com/relaymesh/relaymesh/pkg/traffic/traffictest"
 )
 
 const (
@@ -243,7 +244,7 @@ func TestDockerFleet(t *testing.T) {
 	socks := f.ip("client", "front") + ":1080"
 	const size = 4 << 20
 	download := func(timeout time.Duration) error {
-		_, got, err := traffic.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://%s/bytes/%d", srvAddr, size), timeout)
+		_, got, err := traffictest.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://%s/bytes/%d", srvAddr, size), timeout)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
+	"github.com/relaymesh/relaymesh/pkg/traffic/traffictest"
 )
 
 // The chaos client runs inside the lab's client node: this test binary,
@@ -95,7 +96,7 @@ func chaosClient() int {
 }
 
 func chaosDownload(socks string) (int64, string, error) {
-	return traffic.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://server:%d/bytes/%d", lab.TrafficPort, chaosSize), 30*time.Second)
+	return traffictest.GetViaSOCKS5(context.Background(), socks, fmt.Sprintf("http://server:%d/bytes/%d", lab.TrafficPort, chaosSize), 30*time.Second)
 }
 
 // TestLabChaos is the chaos run of docs/reliability.md (in this file so that it runs

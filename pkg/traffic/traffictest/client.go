@@ -1,4 +1,7 @@
-package traffic
+// Package traffictest is a client of the traffic service for tests: kept
+// out of package traffic so that relayd, which serves the traffic source,
+// does not carry a SOCKS5 client.
+package traffictest
 
 import (
 	"context"
