@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -99,6 +100,9 @@ for the shutdown grace period, and exit 0.
 Settings come from --config (YAML; see configs/relayd.example.yaml for every key
 and its default), and flags given on the command line override the file.
 
+With $RELAYD_CPU_PROFILE=PATH set, relayd writes a Go CPU profile to PATH.PID
+from start to exit (go tool pprof relayd PATH.PID).
+
 Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
 refuses to start without credentials unless --open is given; destinations in
 loopback, private, link-local (cloud metadata), CGNAT and unspecified ranges are
@@ -159,6 +163,18 @@ refused, checked on the resolved IP at connect time (--allow-private or
 				return err
 			}
 			defer log.Sync() //nolint:errcheck
+			// For finding where a relay's CPU goes (go tool pprof relayd
+			// PATH.PID): one file per process, as a bench runs several.
+			if path := os.Getenv("RELAYD_CPU_PROFILE"); path != "" {
+				pf, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer func() { pprof.StopCPUProfile(); pf.Close() }()
+			}
 			srv, err := relay.New(cfg, log.Named("relayd"))
 			if err != nil {
 				return err
