@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -142,10 +143,16 @@ func fromLoopback(remoteAddr string) bool {
 }
 
 // adminClient reaches peers' admin APIs as this relay's links do: HTTPS
-// verified against the fleet CA when links are TLS, else plain HTTP.
+// verified against the fleet CA when links are TLS, else plain HTTP. Every
+// caller shares one client's connections (made once, in New).
 func (s *Server) adminClient(timeout time.Duration) *registry.AdminClient {
-	if s.link != nil {
-		return registry.NewAdminClient(timeout, s.link.AdminClientConfig())
+	return s.admin.WithTimeout(timeout)
+}
+
+// newAdminClient is the client adminClient shares.
+func newAdminClient(link *linktls.Identity) *registry.AdminClient {
+	if link != nil {
+		return registry.NewAdminClient(0, link.AdminClientConfig())
 	}
-	return registry.NewAdminClient(timeout, nil)
+	return registry.NewAdminClient(0, nil)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
+	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/socks5"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
@@ -61,8 +62,9 @@ type Server struct {
 	// link is this relay's TLS identity for relay links; nil with
 	// transport: plain or without a fleet secret.
 	link   *linktls.Identity
-	replay *route.ReplayGuard // remembers route header nonces (relay listener)
-	warm   *pool.Pool         // warm conns to peer relays; nil when pool.max_idle is 0
+	admin  *registry.AdminClient // peers' admin APIs (adminClient)
+	replay *route.ReplayGuard    // remembers route header nonces (relay listener)
+	warm   *pool.Pool            // warm conns to peer relays; nil when pool.max_idle is 0
 	// waiting holds relay-listener conns still waiting for their first
 	// header byte (a peer's warm pool): shutdown closes them at once.
 	waiting  map[net.Conn]struct{}
@@ -148,6 +150,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 			log.Warn("transport: plain: relay links carry route headers and payload in clear text and anyone on the path can read and inject; use only on a network you trust")
 		}
 	}
+	s.admin = newAdminClient(s.link)
 	if cfg.Pool.MaxIdle > 0 && secret != nil {
 		hop := s.headerHopDialer()
 		s.warm = &pool.Pool{

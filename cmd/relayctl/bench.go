@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -135,9 +135,11 @@ func (b *benchRun) request(ctx context.Context, method, path string, body io.Rea
 	if err != nil {
 		return nil, err
 	}
-	if peer, ok := linktls.AdminPeer(resp.TLS); scheme == "https" && (!ok || peer.Name != b.relay) {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s is relay %q, not %q", b.target, peer.Name, b.relay)
+	if scheme == "https" {
+		if err := registry.CheckAdminPeer(resp, b.relay); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

@@ -195,8 +195,6 @@ the newest RTT measurement the relay made.`,
 			}
 			if f.output == "json" {
 				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"relays": rows})
-			} else if f.output != "table" {
-				return fmt.Errorf("--output %q: want table or json", f.output)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE")
@@ -252,8 +250,6 @@ whether it is estimated (a prior, not a probe) and its age.`,
 					out = append(out, outPair{Pair: p, AgeS: math.Round(p.Age(now).Seconds()*10) / 10, Stale: p.Age(now) > staleAfter})
 				}
 				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"pairs": out})
-			} else if f.output != "table" {
-				return fmt.Errorf("--output %q: want table or json", f.output)
 			}
 			relays, _ := reg.Relays(cmd.Context())
 			printMatrix(cmd.OutOrStdout(), relays, pairs, now, colour(cmd.OutOrStdout()))

@@ -217,18 +217,17 @@ func (p *planned) json() planJSON {
 	return out
 }
 
+// print writes the plan as json, or as the table (registryFlags checked
+// --output before anything ran).
 func (p *planned) print(w io.Writer, output string) error {
-	switch output {
-	case "json":
+	if output == "json" {
 		return writeJSONTo(w, p.json())
-	case "table", "":
-		fmt.Fprint(w, planner.Explain(p.Result))
-		for _, n := range p.Notes {
-			fmt.Fprintf(w, "note: %s\n", n)
-		}
-		return nil
 	}
-	return fmt.Errorf("--output %q: want table or json", output)
+	fmt.Fprint(w, planner.Explain(p.Result))
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
 }
 
 func planCmd() *cobra.Command {
