@@ -40,7 +40,6 @@ import (
 	"math/big"
 	"net"
 	"regexp"
-	"sync/atomic"
 	"time"
 )
 
@@ -324,7 +323,7 @@ func AdminPeer(cs *tls.ConnectionState) (Peer, bool) {
 // PeerOf returns whom a handshaken link's certificate names (verified in
 // the handshake). ok is false for a conn that is not a finished TLS link.
 func PeerOf(c net.Conn) (Peer, bool) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := c.(*Conn)
 	if !ok {
 		return Peer{}, false
 	}
@@ -340,7 +339,7 @@ func PeerOf(c net.Conn) (Peer, bool) {
 // alike and nobody else can. nil for a conn that is not TLS (plain
 // transport: no binding).
 func Binding(c net.Conn) ([]byte, error) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := c.(*Conn)
 	if !ok {
 		return nil, nil
 	}
@@ -366,20 +365,20 @@ func (id *Identity) Client(ctx context.Context, raw net.Conn, want string) (net.
 // Server runs the server side of the TLS handshake on raw, a connection
 // accepted on a relay listener, within ctx (the caller sets raw's deadline).
 // It owns raw: closed on failure.
-func (id *Identity) Server(ctx context.Context, raw net.Conn) (*tls.Conn, error) {
+func (id *Identity) Server(ctx context.Context, raw net.Conn) (*Conn, error) {
 	return handshake(ctx, raw, func(c net.Conn) *tls.Conn { return tls.Server(c, id.ServerConfig()) })
 }
 
 // handshake runs side's handshake over raw, written in small pieces.
-func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn) (*tls.Conn, error) {
-	sc := &smallFirst{Conn: raw}
-	tc := side(sc)
+func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn) (*Conn, error) {
+	rc := &rawConn{Conn: raw}
+	tc := side(rc)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, err
 	}
-	sc.done.Store(true)
-	return tc, nil
+	rc.handshaken.Store(true)
+	return &Conn{Conn: tc, raw: rc}, nil
 }
 
 // handshakeSegmentBytes bounds each write of the handshake. Why: Linux
@@ -396,20 +395,12 @@ func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn)
 // plain link.
 const handshakeSegmentBytes = 512
 
-// smallFirst writes in pieces of at most handshakeSegmentBytes (each its own
-// segment: Go sets TCP_NODELAY) until done, then passes writes through.
-type smallFirst struct {
-	net.Conn
-	done atomic.Bool
-}
-
-func (c *smallFirst) Write(p []byte) (int, error) {
-	if c.done.Load() {
-		return c.Conn.Write(p)
-	}
+// smallHandshake writes p to c in pieces of at most handshakeSegmentBytes
+// (each its own segment: Go sets TCP_NODELAY).
+func smallHandshake(c net.Conn, p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		m, err := c.Conn.Write(p[n:min(len(p), n+handshakeSegmentBytes)])
+		m, err := c.Write(p[n:min(len(p), n+handshakeSegmentBytes)])
 		n += m
 		if err != nil {
 			return n, err
@@ -417,9 +408,6 @@ func (c *smallFirst) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
-// NetConn is the conn underneath (the pool peeks at its socket).
-func (c *smallFirst) NetConn() net.Conn { return c.Conn }
 
 // HandshakeError is a failed TLS handshake toward a relay: the peer is not
 // a member of this fleet, or not a relay listener speaking TLS.

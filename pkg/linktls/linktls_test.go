@@ -32,7 +32,7 @@ func (a *trustAll) Client(ctx context.Context, raw net.Conn, _ string) (net.Conn
 	return tc, tc.HandshakeContext(ctx)
 }
 
-func link(t *testing.T, cli dialer, srv *Identity, want string) (client net.Conn, server *tls.Conn, cerr, serr error) {
+func link(t *testing.T, cli dialer, srv *Identity, want string) (client net.Conn, server *Conn, cerr, serr error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,9 +47,8 @@ func link(t *testing.T, cli dialer, srv *Identity, want string) (client net.Conn
 			serr = err
 			return
 		}
-		server = tls.Server(c, srv.ServerConfig())
-		_ = server.SetDeadline(time.Now().Add(5 * time.Second))
-		serr = server.Handshake()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		server, serr = srv.Server(context.Background(), c)
 		if serr == nil {
 			// TLS 1.3: the client is done before the server checked its
 			// certificate; a read makes a rejection reach the client.
@@ -104,7 +103,7 @@ func TestSameFleetLinksAndNamesEachOther(t *testing.T) {
 	if p, ok := PeerOf(c); !ok || p != (Peer{Name: "r2", Role: RoleRelay}) {
 		t.Errorf("client sees %+v %v, want relay r2", p, ok)
 	}
-	if v := c.(*tls.Conn).ConnectionState().Version; v != tls.VersionTLS13 {
+	if v := c.(*Conn).ConnectionState().Version; v != tls.VersionTLS13 {
 		t.Errorf("version %x, want TLS 1.3", v)
 	}
 	bc, err := Binding(c)

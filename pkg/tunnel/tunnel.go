@@ -155,10 +155,13 @@ func closeBoth(a, b net.Conn) {
 }
 
 // activity returns a function telling how long ago c last received data, and
-// the conn to read from (c itself for TCP; a timestamping wrapper otherwise,
-// which costs nothing since only TCP↔TCP can splice anyway).
+// the conn to read from. For TCP, and for a conn layered over TCP that says so
+// with NetConn (a TLS relay link), the kernel's TCP_INFO tells, and c is read
+// as is: a wrapper would hide the io.WriterTo and io.ReaderFrom that let
+// io.Copy splice or batch. Any other conn is read through a timestamping
+// wrapper.
 func activity(c net.Conn) (func() time.Duration, net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := tcpUnder(c); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			return func() time.Duration { return lastRecv(rc) }, c
 		}
@@ -166,6 +169,20 @@ func activity(c net.Conn) (func() time.Duration, net.Conn) {
 	s := &stamped{Conn: c}
 	s.last.Store(time.Now().UnixNano())
 	return func() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }, s
+}
+
+// tcpUnder finds the TCP conn c is or is layered over.
+func tcpUnder(c net.Conn) (*net.TCPConn, bool) {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v, true
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil, false
+		}
+	}
 }
 
 // lastRecv reads tcpi_last_data_recv (milliseconds) from the kernel.

@@ -158,3 +158,34 @@ func TestIdleBothStuckWriting(t *testing.T) {
 		t.Fatal("tunnel stuck writing both ways was not closed")
 	}
 }
+
+// layered is a conn over a TCP conn that names it, as a TLS relay link does.
+type layered struct{ net.Conn }
+
+func (l layered) NetConn() net.Conn { return l.Conn }
+
+// A conn layered over TCP is watched through the socket's TCP_INFO and read
+// as is, so io.Copy still finds its io.WriterTo; only a conn with no socket
+// under it gets the timestamping wrapper.
+func TestActivityReadsLayeredConnsAsIs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := layered{c}
+	if _, got := activity(l); got != net.Conn(l) {
+		t.Errorf("a conn over TCP was wrapped in %T", got)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, got := activity(layered{a}); got == net.Conn(layered{a}) {
+		t.Error("a conn with no socket under it was not wrapped: its idle time would be unknown")
+	}
+}

@@ -1,0 +1,278 @@
+package linktls
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is a relay link: a TLS 1.3 connection that moves bulk data in
+// batches. crypto/tls hands out one record (at most 16 KiB of plaintext) per
+// Read and makes one socket write per record, so a tunnel over it costs two
+// system calls per 16 KiB where a plain tunnel splices. Conn gathers up to
+// batchBytes of plaintext per Read when the records are already here, and
+// sends all the records of one Write in one socket write. Fewer, larger
+// writes also mean fewer, larger packets through the stack on both ends.
+// It is what Client and Server return; the tunnel uses WriteTo and ReadFrom.
+type Conn struct {
+	*tls.Conn
+	raw *rawConn
+}
+
+// batchBytes is the most plaintext gathered into one write: four full
+// records, which fills one loopback GSO packet and is the size of a TCP
+// socket's default write chunk.
+const batchBytes = 64 << 10
+
+// readAheadBytes is the most one socket read takes: a batch of records
+// with their headers and tags, and the start of the next.
+const readAheadBytes = batchBytes + 4<<10
+
+var readPool = sync.Pool{New: func() any { b := make([]byte, readAheadBytes); return &b }}
+
+var batchPool = sync.Pool{New: func() any { b := make([]byte, batchBytes); return &b }}
+
+// errWouldBlock ends a batch: the next record is not here yet. It is a
+// temporary net.Error, which crypto/tls treats as retryable: the record
+// layer keeps what it has read and the next Read carries on.
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "linktls: no complete record buffered" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+// Write sends p's records a batch (batchBytes of plaintext) per socket
+// write.
+func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) <= maxPlaintext {
+		return c.Conn.Write(p) // one record: one write anyway
+	}
+	n := 0
+	for n < len(p) {
+		c.raw.cork()
+		m, err := c.Conn.Write(p[n:min(len(p), n+batchBytes)])
+		n += m
+		if ferr := c.raw.flush(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// maxPlaintext is TLS's largest record payload.
+const maxPlaintext = 16 << 10
+
+// WriteTo copies the link's plaintext to w until EOF, each write a batch of
+// the records that had arrived (io.Copy uses it).
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	bp := batchPool.Get().(*[]byte)
+	defer batchPool.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, err := c.Conn.Read(buf)
+		if err == nil {
+			// More records already read off the socket: add them
+			// without waiting for the network.
+			c.raw.nonblock.Store(true)
+			for n < len(buf) {
+				m, rerr := c.Conn.Read(buf[n:])
+				n += m
+				if rerr != nil {
+					if !errors.Is(rerr, errWouldBlock) {
+						err = rerr
+					}
+					break
+				}
+			}
+			c.raw.nonblock.Store(false)
+		}
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return total, nil
+		case err != nil:
+			return total, err
+		}
+	}
+}
+
+// ReadFrom copies r to the link until EOF, a batch per read (io.Copy uses
+// it, also through *net.TCPConn's WriteTo when it cannot splice).
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	bp := batchPool.Get().(*[]byte)
+	defer batchPool.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			m, werr := c.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return total, nil
+		case err != nil:
+			return total, err
+		}
+	}
+}
+
+// NetConn is the connection under the record layer's buffering (the pool
+// peeks at its socket).
+func (c *Conn) NetConn() net.Conn { return c.raw.Conn }
+
+// rawConn sits between crypto/tls and the socket. It writes the handshake
+// in small pieces (smallHandshake), ends a batch of reads where the socket
+// would have to be read, and holds the records of one Write while corked.
+type rawConn struct {
+	net.Conn
+	handshaken atomic.Bool
+	// nonblock makes Read return errWouldBlock instead of reading the
+	// socket: set only by Conn.WriteTo, the link's one reader, around its
+	// batch reads.
+	nonblock atomic.Bool
+	rbuf     *[]byte // read ahead, from readPool: unread bytes are rbuf[roff:rend]
+	roff     int
+	rend     int
+
+	wmu    sync.Mutex // orders socket writes and guards the fields below
+	corked bool
+	wbuf   *[]byte // from wbufPool while corked
+}
+
+// wbufPool holds cork buffers: a batch's records with their headers and
+// tags.
+var wbufPool = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+1024); return &b }}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	if c.roff == c.rend {
+		if c.nonblock.Load() {
+			return 0, errWouldBlock
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*c.rbuf)[c.roff:c.rend])
+	c.roff += n
+	if c.roff == c.rend {
+		readPool.Put(c.rbuf)
+		c.rbuf = nil
+	}
+	return n, nil
+}
+
+// fill reads what the socket holds, up to readAheadBytes, into a pooled
+// buffer taken only once there is data: a link waiting for data (an idle
+// tunnel, a pooled conn) holds no buffer.
+func (c *rawConn) fill() error {
+	sc, ok := c.Conn.(syscall.Conn)
+	var rc syscall.RawConn
+	var err error
+	if ok {
+		rc, err = sc.SyscallConn()
+	}
+	if !ok || err != nil { // not a socket (tests): read ahead all the same
+		b := readPool.Get().(*[]byte)
+		n, err := c.Conn.Read(*b)
+		if n == 0 {
+			readPool.Put(b)
+			return err
+		}
+		c.rbuf, c.roff, c.rend = b, 0, n
+		return nil
+	}
+	var n int
+	var rerr error
+	var b *[]byte
+	err = rc.Read(func(fd uintptr) bool {
+		b = readPool.Get().(*[]byte)
+		for {
+			n, rerr = unix.Read(int(fd), *b)
+			if rerr != unix.EINTR {
+				break
+			}
+		}
+		if rerr == unix.EAGAIN {
+			readPool.Put(b)
+			b = nil
+			return false // wait for data
+		}
+		return true
+	})
+	switch {
+	case err == nil && rerr != nil:
+		err = os.NewSyscallError("read", rerr)
+	case err == nil && n == 0:
+		readPool.Put(b)
+		return io.EOF
+	}
+	if err != nil {
+		if b != nil {
+			readPool.Put(b)
+		}
+		return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	c.rbuf, c.roff, c.rend = b, 0, n
+	return nil
+}
+
+func (c *rawConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	switch {
+	case c.corked:
+		*c.wbuf = append(*c.wbuf, p...)
+		return len(p), nil
+	case !c.handshaken.Load():
+		return smallHandshake(c.Conn, p)
+	}
+	return c.Conn.Write(p)
+}
+
+// cork holds writes until flush.
+func (c *rawConn) cork() {
+	c.wmu.Lock()
+	c.corked = true
+	c.wbuf = wbufPool.Get().(*[]byte)
+	c.wmu.Unlock()
+}
+
+// flush writes what cork held, in one write, and uncorks.
+func (c *rawConn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.corked = false
+	b := c.wbuf
+	c.wbuf = nil
+	var err error
+	if len(*b) > 0 {
+		_, err = c.Conn.Write(*b)
+	}
+	*b = (*b)[:0]
+	wbufPool.Put(b)
+	return err
+}

@@ -1,0 +1,234 @@
+package linktls
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pair returns the two ends of a relay link over loopback TCP. wrap, when
+// not nil, wraps the client's socket.
+func pair(t *testing.T, wrap func(net.Conn) net.Conn) (client, server *Conn) {
+	t.Helper()
+	r1 := mustNew(t, secret, "r1", RoleRelay)
+	r2 := mustNew(t, secret, "r2", RoleRelay)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- res{nil, err}
+			return
+		}
+		s, err := r2.Server(context.Background(), c)
+		got <- res{s, err}
+	}()
+	var raw net.Conn
+	if raw, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		raw = wrap(raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := r1.Client(ctx, raw, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { c.Close(); r.c.Close() })
+	return c.(*Conn), r.c
+}
+
+// writes is an io.Writer that hands each write on, copied, to a channel.
+type writes chan []byte
+
+func (w writes) Write(p []byte) (int, error) {
+	w <- bytes.Clone(p)
+	return len(p), nil
+}
+
+// next waits for the next write.
+func (w writes) next(t *testing.T) []byte {
+	t.Helper()
+	select {
+	case p := <-w:
+		return p
+	case <-time.After(5 * time.Second):
+		t.Fatal("no write within 5 s: the batch waited for data that was not coming")
+		return nil
+	}
+}
+
+// Bulk data arrives whole and in order through ReadFrom and WriteTo (the
+// tunnel's io.Copy), in both directions at once.
+func TestBatchesCarryEveryByte(t *testing.T) {
+	c, s := pair(t, nil)
+	src := make([]byte, 8<<20+12345)
+	if _, err := rand.Read(src); err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(src)
+	errs := make(chan error, 4)
+	send := func(from *Conn) {
+		// A reader without WriteTo, as a socket that cannot splice, so
+		// io.Copy takes from's ReadFrom.
+		_, err := io.Copy(from, struct{ io.Reader }{bytes.NewReader(src)})
+		if err == nil {
+			err = from.CloseWrite()
+		}
+		errs <- err
+	}
+	recv := func(name string, to *Conn) {
+		h := sha256.New()
+		_, err := io.Copy(h, to)
+		if err == nil && !bytes.Equal(h.Sum(nil), want[:]) {
+			err = fmt.Errorf("%s: data changed on the way", name)
+		}
+		errs <- err
+	}
+	go send(c)
+	go send(s)
+	go recv("to the server", s)
+	go recv("to the client", c)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A Write of several records leaves in one socket write, and records that
+// are all here come out of WriteTo in one write.
+func TestRecordsMoveInBatches(t *testing.T) {
+	var sent *sizes
+	c, s := pair(t, func(raw net.Conn) net.Conn { sent = &sizes{Conn: raw}; return sent })
+	sent.mu.Lock()
+	hs := len(sent.w)
+	sent.mu.Unlock()
+	msg := make([]byte, batchBytes)
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	sent.mu.Lock()
+	if got := sent.w[hs:]; len(got) != 1 {
+		t.Errorf("4 records went out in %d socket writes %v, want 1", len(got), got)
+	}
+	sent.mu.Unlock()
+
+	// Wait until all of it is in the server's socket, then read.
+	fd := sockFD(t, s.NetConn())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= len(msg)+4*22 { // each record adds a header and a tag
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes arrived", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w := make(writes, 16)
+	go func() { _, _ = s.WriteTo(w) }()
+	if got := w.next(t); len(got) != len(msg) {
+		t.Errorf("first write out of WriteTo is %d bytes, want the whole batch of %d", len(got), len(msg))
+	}
+}
+
+// A batch ends where the next record has not fully arrived: what is here
+// goes on at once, and the rest follows intact when it comes.
+func TestBatchDoesNotWaitForTheNextRecord(t *testing.T) {
+	var split *splitting
+	c, s := pair(t, func(raw net.Conn) net.Conn { split = &splitting{Conn: raw, gap: 300 * time.Millisecond}; return split })
+	split.on.Store(true)
+	w := make(writes, 16)
+	go func() { _, _ = s.WriteTo(w) }()
+
+	// Something small, interactive: it must not wait for more.
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.next(t); string(got) != "ping" {
+		t.Fatalf("got %q, want ping", got)
+	}
+
+	// Two records in one socket write that the network cuts in the
+	// middle of the second: the first record comes out before the rest
+	// arrives.
+	msg := make([]byte, 2*maxPlaintext)
+	if _, err := rand.Read(msg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	go func() { _, _ = c.Write(msg) }()
+	first := w.next(t)
+	if took := time.Since(start); took >= split.gap {
+		t.Errorf("the first record came out after %v, with the second's rest (the gap is %v)", took, split.gap)
+	}
+	got := first
+	for len(got) < len(msg) {
+		got = append(got, w.next(t)...)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("data changed on the way")
+	}
+}
+
+// splitting cuts each write, once on, in two around its middle, with gap
+// between the halves.
+type splitting struct {
+	net.Conn
+	on  atomic.Bool
+	gap time.Duration
+}
+
+func (s *splitting) Write(p []byte) (int, error) {
+	if !s.on.Load() || len(p) < 2*maxPlaintext {
+		return s.Conn.Write(p)
+	}
+	half := len(p) * 3 / 4 // inside the second record
+	n, err := s.Conn.Write(p[:half])
+	if err != nil {
+		return n, err
+	}
+	time.Sleep(s.gap)
+	m, err := s.Conn.Write(p[half:])
+	return n + m, err
+}
+
+func sockFD(t *testing.T, c net.Conn) int {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	_ = rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
