@@ -28,6 +28,8 @@ ENTRYPOINT ["/relayd"]
 CMD ["run", "--config", "/etc/relaymesh/relayd.yaml"]
 
 FROM golang:1.26 AS build
+# go.mod names the toolchain (go1.27.3); the golang image says GOTOOLCHAIN=local.
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

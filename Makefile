@@ -1,5 +1,11 @@
 # relaymesh — `make demo` runs the main job, `make test` runs every test.
 GO ?= go
+# Honour go.mod's toolchain line (go1.27.3, fetched from the Go module proxy
+# once) even where the installed Go says GOTOOLCHAIN=local: Go 1.26.8's
+# standard library has known vulnerabilities that relayd reaches (crypto/tls,
+# crypto/x509, net/http; `make vulncheck` lists them under 1.26.8). A newer
+# installed Go is used as it is.
+export GOTOOLCHAIN := auto
 # Fuzz budget per target. A count, not a duration, in CI: see scripts/fuzz.sh
 # for the Go 1.26 fuzz-deadline race this avoids. `make fuzz-long`: 5 min each.
 FUZZTIME ?= 200000x
@@ -9,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner
 
 all: build
 
@@ -17,13 +23,21 @@ build:
 	mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-test: test-deps vet unit fuzz
+test: test-deps vet vulncheck unit fuzz
 
 test-deps:
 	./scripts/test-deps.sh
 
 # staticcheck, pinned, from the Go module proxy (cached after the first run).
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# govulncheck, pinned, against a pinned snapshot of the Go vulnerability
+# database (scripts/vulncheck.sh: from the module proxy, no other server).
+GOVULNCHECK = golang.org/x/vuln/cmd/govulncheck@v1.9.0
+VULNDB = v0.0.0-20261105234957-e22db6528018
+
+vulncheck:
+	GO=$(GO) ./scripts/vulncheck.sh $(GOVULNCHECK) $(VULNDB)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -2,6 +2,8 @@ module github.com/relaymesh/relaymesh
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/armon/go-socks5 v0.0.0-20160902184237-e75332964ef5
 	github.com/hashicorp/consul/api v1.18.1
