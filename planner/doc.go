@@ -9,22 +9,24 @@
 // segments, each its own connection, and the chain moves at the speed of
 // its slowest segment. Per segment from → to (from on the client side):
 //
-//	rate_bps = min(window_bytes·8 / (rtt_ms/1000),   the window bound
+//	rate_bps = min(flight_bytes·8 / (rtt_ms/1000),   the window bound
 //	               limit_bps of from and of to,       where known
 //	               mss_bytes·8·1.22 / ((rtt_ms/1000)·√loss))   Mathis, when loss > 0
 //
 // Loss 1 (no probe answered) makes a pair unusable: its rate is 0, where
 // the Mathis formula would still give a number.
 //
-// The window is the receiving end's: from's for a download (Down: data
-// flows destination → client), to's for an upload (Up). Unknown windows
-// are Model.DefaultWindowBytes; with no window known all windows are equal
-// and the best split is the one with equal segment RTTs. With unequal
-// windows it is not: a client with a 64 KiB window and relays with large
-// ones is best served by a first relay close to the client. A node has one
-// window_bytes, its receive window: a sender's buffer is not modelled, so
-// where a client's send buffer is what limits its uploads, give the
-// smaller of the two.
+// flight_bytes is what one round trip carries: the receiving end's window
+// (window_bytes), or the sending end's send window (send_window_bytes)
+// where that is smaller. The receiver is from for a download (Down: data
+// flows destination → client), to for an upload (Up). Unknown windows are
+// Model.DefaultWindowBytes; an unknown send window is no limit. With no
+// window known all windows are equal and the best split is the one with
+// equal segment RTTs. With unequal windows it is not: a client with a 64
+// KiB window and relays with large ones is best served by a first relay
+// close to the client. The send window matters on long segments: a Linux
+// sender at the default tcp_wmem max of 4 MiB keeps about 4 MB in flight,
+// 140 Mbit/s over 230 ms, whatever the receiver's window.
 //
 // A plan with n relays predicts
 //
@@ -68,7 +70,7 @@
 //	{
 //	  "nodes": {
 //	    "client": {"window_bytes": 65536},
-//	    "r1":     {"relay": true, "window_bytes": 4194304, "limit_bps": 1e9},
+//	    "r1":     {"relay": true, "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9},
 //	    "srv":    {"region": "tokyo"}
 //	  },
 //	  "rtt_ms": [
@@ -81,8 +83,10 @@
 // nodes maps each node name (1–64 bytes, no spaces or control characters)
 // to its properties, all optional: relay (bool: may be a hop), region
 // (what a destination like "tokyo" resolves by, see Matrix.Resolve),
-// window_bytes (receive window, bytes; absent or 0 = unknown), limit_bps
-// (bandwidth cap, bits/s; absent or 0 = unknown).
+// window_bytes (receive window, bytes; absent or 0 = unknown),
+// send_window_bytes (most bytes in flight as a sender; absent or 0 =
+// unknown, no limit), limit_bps (bandwidth cap, bits/s; absent or 0 =
+// unknown).
 //
 // rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
 // an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and

@@ -103,6 +103,9 @@ func writeSegments(b *strings.Builder, p Plan) {
 			window += ", assumed"
 		}
 		window += ")"
+		if seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes {
+			window += ", send " + fmtBytes(seg.SendWindowBytes) + " (" + seg.Sender + ")"
+		}
 		limit, loss := "-", "-"
 		if seg.LimitBps > 0 {
 			limit = fmtBps(seg.LimitBps)

@@ -82,10 +82,11 @@ func (m *Matrix) UnmarshalJSON(data []byte) error {
 
 // fileNode is a node's value in the file; its name is the key.
 type fileNode struct {
-	Relay       bool    `json:"relay,omitempty"`
-	Region      string  `json:"region,omitempty"`
-	WindowBytes int64   `json:"window_bytes,omitempty"`
-	LimitBps    float64 `json:"limit_bps,omitempty"`
+	Relay           bool    `json:"relay,omitempty"`
+	Region          string  `json:"region,omitempty"`
+	WindowBytes     int64   `json:"window_bytes,omitempty"`
+	SendWindowBytes int64   `json:"send_window_bytes,omitempty"`
+	LimitBps        float64 `json:"limit_bps,omitempty"`
 }
 
 // filePair is the object form of an rtt_ms entry.
@@ -103,7 +104,8 @@ type filePair struct {
 func (m Matrix) MarshalJSON() ([]byte, error) {
 	nodes := make(map[string]fileNode, len(m.Nodes))
 	for _, n := range m.Nodes {
-		nodes[n.Name] = fileNode{Relay: n.Relay, Region: n.Region, WindowBytes: n.WindowBytes, LimitBps: n.LimitBps}
+		nodes[n.Name] = fileNode{Relay: n.Relay, Region: n.Region, WindowBytes: n.WindowBytes,
+			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps}
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
@@ -188,10 +190,12 @@ func parseNode(dec *json.Decoder, name string) (Node, error) {
 			err = dec.Decode(&n.Region)
 		case "window_bytes":
 			err = dec.Decode(&n.WindowBytes)
+		case "send_window_bytes":
+			err = dec.Decode(&n.SendWindowBytes)
 		case "limit_bps":
 			err = dec.Decode(&n.LimitBps)
 		default:
-			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, limit_bps)", key)
+			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps)", key)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -318,6 +322,9 @@ func checkNode(n Node) error {
 	}
 	if n.WindowBytes < 0 {
 		return fmt.Errorf("window_bytes %d: want bytes >= 0 (0 = unknown)", n.WindowBytes)
+	}
+	if n.SendWindowBytes < 0 {
+		return fmt.Errorf("send_window_bytes %d: want bytes >= 0 (0 = unknown)", n.SendWindowBytes)
 	}
 	if !(n.LimitBps >= 0) || math.IsInf(n.LimitBps, 0) {
 		return fmt.Errorf("limit_bps %v: want bits/s >= 0 (0 = unknown)", n.LimitBps)

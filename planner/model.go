@@ -66,6 +66,11 @@ type Node struct {
 	// WindowBytes is the TCP window this node achieves as a receiver,
 	// bytes; 0 = unknown (Model.DefaultWindowBytes is used).
 	WindowBytes int64 `json:"window_bytes,omitempty"`
+	// SendWindowBytes is the most data this node keeps in flight as a
+	// sender, bytes: its send buffer's share (tcp_wmem's max on Linux)
+	// that holds unacknowledged data. 0 = unknown, not a limit: the
+	// receiver's window alone counts.
+	SendWindowBytes int64 `json:"send_window_bytes,omitempty"`
 	// LimitBps caps any segment this node is an end of (its access link
 	// or a rate limit), bits per second; 0 = unknown (no cap).
 	LimitBps float64 `json:"limit_bps,omitempty"`
@@ -211,15 +216,21 @@ type Segment struct {
 	WindowBytes int64  `json:"window_bytes"` // Receiver's window, bytes
 	// WindowAssumed says WindowBytes is Model.DefaultWindowBytes: the
 	// receiver's window is unknown.
-	WindowAssumed bool    `json:"window_assumed"`
-	LimitBps      float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
-	Loss          float64 `json:"loss"`      // fraction 0..1
+	WindowAssumed bool `json:"window_assumed"`
+	// Sender is the other end: the one whose send window counts.
+	Sender string `json:"sender"`
+	// SendWindowBytes is Sender's send window, bytes; 0 = unknown (no
+	// limit).
+	SendWindowBytes int64   `json:"send_window_bytes"`
+	LimitBps        float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
+	Loss            float64 `json:"loss"`      // fraction 0..1
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
-	// min(window·8/RTT, LimitBps, Mathis bound under Loss).
+	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
+	// Loss).
 	RateBps   float64 `json:"rate_bps"`
 	DownBps   float64 `json:"down_bps"`   // the ceiling for a download, bits/s
 	UpBps     float64 `json:"up_bps"`     // the ceiling for an upload, bits/s
-	LimitedBy string  `json:"limited_by"` // which term sets RateBps: "window", "limit" or "loss"
+	LimitedBy string  `json:"limited_by"` // which term sets RateBps: "window", "send_window", "limit" or "loss"
 	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
@@ -268,9 +279,10 @@ type Result struct {
 
 // Limit kinds for Segment.LimitedBy.
 const (
-	limitedByWindow = "window"
-	limitedByLimit  = "limit"
-	limitedByLoss   = "loss"
+	limitedByWindow     = "window"
+	limitedBySendWindow = "send_window"
+	limitedByLimit      = "limit"
+	limitedByLoss       = "loss"
 )
 
 // capBps is the direction-independent ceiling of a segment, bits/s: the
@@ -300,6 +312,16 @@ func mathisBps(rttMs, loss float64, mssBytes int) float64 {
 // trip, windowBytes·8 bits / (rttMs/1000) s.
 func windowBps(windowBytes int64, rttMs float64) float64 {
 	return float64(windowBytes) * 8000 / rttMs
+}
+
+// flightBytes is what one round trip can carry from a sender with send
+// window sendBytes (0 = unknown, no limit) to a receiver with window
+// recvBytes, bytes.
+func flightBytes(recvBytes, sendBytes int64) int64 {
+	if sendBytes > 0 {
+		return min(recvBytes, sendBytes)
+	}
+	return recvBytes
 }
 
 // minLimit is the lower of two node limits where 0 means unknown.

@@ -328,6 +328,15 @@ func TestSegmentFormulas(t *testing.T) {
 		{"upload window", Node{WindowBytes: 65536}, Node{}, Pair{RTTMs: 12.5}, Up, 3 << 20 * 8 / 0.0125, "window"},
 		{"both", Node{WindowBytes: 65536}, Node{}, Pair{RTTMs: 12.5}, Both, 41943040, "window"},
 		{"limit", Node{WindowBytes: 65536}, Node{LimitBps: 20e6}, Pair{RTTMs: 12.5}, Down, 20e6, "limit"},
+		// the destination sends a download: its 32 KiB in flight, not the
+		// client's 64 KiB window
+		{"send window", Node{WindowBytes: 65536}, Node{SendWindowBytes: 32768}, Pair{RTTMs: 12.5}, Down, 32768 * 8 / 0.0125, "send_window"},
+		// a send window above the receiver's window changes nothing
+		{"large send window", Node{WindowBytes: 65536}, Node{SendWindowBytes: 1 << 20}, Pair{RTTMs: 12.5}, Down, 41943040, "window"},
+		// an upload: the client sends
+		{"upload send window", Node{SendWindowBytes: 32768}, Node{}, Pair{RTTMs: 12.5}, Up, 32768 * 8 / 0.0125, "send_window"},
+		{"both send windows", Node{WindowBytes: 65536, SendWindowBytes: 16384}, Node{SendWindowBytes: 32768}, Pair{RTTMs: 12.5}, Both, 16384 * 8 / 0.0125, "send_window"},
+		{"limit under send window", Node{}, Node{SendWindowBytes: 32768, LimitBps: 1e6}, Pair{RTTMs: 12.5}, Down, 1e6, "limit"},
 		// 1448 B × 8 × 1.22 / (0.05 s × √0.01)
 		{"loss", Node{}, Node{}, Pair{RTTMs: 50, Loss: 0.01}, Down, 1448 * 8 * 1.22 / (0.05 * 0.1), "loss"},
 		{"total loss", Node{}, Node{}, Pair{RTTMs: 50, Loss: 1}, Down, 0, "loss"},
@@ -446,5 +455,61 @@ func TestSearchErrors(t *testing.T) {
 	bad := &Matrix{Nodes: m.Nodes, Pairs: append(slices.Clone(m.Pairs), Pair{A: "srv", B: "client", RTTMs: 40})}
 	if _, err := Search(bad, ok); err == nil || !strings.Contains(err.Error(), `rtt_ms[1] ("srv", "client"): duplicate`) {
 		t.Errorf("duplicate pair: error %v", err)
+	}
+}
+
+// A relay's send window can be a chain's bottleneck: here the long middle
+// segment r1→r2, sent by r2 with 256 KiB in flight, not the client's small
+// window over 5 ms, sets the rate, and the plan says so.
+func TestSendWindowBottleneck(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{
+			{Name: "client", WindowBytes: 160 << 10},
+			{Name: "r1", Relay: true, WindowBytes: 10 << 20},
+			{Name: "r2", Relay: true, WindowBytes: 10 << 20, SendWindowBytes: 256 << 10},
+			{Name: "srv"},
+		},
+		Pairs: []Pair{
+			{A: "client", B: "srv", RTTMs: 50},
+			{A: "client", B: "r1", RTTMs: 5},
+			{A: "r1", B: "r2", RTTMs: 40},
+			{A: "r2", B: "srv", RTTMs: 5},
+		},
+	}
+	r := mustSearch(t, m, Request{})
+	wantChain(t, r, "r1", "r2")
+	seg := r.Best.Segments[r.Best.Bottleneck]
+	if seg.From != "r1" || seg.To != "r2" || seg.LimitedBy != "send_window" || seg.Sender != "r2" || seg.SendWindowBytes != 256<<10 {
+		t.Fatalf("bottleneck %+v: want r1→r2, limited by r2's 256 KiB send window", seg)
+	}
+	if want := float64(256<<10) * 8 / 0.040 * 0.98 * 0.98; !near(r.Best.PredictedBps, want) {
+		t.Errorf("predicted %v, want %v (256 KiB over 40 ms, two relays)", r.Best.PredictedBps, want)
+	}
+	wantReason(t, r, r.Best.Reasons, "set by the send window 256 KiB of r2 over 40.0 ms", "raise its tcp_wmem")
+	if hasReason(r.Best.Reasons, "window-aware") {
+		t.Errorf("a receive-window reason where the send window sets the rate: %q", r.Best.Reasons)
+	}
+	if txt := Explain(r); !strings.Contains(txt, "send 256 KiB (r2)") {
+		t.Errorf("the segment table does not show the send window:\n%s", txt)
+	}
+	// Uploads: on r1→r2 r2 receives with its large window (r1's send
+	// window is unknown: no limit); r2 sends the last segment, where its
+	// send window is the limit.
+	up := mustSearch(t, m, Request{Direction: Up, Constraints: Constraints{MinGain: -1, Include: []string{"r1", "r2"}}})
+	found := false
+	for _, p := range append([]Plan{up.Best}, up.Alternatives...) {
+		if !slices.Equal(p.Chain, []string{"r1", "r2"}) {
+			continue
+		}
+		found = true
+		if seg := p.Segments[1]; seg.LimitedBy != "window" || seg.Receiver != "r2" {
+			t.Errorf("upload r1→r2 %+v: want r2's receive window", seg)
+		}
+		if seg := p.Segments[2]; seg.LimitedBy != "send_window" || seg.Sender != "r2" {
+			t.Errorf("upload r2→srv %+v: want r2's send window", seg)
+		}
+	}
+	if !found {
+		t.Errorf("no upload plan via r1, r2:\n%s", Explain(up))
 	}
 }

@@ -108,7 +108,11 @@ func (s *search) describe(p Plan) []string {
 			out = append(out, fmt.Sprintf("%d relay%s at %s overhead%s: %s × %.3f = %s predicted",
 				k, plural(k), fmtPct(f), each, fmtBps(b.RateBps), s.factor[k], fmtBps(p.PredictedBps)))
 		}
-		out = append(out, windowReason(p))
+		if b.LimitedBy != limitedBySendWindow {
+			// Where a send window is the bottleneck, the receive
+			// windows do not explain the split.
+			out = append(out, windowReason(p))
+		}
 	}
 	if s.req.Direction == Both {
 		out = append(out, fmt.Sprintf("download %s, upload %s: planned for the lower",
@@ -143,6 +147,9 @@ func (s *search) limiter(seg Segment) string {
 		return fmt.Sprintf("the bandwidth limit %s of %s", fmtBps(seg.LimitBps), s.limitHolder(seg))
 	case limitedByLoss:
 		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
+	case limitedBySendWindow:
+		return fmt.Sprintf("the send window %s of %s over %s (below %s's window %s: raise its tcp_wmem)",
+			fmtBytes(seg.SendWindowBytes), seg.Sender, fmtMs(seg.RTTMs), seg.Receiver, fmtBytes(seg.WindowBytes))
 	}
 	return fmt.Sprintf("the window %s of %s over %s", fmtBytes(seg.WindowBytes), seg.Receiver, fmtMs(seg.RTTMs))
 }

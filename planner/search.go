@@ -52,6 +52,7 @@ type search struct {
 	node    []int     // dense index → index in m.Nodes
 	dense   []int32   // index in m.Nodes → dense index; −1 = not usable in this search
 	windows []int64   // dense index → window as a receiver, bytes (unknown ones assumed)
+	sends   []int64   // dense index → send window, bytes; 0 = unknown (no limit)
 	limits  []float64 // dense index → LimitBps, bits/s; 0 = unknown
 	relays  int
 	n       int // relays + 2: the row length of rate and pairOf
@@ -135,10 +136,11 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 	s.client, s.dst = s.relays, s.relays+1
 	s.node = append(s.node, ci, di)
 	s.n = len(s.node)
-	s.windows, s.limits = make([]int64, s.n), make([]float64, s.n)
+	s.windows, s.sends, s.limits = make([]int64, s.n), make([]int64, s.n), make([]float64, s.n)
 	for d, i := range s.node {
 		s.dense[i] = int32(d)
 		s.limits[d] = m.Nodes[i].LimitBps
+		s.sends[d] = m.Nodes[i].SendWindowBytes
 		s.windows[d] = m.Nodes[i].WindowBytes
 		if s.windows[d] <= 0 {
 			s.windows[d] = req.Model.DefaultWindowBytes
@@ -200,13 +202,20 @@ func (s *search) mirror() {
 						src = y
 					}
 					c, rtt := s.rate[src], s.rtt[src]
-					wu, wv := windowBps(s.windows[u], rtt), windowBps(s.windows[v], rtt)
+					wu, wv := s.flightBps(v, u, rtt), s.flightBps(u, v, rtt)
 					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
 					s.rtt[x], s.rtt[y] = rtt, rtt
 				}
 			}
 		}
 	}
+}
+
+// flightBps is the window bound of data flowing from dense node from to
+// dense node to over rttMs, bits/s: the receiver's window, or the sender's
+// send window where that is smaller.
+func (s *search) flightBps(from, to int, rttMs float64) float64 {
+	return windowBps(flightBytes(s.windows[to], s.sends[from]), rttMs)
 }
 
 // capBps is capBps for the pair p between dense nodes u and v.
@@ -530,7 +539,7 @@ func (s *search) pair(u, v int) *Pair {
 func (s *search) segment(u, v int) Segment {
 	pair := s.pair(u, v)
 	c := s.capBps(u, v, pair)
-	wu, wv := windowBps(s.windows[u], pair.RTTMs), windowBps(s.windows[v], pair.RTTMs)
+	wu, wv := s.flightBps(v, u, pair.RTTMs), s.flightBps(u, v, pair.RTTMs)
 	seg := Segment{
 		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: pair.Loss,
 		LimitBps:  minLimit(s.limits[u], s.limits[v]),
@@ -543,14 +552,16 @@ func (s *search) segment(u, v int) Segment {
 	}
 	// The receiver whose window counts: the client side for a download,
 	// the destination side for an upload, the slower way for both.
-	recv, wBps := u, wu
+	recv, send, wBps := u, v, wu
 	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
-		recv, wBps = v, wv
+		recv, send, wBps = v, u, wv
 	}
-	seg.Receiver = s.name(recv)
-	seg.WindowBytes = s.windows[recv]
+	seg.Receiver, seg.Sender = s.name(recv), s.name(send)
+	seg.WindowBytes, seg.SendWindowBytes = s.windows[recv], s.sends[send]
 	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0
 	switch {
+	case wBps <= c && seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes:
+		seg.LimitedBy = limitedBySendWindow
 	case wBps <= c:
 		seg.LimitedBy = limitedByWindow
 	case seg.LimitBps > 0 && c == seg.LimitBps:

@@ -65,11 +65,11 @@ func readJSON(t *testing.T, path string, v any) {
 // settle waits for the relays' matrix (probes every 2 s, pulls every 2 s).
 const settle = "sleep 8\n"
 
-// TestLabPlanIsTheMeasuredFastest is the planner issue's acceptance on the
-// split and sweep topologies: the plan is the chain that cuts the path into
-// its segments, it measures faster than direct (the only other way: the
-// client reaches only r1), and the measured download is within 15 % of the
-// prediction.
+// TestLabPlanIsTheMeasuredFastest is the planner's acceptance on the split
+// and sweep topologies and on plan-sendbuf: the plan is the chain that cuts
+// the path into its segments, it measures faster than direct (the only
+// other way: the client reaches only r1), and the measured download is
+// within 15 % of the prediction.
 func TestLabPlanIsTheMeasuredFastest(t *testing.T) {
 	labBins(t)
 	for _, tc := range []struct {
@@ -86,6 +86,10 @@ func TestLabPlanIsTheMeasuredFastest(t *testing.T) {
 		{"sweep-25-25", []string{"r1"}},
 		{"sweep-30-20", []string{"r1"}},
 		{"sweep-40-10", []string{"r1"}},
+		// The bottleneck is r2's send buffer on the long middle
+		// segment, not the client's small window: the prediction
+		// holds only if the model knows send windows.
+		{"plan-sendbuf", []string{"r1", "r2"}},
 	} {
 		t.Run(tc.topo, func(t *testing.T) {
 			dir := inLab(t, filepath.Join("..", "..", "configs", "lab", tc.topo+".yaml"), settle+

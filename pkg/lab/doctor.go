@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
@@ -169,9 +170,12 @@ type Demand struct {
 // window (net.ipv4.tcp_adv_win_scale): measured 0.62 here.
 const windowShare = 0.62
 
-// defaultSendBufferBytes is tcp_wmem's default max; a sender at it moves
-// about 0.8 of it per RTT (measured: 535 Mbit/s at 50 ms).
-const defaultSendBufferBytes = 4 << 20
+// The kernel's default autotuning limits (tcp_rmem's and tcp_wmem's max),
+// bytes, for nodes whose topology does not set them.
+const (
+	defaultRecvBufferBytes = 6 << 20
+	defaultSendBufferBytes = 4 << 20
+)
 
 // EstimateDemand computes Demand for topo.
 func EstimateDemand(topo *topology.Topology) Demand {
@@ -191,15 +195,17 @@ func EstimateDemand(topo *topology.Topology) Demand {
 		adj[l.Between[0]] = append(adj[l.Between[0]], edge{l.Between[1], rtt, rate})
 		adj[l.Between[1]] = append(adj[l.Between[1]], edge{l.Between[0], rtt, rate})
 	}
-	rmemMax := func(node string) float64 {
-		v := topo.Sysctls(node)["net.ipv4.tcp_rmem"]
-		f := strings.Fields(v)
+	// memMax is the third field (the autotuning limit) of node's
+	// net.ipv4.<key>, or dflt, the kernel's default, when the topology
+	// does not set it.
+	memMax := func(node, key string, dflt float64) float64 {
+		f := strings.Fields(topo.Sysctls(node)["net.ipv4."+key])
 		if len(f) == 3 {
 			if n, err := strconv.ParseFloat(f[2], 64); err == nil {
 				return n
 			}
 		}
-		return 6 << 20 // the kernel's default tcp_rmem max
+		return dflt
 	}
 	var best Demand
 	var walk func(path []string, flow float64)
@@ -216,8 +222,8 @@ func EstimateDemand(topo *topology.Topology) Demand {
 			// Download: e.to sends, at receives.
 			rttS := math.Max(e.rttMs, 0.1) / 1e3
 			f := math.Min(flow, e.rate)
-			f = math.Min(f, windowShare*rmemMax(at)*8/rttS/1e6)
-			f = math.Min(f, 0.8*defaultSendBufferBytes*8/rttS/1e6)
+			f = math.Min(f, windowShare*memMax(at, "tcp_rmem", defaultRecvBufferBytes)*8/rttS/1e6)
+			f = math.Min(f, float64(survey.SendWindowOfWmem(int64(memMax(e.to, "tcp_wmem", defaultSendBufferBytes))))*8/rttS/1e6)
 			next := append(slices.Clone(path), e.to)
 			if role == "server" {
 				if d := f * float64(len(next)-1); d > best.LinkMbit {

@@ -168,7 +168,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
 	now := s.now()
 	m := res.Matrix
-	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow()})
+	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes()})
 	dstNode := planner.Node{Name: target.Name, Region: target.Region}
 	var usable []registry.Relay
 	for _, r := range relays {
@@ -194,7 +194,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	// cannot reach it. Each phase runs concurrently: a few round trips on
 	// a long path each.
 	type relayInfo struct {
-		window   int64
+		window   windows
 		toDst    probe.Summary
 		fromHere probe.Summary
 		infoErr  error
@@ -267,13 +267,15 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	}
 	for i, r := range usable {
 		in := infos[i]
-		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region, WindowBytes: in.window}
+		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region,
+			WindowBytes: in.window.recvBytes, SendWindowBytes: in.window.sendBytes}
 		if in.infoErr != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, in.infoErr))
 		}
 		m.Nodes = append(m.Nodes, node)
 		if r.Name == target.Relay {
-			dstNode.WindowBytes = in.window // the destination is that relay's host
+			// The destination is that relay's host.
+			dstNode.WindowBytes, dstNode.SendWindowBytes = in.window.recvBytes, in.window.sendBytes
 		}
 		addPair(ClientNode, r.Name, in.fromHere, "client -> "+r.Name)
 		if in.dstErr != nil {
@@ -469,17 +471,23 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 	return err
 }
 
-// relayWindow is the receive window the relay's autotuning reaches.
-func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (int64, error) {
+// windows are a relay's receive and send windows, bytes; 0 = unknown.
+type windows struct{ recvBytes, sendBytes int64 }
+
+// relayWindow is the receive window the relay's autotuning reaches, and
+// the send window its tcp_wmem allows.
+func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
 	var info struct {
 		SocketLimits struct {
 			WindowBytesApprox int64 `json:"window_bytes_approx"`
+			TCPWmemMaxBytes   int64 `json:"tcp_wmem_max_bytes"`
 		} `json:"limits"`
 	}
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
-		return 0, err
+		return windows{}, err
 	}
-	return info.SocketLimits.WindowBytesApprox, nil
+	l := info.SocketLimits
+	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes)}, nil
 }
 
 // relayProbe asks the relay for its RTT to addr.
@@ -514,10 +522,34 @@ func WindowOfRmem(rmemMaxBytes int64) int64 {
 	return int64(float64(rmemMaxBytes) * windowScalingRatio)
 }
 
+// sendWindowRatio is the share of tcp_wmem's max a sender keeps in
+// flight: the send buffer holds sent-but-unacknowledged data and the
+// sk_buff overhead on it. Measured in the lab (docs/planning.md): a sender
+// at tcp_wmem max 4 MiB over 225 ms kept 4.07 MB in flight.
+const sendWindowRatio = 0.97
+
+// SendWindowOfWmem is the most a sender keeps in flight with tcp_wmem's
+// max at wmemMaxBytes; 0 (unknown) for 0.
+func SendWindowOfWmem(wmemMaxBytes int64) int64 {
+	return int64(float64(wmemMaxBytes) * sendWindowRatio)
+}
+
 // LocalWindowBytes is this host's (network namespace's) receive window,
 // from tcp_rmem's max; 0 when it cannot be read.
 func LocalWindowBytes() int64 {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_rmem")
+	return WindowOfRmem(tcpMemMax("tcp_rmem"))
+}
+
+// LocalSendWindowBytes is this host's send window, from tcp_wmem's max; 0
+// when it cannot be read.
+func LocalSendWindowBytes() int64 {
+	return SendWindowOfWmem(tcpMemMax("tcp_wmem"))
+}
+
+// tcpMemMax is the third field (the autotuning limit) of
+// net.ipv4.<name>, bytes; 0 when it cannot be read.
+func tcpMemMax(name string) int64 {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
 	if err != nil {
 		return 0
 	}
@@ -529,7 +561,7 @@ func LocalWindowBytes() int64 {
 	if err != nil {
 		return 0
 	}
-	return WindowOfRmem(v)
+	return v
 }
 
 // ErrNoRelays is returned by callers that need at least one usable relay.
