@@ -32,7 +32,7 @@ func claimingAdmin(t *testing.T, rttMs float64) string {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/info":
-			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000}}`))
+			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000,"tcp_wmem_max_bytes":4194304}}`))
 		case "/v1/probe":
 			_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 3, MedianMs: rttMs, MinMs: rttMs}})
 		default:
@@ -87,5 +87,12 @@ func TestSurveyDoubtsDestinationClaim(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "liar -> dst.example:443: liar claims 1.00 ms, but what a, c, client measured") {
 		t.Errorf("notes %q", res.Notes)
+	}
+	// Each relay's windows come from its /v1/info: the receive window it
+	// reports, the send window from its tcp_wmem max.
+	for _, n := range res.Matrix.Nodes {
+		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != SendWindowOfWmem(4194304)) {
+			t.Errorf("relay node %+v: want window 160000, send window %d", n, SendWindowOfWmem(4194304))
+		}
 	}
 }
