@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/lab"
@@ -346,11 +347,7 @@ func colour(w io.Writer) bool {
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func writeJSONTo(w io.Writer, v any) error {

@@ -24,7 +24,7 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // EnvFile names the environment variable relayctl reads for the default

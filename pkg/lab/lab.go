@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/topology"

@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Roles a node can have. An empty role is RoleClient.
@@ -187,7 +187,7 @@ func Parse(data []byte) (*Topology, error) {
 	return &t, nil
 }
 
-// checkWholeQueues rejects a fractional links[i].queue_kb, which yaml.v3
+// checkWholeQueues rejects a fractional links[i].queue_kb, which the YAML decoder
 // would silently truncate into the int field.
 func checkWholeQueues(data []byte) error {
 	var doc yaml.Node
