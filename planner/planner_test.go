@@ -442,6 +442,7 @@ func TestSearchErrors(t *testing.T) {
 		{"max age", func(r *Request) { r.Constraints.MaxAgeSec = math.NaN() }, "constraints.max_age_s NaN"},
 		{"window", func(r *Request) { r.Model.DefaultWindowBytes = -1 }, "model.default_window_bytes -1"},
 		{"mss", func(r *Request) { r.Model.MSSBytes = -1 }, "model.mss_bytes -1"},
+		{"error margin", func(r *Request) { r.Model.ErrorMargin = 1 }, "model.error_margin 1: want a fraction below 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := ok
@@ -512,4 +513,32 @@ func TestSendWindowBottleneck(t *testing.T) {
 	if !found {
 		t.Errorf("no upload plan via r1, r2:\n%s", Explain(up))
 	}
+}
+
+// A second relay that adds less than the model's error (5 %) is not
+// chosen: the one-relay chain wins the tie, and the two-relay chain is
+// listed with why it lost. With no margin, the faster prediction wins.
+func TestTiesGoToFewerRelays(t *testing.T) {
+	w := int64(1 << 20)
+	m := lineMatrix(
+		spot{name: "client", x: 0, window: w}, spot{name: "srv", x: 50, window: w},
+		spot{name: "b", x: 24.5, relay: true, window: w},
+		spot{name: "c", x: 25.5, relay: true, window: w},
+	)
+	r := mustSearch(t, m, Request{})
+	wantChain(t, r, "b")
+	// b, c: 24.5 ms segments, 2 relays; b: a 25.5 ms segment, 1 relay.
+	two := float64(w) * 8 / 0.0245 * 0.98 * 0.98
+	one := float64(w) * 8 / 0.0255 * 0.98
+	if !near(r.Best.PredictedBps, one) {
+		t.Errorf("predicted %v, want %v", r.Best.PredictedBps, one)
+	}
+	i := slices.IndexFunc(r.Alternatives, func(p Plan) bool { return slices.Equal(p.Chain, []string{"b", "c"}) })
+	if i < 0 || !near(r.Alternatives[i].PredictedBps, two) {
+		t.Fatalf("no alternative via b, c predicting %v:\n%s", two, Explain(r))
+	}
+	wantReason(t, r, r.Alternatives[i].Reasons, "predicts 2% more than the best plan (via b", "within the model's 5% error, with more relays (2 > 1)")
+
+	exact := mustSearch(t, m, Request{Model: Model{ErrorMargin: -1}})
+	wantChain(t, exact, "b", "c")
 }

@@ -71,6 +71,11 @@ func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate)
 	if !chainWins {
 		return "lost to direct: " + s.versusDirect(c, direct)
 	}
+	if c.predictedBps > best.predictedBps {
+		return fmt.Sprintf("lost: predicts %s more than the best plan (via %s, %s), within the model's %s error, with more relays (%d > %d)",
+			fmtPct(c.predictedBps/best.predictedBps-1), s.chainNames(best.chain), fmtBps(best.predictedBps),
+			fmtPct(s.req.Model.ErrorMargin), len(c.chain), len(best.chain))
+	}
 	if c.predictedBps < best.predictedBps {
 		return fmt.Sprintf("lost: %s slower than the best plan (via %s, %s)",
 			fmtPct(1-c.predictedBps/best.predictedBps), s.chainNames(best.chain), fmtBps(best.predictedBps))

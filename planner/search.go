@@ -398,6 +398,31 @@ func (s *search) candidates(ban int, lbBps float64, all bool, origin func(k int)
 	return out
 }
 
+// preferFewer moves the chain that wins the ties to the front of chains
+// (sorted by compareCandidates): among those predicting within
+// Model.ErrorMargin of the first, the one with the fewest relays; of equal
+// counts, the earlier. Fallback chains added after the first call do not
+// change its pick: a chain with fewer relays predicts at most that count's
+// best, which was outside the margin, and the pick is the best chain of its
+// own count.
+func (s *search) preferFewer(chains []candidate) {
+	if len(chains) < 2 {
+		return
+	}
+	floor := chains[0].predictedBps * (1 - s.req.Model.ErrorMargin)
+	w := 0
+	for i := 1; i < len(chains) && chains[i].predictedBps >= floor; i++ {
+		if len(chains[i].chain) < len(chains[w].chain) {
+			w = i
+		}
+	}
+	if w > 0 {
+		win := chains[w]
+		copy(chains[1:w+1], chains[:w])
+		chains[0] = win
+	}
+}
+
 func hasRepeat(chain []int32) bool {
 	for i := range chain {
 		if slices.Contains(chain[i+1:], chain[i]) {
@@ -435,6 +460,7 @@ func (s *search) result() *Result {
 			s.dist[j], s.par[j] = make([]float64, s.relays), make([]int32, s.relays)
 		}
 		chains = s.candidates(-1, 0, true, func(k int) string { return fmt.Sprintf("best chain with %d relay%s", k, plural(k)) })
+		s.preferFewer(chains)
 	}
 	// Fallbacks: the best chain avoiding each relay of the top chain, in
 	// case that relay fails or is busy. Chains already found that avoid
@@ -457,6 +483,7 @@ func (s *search) result() *Result {
 			}
 		}
 		slices.SortFunc(chains, compareCandidates)
+		s.preferFewer(chains)
 	}
 
 	res.Direct = s.plan(direct, direct, directKnown)

@@ -48,6 +48,7 @@ type bruteForce struct {
 	maxHops int
 	overhd  float64
 	gain    float64
+	margin  float64
 	window  int64
 	mss     float64
 }
@@ -64,6 +65,11 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 		bf.gain = 0.10
 	}
 	bf.gain = math.Max(bf.gain, 0)
+	bf.margin = req.Model.ErrorMargin
+	if bf.margin == 0 {
+		bf.margin = 0.05
+	}
+	bf.margin = math.Max(bf.margin, 0)
 	maxAge := c.MaxAgeSec
 	if maxAge == 0 {
 		maxAge = 300
@@ -111,13 +117,16 @@ func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
 		up, _ := bf.rate(from, to, Up)
 		return math.Min(down, up), true
 	}
-	recv := bf.nodes[from]
+	recv, send := bf.nodes[from], bf.nodes[to]
 	if dir == Up {
-		recv = bf.nodes[to]
+		recv, send = send, recv
 	}
 	w := recv.WindowBytes
 	if w == 0 {
 		w = bf.window
+	}
+	if send.SendWindowBytes > 0 {
+		w = min(w, send.SendWindowBytes)
 	}
 	rttSec := p.RTTMs / 1000
 	r := float64(w) * 8 / rttSec
@@ -178,6 +187,19 @@ func (bf *bruteForce) chains() []bfPlan {
 		walk(nil)
 	}
 	slices.SortFunc(out, bfCompare)
+	// Ties within the error margin go to the fewest relays: that chain
+	// comes first.
+	if len(out) > 1 {
+		floor, w := out[0].bps*(1-bf.margin), 0
+		for i := 1; i < len(out) && (out[i].bps >= floor || near(out[i].bps, floor)); i++ {
+			if len(out[i].chain) < len(out[w].chain) {
+				w = i
+			}
+		}
+		win := out[w]
+		copy(out[1:w+1], out[:w])
+		out[0] = win
+	}
 	return out
 }
 
@@ -200,6 +222,9 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 			if !coarse && n.WindowBytes > 0 {
 				n.WindowBytes += rng.Int64N(n.WindowBytes)
 			}
+		}
+		if rng.IntN(3) == 0 {
+			n.SendWindowBytes = windows[1+rng.IntN(len(windows)-1)]
 		}
 		if rng.IntN(4) == 0 {
 			n.LimitBps = float64(1+rng.IntN(100)) * 1e7
@@ -261,6 +286,7 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 	if rng.IntN(4) == 0 {
 		req.Model.MSSBytes = 536 + rng.IntN(8000)
 	}
+	req.Model.ErrorMargin = []float64{0, -1, rng.Float64() * 0.2}[rng.IntN(3)]
 	return m, req
 }
 
@@ -327,9 +353,12 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 			checkPlan(t, bf, req, p)
 			checkOrigin(t, all, p)
 		}
+		// Ranked by prediction, except that where direct won the first
+		// alternative is the chain that won the ties, which may predict
+		// less than the next.
 		for j := 1; j < len(res.Alternatives); j++ {
 			a, b := res.Alternatives[j-1], res.Alternatives[j]
-			if a.PredictedBps < b.PredictedBps || slices.Equal(a.Chain, b.Chain) {
+			if (a.PredictedBps < b.PredictedBps && (j > 1 || len(res.Best.Chain) > 0)) || slices.Equal(a.Chain, b.Chain) {
 				fail("alternatives %d and %d out of order or equal", j-1, j)
 			}
 		}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,49 @@ func TestColourOff(t *testing.T) {
 	t.Setenv("TERM", "dumb")
 	if colour(tty) {
 		t.Error("colour with TERM=dumb")
+	}
+}
+
+// --error-margin reaches the planner: on a matrix where a second relay adds
+// 2 %, the default margin keeps one relay and 0 takes the faster chain; an
+// impossible margin is refused.
+func TestErrorMarginFlag(t *testing.T) {
+	matrix := filepath.Join(t.TempDir(), "m.json")
+	const m = `{"nodes": {"client": {"window_bytes": 1048576}, "srv": {"window_bytes": 1048576},
+	  "b": {"relay": true, "window_bytes": 1048576}, "c": {"relay": true, "window_bytes": 1048576}},
+	 "rtt_ms": [["client", "srv", 50], ["client", "b", 24.5], ["client", "c", 25.5], ["b", "c", 1],
+	            ["b", "srv", 25.5], ["c", "srv", 24.5]]}`
+	if err := os.WriteFile(matrix, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		c := rootCmd()
+		var out bytes.Buffer
+		c.SetArgs(append([]string{"plan", "--matrix", matrix, "--from", "client", "--dst", "srv", "-o", "json"}, args...))
+		c.SetOut(&out)
+		c.SetErr(&bytes.Buffer{})
+		err := c.Execute()
+		return out.String(), err
+	}
+	for _, tc := range []struct {
+		args  []string
+		chain []string
+	}{
+		{nil, []string{"b"}},
+		{[]string{"--error-margin", "0"}, []string{"b", "c"}},
+	} {
+		out, err := run(tc.args...)
+		var res struct {
+			Chain []string `json:"chain"` // the plan to use
+		}
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &res)
+		}
+		if err != nil || !slices.Equal(res.Chain, tc.chain) {
+			t.Errorf("plan %v: %v, chain %v, want %v", tc.args, err, res.Chain, tc.chain)
+		}
+	}
+	if _, err := run("--error-margin", "1"); err == nil || !strings.Contains(err.Error(), "--error-margin 1") {
+		t.Errorf("--error-margin 1: %v, want refused", err)
 	}
 }

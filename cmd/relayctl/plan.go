@@ -24,17 +24,18 @@ const envAdminToken = lab.EnvAdminToken
 
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {
-	reg        registryFlags
-	dst        string
-	matrixPath string
-	from       string
-	direction  string
-	maxHops    int
-	minGain    float64
-	include    []string
-	exclude    []string
-	adminToken string
-	saveMatrix string
+	reg         registryFlags
+	dst         string
+	matrixPath  string
+	from        string
+	direction   string
+	maxHops     int
+	minGain     float64
+	errorMargin float64
+	include     []string
+	exclude     []string
+	adminToken  string
+	saveMatrix  string
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -49,6 +50,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
 	fl.IntVar(&f.maxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain (0: direct only)")
 	fl.Float64Var(&f.minGain, "min-gain", planner.DefaultMinGain, "speed-up over direct a chain needs to be chosen, a fraction (0.10 = 10 %; 0: any gain)")
+	fl.Float64Var(&f.errorMargin, "error-margin", planner.DefaultErrorMargin, "chains predicting within this fraction of the fastest are ties, won by the fewest relays (0.05 = 5 %; 0: the fastest prediction wins)")
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
@@ -84,6 +86,14 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 		req.Constraints.MinGain = -1 // any gain
 	} else if f.minGain < 0 {
 		return req, fmt.Errorf("--min-gain %v: want a fraction >= 0", f.minGain)
+	}
+	switch {
+	case f.errorMargin == 0:
+		req.Model.ErrorMargin = -1 // the planner's "none"
+	case f.errorMargin < 0 || f.errorMargin >= 1:
+		return req, fmt.Errorf("--error-margin %v: want a fraction from 0 to below 1", f.errorMargin)
+	default:
+		req.Model.ErrorMargin = f.errorMargin
 	}
 	req.Constraints.Include, req.Constraints.Exclude = f.include, f.exclude
 	return req, nil
@@ -241,11 +251,13 @@ chain of relays that splits the path into shorter TCP segments.
 It reads the fleet (--fleet, --consul, or $RELAYMESH_FLEET, which ` + "`relayctl lab`" + `
 sets) and the RTTs the relays measure between each other, measures this
 host's RTT to every relay and to the destination (TCP handshakes), asks every
-relay for its RTT to the destination, and reads every relay's receive window.
-Each segment moves at most window/RTT (the receiving side's window for the
-direction), a chain moves at its slowest segment minus a per-relay overhead,
-and the planner searches for the exact best chain under --max-hops. Direct
-wins unless a chain beats it by --min-gain. With --matrix it plans offline on
+relay for its RTT to the destination, and reads every relay's receive and send
+windows. Each segment moves at most window/RTT (the receiving side's window for
+the direction, or the sender's send window where smaller), a chain moves at its
+slowest segment minus a per-relay overhead, and the planner searches for the
+exact best chain under --max-hops. Chains predicting within --error-margin of
+the fastest are ties, won by the fewest relays. Direct wins unless a chain
+beats it by --min-gain. With --matrix it plans offline on
 a saved or hand-written matrix (what-if planning; see --save-matrix).`,
 		Example: `  # in a lab: the plan to the Tokyo region, as a table with a path diagram
   sudo relayctl lab run -t configs/lab/world.yaml -- relayctl plan --dst tokyo
