@@ -106,3 +106,41 @@ func TestErrorMarginFlag(t *testing.T) {
 		t.Errorf("--error-margin 1: %v, want refused", err)
 	}
 }
+
+// -t takes a file or a shipped topology's name.
+func TestTopologyByName(t *testing.T) {
+	topo, from, err := loadTopology("world")
+	if err != nil || topo.Name != "world" || from != "world (built in)" {
+		t.Fatalf("world: %v, %q, %v", topo, from, err)
+	}
+	topo, from, err = loadTopology("../../configs/lab/split2.yaml")
+	if err != nil || topo.Name != "split2" || !filepath.IsAbs(from) {
+		t.Fatalf("a file: %v, %q, %v", topo, from, err)
+	}
+	if _, _, err := loadTopology("atlantis"); err == nil || !strings.Contains(err.Error(), "not a shipped topology (plan-detour, plan-sendbuf") {
+		t.Fatalf("an unknown name: %v, want an error listing the shipped ones", err)
+	}
+}
+
+// --dst completes to the fleet's relay names and regions, read from the
+// fleet file alone.
+func TestDstCompletion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	const file = "relays:\n  - {name: fra1, region: frankfurt, admin: 127.0.0.1:1}\n  - {name: tyo1, region: tokyo, admin: 127.0.0.1:2}\n  - {name: tyo2, region: tokyo, admin: 127.0.0.1:3}\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := rootCmd()
+	var out bytes.Buffer
+	c.SetArgs([]string{"__complete", "plan", "--fleet", path, "--dst", ""})
+	c.SetOut(&out)
+	c.SetErr(&bytes.Buffer{})
+	if err := c.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(out.String())
+	want := []string{"fra1", "frankfurt", "tokyo", "tyo1", "tyo2", ":4"} // :4 = no file completion
+	if !slices.Equal(got, want) {
+		t.Errorf("completions %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -101,6 +102,44 @@ func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
 		return registry.FailingAdminClient(err)
 	}
 	return registry.NewAdminClient(timeout, conf)
+}
+
+// destinations are the regions and relay names of the fleet, sorted, for
+// shell completion of --dst: from the fleet file as it is (no relay is
+// asked), or from Consul within 2 s. None when the registry cannot be read.
+func (f *registryFlags) destinations() []string {
+	var relays []registry.Relay
+	consul, path := f.consulAddr, cmp.Or(f.fleetPath, os.Getenv(fleet.EnvFile))
+	if consul == "" && path == "" {
+		consul = os.Getenv(lab.EnvConsul)
+	}
+	switch {
+	case consul != "":
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: consul, Token: f.consulToken})
+		if err != nil || reg.Refresh(ctx) != nil {
+			return nil
+		}
+		relays, _ = reg.Relays(ctx)
+	case path != "":
+		file, err := fleet.Load(path)
+		if err != nil {
+			return nil
+		}
+		for _, r := range file.Relays {
+			relays = append(relays, registry.Relay{Name: r.Name, Region: r.Region})
+		}
+	}
+	var out []string
+	for _, r := range relays {
+		out = append(out, r.Name)
+		if r.Region != "" {
+			out = append(out, r.Region)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // open returns the registry to read, refreshed once.

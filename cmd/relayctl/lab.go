@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/configs"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
@@ -92,7 +93,7 @@ type labFlags struct {
 }
 
 func (f *labFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology file (see configs/lab/README.md)")
+	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology: a file, or the name of a shipped one ("+strings.Join(configs.LabTopologies(), ", ")+"; configs/lab/README.md)")
 	cmd.Flags().StringVar(&f.relaydPath, "relayd", "", "relayd binary for relay nodes (default: next to relayctl, then $PATH)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.registry, "registry", "fleet", `how relays share measurements: "fleet" (the lab's fleet file) or "consul" (a Consul agent on an added node "consul", linked to every relay and the client)`)
@@ -100,6 +101,9 @@ func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consulPath, "consul", "", "consul binary for --registry consul (default: next to relayctl, then $PATH; make bin/consul builds it)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", lab.DefaultCalibrationPath, "what lab doctor measured this machine holds; the topology's estimated peak is compared against it before starting")
 	_ = cmd.MarkFlagRequired("topology")
+	_ = cmd.RegisterFlagCompletionFunc("topology", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return configs.LabTopologies(), cobra.ShellCompDirectiveDefault // and files
+	})
 }
 
 // loadTopology reads the topology and warns (on w) when its estimated
@@ -164,7 +168,23 @@ func (f *labFlags) options(stateRoot string) (lab.Options, *zap.Logger, error) {
 	return opts, log, nil
 }
 
+// loadTopology reads the topology file at path or, when there is no such
+// file and path is a plain name, the shipped topology of that name. It
+// returns the topology and where it came from (an absolute path, or
+// "NAME (built in)").
 func loadTopology(path string) (*topology.Topology, string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if data, ok := configs.LabTopology(path); ok {
+			topo, err := topology.Parse(data)
+			if err != nil {
+				return nil, "", fmt.Errorf("built-in topology %s: %w", path, err)
+			}
+			return topo, strings.TrimSuffix(path, ".yaml") + " (built in)", nil
+		}
+		if !strings.ContainsAny(path, "/.") {
+			return nil, "", fmt.Errorf("topology %q: no such file, and not a shipped topology (%s)", path, strings.Join(configs.LabTopologies(), ", "))
+		}
+	}
 	topo, err := topology.Load(path)
 	if err != nil {
 		return nil, "", err
@@ -178,9 +198,10 @@ func labUpCmd(stateRoot *string) *cobra.Command {
 	var foreground bool
 	var readyFD int
 	cmd := &cobra.Command{
-		Use:   "up -t FILE",
+		Use:   "up -t TOPOLOGY",
 		Short: "Build a lab and keep it up until `relayctl lab down`",
-		Long: `Build the lab described by FILE in a background process that holds the links,
+		Long: `Build the lab described by TOPOLOGY (a file, or a shipped topology's name:
+world, split2, ...) in a background process that holds the links,
 and return once every relay and server accepts connections. The lab stays up
 until ` + "`relayctl lab down`" + `. Its files (fleet, relay configs, service logs) are in
 --state-dir/NAME.`,
@@ -455,13 +476,19 @@ func runInLab(ctx context.Context, s *lab.State, node string, argv []string) err
 func labRunCmd(stateRoot *string) *cobra.Command {
 	var f labFlags
 	cmd := &cobra.Command{
-		Use:   "run -t FILE -- CMD [ARGS...]",
+		Use:   "run -t TOPOLOGY -- CMD [ARGS...]",
 		Short: "Bring a lab up, run CMD in its client node, tear it down",
 		Long: `Build the lab, run CMD in the node named client, print its output, tear the lab
 down and exit with CMD's exit code. When the emulator's self-check failed
 during the run (p99 lateness over 0.5 ms, a packet 20 ms late, or TUN ring
 drops) the results are not trustworthy: lab run says why and exits 3 even if
-CMD succeeded.`,
+CMD succeeded. TOPOLOGY is a file or a shipped topology's name (world, split2,
+...: see --help of -t).`,
+		Example: `  # the world topology's plan to Tokyo
+  sudo relayctl lab run -t world -- relayctl plan --dst tokyo
+
+  # a topology file of your own, and a shell in its client node
+  sudo relayctl lab run -t my-wan.yaml -- sh`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topo, abs, err := f.loadTopology(cmd.ErrOrStderr())

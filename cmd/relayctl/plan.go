@@ -45,6 +45,9 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dst, "dst", "", "destination: a region or relay name of the fleet (e.g. tokyo: a host next to that relay), or host:port (required)")
+	_ = cmd.RegisterFlagCompletionFunc("dst", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return f.reg.destinations(), cobra.ShellCompDirectiveNoFileComp
+	})
 	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this matrix file instead of measuring (JSON; see go doc ./planner, and --save-matrix)")
 	fl.StringVar(&f.from, "from", survey.ClientNode, "with --matrix: the node the plan starts from")
 	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
