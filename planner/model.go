@@ -201,21 +201,11 @@ func (req Request) withDefaults() (Request, error) {
 	case m.DefaultWindowBytes < 0:
 		return req, fmt.Errorf("model.default_window_bytes %d: want bytes > 0 (0 = default)", m.DefaultWindowBytes)
 	}
-	switch {
-	case math.IsNaN(m.RelayOverhead) || m.RelayOverhead >= 1:
-		return req, fmt.Errorf("model.relay_overhead %v: want a fraction below 1", m.RelayOverhead)
-	case m.RelayOverhead == 0:
-		m.RelayOverhead = DefaultRelayOverhead
-	case m.RelayOverhead < 0:
-		m.RelayOverhead = 0
+	if err := fractionBelowOne("model.relay_overhead", &m.RelayOverhead, DefaultRelayOverhead); err != nil {
+		return req, err
 	}
-	switch {
-	case math.IsNaN(m.ErrorMargin) || m.ErrorMargin >= 1:
-		return req, fmt.Errorf("model.error_margin %v: want a fraction below 1", m.ErrorMargin)
-	case m.ErrorMargin == 0:
-		m.ErrorMargin = DefaultErrorMargin
-	case m.ErrorMargin < 0:
-		m.ErrorMargin = 0
+	if err := fractionBelowOne("model.error_margin", &m.ErrorMargin, DefaultErrorMargin); err != nil {
+		return req, err
 	}
 	switch {
 	case m.MSSBytes == 0:
@@ -224,6 +214,20 @@ func (req Request) withDefaults() (Request, error) {
 		return req, fmt.Errorf("model.mss_bytes %d: want bytes > 0 (0 = default)", m.MSSBytes)
 	}
 	return req, nil
+}
+
+// fractionBelowOne applies the defaults of a fraction field named name: 0
+// is dflt, negative is none (0); NaN and 1 or more are errors.
+func fractionBelowOne(name string, v *float64, dflt float64) error {
+	switch {
+	case math.IsNaN(*v) || *v >= 1:
+		return fmt.Errorf("%s %v: want a fraction below 1", name, *v)
+	case *v == 0:
+		*v = dflt
+	case *v < 0:
+		*v = 0
+	}
+	return nil
 }
 
 // Segment is one TCP connection of a plan: From is its client-side end.

@@ -77,55 +77,48 @@ const maxPlaintext = 16 << 10
 // WriteTo copies the link's plaintext to w until EOF, each write a batch of
 // the records that had arrived (io.Copy uses it).
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
-	bp := batchPool.Get().(*[]byte)
-	defer batchPool.Put(bp)
-	buf := *bp
-	var total int64
-	for {
-		n, err := c.Conn.Read(buf)
-		if err == nil {
-			// More records already read off the socket: add them
-			// without waiting for the network.
-			c.raw.nonblock.Store(true)
-			for n < len(buf) {
-				m, rerr := c.Conn.Read(buf[n:])
-				n += m
-				if rerr != nil {
-					if !errors.Is(rerr, errWouldBlock) {
-						err = rerr
-					}
-					break
-				}
-			}
-			c.raw.nonblock.Store(false)
-		}
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		switch {
-		case err == io.EOF:
-			return total, nil
-		case err != nil:
-			return total, err
-		}
-	}
+	return copyBatches(w, c.readBatch)
 }
 
 // ReadFrom copies r to the link until EOF, a batch per read (io.Copy uses
 // it, also through *net.TCPConn's WriteTo when it cannot splice).
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	return copyBatches(c, r.Read)
+}
+
+// readBatch reads one record, waiting for it, then adds the records
+// already read off the socket without waiting for the network.
+func (c *Conn) readBatch(buf []byte) (int, error) {
+	n, err := c.Conn.Read(buf)
+	if err != nil {
+		return n, err
+	}
+	c.raw.nonblock.Store(true)
+	defer c.raw.nonblock.Store(false)
+	for n < len(buf) {
+		m, err := c.Conn.Read(buf[n:])
+		n += m
+		if err != nil {
+			if errors.Is(err, errWouldBlock) {
+				err = nil
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// copyBatches copies from read to w through a pooled batch buffer until
+// read returns io.EOF (a clean end: nil) or another error.
+func copyBatches(w io.Writer, read func([]byte) (int, error)) (int64, error) {
 	bp := batchPool.Get().(*[]byte)
 	defer batchPool.Put(bp)
 	buf := *bp
 	var total int64
 	for {
-		n, err := r.Read(buf)
+		n, err := read(buf)
 		if n > 0 {
-			m, werr := c.Write(buf[:n])
+			m, werr := w.Write(buf[:n])
 			total += int64(m)
 			if werr != nil {
 				return total, werr

@@ -17,8 +17,8 @@ import (
 )
 
 // pair returns the two ends of a relay link over loopback TCP. wrap, when
-// not nil, wraps the client's socket.
-func pair(t *testing.T, wrap func(net.Conn) net.Conn) (client, server *Conn) {
+// given, wraps the client's socket, and then the server's.
+func pair(t *testing.T, wrap ...func(net.Conn) net.Conn) (client, server *Conn) {
 	t.Helper()
 	r1 := mustNew(t, secret, "r1", RoleRelay)
 	r2 := mustNew(t, secret, "r2", RoleRelay)
@@ -38,6 +38,9 @@ func pair(t *testing.T, wrap func(net.Conn) net.Conn) (client, server *Conn) {
 			got <- res{nil, err}
 			return
 		}
+		if len(wrap) > 1 {
+			c = wrap[1](c)
+		}
 		s, err := r2.Server(context.Background(), c)
 		got <- res{s, err}
 	}()
@@ -45,8 +48,8 @@ func pair(t *testing.T, wrap func(net.Conn) net.Conn) (client, server *Conn) {
 	if raw, err = net.Dial("tcp", ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
-	if wrap != nil {
-		raw = wrap(raw)
+	if len(wrap) > 0 {
+		raw = wrap[0](raw)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -85,7 +88,7 @@ func (w writes) next(t *testing.T) []byte {
 // Bulk data arrives whole and in order through ReadFrom and WriteTo (the
 // tunnel's io.Copy), in both directions at once.
 func TestBatchesCarryEveryByte(t *testing.T) {
-	c, s := pair(t, nil)
+	c, s := pair(t)
 	src := make([]byte, 8<<20+12345)
 	if _, err := rand.Read(src); err != nil {
 		t.Fatal(err)

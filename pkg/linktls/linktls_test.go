@@ -237,41 +237,17 @@ func (s *sizes) Write(p []byte) (int, error) {
 // estimate is taken from data, not from a lone handshake packet), and data
 // afterwards in whole writes.
 func TestHandshakeWritesAreSmall(t *testing.T) {
-	r1 := mustNew(t, secret, "r1", RoleRelay)
-	r2 := mustNew(t, secret, "r2", RoleRelay)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var srv *sizes
-	got := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- err
-			return
-		}
-		srv = &sizes{Conn: c}
-		s, err := r2.Server(context.Background(), srv)
-		if err == nil {
-			_, err = io.ReadFull(s, make([]byte, 64<<10))
-		}
-		got <- err
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := &sizes{Conn: raw}
-	c, err := r1.Client(context.Background(), cli, "r2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	var cli, srv *sizes
+	c, s := pair(t, func(raw net.Conn) net.Conn { cli = &sizes{Conn: raw}; return cli },
+		func(raw net.Conn) net.Conn { srv = &sizes{Conn: raw}; return srv })
 	cli.mu.Lock()
 	hs := len(cli.w)
 	cli.mu.Unlock()
+	got := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(s, make([]byte, 64<<10))
+		got <- err
+	}()
 	if _, err := c.Write(make([]byte, 64<<10)); err != nil {
 		t.Fatal(err)
 	}
