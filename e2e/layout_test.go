@@ -22,7 +22,7 @@ func TestREADMELayoutMatchesTree(t *testing.T) {
 	}
 	table, _, _ = strings.Cut(table, "\n## ")
 	var rows []string
-	cell := regexp.MustCompile("^\\| ([^|]+) \\|")
+	cell := regexp.MustCompile(`^\| ([^|]+) \|`)
 	for _, line := range strings.Split(table, "\n") {
 		m := cell.FindStringSubmatch(line)
 		if m == nil {

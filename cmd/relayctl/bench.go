@@ -44,13 +44,19 @@ type streamResult struct {
 
 // pathResult is one path (direct or the chain) measured.
 type pathResult struct {
-	Relays      []string       `json:"relays"`
-	DownBps     float64        `json:"down_bps"`
-	UpBps       float64        `json:"up_bps"`
-	TTFBMs      float64        `json:"ttfb_ms"`
-	DownStreams []streamResult `json:"down_streams"`
-	UpStreams   []streamResult `json:"up_streams"`
-	Errors      []string       `json:"errors,omitempty"`
+	Relays  []string `json:"relays"`
+	DownBps float64  `json:"down_bps"`
+	UpBps   float64  `json:"up_bps"`
+	// DownSteadyBps and UpSteadyBps are the rates over the second half of
+	// the transfer's time, bits/s: what the path moves once slow start has
+	// ramped up (on long paths the whole transfer's average includes the
+	// ramp), and what a prediction is a prediction of.
+	DownSteadyBps float64        `json:"down_steady_bps"`
+	UpSteadyBps   float64        `json:"up_steady_bps"`
+	TTFBMs        float64        `json:"ttfb_ms"`
+	DownStreams   []streamResult `json:"down_streams"`
+	UpStreams     []streamResult `json:"up_streams"`
+	Errors        []string       `json:"errors,omitempty"`
 }
 
 // benchJSON is `relayctl bench -o json`, and one line of the history file.
@@ -170,11 +176,12 @@ func (b *benchRun) ttfb(ctx context.Context, p benchPath) (float64, error) {
 }
 
 // transfer runs b.streams parallel downloads (up=false) or uploads and
-// returns the aggregate rate in bits/s.
-func (b *benchRun) transfer(ctx context.Context, p benchPath, up bool, moved *atomic.Int64) (float64, []streamResult) {
+// returns the aggregate rate and the steady rate (steadyBps), bits/s.
+func (b *benchRun) transfer(ctx context.Context, p benchPath, up bool, moved *atomic.Int64) (bps, steady float64, _ []streamResult) {
 	results := make([]streamResult, b.streams)
 	var wg sync.WaitGroup
 	start := time.Now()
+	progress := sampleProgress(start, moved)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -184,14 +191,72 @@ func (b *benchRun) transfer(ctx context.Context, p benchPath, up bool, moved *at
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
+	samples := progress()
 	var total int64
 	for _, r := range results {
 		total += r.Bytes
 	}
 	if secs <= 0 {
-		return 0, results
+		return 0, 0, results
 	}
-	return float64(total) * 8 / secs, results
+	return float64(total) * 8 / secs, steadyBps(append(samples, progressSample{secs, total})), results
+}
+
+// progressSample is how many bytes had moved after secs seconds.
+type progressSample struct {
+	secs  float64
+	bytes int64
+}
+
+// progressEvery is how often a transfer's progress is sampled.
+const progressEvery = 50 * time.Millisecond
+
+// sampleProgress records moved every progressEvery from now on; the
+// returned function stops and returns the samples.
+func sampleProgress(start time.Time, moved *atomic.Int64) func() []progressSample {
+	var samples []progressSample
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				samples = append(samples, progressSample{now.Sub(start).Seconds(), moved.Load()})
+			}
+		}
+	})
+	return func() []progressSample { close(done); wg.Wait(); return samples }
+}
+
+// steadyBps is the rate over the second half of a transfer's time, bits/s,
+// from samples in time order whose last is the end; the bytes at the half
+// way point are interpolated between the samples around it. 0 for a
+// transfer too short to tell (under 4 sampling periods).
+func steadyBps(samples []progressSample) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	end := samples[len(samples)-1]
+	if end.secs < 4*progressEvery.Seconds() {
+		return 0
+	}
+	half := end.secs / 2
+	prev := progressSample{}
+	for _, s := range samples {
+		if s.secs >= half {
+			at := float64(prev.bytes)
+			if s.secs > prev.secs {
+				at += float64(s.bytes-prev.bytes) * (half - prev.secs) / (s.secs - prev.secs)
+			}
+			return (float64(end.bytes) - at) * 8 / (end.secs - half)
+		}
+		prev = s
+	}
+	return 0
 }
 
 func (b *benchRun) stream(ctx context.Context, p benchPath, up bool, moved *atomic.Int64) streamResult {
@@ -317,7 +382,7 @@ func (b *benchRun) measure(ctx context.Context, p benchPath) *pathResult {
 		}
 		var moved atomic.Int64
 		stop := b.showProgress(p.name+" "+what, &moved)
-		bps, streams := b.transfer(ctx, p, up, &moved)
+		bps, steady, streams := b.transfer(ctx, p, up, &moved)
 		stop()
 		for _, s := range streams {
 			if s.Error != "" {
@@ -325,9 +390,9 @@ func (b *benchRun) measure(ctx context.Context, p benchPath) *pathResult {
 			}
 		}
 		if up {
-			res.UpBps, res.UpStreams = bps, streams
+			res.UpBps, res.UpSteadyBps, res.UpStreams = bps, steady, streams
 		} else {
-			res.DownBps, res.DownStreams = bps, streams
+			res.DownBps, res.DownSteadyBps, res.DownStreams = bps, steady, streams
 		}
 	}
 	return res
@@ -404,15 +469,18 @@ time to first byte (median of 5 fresh connections: connect through the path,
 1-byte request, 1-byte answer), download and upload throughput (--streams
 parallel TCP connections, --size bytes each or for --duration), and per
 stream this host's TCP_INFO RTT and retransmissions; direct, through the
-chain (native protocol, as relayctl connect sends it), or both. The
-prediction is printed beside each measurement, every transfer is checked
-with SHA-256, and each run is appended as one JSON line to the history file.
+chain (native protocol, as relayctl connect sends it), or both. Each
+transfer's rate is given over its whole time and over its second half
+("steady": after slow start's ramp, which on long paths can take seconds).
+The prediction, a steady rate, is printed beside each measurement, every
+transfer is checked with SHA-256, and each run is appended as one JSON line
+to the history file.
 
 The traffic comes from the destination's traffic source: with a region or
 relay name, that relay's admin API (/v1/traffic/, with the admin token);
 with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 /upload; ` + "`relayctl lab`" + ` servers run one on port 8000).`,
-		Example: `  sudo relayctl lab run -t configs/lab/world.yaml -- relayctl bench --dst tokyo
+		Example: `  sudo relayctl lab run -t world -- relayctl bench --dst tokyo
   relayctl bench --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo --streams 4 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -564,19 +632,19 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		fmt.Fprintf(w, " for %.0f s", out.DurationS)
 	}
 	fmt.Fprintf(w, "\nplan: %s\n\n", orDirect(p.Result.Best.Chain))
-	fmt.Fprintf(w, "%-8s %12s %18s %18s %18s %18s\n", "path", "ttfb", "download", "predicted", "upload", "predicted")
+	fmt.Fprintf(w, "%-8s %12s %16s %16s %16s %16s %16s %16s\n", "path", "ttfb", "download", "steady", "predicted", "upload", "steady", "predicted")
 	row := func(name string, r *pathResult, pd, pu float64) {
 		if r == nil {
 			return
 		}
-		down, up := "-", "-"
+		down, downSteady, up, upSteady := "-", "-", "-", "-"
 		if len(r.DownStreams) > 0 {
-			down = mbit(r.DownBps)
+			down, downSteady = mbit(r.DownBps), mbit(r.DownSteadyBps)
 		}
 		if len(r.UpStreams) > 0 {
-			up = mbit(r.UpBps)
+			up, upSteady = mbit(r.UpBps), mbit(r.UpSteadyBps)
 		}
-		fmt.Fprintf(w, "%-8s %9.1f ms %18s %18s %18s %18s\n", name, r.TTFBMs, down, mbit(pd), up, mbit(pu))
+		fmt.Fprintf(w, "%-8s %9.1f ms %16s %16s %16s %16s %16s %16s\n", name, r.TTFBMs, down, downSteady, mbit(pd), up, upSteady, mbit(pu))
 	}
 	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps)
 	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps)
@@ -586,6 +654,7 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 	if out.SpeedupUp > 0 {
 		fmt.Fprintf(w, "speed-up over direct: upload %.2f×\n", out.SpeedupUp)
 	}
+	fmt.Fprintf(w, "(steady: the rate over the second half of the transfer's time, after slow start's ramp; the prediction is of that)\n")
 	for _, r := range []*pathResult{out.Direct, out.Chain} {
 		if r == nil {
 			continue

@@ -263,7 +263,7 @@ the fastest are ties, won by the fewest relays. Direct wins unless a chain
 beats it by --min-gain. With --matrix it plans offline on
 a saved or hand-written matrix (what-if planning; see --save-matrix).`,
 		Example: `  # in a lab: the plan to the Tokyo region, as a table with a path diagram
-  sudo relayctl lab run -t configs/lab/world.yaml -- relayctl plan --dst tokyo
+  sudo relayctl lab run -t world -- relayctl plan --dst tokyo
 
   # uploads, at most 2 relays, as JSON for scripts
   relayctl plan --fleet fleet.yaml --dst tokyo --direction up --max-hops 2 -o json
