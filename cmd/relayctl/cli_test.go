@@ -167,3 +167,21 @@ func TestSteadyBps(t *testing.T) {
 		t.Errorf("steady %v, want 8e6 (1 MB at 2 s, half way from 0 at 1 s to 2 MB at 3 s; 3 MB at 4 s)", got)
 	}
 }
+
+// connect takes relayd's flag names; the earlier ones still set the same
+// settings, deprecated.
+func TestConnectFlagAliases(t *testing.T) {
+	connect, _, err := rootCmd().Find([]string{"connect"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect.SetErr(&bytes.Buffer{})
+	if err := connect.ParseFlags([]string{"--listen", "127.0.0.1:1999", "--http-listen", "", "--probe-every", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"socks": "127.0.0.1:1999", "http": "", "check-every": "3s"} {
+		if got := connect.Flags().Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %q after the deprecated alias, want %q", name, got, want)
+		}
+	}
+}

@@ -164,7 +164,7 @@ func connectCmd() *cobra.Command {
 		Use:   "connect --dst <region|relay|host:port>",
 		Short: "Open a local SOCKS5/HTTP proxy that sends every connection through the planned chain",
 		Long: `Plan the path to --dst (as relayctl plan does), then serve a local SOCKS5
-(--listen) and HTTP proxy (--http-listen) that send every connection through
+(--socks) and HTTP proxy (--http) that send every connection through
 the planned chain with the native protocol: one authenticated header names
 every relay and the destination, over warm relay connections (TLS 1.3, both
 ends authenticated with certificates derived from the fleet secret, unless
@@ -174,7 +174,7 @@ It plans again every --replan, and within seconds when a tunnel fails at a
 relay; new connections take the new chain, live ones stay on theirs. A relay
 that could not be reached (or, after a tunnel stalled 2 s, fails a check of
 its /healthz, or of /v1/info through the relay before it) is marked down:
-plans leave it out until 3 checks in a row pass, one every --probe-every. A
+plans leave it out until 3 checks in a row pass, one every --check-every. A
 live tunnel through a relay whose host vanished ends, as an error its client
 sees, within the keepalive bound: 10 x --relay-keepalive. The
 client is told "succeeded" only once the last relay has reached the
@@ -199,7 +199,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			cfg.FleetSecretFile = secretFile
 			// Destinations are checked by the chain's last relay, with its
 			// own policy; locally, a direct plan reaches what this host
-			// could reach anyway (the listener is loopback unless --listen
+			// could reach anyway (the listener is loopback unless --socks
 			// says otherwise, and then relay.New wants credentials).
 			cfg.Policy.AllowPrivate = true
 			cfg.Limits.ShutdownGrace = 5 * time.Second
@@ -234,12 +234,20 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	}
 	f.register(cmd, false)
 	fl := cmd.Flags()
-	fl.StringVar(&listen, "listen", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
-	fl.StringVar(&httpListen, "http-listen", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
+	// The names relayd uses for the same settings; the earlier ones stay as
+	// deprecated aliases.
+	fl.StringVar(&listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
+	fl.StringVar(&httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
-	fl.DurationVar(&probeEvery, "probe-every", 2*time.Second, "check a relay marked down this often; it is used again after 3 passing checks in a row")
+	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often (relayd: planning.check_every); it is used again after 3 passing checks in a row")
+	for old, now := range map[string]string{"listen": "socks", "http-listen": "http", "probe-every": "check-every"} {
+		f := *fl.Lookup(now)
+		f.Name, f.Shorthand = old, ""
+		fl.AddFlag(&f)
+		_ = fl.MarkDeprecated(old, "use --"+now+", relayd's name for it")
+	}
 	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")
-	fl.BoolVar(&open, "open", false, "allow --listen/--http-listen off loopback without credentials (e.g. in a container whose port only you reach)")
+	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. in a container whose port only you reach)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -240,7 +240,7 @@ func TestDockerFleet(t *testing.T) {
 	// relayctl connect in a container, reached from here over front.
 	f.run("client", "--network", f.name("front"), "-v", mount, "-e", "RELAYMESH_ADMIN_TOKEN="+adminToken,
 		"-e", "RELAYMESH_FLEET_SECRET_FILE=/etc/relaymesh/fleet.key", "--entrypoint", "/relayctl", f.image,
-		"connect", "--consul", consulAddr, "--dst", srvAddr, "--listen", "0.0.0.0:1080", "--http-listen", "", "--open")
+		"connect", "--consul", consulAddr, "--dst", srvAddr, "--socks", "0.0.0.0:1080", "--http", "", "--open")
 	socks := f.ip("client", "front") + ":1080"
 	const size = 4 << 20
 	download := func(timeout time.Duration) error {

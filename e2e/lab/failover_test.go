@@ -79,7 +79,7 @@ links:
 	defer cancel()
 	clog := &syncBuffer{}
 	connect, err := st.Command(ctx, "client", filepath.Join(bins, "relayctl"), "connect", "--dst", "server:8000",
-		"--listen", "127.0.0.1:1080", "--http-listen", "", "--probe-every", "1s", "--relay-keepalive", keepalive.String(),
+		"--socks", "127.0.0.1:1080", "--http", "", "--check-every", "1s", "--relay-keepalive", keepalive.String(),
 		// Re-plan often: a re-admitted relay is planned once the relays'
 		// own probes of it answer again (every 2 s), which may be a plan
 		// or two after it passed connect's checks.
