@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -28,7 +28,7 @@ a tool that checks host names is told the relay's name as the server name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if secretFile == "" {
-				secretFile = envOr(lab.EnvFleetSecretFile, "")
+				secretFile = envOr(envvar.FleetSecretFile, "")
 			}
 			if secretFile == "" {
 				return errors.New("--fleet-secret-file is required (the CA is derived from the fleet secret)")
@@ -45,6 +45,6 @@ a tool that checks host names is told the relay's name as the server name.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+lab.EnvFleetSecretFile+")")
+	cmd.Flags().StringVar(&secretFile, "fleet-secret-file", "", "the fleet secret file (default $"+envvar.FleetSecretFile+")")
 	return cmd
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
-	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/relay"
@@ -38,8 +38,8 @@ type registryFlags struct {
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+fleet.EnvFile+", which relayctl lab sets)")
-	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $RELAYMESH_CONSUL, which a lab with --registry consul sets, when there is no fleet file)")
+	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+envvar.Fleet+", which relayctl lab sets)")
+	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $"+envvar.Consul+", which a lab with --registry consul sets, when there is no fleet file)")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
@@ -54,8 +54,8 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 		}
 		return nil
 	}
-	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+lab.EnvFleetSecretFile+", which lab commands set)")
-	cmd.Flags().StringVar(&f.transport, "transport", envOr(lab.EnvTransport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+lab.EnvTransport+", which lab commands set, else tls)")
+	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+envvar.FleetSecretFile+", which lab commands set)")
+	cmd.Flags().StringVar(&f.transport, "transport", envOr(envvar.Transport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+envvar.Transport+", which lab commands set, else tls)")
 }
 
 // secretPath is the fleet secret file, from the flag or the environment.
@@ -63,7 +63,7 @@ func (f *registryFlags) secretPath() string {
 	if f.secretFile != "" {
 		return f.secretFile
 	}
-	return os.Getenv(lab.EnvFleetSecretFile)
+	return os.Getenv(envvar.FleetSecretFile)
 }
 
 // adminTLS is how to reach the relays' admin APIs as the fleet runs: over
@@ -80,7 +80,7 @@ func (f *registryFlags) adminTLS() (*tls.Config, error) {
 	path := f.secretPath()
 	if path == "" {
 		return nil, errors.New("the relays' admin APIs take HTTPS with certificates from the fleet CA, which relayctl derives from the fleet secret: " +
-			"give --fleet-secret-file (or $" + lab.EnvFleetSecretFile + "), or --transport plain for a fleet whose relays run transport: plain")
+			"give --fleet-secret-file (or $" + envvar.FleetSecretFile + "), or --transport plain for a fleet whose relays run transport: plain")
 	}
 	secret, err := (&relay.Config{FleetSecretFile: path}).LoadFleetSecret()
 	if err != nil {
@@ -109,9 +109,9 @@ func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
 // asked), or from Consul within 2 s. None when the registry cannot be read.
 func (f *registryFlags) destinations() []string {
 	var relays []registry.Relay
-	consul, path := f.consulAddr, cmp.Or(f.fleetPath, os.Getenv(fleet.EnvFile))
+	consul, path := f.consulAddr, cmp.Or(f.fleetPath, os.Getenv(envvar.Fleet))
 	if consul == "" && path == "" {
-		consul = os.Getenv(lab.EnvConsul)
+		consul = os.Getenv(envvar.Consul)
 	}
 	switch {
 	case consul != "":
@@ -144,8 +144,8 @@ func (f *registryFlags) destinations() []string {
 
 // open returns the registry to read, refreshed once.
 func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
-	if f.consulAddr == "" && f.fleetPath == "" && os.Getenv(fleet.EnvFile) == "" {
-		f.consulAddr = os.Getenv(lab.EnvConsul) // a lab whose registry is Consul sets it
+	if f.consulAddr == "" && f.fleetPath == "" && os.Getenv(envvar.Fleet) == "" {
+		f.consulAddr = os.Getenv(envvar.Consul) // a lab whose registry is Consul sets it
 	}
 	if f.consulAddr != "" {
 		if f.fleetPath != "" {
@@ -166,10 +166,10 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 	}
 	path := f.fleetPath
 	if path == "" {
-		path = os.Getenv(fleet.EnvFile)
+		path = os.Getenv(envvar.Fleet)
 	}
 	if path == "" {
-		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + fleet.EnvFile)
+		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + envvar.Fleet)
 	}
 	// A fleet file's matrix comes from the relays' admin APIs.
 	conf, err := f.adminTLS()

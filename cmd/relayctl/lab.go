@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/configs"
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
@@ -97,7 +98,7 @@ func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.relaydPath, "relayd", "", "relayd binary for relay nodes (default: next to relayctl, then $PATH)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.registry, "registry", "fleet", `how relays share measurements: "fleet" (the lab's fleet file) or "consul" (a Consul agent on an added node "consul", linked to every relay and the client)`)
-	cmd.Flags().StringVar(&f.transport, "transport", "tls", `the relays' links: "tls" or "plain" (TLS 1.3 with certificates from the lab's fleet secret); lab commands get it in $`+lab.EnvTransport)
+	cmd.Flags().StringVar(&f.transport, "transport", "tls", `the relays' links: "tls" or "plain" (TLS 1.3 with certificates from the lab's fleet secret); lab commands get it in $`+envvar.Transport)
 	cmd.Flags().StringVar(&f.consulPath, "consul", "", "consul binary for --registry consul (default: next to relayctl, then $PATH; make bin/consul builds it)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", lab.DefaultCalibrationPath, "what lab doctor measured this machine holds; the topology's estimated peak is compared against it before starting")
 	_ = cmd.MarkFlagRequired("topology")

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
-	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
@@ -20,7 +20,7 @@ import (
 
 // envAdminToken is read when the registry does not carry the admin token
 // (Consul): the relays' admin APIs need it for /v1/probe and /v1/info.
-const envAdminToken = lab.EnvAdminToken
+const envAdminToken = envvar.AdminToken
 
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {
@@ -109,7 +109,7 @@ func (f *planFlags) token() string {
 	}
 	path := f.reg.fleetPath
 	if path == "" && f.reg.consulAddr == "" {
-		path = os.Getenv(fleet.EnvFile)
+		path = os.Getenv(envvar.Fleet)
 	}
 	if path != "" {
 		if file, err := fleet.Load(path); err == nil && file.AdminToken != "" {

@@ -27,10 +27,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// EnvFile names the environment variable relayctl reads for the default
-// fleet file; `relayctl lab run` and `lab exec` set it to the lab's fleet.
-const EnvFile = "RELAYMESH_FLEET"
-
 // File is one fleet file.
 type File struct {
 	// AdminToken is the bearer token every relay's admin API accepts: relays

@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
@@ -48,25 +49,6 @@ const (
 	TrafficPort = 8000 // servers: GET /bytes/N, POST /upload
 	RelayPort   = 7000 // relays: the native inter-relay protocol
 )
-
-// EnvLab names the lab a command runs in (set by Command).
-const EnvLab = "RELAYMESH_LAB"
-
-// EnvConsul is the Consul agent address relayctl reads when no registry
-// flag is given; Command sets it in a lab whose registry is Consul.
-const EnvConsul = "RELAYMESH_CONSUL"
-
-// EnvFleetSecretFile names the fleet secret file `relayctl connect` reads
-// by default; lab commands get the lab's.
-const EnvFleetSecretFile = "RELAYMESH_FLEET_SECRET_FILE"
-
-// EnvTransport is the relay-link transport (tls or plain) `relayctl
-// connect` and `bench` use by default; lab commands get the lab's.
-const EnvTransport = "RELAYMESH_TRANSPORT"
-
-// EnvAdminToken is the relays' admin API token relayctl reads when the
-// registry does not carry it (Consul); lab commands get the lab's.
-const EnvAdminToken = "RELAYMESH_ADMIN_TOKEN"
 
 // With Options.Registry "consul" the lab adds a node ConsulNode running a
 // Consul agent (HTTP on ConsulPort), linked to every relay and to the
@@ -148,19 +130,19 @@ func (s *State) Command(ctx context.Context, node string, argv ...string) (*exec
 		}
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, argv...)...)
-	cmd.Env = append(os.Environ(), EnvLab+"="+s.Name, EnvFleetSecretFile+"="+filepath.Join(s.Dir, "fleet-secret"))
+	cmd.Env = append(os.Environ(), envvar.Lab+"="+s.Name, envvar.FleetSecretFile+"="+filepath.Join(s.Dir, "fleet-secret"))
 	if s.Transport != "" {
-		cmd.Env = append(cmd.Env, EnvTransport+"="+s.Transport)
+		cmd.Env = append(cmd.Env, envvar.Transport+"="+s.Transport)
 	}
 	if s.ConsulAddr != "" {
-		cmd.Env = append(cmd.Env, EnvConsul+"="+s.ConsulAddr)
+		cmd.Env = append(cmd.Env, envvar.Consul+"="+s.ConsulAddr)
 		// Consul does not carry the relays' admin token; relayctl plan
 		// needs it for the relays' /v1/probe and /v1/info.
 		if f, err := fleet.Load(s.FleetPath()); err == nil && f.AdminToken != "" {
-			cmd.Env = append(cmd.Env, EnvAdminToken+"="+f.AdminToken)
+			cmd.Env = append(cmd.Env, envvar.AdminToken+"="+f.AdminToken)
 		}
 	} else {
-		cmd.Env = append(cmd.Env, fleet.EnvFile+"="+s.FleetPath())
+		cmd.Env = append(cmd.Env, envvar.Fleet+"="+s.FleetPath())
 	}
 	return cmd, nil
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/envvar"
 )
 
 // Agent is one running (or killed) agent.
@@ -34,15 +36,15 @@ type Agent struct {
 
 // Start runs an agent for the test and kills it when the test ends. bin is
 // the consul binary relative to the test's directory (e.g. "../bin/consul");
-// $RELAYMESH_CONSUL overrides it.
+// $RELAYMESH_CONSUL_BIN (envvar.ConsulBin) overrides it.
 func Start(t testing.TB, bin string) *Agent {
 	t.Helper()
-	if env := os.Getenv("RELAYMESH_CONSUL"); env != "" {
+	if env := os.Getenv(envvar.ConsulBin); env != "" {
 		bin = env
 	} else {
 		bin, _ = filepath.Abs(bin)
 		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set RELAYMESH_CONSUL", bin)
+			t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set $"+envvar.ConsulBin, bin)
 		}
 	}
 	a := &Agent{bin: bin, dir: t.TempDir()}
