@@ -107,11 +107,9 @@ func StopAll(ds []*Daemon, timeout time.Duration, logf func(format string, args 
 // ours accepts: what an earlier, interrupted run of a benchmark left.
 func KillStrays(ours func(cmdline string) bool, logf func(format string, args ...any)) {
 	groups := map[int]string{}
-	ForProcs(func(pid int, stat, cmdline string) {
+	ForProcs(func(_, pg int, cmdline string) {
 		if ours(cmdline) {
-			if pg, live := LiveGroup(stat); live {
-				groups[pg] = cmdline
-			}
+			groups[pg] = cmdline
 		}
 	})
 	for pg, cl := range groups {

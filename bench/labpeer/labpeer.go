@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // DanteConfig is a sockd config listening on addr:port with no
@@ -89,49 +91,27 @@ func KillGroup(pgid int) {
 // GroupMembers lists live (non-zombie) processes of process group pgid.
 func GroupMembers(pgid int) []int {
 	var out []int
-	ForProcs(func(pid int, stat, _ string) {
-		if pg, live := LiveGroup(stat); live && pg == pgid {
+	ForProcs(func(pid, pg int, _ string) {
+		if pg == pgid {
 			out = append(out, pid)
 		}
 	})
 	return out
 }
 
-// LiveGroup reads a /proc/PID/stat line: the process group, and whether the
-// process is alive (not a zombie).
-func LiveGroup(stat string) (pgid int, live bool) {
-	f := statFields(stat)
-	if len(f) <= 3 || f[0] == "Z" {
-		return 0, false
+// ForProcs calls fn for every live (not zombie) process in /proc with its
+// process group and command line (NULs as spaces).
+func ForProcs(fn func(pid, pgid int, cmdline string)) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return
 	}
-	pgid, err := strconv.Atoi(f[2])
-	return pgid, err == nil
-}
-
-// statFields returns /proc/PID/stat fields after the command name: state,
-// ppid, pgrp, ...
-func statFields(stat string) []string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(stat[i+1:])
-}
-
-// ForProcs calls fn for every process in /proc with its stat line and
-// command line (NULs as spaces).
-func ForProcs(fn func(pid int, stat, cmdline string)) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || st.State == "Z" {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		fn(pid, string(stat), strings.ReplaceAll(string(cl), "\x00", " "))
+		cl, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "cmdline"))
+		fn(p.PID, st.PGRP, strings.ReplaceAll(string(cl), "\x00", " "))
 	}
 }

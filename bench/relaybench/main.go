@@ -40,6 +40,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 const (
@@ -1044,34 +1046,18 @@ type procStat struct {
 
 func readProcStats() map[int]procStat {
 	m := map[int]procStat{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return m
+	}
+	for _, p := range procs {
+		st, err := p.Stat()
 		if err != nil {
-			continue
+			continue // gone meanwhile
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
-			continue
-		}
-		// f[0] is field 3 (state): ppid=4, utime=14, stime=15, cutime=16, cstime=17.
-		ppid, _ := strconv.Atoi(f[1])
-		var t uint64
-		for _, j := range []int{11, 12, 13, 14} {
-			v, _ := strconv.ParseInt(f[j], 10, 64)
-			if v > 0 {
-				t += uint64(v)
-			}
-		}
-		m[pid] = procStat{ppid: ppid, ticks: t}
+		// Reaped children's time is in cutime/cstime; negative values
+		// (the kernel's long type) are treated as none.
+		m[p.PID] = procStat{ppid: st.PPID, ticks: uint64(st.UTime + st.STime + uint(max(st.CUTime, 0)) + uint(max(st.CSTime, 0)))}
 	}
 	return m
 }
