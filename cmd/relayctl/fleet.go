@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -109,10 +108,7 @@ func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
 // asked), or from Consul within 2 s. None when the registry cannot be read.
 func (f *registryFlags) destinations() []string {
 	var relays []registry.Relay
-	consul, path := f.consulAddr, cmp.Or(f.fleetPath, os.Getenv(envvar.Fleet))
-	if consul == "" && path == "" {
-		consul = os.Getenv(envvar.Consul)
-	}
+	consul, path := f.source()
 	switch {
 	case consul != "":
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -142,17 +138,28 @@ func (f *registryFlags) destinations() []string {
 	return slices.Compact(out)
 }
 
+// source is where the registry is read: a Consul agent's address or a
+// fleet file, from the flags, then $RELAYMESH_FLEET, then $RELAYMESH_CONSUL
+// (a lab whose registry is Consul sets it).
+func (f *registryFlags) source() (consulAddr, fleetPath string) {
+	consulAddr, fleetPath = f.consulAddr, f.fleetPath
+	if consulAddr == "" && fleetPath == "" {
+		if fleetPath = os.Getenv(envvar.Fleet); fleetPath == "" {
+			consulAddr = os.Getenv(envvar.Consul)
+		}
+	}
+	return consulAddr, fleetPath
+}
+
 // open returns the registry to read, refreshed once.
 func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
-	if f.consulAddr == "" && f.fleetPath == "" && os.Getenv(envvar.Fleet) == "" {
-		f.consulAddr = os.Getenv(envvar.Consul) // a lab whose registry is Consul sets it
-	}
-	if f.consulAddr != "" {
-		if f.fleetPath != "" {
+	consulAddr, path := f.source()
+	if consulAddr != "" {
+		if path != "" {
 			return nil, errors.New("--fleet and --consul: give one registry")
 		}
 		// An empty token leaves the Consul client's own $CONSUL_HTTP_TOKEN.
-		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: f.consulAddr, Token: f.consulToken})
+		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: consulAddr, Token: f.consulToken})
 		if err != nil {
 			return nil, err
 		}
@@ -163,10 +170,6 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 	}
 	if f.consulToken != "" {
 		return nil, errors.New("--consul-token needs --consul")
-	}
-	path := f.fleetPath
-	if path == "" {
-		path = os.Getenv(envvar.Fleet)
 	}
 	if path == "" {
 		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + envvar.Fleet)

@@ -147,7 +147,8 @@ type rawConn struct {
 	// socket: set only by Conn.WriteTo, the link's one reader, around its
 	// batch reads.
 	nonblock atomic.Bool
-	rbuf     *[]byte // read ahead, from readPool: unread bytes are rbuf[roff:rend]
+	rc       syscall.RawConn // the socket's, for fill; nil when Conn is not a socket
+	rbuf     *[]byte         // read ahead, from readPool: unread bytes are rbuf[roff:rend]
 	roff     int
 	rend     int
 
@@ -182,13 +183,8 @@ func (c *rawConn) Read(p []byte) (int, error) {
 // buffer taken only once there is data: a link waiting for data (an idle
 // tunnel, a pooled conn) holds no buffer.
 func (c *rawConn) fill() error {
-	sc, ok := c.Conn.(syscall.Conn)
-	var rc syscall.RawConn
-	var err error
-	if ok {
-		rc, err = sc.SyscallConn()
-	}
-	if !ok || err != nil { // not a socket (tests): read ahead all the same
+	rc := c.rc
+	if rc == nil { // not a socket (tests): read ahead all the same
 		b := readPool.Get().(*[]byte)
 		n, err := c.Conn.Read(*b)
 		if n == 0 {
@@ -201,7 +197,7 @@ func (c *rawConn) fill() error {
 	var n int
 	var rerr error
 	var b *[]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		b = readPool.Get().(*[]byte)
 		for {
 			n, rerr = unix.Read(int(fd), *b)

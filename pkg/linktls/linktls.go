@@ -40,6 +40,7 @@ import (
 	"math/big"
 	"net"
 	"regexp"
+	"syscall"
 	"time"
 )
 
@@ -372,6 +373,9 @@ func (id *Identity) Server(ctx context.Context, raw net.Conn) (*Conn, error) {
 // handshake runs side's handshake over raw, written in small pieces.
 func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn) (*Conn, error) {
 	rc := &rawConn{Conn: raw}
+	if sc, ok := raw.(syscall.Conn); ok {
+		rc.rc, _ = sc.SyscallConn() // looked up once: every fill reads through it
+	}
 	tc := side(rc)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
