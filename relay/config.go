@@ -264,13 +264,28 @@ func LoadFile(path string) (Config, error) {
 // Parse decodes YAML over Defaults(), strictly.
 func Parse(data []byte) (Config, error) {
 	cfg := Defaults()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("config: %w", err)
+	if err := cfg.Overlay(data); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }
+
+// Overlay decodes YAML over c, strictly: a key it names replaces c's value
+// (a section key by key: {probe: {window: 5}} keeps probe's other
+// settings), and an unknown key is an error, so a renamed key fails where
+// it is written rather than being ignored.
+func (c *Config) Overlay(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// Marshal is c as a YAML config file that Parse reads back to c: every
+// key written, durations as "2s".
+func (c Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 
 // Validate checks the config and returns an error naming the field. It does
 // not touch the network; credentials files are read by LoadCredentials.

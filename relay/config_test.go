@@ -139,3 +139,47 @@ func TestExposedSecretFiles(t *testing.T) {
 		t.Fatalf("got %q, want one warning for the 0644 fleet secret file", got)
 	}
 }
+
+// What Marshal writes, Parse reads back unchanged: the lab writes relayd's
+// configs this way, so a renamed or retyped key fails to compile there.
+func TestMarshalRoundTrips(t *testing.T) {
+	c := Defaults()
+	c.Name, c.Region, c.Open = "r1", "tokyo", true
+	c.Next = []string{"relaymesh://10.0.0.2:7000"}
+	c.Probe.PullInterval = 2 * time.Second
+	c.Policy.Allow = []string{"10.77.0.0/16"}
+	c.Auth.Users = []User{{Name: "alice", Password: "pw"}}
+	c.RelaySocket.KeepAlive = 1500 * time.Millisecond
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "pull_interval: 2s") {
+		t.Errorf("durations are not written as durations:\n%s", data)
+	}
+	back, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Marshal()
+	b, _ := back.Marshal()
+	if string(a) != string(b) {
+		t.Fatalf("round trip changed the config:\n%s\n---\n%s", a, b)
+	}
+}
+
+// Overlay replaces only what it names, section keys one by one, and
+// refuses an unknown key.
+func TestOverlay(t *testing.T) {
+	c := Defaults()
+	c.Probe.PullInterval = 2 * time.Second
+	if err := c.Overlay([]byte("probe: {window: 5}\nname: x")); err != nil {
+		t.Fatal(err)
+	}
+	if c.Probe.Window != 5 || c.Probe.PullInterval != 2*time.Second || c.Name != "x" {
+		t.Fatalf("overlay: %+v", c.Probe)
+	}
+	if err := c.Overlay([]byte("probe: {windw: 5}")); err == nil || !strings.Contains(err.Error(), "windw") {
+		t.Fatalf("unknown key: %v", err)
+	}
+}

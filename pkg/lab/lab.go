@@ -39,6 +39,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/relay"
 )
 
 // Fixed ports: scripts can rely on them in every lab.
@@ -476,44 +477,46 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	for _, h := range hops {
 		next = append(next, fmt.Sprintf("%s://%s:%d", scheme, h, port))
 	}
-	cfg := map[string]any{
-		"name":        n.Name,
-		"region":      n.Region,
-		"socks":       hostPort(n.Addr, SOCKSPort),
-		"http":        hostPort(n.Addr, HTTPPort),
-		"admin":       hostPort(n.Addr, AdminPort),
-		"admin_token": adminToken,
-		// Every relay also serves the native protocol, with the lab's
-		// fleet secret, so any relay can be a relaymesh:// hop.
-		"relay":             hostPort(n.Addr, RelayPort),
-		"fleet_secret_file": l.secretPath(),
-		// Pull every 2 s (not 5): a lab wants the matrix complete in 10 s.
-		"probe": map[string]any{"pull_interval": "2s"},
-		// The lab is a closed world of namespaces: no credentials, and
-		// lab addresses (10.77/16) are private, so allow them.
-		"open":   true,
-		"policy": map[string]any{"allow_private": true},
-		"log":    map[string]any{"level": "info", "format": "json"},
-	}
+	cfg := relay.Defaults()
+	cfg.Name, cfg.Region = n.Name, n.Region
+	cfg.SOCKS, cfg.HTTP = hostPort(n.Addr, SOCKSPort), hostPort(n.Addr, HTTPPort)
+	cfg.Admin, cfg.AdminToken = hostPort(n.Addr, AdminPort), adminToken
+	// Every relay also serves the native protocol, with the lab's fleet
+	// secret, so any relay can be a relaymesh:// hop.
+	cfg.Relay, cfg.FleetSecretFile = hostPort(n.Addr, RelayPort), l.secretPath()
+	// Pull every 2 s (not 5): a lab wants the matrix complete in 10 s.
+	cfg.Probe.PullInterval = 2 * time.Second
+	// The lab is a closed world of namespaces: no credentials, and lab
+	// addresses (10.77/16) are private, so allow them.
+	cfg.Open, cfg.Policy.AllowPrivate = true, true
+	cfg.Log = relay.LogConfig{Level: "info", Format: "json"}
 	if tn.Routing == "plan" {
-		cfg["routing"] = "plan"
+		cfg.Routing = "plan"
 	}
 	if l.Transport != "" {
-		cfg["transport"] = l.Transport
+		cfg.Transport = l.Transport
 	}
-	if len(next) > 0 {
-		cfg["next"] = next
-	}
+	cfg.Next = next
 	// Probe every other relay of the lab and share measurements.
 	if l.ConsulAddr != "" {
-		cfg["consul"] = map[string]any{"addr": l.ConsulAddr}
+		cfg.Consul.Addr = l.ConsulAddr
 	} else {
-		cfg["fleet"] = l.FleetPath()
+		cfg.Fleet = l.FleetPath()
 	}
-	for k, v := range tn.Relayd {
-		cfg[k] = v // the topology's own settings win
+	if len(tn.Relayd) > 0 {
+		// The topology's own settings win, key by key.
+		over, err := yaml.Marshal(tn.Relayd)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.Overlay(over); err != nil {
+			return nil, fmt.Errorf("node %s: relayd: %w", n.Name, err)
+		}
 	}
-	data, err := yaml.Marshal(cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node %s: the relayd config the lab would write: %w", n.Name, err)
+	}
+	data, err := cfg.Marshal()
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package lab
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/relay"
@@ -79,5 +81,58 @@ links:
 		if cfg.Region != topo.Nodes[tc.node].Region || cfg.Name != tc.node || !cfg.Policy.AllowPrivate {
 			t.Errorf("%s: name %q region %q allow_private %v", tc.node, cfg.Name, cfg.Region, cfg.Policy.AllowPrivate)
 		}
+	}
+}
+
+// A topology's relayd: settings are laid over the lab's key by key, and a
+// key relayd does not know fails when the lab writes the config, naming
+// the node, not later in a relay's log.
+func TestRelaydOverlay(t *testing.T) {
+	parse := func(relayd string) (*Lab, error) {
+		topo, err := topology.Parse([]byte(`name: t
+nodes:
+  client: {}
+  r1: {role: relay, relayd: ` + relayd + `}
+links:
+  - {between: [client, r1], rtt_ms: 1}
+`))
+		if err != nil {
+			return nil, err
+		}
+		l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
+		for i, name := range topo.NodeNames() {
+			l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Addr: nodeAddr(i)}
+		}
+		return l, nil
+	}
+	l, err := parse(`{probe: {window: 5}, relay_socket: {keepalive: 1s}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := relay.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Probe.Window != 5 || cfg.Probe.PullInterval != 2*time.Second || cfg.RelaySocket.KeepAlive != time.Second {
+		t.Errorf("overlay not key by key: probe %+v, relay_socket %+v", cfg.Probe, cfg.RelaySocket)
+	}
+	l, err = parse(`{probe: {windw: 5}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123"); err == nil ||
+		!strings.Contains(err.Error(), "r1") || !strings.Contains(err.Error(), "windw") {
+		t.Fatalf("unknown relayd key: %v", err)
+	}
+	l, err = parse(`{transport: quic}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123"); err == nil || !strings.Contains(err.Error(), "transport") {
+		t.Fatalf("invalid relayd value: %v", err)
 	}
 }

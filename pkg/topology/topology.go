@@ -91,8 +91,8 @@ type Node struct {
 	// measurements; exclusive with next:).
 	Routing string `yaml:"routing"`
 	// Relayd is, for relays only, relayd configuration laid over what the
-	// lab writes: each top-level key replaces the lab's, e.g.
-	// relayd: {relay_socket: {keepalive: 1s}}. relayd checks it at start.
+	// lab writes, key by key (a section's keys one by one), e.g.
+	// relayd: {relay_socket: {keepalive: 1s}}. The lab checks it at up.
 	Relayd map[string]any `yaml:"relayd"`
 }
 
