@@ -474,6 +474,21 @@ func runInLab(ctx context.Context, s *lab.State, node string, argv []string) err
 	return err
 }
 
+// commandAfterDash accepts lab run's arguments: a command, all of it after
+// "--", so none of its flags is taken for relayctl's and a word meant as
+// the topology is not run as the command.
+func commandAfterDash(cmd *cobra.Command, args []string) error {
+	switch dash := cmd.ArgsLenAtDash(); {
+	case len(args) == 0:
+		return errors.New("no command to run: relayctl lab run -t TOPOLOGY -- CMD [ARGS...]")
+	case dash < 0:
+		return fmt.Errorf("put the command after --: relayctl lab run -t TOPOLOGY -- %s", strings.Join(args, " "))
+	case dash > 0:
+		return fmt.Errorf("%q before --: the topology is -t %s, the command comes after --", args[0], args[0])
+	}
+	return nil
+}
+
 func labRunCmd(stateRoot *string) *cobra.Command {
 	var f labFlags
 	cmd := &cobra.Command{
@@ -490,7 +505,7 @@ CMD succeeded. TOPOLOGY is a file or a shipped topology's name (world, split2,
 
   # a topology file of your own, and a shell in its client node
   sudo relayctl lab run -t my-wan.yaml -- sh`,
-		Args: cobra.MinimumNArgs(1),
+		Args: commandAfterDash,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topo, abs, err := f.loadTopology(cmd.ErrOrStderr())
 			if err != nil {
