@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -78,6 +79,16 @@ links:
 		}
 		if cfg.Region != topo.Nodes[tc.node].Region || cfg.Name != tc.node || !cfg.Policy.AllowPrivate {
 			t.Errorf("%s: name %q region %q allow_private %v", tc.node, cfg.Name, cfg.Region, cfg.Policy.AllowPrivate)
+		}
+	}
+}
+
+// Every hop scheme relayd serves can chain lab relays: the lab knows the
+// port of the listener serving it.
+func TestEverySchemeHasALabListener(t *testing.T) {
+	for _, s := range nexthop.Schemes() {
+		if s.Listener != "" && listenerPorts[s.Listener] == 0 {
+			t.Errorf("%s:// is served by relayd's %q listener, which the lab gives no port", s.Name, s.Listener)
 		}
 	}
 }
