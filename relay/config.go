@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 )
@@ -306,21 +306,24 @@ func (c *Config) Validate() error {
 	if c.Transport != TransportTLS && c.Transport != TransportPlain {
 		add("transport: %q is not tls or plain", c.Transport)
 	}
-	nativeNext := false
+	secretNext := "" // the first next hop scheme that needs the fleet secret
 	for i, n := range c.Next {
-		h, err := chain.ParseHop(n)
+		h, err := nexthop.Parse(n)
 		if err != nil {
 			add("next[%d]: %v", i, err)
+			continue
 		}
-		nativeNext = nativeNext || h.Scheme == "relaymesh"
+		if sc, _ := nexthop.Lookup(h.Scheme); sc.FleetSecret && secretNext == "" {
+			secretNext = sc.Name
+		}
 	}
 	switch {
 	case c.FleetSecret != "" && c.FleetSecretFile != "":
 		add("fleet_secret, fleet_secret_file: set one, not both")
 	case c.FleetSecret == "" && c.FleetSecretFile == "" && c.Relay != "":
 		add("fleet_secret: required with relay (the relay listener only serves relays holding the fleet secret; --fleet-secret-file)")
-	case c.FleetSecret == "" && c.FleetSecretFile == "" && nativeNext:
-		add("fleet_secret: required with a relaymesh:// next hop (--fleet-secret-file)")
+	case c.FleetSecret == "" && c.FleetSecretFile == "" && secretNext != "":
+		add("fleet_secret: required with a %s:// next hop (--fleet-secret-file)", secretNext)
 	case c.FleetSecret != "" && len(c.FleetSecret) < MinFleetSecretBytes:
 		// Never echo the secret, not even in part.
 		add("fleet_secret: must be at least %d bytes", MinFleetSecretBytes)

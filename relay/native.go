@@ -11,6 +11,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
@@ -72,9 +73,13 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 			ch.Warm = nil // refused at connect, never pooled
 		}
 	}
-	for _, h := range req.Hops {
-		ch.Hops = append(ch.Hops, chain.Hop{Scheme: "relaymesh", Addr: h})
-		ch.Clients = append(ch.Clients, route.Client{Secret: s.secret})
+	for _, a := range req.Hops {
+		h, err := nexthop.Build(chain.Hop{Scheme: nexthop.Relaymesh, Addr: a}, nexthop.Options{Secret: s.secret})
+		if err != nil { // cannot happen: the relay listener runs only with the fleet secret
+			log.Error("route hop", zap.Error(err))
+			return
+		}
+		ch.Hops = append(ch.Hops, h)
 	}
 	// Cover the dial and the status write; the dial has its own timeout.
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))

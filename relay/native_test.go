@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 )
 
 func TestNativeConfig(t *testing.T) {
@@ -61,5 +63,27 @@ func TestLoadFleetSecret(t *testing.T) {
 	}
 	if _, err := c.LoadFleetSecret(); err == nil || strings.Contains(err.Error(), "tiny-secret") {
 		t.Fatalf("short file secret: err = %v (want an error that does not echo it)", err)
+	}
+}
+
+// Server.Chain gives every hop the client of its scheme, and a relaymesh://
+// hop without the fleet secret is refused up front, naming the setting.
+func TestChainHopsCarryTheirClients(t *testing.T) {
+	cfg := Defaults()
+	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
+	s, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.Chain([]string{"socks5h://u:p@a:1080", "http://b:3128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Hops) != 2 || ch.Hops[0].Client == nil || ch.Hops[1].Client == nil || ch.Hops[0].Name() != "socks5://a:1080" {
+		t.Fatalf("hops %+v, want two with their clients", ch.Hops)
+	}
+	_, err = s.Chain([]string{"relaymesh://r:7000"})
+	if want := "next hop relaymesh://r:7000: relaymesh:// hops need the fleet secret (fleet_secret_file)"; err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 }

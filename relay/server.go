@@ -19,13 +19,12 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
-	"github.com/relaymesh/relaymesh/pkg/httpconnect"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/route"
-	"github.com/relaymesh/relaymesh/pkg/socks5"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
@@ -198,23 +197,17 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 		c.Warm = s.warm
 	}
 	for _, raw := range next {
-		h, err := chain.ParseHop(raw)
+		h, err := nexthop.Parse(raw)
 		if err != nil {
 			return nil, err
 		}
-		if h.Scheme == "relaymesh" && s.secret == nil {
-			return nil, fmt.Errorf("next hop %s: relaymesh:// hops need the fleet secret (fleet_secret_file)", h.Name())
+		if h, err = nexthop.Build(h, nexthop.Options{Secret: s.secret}); err != nil {
+			if errors.Is(err, nexthop.ErrNoSecret) {
+				err = fmt.Errorf("%w (fleet_secret_file)", err)
+			}
+			return nil, fmt.Errorf("next hop %s: %w", h.Name(), err)
 		}
 		c.Hops = append(c.Hops, h)
-		switch h.Scheme {
-		case "socks5":
-			c.Clients = append(c.Clients, socks5.Client{User: h.User, Password: h.Password})
-		case "http":
-			c.Clients = append(c.Clients, httpconnect.Client{User: h.User, Password: h.Password})
-		case "relaymesh":
-			// Consecutive relaymesh hops share one header (chain.RouteHopDialer).
-			c.Clients = append(c.Clients, route.Client{Secret: s.secret})
-		}
 	}
 	return c, nil
 }
@@ -298,7 +291,7 @@ func (s *Server) Chain(next []string) (*chain.Chain, error) { return s.buildChai
 
 // warmFirstHop starts filling the pool toward ch's first relay.
 func (s *Server) warmFirstHop(ch *chain.Chain) {
-	if s.warm != nil && len(ch.Hops) > 0 && ch.Hops[0].Scheme == "relaymesh" {
+	if s.warm != nil && len(ch.Hops) > 0 && ch.Hops[0].Routed() {
 		s.warm.Warm(ch.Hops[0].Addr)
 	}
 }

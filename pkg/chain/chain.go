@@ -2,6 +2,7 @@
 // a chain is a Dialer wrapping a Dialer, so callers never need to know how many
 // hops there are. Every error a chain returns is a *HopError (or wraps one) that
 // says which hop failed and how, so front ends can map it to a protocol reply.
+// The hop schemes and their clients are listed once, in pkg/nexthop.
 package chain
 
 import (
@@ -10,9 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -170,64 +169,32 @@ func Classify(err error) Kind {
 	return KindGeneral
 }
 
-// Hop describes one next hop parsed from a URL such as
-// socks5://user:pass@host:port or http://host:port.
+// Hop is one next hop, such as socks5://user:pass@host:port or
+// http://host:port. pkg/nexthop, the list of hop schemes, parses hop URLs
+// and builds Client.
 type Hop struct {
-	Scheme   string // "socks5", "http" or "relaymesh"
+	Scheme   string // canonical scheme name, e.g. "socks5" (pkg/nexthop)
 	Addr     string // host:port
 	User     string
 	Password string
+	// Client speaks the hop's protocol. A Chain fails a dial through a
+	// hop that has none.
+	Client HopDialer
 }
 
 // Name is the hop's URL without credentials, safe to log.
 func (h Hop) Name() string { return h.Scheme + "://" + h.Addr }
 
-// ParseHop parses a next-hop URL. Supported schemes: socks5, socks5h (same
-// thing: the hop always resolves names), http, and relaymesh (another relay's
-// relay listener, spoken to in the native protocol, docs/protocol.md).
-func ParseHop(raw string) (Hop, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Hop{}, fmt.Errorf("next hop %q: %w", redact(raw), err)
-	}
-	h := Hop{Scheme: strings.ToLower(u.Scheme), Addr: u.Host}
-	switch h.Scheme {
-	case "socks5", "socks5h":
-		h.Scheme = "socks5"
-	case "http":
-	case "relaymesh":
-		if u.User != nil {
-			// Relays authenticate each other with the fleet secret.
-			return Hop{}, fmt.Errorf("next hop %q: relaymesh:// hops take no user:password (the fleet secret authenticates them)", redact(raw))
-		}
-	default:
-		return Hop{}, fmt.Errorf("next hop %q: unsupported scheme %q (want socks5://, http:// or relaymesh://)", redact(raw), u.Scheme)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return Hop{}, fmt.Errorf("next hop %q: unexpected path %q (want scheme://[user:pass@]host:port)", redact(raw), u.Path)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil || host == "" || port == "" {
-		return Hop{}, fmt.Errorf("next hop %q: want scheme://[user:pass@]host:port", redact(raw))
-	}
-	if u.User != nil {
-		h.User = u.User.Username()
-		h.Password, _ = u.User.Password()
-	}
-	return h, nil
+// Routed reports whether the hop is a relay taking a route header: its
+// Client is a RouteHopDialer. Such a hop's connection goes through
+// Chain.Link and may come from Chain.Warm.
+func (h Hop) Routed() bool {
+	_, ok := h.Client.(RouteHopDialer)
+	return ok
 }
 
-// redact removes the password from a URL-ish string for error messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
-
-// HopDialer opens a tunnel through a proxy that is reached over Forward.
-// Implementations live in pkg/socks5 and pkg/httpconnect.
+// HopDialer opens a tunnel through a proxy reached over a connection: the
+// client of one hop scheme (pkg/nexthop lists them and their clients).
 type HopDialer interface {
 	// Through asks the proxy, reached over conn, to connect to addr. On success
 	// conn carries the tunnel. It must honour ctx's deadline.
@@ -263,24 +230,20 @@ type RouteError struct {
 func (e *RouteError) Error() string { return e.Err.Error() }
 func (e *RouteError) Unwrap() error { return e.Err }
 
-// HopDialerFactory builds the protocol client for a hop.
-type HopDialerFactory func(h Hop) HopDialer
-
 // Chain dials through a list of hops in order. The first hop is reached with
 // Base (no destination policy: hops are operator-configured), the final
 // destination is reached through the last hop. With no hops, Direct is used.
 type Chain struct {
-	Hops    []Hop
-	Clients []HopDialer // one per hop, same order
-	Base    Dialer      // dials the first hop
-	Direct  Dialer      // dials the destination when there are no hops
+	Hops   []Hop  // each with its Client
+	Base   Dialer // dials the first hop
+	Direct Dialer // dials the destination when there are no hops
 	// Warm, when set, supplies the connection to a relaymesh:// first hop
-	// without a TCP handshake (and, with Link, already secured); a miss
+	// (Hop.Routed) without a TCP handshake (and, with Link, already secured); a miss
 	// falls back to Base.
 	Warm Warm
 	// Link, when set, secures the connection to a relay before its route
 	// handshake (pkg/linktls: TLS with the fleet's certificates), at the
-	// start of every run of relaymesh:// hops; addr is the relay's. It
+	// start of every run of relaymesh:// (Routed) hops; addr is the relay's. It
 	// owns conn (closes it on failure). Nil: relay links are plain.
 	Link func(ctx context.Context, conn net.Conn, addr string) (net.Conn, error)
 
@@ -322,7 +285,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 	}
 	first := c.Hops[0]
 	var conn net.Conn
-	if c.Warm != nil && first.Scheme == "relaymesh" {
+	if c.Warm != nil && first.Routed() {
 		conn = c.Warm.Take(first.Addr)
 	}
 	if conn != nil {
@@ -367,7 +330,7 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 		// A run of relaymesh:// hops is one handshake with the first of them
 		// (the header names the rest); any other hop is a run of one.
 		j := i + 1
-		rd, isRoute := c.Clients[i].(RouteHopDialer)
+		rd, isRoute := c.Hops[i].Client.(RouteHopDialer)
 		for isRoute && j < len(c.Hops) && c.Hops[j].Scheme == c.Hops[i].Scheme {
 			j++
 		}
@@ -375,7 +338,10 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 		if j < len(c.Hops) {
 			target = c.Hops[j].Addr
 		}
-		if isRoute {
+		if c.Hops[i].Client == nil {
+			// Not a panic in a connection goroutine: a failed dial.
+			err = fmt.Errorf("hop %s has no client", c.Hops[i].Name())
+		} else if isRoute {
 			via := make([]string, 0, j-i-1)
 			for _, h := range c.Hops[i+1 : j] {
 				via = append(via, h.Addr)
@@ -395,7 +361,7 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 				err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
 			}
 		} else {
-			err = c.Clients[i].Through(ctx, conn, target)
+			err = c.Hops[i].Client.Through(ctx, conn, target)
 		}
 		c.observe(i+1, c.Hops[i].Name(), start, err)
 		start = time.Now()

@@ -10,27 +10,7 @@ import (
 	"testing"
 )
 
-func TestParseHop(t *testing.T) {
-	good := map[string]Hop{
-		"socks5://1.2.3.4:1080":        {Scheme: "socks5", Addr: "1.2.3.4:1080"},
-		"socks5h://u:p@h.example:1080": {Scheme: "socks5", Addr: "h.example:1080", User: "u", Password: "p"},
-		"http://[::1]:3128":            {Scheme: "http", Addr: "[::1]:3128"},
-	}
-	for raw, want := range good {
-		got, err := ParseHop(raw)
-		if err != nil || got != want {
-			t.Errorf("%s: %+v %v", raw, got, err)
-		}
-	}
-	for _, raw := range []string{"ftp://h:1", "socks5://h", "socks5://:1", "http://h:1/path", "h:1"} {
-		if _, err := ParseHop(raw); err == nil {
-			t.Errorf("%s accepted", raw)
-		}
-	}
-	_, err := ParseHop("gopher://u:topsecret@h:1")
-	if err == nil || strings.Contains(err.Error(), "topsecret") {
-		t.Errorf("error must not carry the password: %v", err)
-	}
+func TestHopNameHasNoCredentials(t *testing.T) {
 	if n := (Hop{Scheme: "socks5", Addr: "h:1", User: "u", Password: "p"}).Name(); strings.Contains(n, "p@") {
 		t.Errorf("Name leaks credentials: %s", n)
 	}
@@ -55,9 +35,9 @@ func (pipeDialer) DialContext(context.Context, string, string) (net.Conn, error)
 
 func TestChainBlamesTheUnreachableHop(t *testing.T) {
 	c := &Chain{
-		Hops:    []Hop{{Scheme: "socks5", Addr: "h1:1"}, {Scheme: "socks5", Addr: "h2:1"}, {Scheme: "socks5", Addr: "h3:1"}},
-		Clients: []HopDialer{fakeHop{}, fakeHop{failFor: "h3:1"}, fakeHop{}},
-		Base:    pipeDialer{},
+		Hops: []Hop{{Scheme: "socks5", Addr: "h1:1", Client: fakeHop{}}, {Scheme: "socks5", Addr: "h2:1", Client: fakeHop{failFor: "h3:1"}},
+			{Scheme: "socks5", Addr: "h3:1", Client: fakeHop{}}},
+		Base: pipeDialer{},
 	}
 	_, err := c.DialContext(context.Background(), "tcp", "dst:80")
 	var he *HopError
@@ -65,7 +45,7 @@ func TestChainBlamesTheUnreachableHop(t *testing.T) {
 		t.Fatalf("got %v, want hop 3 refused", err)
 	}
 	// The destination refusing is the last hop's report, about the destination.
-	c.Clients = []HopDialer{fakeHop{}, fakeHop{}, fakeHop{failFor: "dst:80"}}
+	c.Hops[1].Client, c.Hops[2].Client = fakeHop{}, fakeHop{failFor: "dst:80"}
 	_, err = c.DialContext(context.Background(), "tcp", "dst:80")
 	if !errors.As(err, &he) || he.Hop != 3 || he.Target != "dst:80" {
 		t.Fatalf("got %v", err)
@@ -136,9 +116,9 @@ func TestDialEarlyRidesTheLastRouteRun(t *testing.T) {
 	var calls []string
 	rh := routeHop{calls: &calls}
 	c := &Chain{
-		Hops:    []Hop{{Scheme: "socks5", Addr: "s:1"}, {Scheme: "relaymesh", Addr: "r1:7"}, {Scheme: "relaymesh", Addr: "r2:7"}},
-		Clients: []HopDialer{fakeHop{}, rh, rh},
-		Base:    pipeDialer{},
+		Hops: []Hop{{Scheme: "socks5", Addr: "s:1", Client: fakeHop{}}, {Scheme: "relaymesh", Addr: "r1:7", Client: rh},
+			{Scheme: "relaymesh", Addr: "r2:7", Client: rh}},
+		Base: pipeDialer{},
 	}
 	conn, err := c.DialEarly(context.Background(), "dst:80", []byte("GET"))
 	if err != nil {
@@ -155,8 +135,7 @@ func TestWarmConnRetriedColdOnlyWhenSafe(t *testing.T) {
 	// The warm conn's peer closed it: the handshake sees EOF.
 	eof := &HopAuthError{Msg: "closed without a status", Err: io.EOF}
 	c := &Chain{
-		Hops:    []Hop{{Scheme: "relaymesh", Addr: "r1:7"}},
-		Clients: []HopDialer{routeHop{calls: &calls, err: eof}},
+		Hops: []Hop{{Scheme: "relaymesh", Addr: "r1:7", Client: routeHop{calls: &calls, err: eof}}},
 	}
 	base := &countingDialer{}
 	c.Base = base
@@ -178,9 +157,23 @@ func TestWarmConnRetriedColdOnlyWhenSafe(t *testing.T) {
 	}
 	// Any other failure is the chain's answer: no retry.
 	calls = nil
-	c.Clients = []HopDialer{routeHop{calls: &calls, err: &RemoteError{Kind: KindRefused, Msg: "refused"}}}
+	c.Hops[0].Client = routeHop{calls: &calls, err: &RemoteError{Kind: KindRefused, Msg: "refused"}}
 	c.Warm = &warmOnce{addr: "r1:7"}
 	if _, err := c.DialContext(context.Background(), "tcp", "dst:80"); Classify(err) != KindRefused || base.n != 0 {
 		t.Fatalf("refusal: %v, cold dials %d", err, base.n)
+	}
+}
+
+// A hop without a client is a failed dial naming the hop, not a panic in
+// the connection's goroutine.
+func TestHopWithoutClientFailsTheDial(t *testing.T) {
+	c := &Chain{
+		Hops: []Hop{{Scheme: "socks5", Addr: "h1:1", Client: fakeHop{}}, {Scheme: "socks5", Addr: "h2:1"}},
+		Base: pipeDialer{},
+	}
+	_, err := c.DialContext(context.Background(), "tcp", "dst:80")
+	var he *HopError
+	if !errors.As(err, &he) || he.Hop != 2 || !strings.Contains(err.Error(), "no client") {
+		t.Fatalf("got %v, want hop 2 failing for want of a client", err)
 	}
 }

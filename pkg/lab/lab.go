@@ -463,19 +463,26 @@ func (l *Lab) writeState() error {
 
 func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
 
+// listenerPorts is where a lab relay's listeners are, by relayd config key
+// (nexthop.Scheme.Listener names the one serving a hop scheme).
+var listenerPorts = map[string]int{"socks": SOCKSPort, "http": HTTPPort, "relay": RelayPort}
+
 // relaydConfig is the config the lab writes for a relay node.
 func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	tn := l.topo.Nodes[n.Name]
-	scheme, port, hops := "relaymesh", RelayPort, l.topo.Route(n.Name)
-	switch tn.NextProtocol {
-	case "http":
-		scheme, port, hops = "http", HTTPPort, tn.Next
-	case "socks5":
-		scheme, port, hops = "socks5", SOCKSPort, tn.Next
+	scheme, ok := tn.NextScheme()
+	port := listenerPorts[scheme.Listener]
+	if !ok || port == 0 {
+		return nil, fmt.Errorf("node %s: next_protocol %q: no relay listener in the lab serves it", n.Name, tn.NextProtocol)
+	}
+	hops := tn.Next
+	if scheme.Routes() {
+		// Each hop follows the header it is sent, not its own next:.
+		hops = l.topo.Route(n.Name)
 	}
 	var next []string
 	for _, h := range hops {
-		next = append(next, fmt.Sprintf("%s://%s:%d", scheme, h, port))
+		next = append(next, fmt.Sprintf("%s://%s", scheme.Name, hostPort(h, port)))
 	}
 	cfg := relay.Defaults()
 	cfg.Name, cfg.Region = n.Name, n.Region

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -134,5 +135,15 @@ links:
 	}
 	if _, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123"); err == nil || !strings.Contains(err.Error(), "transport") {
 		t.Fatalf("invalid relayd value: %v", err)
+	}
+}
+
+// Every hop scheme relayd serves can chain lab relays: the lab knows the
+// port of the listener serving it.
+func TestEverySchemeHasALabListener(t *testing.T) {
+	for _, s := range nexthop.Schemes() {
+		if s.Listener != "" && listenerPorts[s.Listener] == 0 {
+			t.Errorf("%s:// is served by relayd's %q listener, which the lab gives no port", s.Name, s.Listener)
+		}
 	}
 }

@@ -28,7 +28,9 @@ func (d *pipeDialer) DialContext(_ context.Context, _, addr string) (net.Conn, e
 // TestChainSendsOneHeader: consecutive relaymesh:// hops are ONE header to
 // the first relay naming the others, and statuses map to the right hop.
 func TestChainSendsOneHeader(t *testing.T) {
-	hops := []chain.Hop{{Scheme: "relaymesh", Addr: "a:7000"}, {Scheme: "relaymesh", Addr: "b:7000"}, {Scheme: "relaymesh", Addr: "c:7000"}}
+	rc := Client{Secret: key}
+	hops := []chain.Hop{{Scheme: "relaymesh", Addr: "a:7000", Client: rc}, {Scheme: "relaymesh", Addr: "b:7000", Client: rc},
+		{Scheme: "relaymesh", Addr: "c:7000", Client: rc}}
 	for _, tc := range []struct {
 		name     string
 		resp     *Response // nil: close without a response
@@ -57,9 +59,6 @@ func TestChainSendsOneHeader(t *testing.T) {
 				_, _ = c.Write(b)
 			}}
 			ch := &chain.Chain{Hops: hops, Base: d}
-			for range hops {
-				ch.Clients = append(ch.Clients, Client{Secret: key})
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			conn, err := ch.DialContext(ctx, "tcp", "example.com:443")
@@ -86,7 +85,9 @@ func TestChainSendsOneHeader(t *testing.T) {
 
 // TestChainMixedHops: a socks5 hop after a relaymesh run is that run's target.
 func TestChainMixedHops(t *testing.T) {
-	hops := []chain.Hop{{Scheme: "relaymesh", Addr: "a:7000"}, {Scheme: "relaymesh", Addr: "b:7000"}, {Scheme: "socks5", Addr: "s:1080"}}
+	rc := Client{Secret: key}
+	hops := []chain.Hop{{Scheme: "relaymesh", Addr: "a:7000", Client: rc}, {Scheme: "relaymesh", Addr: "b:7000", Client: rc},
+		{Scheme: "socks5", Addr: "s:1080", Client: failingHop{}}}
 	var got *Request
 	d := &pipeDialer{relay: func(c net.Conn) {
 		req, err := ReadRequest(c, key, nil)
@@ -98,7 +99,7 @@ func TestChainMixedHops(t *testing.T) {
 		_, _ = c.Write(b)
 		// The socks5 hop's greeting arrives next; close to end the test.
 	}}
-	ch := &chain.Chain{Hops: hops, Base: d, Clients: []chain.HopDialer{Client{Secret: key}, Client{Secret: key}, failingHop{}}}
+	ch := &chain.Chain{Hops: hops, Base: d}
 	_, err := ch.DialContext(context.Background(), "tcp", "example.com:443")
 	if got == nil || !slices.Equal(got.Hops, []string{"b:7000"}) || got.Dst != "s:1080" {
 		t.Fatalf("header = %+v, want hops [b] and destination s:1080", got)

@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 )
 
 // Roles a node can have. An empty role is RoleClient.
@@ -80,11 +82,11 @@ type Node struct {
 	// Next is, for relays only, the static onward chain of relay node names
 	// relayd dials through, in order. Empty: dial destinations directly.
 	Next []string `yaml:"next"`
-	// NextProtocol is, for relays only, how Next hops are spoken to:
-	// "" (default: relaymesh), "relaymesh" (the native inter-relay
-	// protocol: the relay sends one header naming its whole onward Route),
-	// "socks5" or "http" (each relay a client of its Next, hop by hop or
-	// nested, kept for comparisons).
+	// NextProtocol is, for relays only, how Next hops are spoken to: a
+	// hop scheme relayd serves (pkg/nexthop), "" meaning relaymesh (the
+	// native inter-relay protocol: the relay sends one header naming its
+	// whole onward Route); socks5 or http make each relay a client of its
+	// Next, hop by hop or nested, kept for comparisons. See NextScheme.
 	NextProtocol string `yaml:"next_protocol"`
 	// Routing is, for relays only, relayd's routing: "" or "static" (its
 	// next:), or "plan" (each destination's chain planned from the lab's
@@ -94,6 +96,29 @@ type Node struct {
 	// lab writes, key by key (a section's keys one by one), e.g.
 	// relayd: {relay_socket: {keepalive: 1s}}. The lab checks it at up.
 	Relayd map[string]any `yaml:"relayd"`
+}
+
+// NextScheme is the hop scheme n's Next hops are spoken to in:
+// NextProtocol, relaymesh when empty. ok is false when that is not a
+// registered scheme relayd serves (Validate refuses the topology).
+func (n *Node) NextScheme() (s nexthop.Scheme, ok bool) {
+	name := n.NextProtocol
+	if name == "" {
+		name = nexthop.Relaymesh
+	}
+	s, ok = nexthop.Lookup(name)
+	return s, ok && s.Listener != ""
+}
+
+// nextProtocols lists the schemes next_protocol may name.
+func nextProtocols() string {
+	var names []string
+	for _, s := range nexthop.Schemes() {
+		if s.Listener != "" {
+			names = append(names, s.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // Route is the whole onward chain of relay name with the native protocol:
@@ -260,10 +285,8 @@ func (t *Topology) Validate() error {
 			add("%s.region: %q must match %s", f, n.Region, regionRE)
 		}
 		checkSysctl(add, f+".sysctl", n.Sysctl)
-		switch n.NextProtocol {
-		case "", "socks5", "http", "relaymesh":
-		default:
-			add("%s.next_protocol: %q is not one of socks5, http, relaymesh", f, n.NextProtocol)
+		if _, ok := n.NextScheme(); !ok {
+			add("%s.next_protocol: %q is not one of %s", f, n.NextProtocol, nextProtocols())
 		}
 		switch n.Routing {
 		case "", "static":

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 )
 
 const labDir = "../../configs/lab"
@@ -472,5 +474,27 @@ func TestRouteFollowsOnwardNext(t *testing.T) {
 		if got := top.Route(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("Route(%s) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// next_protocol takes any hop scheme relayd serves, by name or alias, and
+// defaults to relaymesh.
+func TestNextProtocolIsAHopScheme(t *testing.T) {
+	for _, s := range nexthop.Schemes() {
+		if s.Listener == "" {
+			continue
+		}
+		for _, name := range append([]string{s.Name}, s.Aliases...) {
+			topo, err := Parse([]byte(base + "  r4: {role: relay, next: [r1], next_protocol: " + name + "}\n"))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got, ok := topo.Nodes["r4"].NextScheme(); !ok || got.Name != s.Name {
+				t.Errorf("%s: NextScheme %q %v, want %s", name, got.Name, ok, s.Name)
+			}
+		}
+	}
+	if got, ok := (&Node{}).NextScheme(); !ok || got.Name != nexthop.Relaymesh {
+		t.Errorf("default: %q %v, want %s", got.Name, ok, nexthop.Relaymesh)
 	}
 }
