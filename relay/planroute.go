@@ -54,6 +54,14 @@ func clientSegment(ctx context.Context) (rttMs float64, windowBytes int64, ok bo
 	return rttMs, windowBytes, ok
 }
 
+// The server finds the observers by type assertion: a signature that
+// drifted would silently stop marking relays down.
+var _ interface {
+	Router
+	FailureObserver
+	SlowObserver
+} = (*planroute.PerDestination)(nil)
+
 // newPlanRouter is the relay's Router for routing: plan; its goroutines
 // end with s.ctx.
 func (s *Server) newPlanRouter() *planroute.PerDestination {

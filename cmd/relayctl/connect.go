@@ -17,6 +17,14 @@ import (
 	"github.com/relaymesh/relaymesh/relay"
 )
 
+// The server finds the observers by type assertion: a signature that
+// drifted would silently stop marking relays down.
+var _ interface {
+	relay.Router
+	relay.FailureObserver
+	relay.SlowObserver
+} = (*planroute.Single)(nil)
+
 func connectCmd() *cobra.Command {
 	var f planFlags
 	var listen, httpListen, logLevel string

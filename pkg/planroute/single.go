@@ -14,8 +14,8 @@ import (
 )
 
 // ReplanAfterFailureMin spaces a Single's re-plans caused by failing
-// tunnels: a dead relay fails every tunnel until it is marked down, and
-// one plan is enough.
+// tunnels: a dead relay fails every tunnel until the registry notices, and
+// one survey is enough.
 const ReplanAfterFailureMin = 5 * time.Second
 
 // replanTimeout bounds one re-plan (a survey of the whole fleet).
