@@ -366,7 +366,7 @@ func (s *Server) Start() error {
 	// client instead of after it.
 	s.warmFirstHop(s.chain.Load())
 	if s.cfg.Routing == "plan" {
-		s.SetRouter(newPlanRouter(s))
+		s.SetRouter(s.newPlanRouter())
 	}
 	s.log.Info("relayd listening",
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),

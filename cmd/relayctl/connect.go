@@ -7,152 +7,23 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
-	"github.com/relaymesh/relaymesh/pkg/chain"
-	"github.com/relaymesh/relaymesh/pkg/health"
+	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
-// replanAfterFailureMin spaces re-plans caused by failing tunnels: a dead
-// relay fails every tunnel until the registry notices, one survey is enough.
-const replanAfterFailureMin = 5 * time.Second
-
-// nextOf is the next-hop URLs of a plan's chain (native protocol).
-func (p *planned) nextOf() ([]string, error) {
-	var next []string
-	for _, name := range p.Result.Best.Chain {
-		r, ok := p.Relays[name]
-		if !ok || r.Relay == "" {
-			return nil, fmt.Errorf("relay %s has no relay listener address in the registry", name)
-		}
-		next = append(next, "relaymesh://"+r.Relay)
-	}
-	return next, nil
-}
-
-// planRouter sends every tunnel through the current plan's chain and
-// re-plans: every interval, and soon after a tunnel fails at a relay. A
-// relay blamed for a failure is marked down (left out of plans) and checked
-// every health.Watch.Every; it is used again after health.DefaultRise
-// passing checks in a row.
-type planRouter struct {
-	srv   *relay.Server
-	plan  func(ctx context.Context, avoid ...string) (*planned, error)
-	log   *zap.Logger
-	every time.Duration
-	watch *health.Watch
-
-	mu       sync.Mutex
-	cur      *chain.Chain
-	names    []string
-	kick     chan struct{}
-	lastKick time.Time
-}
-
-func (r *planRouter) Route(context.Context, string) (*chain.Chain, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cur, nil
-}
-
-// Failed is called by the server after a tunnel failed (relay.FailureObserver).
-// A broken chain triggers a re-plan; a relay that could not be reached is
-// marked down.
-func (r *planRouter) Failed(ch *chain.Chain, err error) {
-	if r.watch.Failed(ch, err) {
-		r.replanSoon(ch, false)
-	}
-}
-
-// Slow is called when a tunnel on ch is still not up after relay.SlowDial
-// (relay.SlowObserver): the chain's relays are checked, and a re-plan
-// follows.
-func (r *planRouter) Slow(ch *chain.Chain) {
-	if len(ch.Hops) == 0 {
-		return
-	}
-	go func() {
-		r.watch.Slow(ch, relay.SlowDial)
-		r.replanSoon(ch, false)
-	}()
-}
-
-// replanSoon asks the re-plan loop to plan now, at most every
-// replanAfterFailureMin, and only for trouble on the current chain (ch nil:
-// any). force skips both checks: a relay went down or came back.
-func (r *planRouter) replanSoon(ch *chain.Chain, force bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !force && (ch != r.cur || time.Since(r.lastKick) < replanAfterFailureMin) {
-		return
-	}
-	r.lastKick = time.Now()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
-}
-
-// apply plans once, leaving out the relays that are down, and installs the
-// chain. The plan is logged when the chain changed, or always with logAll.
-func (r *planRouter) apply(ctx context.Context, logAll bool) error {
-	avoid := r.watch.DownNames()
-	p, err := r.plan(ctx, avoid...)
-	if err != nil {
-		return err
-	}
-	next, err := p.nextOf()
-	if err != nil {
-		return err
-	}
-	ch, err := r.srv.Chain(next)
-	if err != nil {
-		return err
-	}
-	b := p.Result.Best
-	if p.Relays != nil {
-		r.watch.SetFleet(p.Relays, p.FromHere)
-	}
-	r.mu.Lock()
-	changed := r.cur == nil || strings.Join(r.names, ",") != strings.Join(b.Chain, ",")
-	r.cur, r.names = ch, b.Chain
-	r.mu.Unlock()
-	if changed || logAll {
-		r.log.Info("plan", zap.String("dst", p.Result.Destination), zap.Strings("chain", b.Chain),
-			zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
-			zap.Strings("down", avoid))
-	}
-	return nil
-}
-
-func (r *planRouter) run(ctx context.Context) {
-	go r.watch.Run(ctx)
-	t := time.NewTicker(r.every)
-	defer t.Stop()
-	for {
-		kicked := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-r.kick:
-			kicked = true
-			r.log.Info("planning again: a tunnel failed or stalled, or a relay went down or came back")
-		}
-		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		if err := r.apply(pctx, kicked); err != nil {
-			r.log.Warn("re-plan failed; keeping the current chain", zap.Error(err))
-		}
-		cancel()
-	}
-}
+// The server finds the observers by type assertion: a signature that
+// drifted would silently stop marking relays down.
+var _ interface {
+	relay.Router
+	relay.FailureObserver
+	relay.SlowObserver
+} = (*planroute.Single)(nil)
 
 func connectCmd() *cobra.Command {
 	var f planFlags
@@ -211,11 +82,10 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
-			r := &planRouter{srv: srv, plan: f.plan, log: log.Named("plan"), every: every, kick: make(chan struct{}, 1)}
-			r.watch = &health.Watch{Every: probeEvery, Check: sv.CheckRelay, Log: r.log,
-				OnChange: func() { r.replanSoon(nil, true) }}
+			r := planroute.NewSingle(planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
+				SlowDial: relay.SlowDial, Log: log.Named("plan")}, every, f.planRoute)
 			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			err = r.apply(pctx, true)
+			err = r.Apply(pctx, true)
 			cancel()
 			if err != nil {
 				return err
@@ -225,8 +95,8 @@ SIGTERM, letting tunnels finish for 5 s.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> %s via %s\n",
-				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), f.dst, orDirect(r.names))
-			go r.run(ctx)
+				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), f.dst, orDirect(r.Chain()))
+			go r.Run(ctx)
 			<-ctx.Done()
 			srv.Shutdown(cfg.Limits.ShutdownGrace)
 			return nil
@@ -250,6 +120,16 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. in a container whose port only you reach)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
+}
+
+// planRoute is f.plan as connect's router plans: leaving out the relays
+// that are down.
+func (f *planFlags) planRoute(ctx context.Context, down []string) (*planroute.Plan, error) {
+	p, err := f.plan(ctx, down...)
+	if err != nil {
+		return nil, err
+	}
+	return &planroute.Plan{Result: p.Result, Relays: p.Relays, FromHere: p.FromHere}, nil
 }
 
 func orNone(s string) string {

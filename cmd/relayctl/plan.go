@@ -13,6 +13,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
+	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
@@ -68,6 +69,11 @@ type planned struct {
 	Notes  []string // from the survey
 	// FromHere names the relays this host reached itself in the survey.
 	FromHere []string
+}
+
+// nextOf is the next-hop URLs of a plan's chain (native protocol).
+func (p *planned) nextOf() ([]string, error) {
+	return planroute.HopURLs(p.Result.Best.Chain, p.Relays)
 }
 
 // request builds the planner request from the flags.

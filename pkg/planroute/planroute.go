@@ -1,0 +1,131 @@
+// Package planroute routes tunnels through planned chains, for relayctl
+// connect (Single: one destination's plan for every tunnel, planned again
+// on a schedule) and relays with routing: plan (PerDestination: each
+// destination planned on a survey kept for a TTL).
+//
+// Its contract, for both:
+//   - A relay a tunnel could not reach, or that fails a check after a
+//     tunnel through it stalled, is marked down (pkg/health): every plan
+//     from then on leaves it out, until it passes health.DefaultRise checks
+//     in a row, one every Config.CheckEvery.
+//   - A plan's relay names become relaymesh:// hops at the relay listener
+//     addresses the registry records for them (HopURLs); a relay without
+//     one fails the plan.
+//   - A destination's plan is logged ("plan") when its chain changes.
+//
+// It does no I/O of its own: surveys, relay checks and chain building come
+// in as functions (Config, PerDestinationConfig, PlanFunc). Its goroutines
+// end when the context they were started with ends; Wait waits for them.
+package planroute
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/health"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+)
+
+// Config is what both routers take from their owner.
+type Config struct {
+	// Build makes the chain for next-hop URLs with the owner's dialers,
+	// pools and secret (relay.Server.Chain).
+	Build func(next []string) (*chain.Chain, error)
+	// Check asks whether a relay's relayd answers: directly (via nil), or
+	// through via, a relay this host reaches (survey.Survey.CheckRelay).
+	Check func(ctx context.Context, r registry.Relay, via *registry.Relay) error
+	// CheckEvery is the time between two checks of a relay that is down.
+	CheckEvery time.Duration
+	// SlowDial is how long a tunnel had not come up when Slow is called
+	// (relay.SlowDial); it is told in the reason a relay is marked down.
+	SlowDial time.Duration
+	// Log gets the plans, the relays marked down and re-admitted, and
+	// why planning failed. nil: nothing is logged.
+	Log *zap.Logger
+}
+
+// HopURLs is the next-hop URLs (native protocol) of a chain of relay
+// names, at the relay listener addresses in relays (by name).
+func HopURLs(names []string, relays map[string]registry.Relay) ([]string, error) {
+	var next []string
+	for _, name := range names {
+		r, ok := relays[name]
+		if !ok || r.Relay == "" {
+			return nil, fmt.Errorf("relay %s has no relay listener address in the registry", name)
+		}
+		next = append(next, "relaymesh://"+r.Relay)
+	}
+	return next, nil
+}
+
+// core is what Single and PerDestination share: the health watch, chain
+// building and the log of plan changes.
+type core struct {
+	cfg   Config
+	log   *zap.Logger
+	watch *health.Watch
+	wg    sync.WaitGroup // goroutines started with spawn
+
+	mu   sync.Mutex
+	last map[string]string // destination -> chain last logged for it
+}
+
+// init sets c up; onChange is called when a relay goes down or comes back.
+func (c *core) init(cfg Config, onChange func()) {
+	c.cfg, c.log, c.last = cfg, cfg.Log, map[string]string{}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	c.watch = &health.Watch{Every: cfg.CheckEvery, Check: cfg.Check, Log: c.log, OnChange: onChange}
+}
+
+// spawn runs f in a goroutine Wait waits for.
+func (c *core) spawn(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// Wait waits for the router's goroutines, which end once the context it
+// was started with is done (and checks or surveys in flight return).
+func (c *core) Wait() { c.wg.Wait() }
+
+// Down lists the relays marked down, by name: plans leave them out.
+func (c *core) Down() []string { return c.watch.DownNames() }
+
+// build makes the chain through the relays names (by name in relays).
+func (c *core) build(names []string, relays map[string]registry.Relay) (*chain.Chain, error) {
+	next, err := HopURLs(names, relays)
+	if err != nil {
+		return nil, err
+	}
+	return c.cfg.Build(next)
+}
+
+// logPlan logs dst's plan when its chain differs from the one last logged
+// for dst (or none was), or always with always.
+func (c *core) logPlan(dst string, names []string, always bool, fields ...zap.Field) {
+	key := strings.Join(names, ",")
+	c.mu.Lock()
+	prev, seen := c.last[dst]
+	c.last[dst] = key
+	c.mu.Unlock()
+	if always || !seen || prev != key {
+		c.log.Info("plan", append([]zap.Field{zap.String("dst", dst), zap.Strings("chain", names)}, fields...)...)
+	}
+}
+
+// forget drops what was logged for dst: its next plan is logged.
+func (c *core) forget(dst string) {
+	c.mu.Lock()
+	delete(c.last, dst)
+	c.mu.Unlock()
+}

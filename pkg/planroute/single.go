@@ -1,0 +1,165 @@
+package planroute
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// ReplanAfterFailureMin spaces a Single's re-plans caused by failing
+// tunnels: a dead relay fails every tunnel until the registry notices, and
+// one survey is enough.
+const ReplanAfterFailureMin = 5 * time.Second
+
+// replanTimeout bounds one re-plan (a survey of the whole fleet).
+const replanTimeout = 60 * time.Second
+
+// Plan is one plan of a Single with what applying it needs.
+type Plan struct {
+	// Result is the planner's answer; Best.Chain names the relays after
+	// this host.
+	Result *planner.Result
+	// Relays are the registry's relays of the survey, by name: where
+	// each hop is, and what the relays marked down are checked by. nil
+	// (a plan on a matrix file) applies only a direct plan.
+	Relays map[string]registry.Relay
+	// FromHere names the relays this host reached itself in the survey;
+	// the others are checked through one it reached.
+	FromHere []string
+}
+
+// PlanFunc plans once, leaving out the relays named in down.
+type PlanFunc func(ctx context.Context, down []string) (*Plan, error)
+
+// Single sends every tunnel, whatever its destination, through the current
+// plan's chain, and plans again: every interval (Run), and soon after a
+// tunnel fails or stalls on the current chain, or a relay goes down or
+// comes back. New tunnels take the new chain; live ones keep theirs.
+type Single struct {
+	core
+	plan  PlanFunc
+	every time.Duration
+
+	mu       sync.Mutex
+	cur      *chain.Chain
+	names    []string
+	kick     chan struct{} // buffered 1: a re-plan is due
+	lastKick time.Time
+}
+
+// NewSingle makes a Single that plans with plan every interval once Run
+// runs. Apply the first plan before routing by it.
+func NewSingle(cfg Config, every time.Duration, plan PlanFunc) *Single {
+	r := &Single{plan: plan, every: every, kick: make(chan struct{}, 1)}
+	r.init(cfg, func() { r.replanSoon(nil, true) })
+	return r
+}
+
+// Route is the current plan's chain (relay.Router), nil before Apply.
+func (r *Single) Route(context.Context, string) (*chain.Chain, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, nil
+}
+
+// Chain names the relays of the current plan's chain (none: direct).
+func (r *Single) Chain() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.names)
+}
+
+// Failed reads a tunnel that failed on ch (relay.FailureObserver): a relay
+// that could not be reached is marked down, and a broken current chain is
+// planned again.
+func (r *Single) Failed(ch *chain.Chain, err error) {
+	if r.watch.Failed(ch, err) {
+		r.replanSoon(ch, false)
+	}
+}
+
+// Slow reads a tunnel on ch still not up after Config.SlowDial
+// (relay.SlowObserver): ch's relays are checked, the first that fails is
+// marked down, and the current chain is planned again.
+func (r *Single) Slow(ch *chain.Chain) {
+	if len(ch.Hops) == 0 {
+		return
+	}
+	r.spawn(func() {
+		r.watch.Slow(ch, r.cfg.SlowDial)
+		r.replanSoon(ch, false)
+	})
+}
+
+// replanSoon asks Run to plan now, at most every ReplanAfterFailureMin,
+// and only for trouble on the current chain (ch nil: any). force skips
+// both checks: a relay went down or came back.
+func (r *Single) replanSoon(ch *chain.Chain, force bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !force && (ch != r.cur || time.Since(r.lastKick) < ReplanAfterFailureMin) {
+		return
+	}
+	r.lastKick = time.Now()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Apply plans once, leaving out the relays that are down, and installs the
+// chain. The plan is logged when its chain changed, or always with logAll.
+func (r *Single) Apply(ctx context.Context, logAll bool) error {
+	down := r.watch.DownNames()
+	p, err := r.plan(ctx, down)
+	if err != nil {
+		return err
+	}
+	b := p.Result.Best
+	ch, err := r.build(b.Chain, p.Relays)
+	if err != nil {
+		return err
+	}
+	if p.Relays != nil {
+		r.watch.SetFleet(p.Relays, p.FromHere)
+	}
+	r.mu.Lock()
+	r.cur, r.names = ch, b.Chain
+	r.mu.Unlock()
+	r.logPlan(p.Result.Destination, b.Chain, logAll,
+		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
+		zap.Strings("down", down))
+	return nil
+}
+
+// Run checks the relays that are down and plans again every interval and
+// when a re-plan is due, until ctx ends. A failed re-plan keeps the
+// current chain.
+func (r *Single) Run(ctx context.Context) {
+	r.spawn(func() { r.watch.Run(ctx) })
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		kicked := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+			kicked = true
+			r.log.Info("planning again: a tunnel failed or stalled, or a relay went down or came back")
+		}
+		pctx, cancel := context.WithTimeout(ctx, replanTimeout)
+		if err := r.Apply(pctx, kicked); err != nil {
+			r.log.Warn("re-plan failed; keeping the current chain", zap.Error(err))
+		}
+		cancel()
+	}
+}

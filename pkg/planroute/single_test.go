@@ -1,0 +1,194 @@
+package planroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// fakePlanner plans through a, or through b while a is down, and records
+// what it was told is down.
+type fakePlanner struct {
+	mu    sync.Mutex
+	downs [][]string
+	err   error // returned instead of a plan when set
+}
+
+func (p *fakePlanner) plan(_ context.Context, down []string) (*Plan, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.downs = append(p.downs, down)
+	if p.err != nil {
+		return nil, p.err
+	}
+	best := []string{"a"}
+	if slices.Contains(down, "a") {
+		best = []string{"b"}
+	}
+	return &Plan{Result: &planner.Result{Destination: "tokyo", Best: planner.Plan{Chain: best, PredictedBps: 8e6, Speedup: 2}},
+		Relays: relaysOf("a", "b"), FromHere: []string{"a", "b"}}, nil
+}
+
+func (p *fakePlanner) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+func routeOf(t *testing.T, r interface {
+	Route(context.Context, string) (*chain.Chain, error)
+}, dst string) []string {
+	t.Helper()
+	ch, err := r.Route(context.Background(), dst)
+	if err != nil || ch == nil {
+		t.Fatalf("Route(%s) = %v, %v", dst, ch, err)
+	}
+	return hopsOf(ch)
+}
+
+// A tunnel that cannot reach a marks it down and plans around it at once;
+// a is planned again only after its checks pass 3 times in a row.
+func TestSingleMarksDownAndReadmits(t *testing.T) {
+	log, obs := logs()
+	c := &checker{up: map[string]bool{}}
+	p := &fakePlanner{}
+	r := NewSingle(Config{Build: buildHops, Check: c.check, CheckEvery: 2 * time.Millisecond, SlowDial: 2 * time.Second, Log: log},
+		time.Hour, p.plan)
+	if err := r.Apply(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := routeOf(t, r, "anything:443"); fmt.Sprint(got) != "[a:7000]" {
+		t.Fatalf("first chain %v, want through a", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; r.Wait() }()
+
+	ch, _ := r.Route(ctx, "x:80")
+	r.Failed(ch, unreachable(ch, 1))
+	if got := r.Down(); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("down %v after a tunnel could not reach a", got)
+	}
+	eventually(t, "planned around a", func() bool { return fmt.Sprint(routeOf(t, r, "x:80")) == "[b:7000]" })
+	// Checks fail: a stays down, however often it is checked.
+	eventually(t, "a checked 5 times", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.n >= 5 })
+	if !slices.Equal(r.Down(), []string{"a"}) || fmt.Sprint(r.Chain()) != "[b]" {
+		t.Fatalf("down %v, chain %v while a's checks fail", r.Down(), r.Chain())
+	}
+	c.set("a", true)
+	eventually(t, "a planned again", func() bool { return fmt.Sprint(routeOf(t, r, "x:80")) == "[a:7000]" })
+	if len(r.Down()) != 0 {
+		t.Fatalf("down %v after a was planned again", r.Down())
+	}
+
+	if got, want := plans(obs), []string{"[a]", "[b]", "[a]"}; !slices.Equal(got, want) {
+		t.Fatalf("plans logged %q, want %q", got, want)
+	}
+	last := obs.FilterMessage("plan").All()[2].ContextMap()
+	if fmt.Sprint(last["down"]) != "[]" || last["dst"] != "tokyo" || last["predicted_mbit_s"] != 8.0 || last["speedup"] != 2.0 {
+		t.Fatalf("last plan logged %v", last)
+	}
+	if fmt.Sprint(obs.FilterMessage("plan").All()[1].ContextMap()["down"]) != "[a]" {
+		t.Fatal("the plan around a does not say a is down")
+	}
+	for _, msg := range []string{"relay marked down: left out of plans until it passes its checks", "relay re-admitted: it passed its checks",
+		"planning again: a tunnel failed or stalled, or a relay went down or came back"} {
+		if obs.FilterMessage(msg).Len() == 0 {
+			t.Errorf("not logged: %q", msg)
+		}
+	}
+}
+
+// Trouble on the current chain plans again, at most every
+// ReplanAfterFailureMin; trouble on an older chain, or the destination's
+// own refusal, does not.
+func TestSingleReplansOnTroubleOnTheCurrentChain(t *testing.T) {
+	p := &fakePlanner{}
+	r := NewSingle(Config{Build: buildHops, Check: (&checker{}).check, CheckEvery: time.Hour}, time.Hour, p.plan)
+	if err := r.Apply(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := r.Route(context.Background(), "x:80")
+	kicked := func() bool {
+		select {
+		case <-r.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	r.Failed(cur, &chain.HopError{Hop: 1, Target: "x:80", Kind: chain.KindRefused, Err: errors.New("refused")})
+	if kicked() || len(r.Down()) != 0 {
+		t.Fatal("the destination refusing at the last relay was taken for a broken chain")
+	}
+	r.Failed(cur, unreachable(cur, 1)) // a goes down: plan again, whatever the spacing
+	if !kicked() {
+		t.Fatal("no re-plan after a went down")
+	}
+	r.Failed(cur, unreachable(cur, 1)) // a already down: a broken chain, spaced
+	if kicked() {
+		t.Fatalf("re-planned again within %v", ReplanAfterFailureMin)
+	}
+	r.mu.Lock()
+	r.lastKick = time.Now().Add(-ReplanAfterFailureMin)
+	r.mu.Unlock()
+	old := &chain.Chain{Hops: slices.Clone(cur.Hops)}
+	r.Failed(old, unreachable(old, 1))
+	if kicked() {
+		t.Fatal("re-planned for trouble on a chain no longer in use")
+	}
+	r.Failed(cur, unreachable(cur, 1))
+	if !kicked() {
+		t.Fatal("no re-plan for a broken current chain")
+	}
+	r.Wait()
+}
+
+// A plan that cannot be applied keeps the chain in use; a plan on a matrix
+// file (no registry records) applies only when it is direct.
+func TestSingleKeepsChainWhenAPlanFails(t *testing.T) {
+	log, obs := logs()
+	p := &fakePlanner{}
+	r := NewSingle(Config{Build: buildHops, Check: (&checker{}).check, CheckEvery: time.Hour, Log: log}, time.Hour, p.plan)
+	if err := r.Apply(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	p.setErr(errors.New("survey failed"))
+	if err := r.Apply(context.Background(), false); err == nil {
+		t.Fatal("a failed plan applied")
+	}
+	if got := routeOf(t, r, "x:80"); fmt.Sprint(got) != "[a:7000]" {
+		t.Fatalf("chain %v after a failed plan, want a's kept", got)
+	}
+	if err := r.Apply(context.Background(), false); err == nil {
+		t.Fatal("a failed plan applied")
+	}
+
+	offline := func(chain ...string) PlanFunc {
+		return func(context.Context, []string) (*Plan, error) {
+			return &Plan{Result: &planner.Result{Destination: "srv", Best: planner.Plan{Chain: chain}}}, nil
+		}
+	}
+	r.plan = offline("a")
+	if err := r.Apply(context.Background(), false); err == nil {
+		t.Fatal("a chain without registry records applied")
+	}
+	r.plan = offline()
+	if err := r.Apply(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := routeOf(t, r, "x:80"); len(got) != 0 || len(r.Chain()) != 0 {
+		t.Fatalf("chain %v after a direct plan", got)
+	}
+	if got := plans(obs); !slices.Equal(got, []string{"[a]", "[]"}) {
+		t.Fatalf("plans logged %q", got)
+	}
+}
