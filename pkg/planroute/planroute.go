@@ -29,6 +29,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/health"
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -59,7 +60,7 @@ func HopURLs(names []string, relays map[string]registry.Relay) ([]string, error)
 		if !ok || r.Relay == "" {
 			return nil, fmt.Errorf("relay %s has no relay listener address in the registry", name)
 		}
-		next = append(next, "relaymesh://"+r.Relay)
+		next = append(next, nexthop.Relaymesh+"://"+r.Relay)
 	}
 	return next, nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -32,7 +33,7 @@ func relaysOf(names ...string) map[string]registry.Relay {
 func buildHops(next []string) (*chain.Chain, error) {
 	c := &chain.Chain{}
 	for _, raw := range next {
-		h, err := chain.ParseHop(raw)
+		h, err := nexthop.Parse(raw)
 		if err != nil {
 			return nil, err
 		}
