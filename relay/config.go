@@ -62,6 +62,13 @@ type Config struct {
 	// Open allows listening on a non-loopback address without credentials.
 	Open bool `yaml:"open"`
 
+	// OptimisticData answers SOCKS5 clients "succeeded" before the chain
+	// is up and sends their first bytes with the route header, so a
+	// request reaches the destination one chain round trip sooner. The
+	// cost: a chain that then fails resets the client's connection instead
+	// of answering with the reason (docs/protocol.md, "Optimistic data").
+	OptimisticData bool `yaml:"optimistic_data"`
+
 	Auth   AuthConfig   `yaml:"auth"`
 	Next   []string     `yaml:"next"`
 	Policy PolicyConfig `yaml:"policy"`

@@ -35,7 +35,7 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		Transport: &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				up, _, err := s.dial(ctx, s.log.With(zap.String("frontend", "http")), addr)
+				up, _, err := s.dial(ctx, s.log.With(zap.String("frontend", "http")), addr, nil)
 				return up, err
 			},
 			// Idle upstream conns sit outside max_conns: few, and short-lived.
@@ -125,7 +125,7 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("CONNECT target %q is not host:port", dst), http.StatusBadRequest)
 		return
 	}
-	up, _, err := s.dial(r.Context(), log, dst)
+	up, _, err := s.dial(r.Context(), log, dst, nil)
 	if err != nil {
 		kind := chain.Classify(err)
 		s.metrics.tunnelsOpened.WithLabelValues("http", kind.Label()).Inc()

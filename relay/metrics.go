@@ -27,6 +27,7 @@ type metrics struct {
 	acceptErrors      *prometheus.CounterVec
 	panics            prometheus.Counter
 	poolEvents        *prometheus.CounterVec
+	optimisticResets  *prometheus.CounterVec
 	// registry is the registry whose freshness the registry gauges report;
 	// unset (no registry, or the fleet file, which cannot go stale as a
 	// whole) they read 0.
@@ -62,6 +63,10 @@ func newMetrics() *metrics {
 		poolEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_pool_events_total", Help: "Warm relay connection pool events: hit, miss (dialed cold), expired, broken (peer closed it), dial_error.",
 		}, []string{"event"}),
+		optimisticResets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_optimistic_resets_total",
+			Help: "SOCKS5 tunnels answered \"succeeded\" at once (optimistic_data) whose chain then failed, so the client was reset; by failure kind.",
+		}, []string{"kind"}),
 		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_accept_errors_total", Help: "Accept errors (e.g. out of file descriptors).",
 		}, []string{"frontend"}),
@@ -91,7 +96,7 @@ func newMetrics() *metrics {
 		}),
 	)
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -522,8 +522,9 @@ func (l *capListener) Accept() (net.Conn, error) {
 
 // dial reaches dst through its chain (static, or the Router's), logging and
 // counting failures. Denials are logged once here, with the rule and the
-// hop. direct says the tunnel has no hops.
-func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (up net.Conn, direct bool, err error) {
+// hop. direct says the tunnel has no hops. early, when not empty, is the
+// client's first bytes, delivered with the route header (chain.DialEarly).
+func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string, early []byte) (up net.Conn, direct bool, err error) {
 	ch, err := s.chainFor(ctx, dst)
 	if err != nil {
 		log.Info("no route", zap.Error(err))
@@ -535,7 +536,7 @@ func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string) (up net.
 			defer t.Stop()
 		}
 	}
-	up, err = s.dialVia(ctx, log, ch, dst, nil)
+	up, err = s.dialVia(ctx, log, ch, dst, early)
 	if err != nil {
 		if r := s.router.Load(); r != nil {
 			if fo, ok := (*r).(FailureObserver); ok {

@@ -192,6 +192,25 @@ func (b *bench) startChains(ctx context.Context) error {
 	}
 	set(vTLSWarm, fmt.Sprintf("as relayd-native-warm, on r1:%d and relay listeners :%d, every relay with --transport tls (TLS 1.3 links)",
 		portTLSWarm, relayPortTLS), fmt.Sprintf("-x socks5h://r1:%d", portTLSWarm))
+	// An entry on the client's own host, as relayctl connect runs: r1, r2
+	// and r3 are relay listeners (TLS), the entry names all three in one
+	// header. The optimistic one answers "succeeded" before the chain is up.
+	if err := b.startRelayd("r1", portLocal, "--relay-listen", fmt.Sprintf("%s:%d", b.node("r1").Addr, relayPortR1TLS), "--transport", "tls"); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		v     string
+		port  int
+		extra []string
+	}{{vLocal, portLocal, nil}, {vOptimistic, portOptimistic, []string{"--optimistic-data"}}} {
+		args := append([]string{"--transport", "tls", "--next", fmt.Sprintf("relaymesh://r1:%d", relayPortR1TLS),
+			"--next", fmt.Sprintf("relaymesh://r2:%d", relayPortTLS), "--next", fmt.Sprintf("relaymesh://r3:%d", relayPortTLS)}, e.extra...)
+		if err := b.startRelayd("client", e.port, args...); err != nil {
+			return err
+		}
+		set(e.v, fmt.Sprintf("extra relayd on the client node :%d --transport tls --next relaymesh://r1:%d --next relaymesh://r2:%d --next relaymesh://r3:%d %s(r1: extra relayd --relay-listen :%d; r2, r3: relayd-tls-warm's)",
+			e.port, relayPortR1TLS, relayPortTLS, relayPortTLS, strings.Join(append(e.extra, ""), " "), relayPortR1TLS), fmt.Sprintf("-x socks5h://client:%d", e.port))
+	}
 	if err := b.startNative(portNativeCold, relayPortCold, 0, "--transport", "plain"); err != nil {
 		return err
 	}
@@ -338,6 +357,10 @@ func (b *bench) curlArgs(v string) []string {
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeCold)}
 	case vTLSWarm:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portTLSWarm)}
+	case vLocal:
+		return []string{"-x", fmt.Sprintf("socks5h://client:%d", portLocal)}
+	case vOptimistic:
+		return []string{"-x", fmt.Sprintf("socks5h://client:%d", portOptimistic)}
 	case vGlider:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portGlider)}
 	case vDanteNested:

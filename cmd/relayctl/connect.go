@@ -47,9 +47,14 @@ that could not be reached (or, after a tunnel stalled 2 s, fails a check of
 its /healthz, or of /v1/info through the relay before it) is marked down:
 plans leave it out until 3 checks in a row pass, one every --check-every. A
 live tunnel through a relay whose host vanished ends, as an error its client
-sees, within the keepalive bound: 10 x --relay-keepalive. The
-client is told "succeeded" only once the last relay has reached the
-destination. Needs the fleet secret (--fleet-secret-file, or
+sees, within the keepalive bound: 10 x --relay-keepalive.
+
+By default a SOCKS5 client is told "succeeded" only once the last relay has
+reached the destination. With --optimistic-data it is told at once and its
+first bytes (what it sends within 5 ms) travel with the route header, so a
+request reaches the destination one chain round trip sooner; a chain that then
+fails resets the client's connection instead of answering why (logged, with
+the hop that failed). HTTP CONNECT clients always wait. Needs the fleet secret (--fleet-secret-file, or
 $RELAYMESH_FLEET_SECRET_FILE, which lab commands set). Stops on SIGINT or
 SIGTERM, letting tunnels finish for 5 s.`,
 		Example: `  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo
@@ -118,6 +123,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	}
 	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")
 	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. in a container whose port only you reach)")
+	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", false, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header: a request reaches the destination one chain round trip sooner; a chain that then fails resets the client's connection instead of answering why`)
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
