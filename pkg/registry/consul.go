@@ -42,8 +42,8 @@ const (
 // ConsulOptions configure the Consul backend.
 type ConsulOptions struct {
 	// Addr is the HTTP API of a Consul agent: host:port or
-	// http(s)://host:port. Empty: $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
-	// The other CONSUL_* variables of the Consul CLI (TLS, CA) apply too.
+	// http(s)://host:port. Setting it is what chooses Consul in Open. The
+	// other CONSUL_* variables of the Consul CLI (TLS, CA) apply too.
 	Addr string
 	// Token is the ACL token. Empty: $CONSUL_HTTP_TOKEN, else anonymous.
 	Token string
@@ -84,13 +84,6 @@ type SelfRegistration struct {
 	StartCritical    bool          // start the check critical instead of passing
 }
 
-// Staleness is implemented by registries that can lose touch with their
-// source (Consul): stale is true while it cannot be reached, and since is
-// when it last answered (when the registry was opened if it never did).
-type Staleness interface {
-	Stale() (stale bool, since time.Time)
-}
-
 // Consul is the Consul backend. Relays are the instances of the relaymesh
 // service with their Consul health, measurements live in KV, and Consul's
 // network coordinates estimate the pairs nobody measured yet. Run keeps a
@@ -112,7 +105,7 @@ type Consul struct {
 	coordsAt    time.Time
 	mine        map[string]*published // from -> what Publish was given and what reached KV
 	failing     map[string]time.Time  // loop -> failing since; empty while in touch
-	lastContact time.Time             // when Consul last answered; NewConsul's time until it does
+	lastContact time.Time             // when Consul last answered; newConsul's time until it does
 	epoch       uint64                // bumped on every failure: blocking loops restart from index 0
 	gen         chan struct{}         // closed on recovery: abandons queries stuck on a dead connection
 	watchers    watchers
@@ -131,9 +124,9 @@ type published struct {
 	writtenAt time.Time // zero: never written, or lost
 }
 
-// NewConsul returns a Consul registry. It does not contact Consul: Run (in
-// relayd) or Refresh (in a one-shot reader) does.
-func NewConsul(opts ConsulOptions) (*Consul, error) {
+// newConsul returns a Consul registry (Open's Consul half). It does not
+// contact Consul: Run (in relayd) or Refresh (in a one-shot reader) does.
+func newConsul(opts ConsulOptions) (*Consul, error) {
 	cfg := api.DefaultConfig()
 	if opts.Addr != "" {
 		cfg.Address = opts.Addr

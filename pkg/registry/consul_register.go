@@ -151,6 +151,21 @@ func (c *Consul) Deregister(ctx context.Context) error {
 	return nil
 }
 
+// Close deregisters Self (see Deregister) and logs the outcome: a relay
+// left registered is used by its peers until its health check has failed
+// and Consul deregisters it. A reader has nothing to release.
+func (c *Consul) Close(ctx context.Context) error {
+	if c.opts.Self == nil {
+		return nil
+	}
+	if err := c.Deregister(ctx); err != nil {
+		c.log.Warn("leaving consul registered; its health check will fail and Consul deregisters it after a minute", zap.Error(err))
+		return err
+	}
+	c.log.Info("deregistered from consul")
+	return nil
+}
+
 // splitListen splits a listen address; a wildcard or empty host is "".
 func splitListen(addr string) (host string, port int) {
 	h, p, err := net.SplitHostPort(addr)
