@@ -193,24 +193,7 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 	for _, m := range c.mine {
 		newest.add(m.pairs)
 	}
-	for _, a := range c.relays {
-		for _, b := range c.relays {
-			k := [2]string{a.Name, b.Name}
-			if a.Name == b.Name {
-				continue
-			}
-			if _, ok := newest[k]; ok {
-				continue
-			}
-			ca, cb := c.coords[a.node], c.coords[b.node]
-			d, ok := CoordinateDistance(ca, cb)
-			if !ok {
-				continue
-			}
-			ms := float64(d) / float64(time.Millisecond)
-			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
-		}
-	}
+	c.addEstimates(newest)
 	return newest.sorted(), nil
 }
 

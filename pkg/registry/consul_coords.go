@@ -31,6 +31,30 @@ func CoordinateDistance(a, b *coordinate.Coordinate) (d time.Duration, ok bool) 
 	return time.Duration(dist * float64(time.Second)), true
 }
 
+// addEstimates adds to newest, for every pair of registered relays it
+// lacks, the RTT the relays' Consul nodes' coordinates predict (Estimated:
+// true, as old as the coordinates). c.mu must be held.
+func (c *Consul) addEstimates(newest newestPairs) {
+	for _, a := range c.relays {
+		for _, b := range c.relays {
+			k := [2]string{a.Name, b.Name}
+			if a.Name == b.Name {
+				continue
+			}
+			if _, ok := newest[k]; ok {
+				continue
+			}
+			ca, cb := c.coords[a.node], c.coords[b.node]
+			d, ok := CoordinateDistance(ca, cb)
+			if !ok {
+				continue
+			}
+			ms := float64(d) / float64(time.Millisecond)
+			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
+		}
+	}
+}
+
 // fetchCoords reads the network coordinates of every node (the default
 // network segment's where a node has several).
 func (c *Consul) fetchCoords(_ context.Context, q *api.QueryOptions) (*api.QueryMeta, error) {
