@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,8 +27,6 @@ import (
 // called.
 type measurer struct {
 	reg    registry.Registry
-	fleet  *registry.Fleet  // set with a fleet file
-	consul *registry.Consul // set with Consul
 	prober *probe.Prober
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -35,97 +34,99 @@ type measurer struct {
 }
 
 func (s *Server) startMeasuring() error {
-	switch {
-	case s.cfg.Fleet != "":
-		fl, err := registry.OpenFleet(s.cfg.Fleet, s.cfg.Name, s.adminClient(3*time.Second))
-		if err != nil {
-			return fmt.Errorf("fleet: %w", err)
-		}
-		m := &measurer{reg: fl, fleet: fl}
-		// A fleet file's problems: entries left out (the rest is used), or
-		// a file refused (the last good one is used). Each error names them.
-		fileProblem := func(err error) {
-			s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
-		}
-		if err := fl.File().Problems(); err != nil {
-			fileProblem(err)
-		}
-		m.start(s, func() map[string]string {
-			out := map[string]string{}
-			for _, r := range fl.File().Relays {
-				if r.Name != s.cfg.Name && r.Admin != "" {
-					out[r.Name] = r.Admin
-				}
+	if s.cfg.Fleet == "" && s.cfg.Consul.Addr == "" {
+		return nil
+	}
+	log := s.log.Named("measure")
+	// A fleet file's problems: entries left out (the rest is used), or a
+	// file refused (the last good one is used). Each error names them.
+	fileProblem := func(err error) {
+		s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
+	}
+	// Log when the pull outcome changes (a peer unreachable, back), not on
+	// every pull; a refused file is retried every 2 s, and logged once.
+	var reg registry.Registry
+	lastPull, lastFile := "", ""
+	events := registry.Events{
+		OnPull: func(err error) {
+			msg := ""
+			if err != nil {
+				msg = err.Error()
 			}
-			return out
-		}, func(ctx context.Context) {
-			// Log when the pull outcome changes (a peer unreachable, back),
-			// not on every pull.
-			last, lastFile := "", ""
-			onFile := func(err error) {
-				switch {
-				case err == nil:
-					lastFile = ""
-					s.log.Info("fleet file re-read", zap.Int("relays", len(fl.File().Relays)))
-				case err.Error() != lastFile: // a refused file is retried every 2 s
-					lastFile = err.Error()
-					fileProblem(err)
-				}
+			if msg == lastPull {
+				return
 			}
-			fl.Run(ctx, s.cfg.Probe.PullInterval, func(err error) {
-				msg := ""
-				if err != nil {
-					msg = err.Error()
-				}
-				if msg == last {
-					return
-				}
-				last = msg
-				if err != nil {
-					m.log.Warn("cannot read every peer's measurements; using the last known", zap.Error(err))
-				} else {
-					m.log.Info("reading every peer's measurements")
-				}
-			}, onFile)
-		})
-		m.log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(fl.File().Relays)-1),
-			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
-	case s.cfg.Consul.Addr != "":
-		log := s.log.Named("measure")
-		// The bound addresses, not the configured ones: port 0 means "any".
-		c, err := registry.NewConsul(registry.ConsulOptions{
+			lastPull = msg
+			if err != nil {
+				log.Warn("cannot read every peer's measurements; using the last known", zap.Error(err))
+			} else {
+				log.Info("reading every peer's measurements")
+			}
+		},
+		OnFile: func(err error) {
+			switch {
+			case err == nil:
+				lastFile = ""
+				relays, _ := reg.Relays(context.Background())
+				s.log.Info("fleet file re-read", zap.Int("relays", len(relays)))
+			case err.Error() != lastFile:
+				lastFile = err.Error()
+				fileProblem(err)
+			}
+		},
+	}
+	// The bound addresses, not the configured ones: port 0 means "any".
+	reg, err := registry.Open(registry.Options{
+		Fleet: s.cfg.Fleet,
+		Consul: registry.ConsulOptions{
 			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
 			WatchCoalesce: s.cfg.Probe.PullInterval,
-			Self: &registry.SelfRegistration{
-				Name: s.cfg.Name, Region: s.cfg.Region,
-				SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
-				Advertise: cmp.Or(s.cfg.Advertise, advertiseToward(s.cfg.Consul.Addr)),
-			},
-		})
-		if err != nil {
-			return err
+		},
+		Self: &registry.SelfRegistration{
+			Name: s.cfg.Name, Region: s.cfg.Region,
+			SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
+			Advertise: cmp.Or(s.cfg.Advertise, advertiseToward(s.cfg.Consul.Addr)),
+		},
+		Admin:        s.adminClient(3 * time.Second),
+		PullInterval: s.cfg.Probe.PullInterval,
+		Events:       events,
+	})
+	if err != nil {
+		return err
+	}
+	if fb, ok := reg.(registry.FileBacked); ok {
+		if err := errors.Join(fb.Problems()...); err != nil {
+			fileProblem(err)
 		}
-		m := &measurer{reg: c, consul: c}
-		m.start(s, func() map[string]string {
-			out := map[string]string{}
-			relays, _ := c.Relays(context.Background())
-			for _, r := range relays {
-				if r.Name != s.cfg.Name && r.Admin != "" {
-					out[r.Name] = r.Admin
-				}
+	}
+	if st, ok := reg.(registry.Staleness); ok {
+		s.metrics.watchRegistry(st)
+	}
+	m := &measurer{reg: reg}
+	m.start(s, func() map[string]string {
+		out := map[string]string{}
+		relays, _ := reg.Relays(context.Background())
+		for _, r := range relays {
+			if r.Name != s.cfg.Name && r.Admin != "" {
+				out[r.Name] = r.Admin
 			}
-			return out
-		}, c.Run)
-		s.metrics.watchRegistry(c)
-		m.log.Info("probing the relays registered in consul", zap.String("consul", c.Addr()),
+		}
+		return out
+	})
+	if s.cfg.Fleet != "" {
+		relays, _ := reg.Relays(context.Background())
+		m.log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(relays)-1),
+			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
+	} else {
+		m.log.Info("probing the relays registered in consul", zap.String("consul", s.cfg.Consul.Addr),
 			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
 	}
 	return nil
 }
 
 // start runs the prober over targets, publishes its snapshot every probe
-// interval, and runs the registry's own loop (run) until stop.
-func (m *measurer) start(s *Server, targets func() map[string]string, run func(context.Context)) {
+// interval, and runs the registry until stop.
+func (m *measurer) start(s *Server, targets func() map[string]string) {
 	m.log = s.log.Named("measure")
 	m.prober = &probe.Prober{
 		Interval: s.cfg.Probe.Interval,
@@ -165,27 +166,23 @@ func (m *measurer) start(s *Server, targets func() map[string]string, run func(c
 	}()
 	go func() {
 		defer m.wg.Done()
-		run(ctx)
+		m.reg.Run(ctx)
 	}()
 	s.measure = m
 }
 
-// stop ends the measuring goroutines; with Consul it then deregisters the
-// relay, so that peers stop probing it and planners stop using it now
-// rather than when its health check has failed.
+// stop ends the measuring goroutines, then closes the registry: with
+// Consul that deregisters the relay, so that peers stop probing it and
+// planners stop using it now rather than when its health check has failed.
 func (m *measurer) stop() {
 	if m == nil {
 		return
 	}
 	m.cancel()
 	m.wg.Wait()
-	if m.consul != nil {
-		if err := m.consul.Deregister(context.Background()); err != nil {
-			m.log.Warn("leaving consul registered; its health check will fail and Consul deregisters it after a minute", zap.Error(err))
-		} else {
-			m.log.Info("deregistered from consul")
-		}
-	}
+	// The backend logs the outcome (Consul: deregistered, or left
+	// registered and why); there is nothing more to do about an error here.
+	_ = m.reg.Close(context.Background())
 }
 
 // ReloadFleet re-reads the fleet file now (relayd calls it on SIGHUP). An
@@ -193,13 +190,17 @@ func (m *measurer) stop() {
 // left out of a file that was used are logged here. With Consul there is
 // nothing to re-read: it is watched all the time.
 func (s *Server) ReloadFleet() error {
-	if s.measure == nil || s.measure.fleet == nil {
+	if s.measure == nil {
 		return nil
 	}
-	if _, err := s.measure.fleet.Reload(); err != nil {
+	fb, ok := s.measure.reg.(registry.FileBacked)
+	if !ok {
+		return nil
+	}
+	if _, err := fb.Reload(); err != nil {
 		return err
 	}
-	if err := s.measure.fleet.File().Problems(); err != nil {
+	if err := errors.Join(fb.Problems()...); err != nil {
 		s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
 	}
 	return nil
@@ -315,8 +316,11 @@ func readSysctlInt(path string, field int) int64 {
 // advertiseToward is this host's address on the way to agent (a Consul
 // HTTP address), found without sending anything (a UDP "connect" only picks
 // the route). "" when the route is loopback or unknown: a local agent's
-// node address is then the right one.
+// node address is then the right one. "" without an agent (a fleet file).
 func advertiseToward(agent string) string {
+	if agent == "" {
+		return ""
+	}
 	u := agent
 	if i := strings.Index(u, "://"); i >= 0 {
 		u = u[i+3:]

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
-	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/relay"
@@ -107,25 +106,28 @@ func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
 // shell completion of --dst: from the fleet file as it is (no relay is
 // asked), or from Consul within 2 s. None when the registry cannot be read.
 func (f *registryFlags) destinations() []string {
-	var relays []registry.Relay
-	consul, path := f.source()
-	switch {
-	case consul != "":
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: consul, Token: f.consulToken})
-		if err != nil || reg.Refresh(ctx) != nil {
+	opts, err := f.options()
+	if err != nil {
+		return nil
+	}
+	// Completion needs no admin API: a failing client keeps the fleet
+	// secret optional here.
+	opts.Admin = registry.FailingAdminClient(errors.New("completion reads no admin API"))
+	reg, err := registry.Open(opts)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// A fleet file's relays are known once it is read; Consul's only once
+	// it is asked. Refresh only when nothing is known yet, so that a fleet
+	// file's relays are not asked.
+	relays, _ := reg.Relays(ctx)
+	if len(relays) == 0 {
+		if reg.Refresh(ctx) != nil {
 			return nil
 		}
 		relays, _ = reg.Relays(ctx)
-	case path != "":
-		file, err := fleet.Load(path)
-		if err != nil {
-			return nil
-		}
-		for _, r := range file.Relays {
-			relays = append(relays, registry.Relay{Name: r.Name, Region: r.Region})
-		}
 	}
 	var out []string
 	for _, r := range relays {
@@ -151,50 +153,51 @@ func (f *registryFlags) source() (consulAddr, fleetPath string) {
 	return consulAddr, fleetPath
 }
 
+// options are the registry the flags choose, checked. Admin is left to
+// the caller: only a fleet file's reader needs it.
+func (f *registryFlags) options() (registry.Options, error) {
+	consulAddr, path := f.source()
+	switch {
+	case consulAddr != "" && path != "":
+		return registry.Options{}, errors.New("--fleet and --consul: give one registry")
+	case consulAddr == "" && f.consulToken != "":
+		return registry.Options{}, errors.New("--consul-token needs --consul")
+	case consulAddr == "" && path == "":
+		return registry.Options{}, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + envvar.Fleet)
+	}
+	// An empty token leaves the Consul client's own $CONSUL_HTTP_TOKEN.
+	return registry.Options{Fleet: path, Consul: registry.ConsulOptions{Addr: consulAddr, Token: f.consulToken}}, nil
+}
+
 // open returns the registry to read, refreshed once.
 func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
-	consulAddr, path := f.source()
-	if consulAddr != "" {
-		if path != "" {
-			return nil, errors.New("--fleet and --consul: give one registry")
-		}
-		// An empty token leaves the Consul client's own $CONSUL_HTTP_TOKEN.
-		reg, err := registry.NewConsul(registry.ConsulOptions{Addr: consulAddr, Token: f.consulToken})
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Fleet != "" {
+		// A fleet file's matrix comes from the relays' admin APIs: when
+		// they cannot be reached as the fleet runs, say so once, now,
+		// rather than once per relay.
+		conf, err := f.adminTLS()
 		if err != nil {
 			return nil, err
 		}
-		if err := reg.Refresh(ctx); err != nil {
-			return nil, err
+		opts.Admin = registry.NewAdminClient(3*time.Second, conf)
+	}
+	reg, err := registry.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	if fb, ok := reg.(registry.FileBacked); ok {
+		for _, e := range fb.Problems() {
+			fmt.Fprintf(os.Stderr, "warning: %v (fix the entry; the other relays are used)\n", e)
 		}
-		return reg, nil
-	}
-	if f.consulToken != "" {
-		return nil, errors.New("--consul-token needs --consul")
-	}
-	if path == "" {
-		return nil, errors.New("no registry: give --fleet FILE (see configs/fleet.example.yaml) or set $" + envvar.Fleet)
-	}
-	// A fleet file's matrix comes from the relays' admin APIs.
-	conf, err := f.adminTLS()
-	if err != nil {
-		return nil, err
-	}
-	reg, err := registry.OpenFleet(path, "", registry.NewAdminClient(3*time.Second, conf))
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range reg.File().Skipped {
-		fmt.Fprintf(os.Stderr, "warning: %v (fix the entry; the other relays are used)\n", e)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// Relays pull each other's measurements, so any one that answers gives
-	// the whole matrix; the others' errors matter only if none answers.
-	if err := reg.Refresh(ctx, "fleet"); err != nil {
-		relays, _ := reg.Relays(ctx)
-		if !slices.ContainsFunc(relays, func(r registry.Relay) bool { return r.Health == "admin" }) {
-			return nil, fmt.Errorf("no relay's admin API answered: %w", err)
-		}
+	if err := reg.Refresh(ctx); err != nil {
+		return nil, err
 	}
 	return reg, nil
 }

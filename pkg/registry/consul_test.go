@@ -131,7 +131,7 @@ func TestConsulRegistry(t *testing.T) {
 	admin := health.Listener.Addr().String()
 
 	core, logs := observer.New(zap.InfoLevel)
-	a, err := NewConsul(ConsulOptions{
+	a, err := newConsul(ConsulOptions{
 		Addr: agent.HTTP, Log: zap.New(core), PublishEvery: time.Second, WatchCoalesce: 100 * time.Millisecond,
 		Self: &SelfRegistration{Name: "a", Region: "tokyo", SOCKS: "0.0.0.0:1080", HTTP: "127.0.0.1:8080", Admin: admin},
 	})
@@ -175,7 +175,7 @@ func TestConsulRegistry(t *testing.T) {
 	})
 
 	// A reader (relayctl) watching, and a's measurements published.
-	reader, err := NewConsul(ConsulOptions{Addr: agent.HTTP, WatchCoalesce: 100 * time.Millisecond})
+	reader, err := newConsul(ConsulOptions{Addr: agent.HTTP, WatchCoalesce: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestConsulRegistry(t *testing.T) {
 		return false
 	})
 	// A one-shot reader (relayctl) sees the same.
-	once, _ := NewConsul(ConsulOptions{Addr: agent.HTTP})
+	once, _ := newConsul(ConsulOptions{Addr: agent.HTTP})
 	if err := once.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestConsulRegistry(t *testing.T) {
 // TestConsulCoordinatesPrior: a pair nobody measured gets the coordinate
 // estimate, marked Estimated, and a measurement replaces it.
 func TestConsulCoordinatesPrior(t *testing.T) {
-	c, err := NewConsul(ConsulOptions{Addr: "127.0.0.1:1"})
+	c, err := newConsul(ConsulOptions{Addr: "127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,9 +50,11 @@ const FleetHealthTTL = 30 * time.Second
 // admin API with the file's admin token. Inside relayd, Self names the
 // relay running it: its own pairs come from Publish, not from a pull.
 type Fleet struct {
-	path   string
-	self   string
-	client *AdminClient
+	path      string
+	self      string
+	client    *AdminClient
+	pullEvery time.Duration // Run's pull interval
+	events    Events
 
 	mu       sync.Mutex
 	file     *fleet.File
@@ -71,11 +73,11 @@ type pull struct {
 	err   error
 }
 
-// OpenFleet reads the fleet file at path. self is the name of the relay
-// using it ("" for a client such as relayctl); admin reaches the relays'
-// admin APIs (a 3 s timeout suits the pulls).
-func OpenFleet(path, self string, admin *AdminClient) (*Fleet, error) {
-	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: admin}
+// openFleet reads the fleet file at path (Open's fleet-file half). self is
+// the name of the relay using it ("" for a client such as relayctl); admin
+// reaches the relays' admin APIs (a 3 s timeout suits the pulls).
+func openFleet(path, self string, admin *AdminClient) (*Fleet, error) {
+	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: admin, pullEvery: DefaultPullInterval}
 	if _, err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -134,6 +136,10 @@ func (f *Fleet) File() *fleet.File {
 	defer f.mu.Unlock()
 	return f.file
 }
+
+// Problems lists the relay entries of the file in use that were left out,
+// each naming its entry (fleet.File.Skipped).
+func (f *Fleet) Problems() []error { return slices.Clone(f.File().Skipped) }
 
 // Relays lists the fleet with health: the relay itself is healthy; another
 // is healthy when its admin API answered a pull within FleetHealthTTL, or
@@ -195,12 +201,12 @@ func (f *Fleet) Publish(_ context.Context, from string, pairs []Pair) error {
 // Watch signals when the file changed.
 func (f *Fleet) Watch(ctx context.Context) <-chan struct{} { return f.watchers.add(ctx) }
 
-// Refresh pulls every other relay's measurements concurrently. scope is
+// Pull pulls every other relay's measurements concurrently. scope is
 // "local" (what each measured: N-1 pairs) or "fleet" (what each knows: up
-// to the whole matrix). relayctl pulls "fleet" once, so one reachable relay
-// is enough; relays keep in step with Sync. It returns the relays that
-// could not be reached, joined.
-func (f *Fleet) Refresh(ctx context.Context, scope string) error {
+// to the whole matrix). relayctl pulls "fleet" once (Refresh), so one
+// reachable relay is enough; relays keep in step with Sync. It returns the
+// relays that could not be reached, joined.
+func (f *Fleet) Pull(ctx context.Context, scope string) error {
 	file := f.File()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -290,7 +296,7 @@ func sane(sp Pair, ageS float64) bool {
 // reach every relay even where two relays have no path between them, and a
 // fleet whose relays all reach each other never moves the whole matrix.
 func (f *Fleet) Sync(ctx context.Context) error {
-	err := f.Refresh(ctx, "local")
+	err := f.Pull(ctx, "local")
 	file := f.File()
 	f.mu.Lock()
 	var missing []string
@@ -333,38 +339,78 @@ func (f *Fleet) Sync(ctx context.Context) error {
 }
 
 // Run re-reads the file when it changes (checked every 2 s) and pulls the
-// peers' measurements every pullEvery, until ctx ends. onPull, if set, hears
-// the outcome of every pull (nil when every peer answered). onFile, if set,
-// hears every re-read: nil when the new file was used whole, the skipped
-// entries (joined, each naming its entry) when it was used without them, or
-// why the file was refused and the last good one kept.
-func (f *Fleet) Run(ctx context.Context, pullEvery time.Duration, onPull, onFile func(error)) {
-	if onPull == nil {
-		onPull = func(error) {}
-	}
-	if onFile == nil {
-		onFile = func(error) {}
-	}
+// peers' measurements (Sync) every pull interval, until ctx ends. Events
+// hear the outcome of every re-read (OnFile) and every pull (OnPull).
+func (f *Fleet) Run(ctx context.Context) {
 	reload := time.NewTicker(2 * time.Second)
 	defer reload.Stop()
-	pullT := time.NewTicker(pullEvery)
+	pullT := time.NewTicker(f.pullEvery)
 	defer pullT.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload.C:
-			switch changed, err := f.Reload(); {
-			case err != nil:
-				onFile(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
-			case changed:
-				onFile(f.File().Problems())
-			}
+			f.reread()
 		case <-pullT.C:
 			err := f.Sync(ctx)
 			if ctx.Err() == nil {
-				onPull(err)
+				f.onPull(err)
 			}
 		}
+	}
+}
+
+// Refresh re-reads the file if it changed and pulls the relays'
+// measurements once: a relay as Run does every pull interval (Sync), a
+// reader such as relayctl what every relay knows (Pull "fleet"), so that one
+// relay answering gives it the whole matrix. Events hear both outcomes, as
+// in Run. It fails only when relays were asked and none answered: relays
+// pull each other's measurements, so the others' errors matter only then.
+func (f *Fleet) Refresh(ctx context.Context) error {
+	f.reread()
+	var err error
+	if f.self == "" {
+		err = f.Pull(ctx, "fleet")
+	} else {
+		err = f.Sync(ctx)
+	}
+	if ctx.Err() == nil {
+		f.onPull(err)
+	}
+	if err == nil {
+		return nil
+	}
+	relays, _ := f.Relays(ctx)
+	if !slices.ContainsFunc(relays, func(r Relay) bool { return r.Health == "admin" }) {
+		return fmt.Errorf("no relay's admin API answered: %w", err)
+	}
+	return nil
+}
+
+// Close releases nothing: a fleet file's relays serve their own
+// measurements, so there is nothing to take back.
+func (f *Fleet) Close(context.Context) error { return nil }
+
+// reread re-reads the file if it changed and tells Events.OnFile: nil when
+// the new file is used whole, its skipped entries, or why it was refused.
+func (f *Fleet) reread() {
+	switch changed, err := f.Reload(); {
+	case err != nil:
+		f.onFile(fmt.Errorf("fleet file %s: %w (keeping the last good one)", f.path, err))
+	case changed:
+		f.onFile(f.File().Problems())
+	}
+}
+
+func (f *Fleet) onPull(err error) {
+	if f.events.OnPull != nil {
+		f.events.OnPull(err)
+	}
+}
+
+func (f *Fleet) onFile(err error) {
+	if f.events.OnFile != nil {
+		f.events.OnFile(err)
 	}
 }

@@ -52,7 +52,7 @@ relays:
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
   - {name: c, region: kyoto, admin: 127.0.0.1:1}
 `)
-	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ relays:
 		t.Fatal("publishing for another relay must fail")
 	}
 	// c's admin is unreachable: the error names it; b's pairs arrive.
-	err = f.Refresh(context.Background(), "fleet")
+	err = f.Pull(context.Background(), "fleet")
 	if err == nil || !strings.Contains(err.Error(), "c (127.0.0.1:1)") {
 		t.Fatalf("refresh error %v, want one naming c", err)
 	}
@@ -96,7 +96,7 @@ relays:
 func TestFleetReloadKeepsLastGood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,15 +129,18 @@ func TestFleetReloadKeepsLastGood(t *testing.T) {
 func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1:9}\n")
-	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	got := make(chan error, 1)
+	f, err := Open(Options{
+		Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: NewAdminClient(3*time.Second, nil),
+		PullInterval: time.Hour, Events: Events{OnFile: func(err error) { got <- err }},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1}\n  - {name: d, admin: 127.0.0.1:9}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := make(chan error, 1)
-	go f.Run(ctx, time.Hour, nil, func(err error) { got <- err })
+	go f.Run(ctx)
 	select {
 	case err := <-got:
 		want := `relays[2] (line 4, name "c"): admin: "127.0.0.1" is not host:port; entry skipped`
@@ -160,7 +163,7 @@ func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a, socks: 1080}\n  - {name: b}\n")
-	if _, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
+	if _, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -168,7 +171,7 @@ func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 func TestOpenFleetNotListed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	if _, err := OpenFleet(path, "zz", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
+	if _, err := openFleet(path, "zz", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -192,11 +195,11 @@ relays:
   - {name: a, region: tokyo, admin: 127.0.0.1:1}
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
 `)
-	f, err := OpenFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Refresh(context.Background(), "local"); err != nil {
+	if err := f.Pull(context.Background(), "local"); err != nil {
 		t.Fatal(err)
 	}
 	pairs, _ := f.Pairs(context.Background())

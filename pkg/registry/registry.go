@@ -2,11 +2,21 @@
 // exist, where, whether healthy) and the RTTs the relays measured between
 // each other. One interface, two backends: a fleet file (the embedded
 // default, no other service) and Consul.
+//
+// The lifecycle is the same on both: Open picks the backend from Options
+// and reads what needs no network; then either Run keeps the registry
+// current until its context ends (a relay, for its whole life) or Refresh
+// updates it once (a one-shot reader such as relayctl); Close, after Run
+// has returned, takes a relay out of the registry. What only one backend
+// has is reached through Options.Events and the optional interfaces
+// FileBacked and Staleness, not through the backends' types.
 package registry
 
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -70,8 +80,11 @@ func PairsFrom(from string, snap map[string]probe.Summary) []Pair {
 	return out
 }
 
-// Registry is the contract both backends keep.
-type Registry interface {
+// Store is what every backend answers: the fleet and its measurements.
+// Relays and Pairs answer from what was last read, without waiting on the
+// network, so they keep answering (with the last known data) while the
+// source is down. Its methods are safe for concurrent use.
+type Store interface {
 	// Relays lists the fleet.
 	Relays(ctx context.Context) ([]Relay, error)
 	// Pairs returns the RTT measurements known, newest per (from, to).
@@ -82,6 +95,131 @@ type Registry interface {
 	// Watch signals (without blocking) when the fleet may have changed,
 	// until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
+}
+
+// Registry is the contract both backends keep: a Store with its
+// lifecycle. Open returns one.
+type Registry interface {
+	Store
+	// Run keeps the registry current until ctx ends, and returns then:
+	// with a fleet file it re-reads the file when it changes and pulls the
+	// relays' measurements every Options.PullInterval; with Consul it
+	// registers Options.Self and keeps blocking queries on the relays, the
+	// measurements and the coordinates. Call it once, in its own goroutine.
+	Run(ctx context.Context)
+	// Refresh updates the registry once, synchronously (what a reader that
+	// does not Run needs before reading). It fails when the registry could
+	// not be read: Consul did not answer, or none of a fleet file's relays
+	// did (the others' errors go to Options.Events, as Run's do).
+	Refresh(ctx context.Context) error
+	// Close releases the registry once Run has returned (or was never
+	// started): with Consul and Options.Self it deregisters the relay and
+	// deletes its measurements, so that peers stop using it now rather
+	// than when its health check has failed. Nothing is to be used after.
+	Close(ctx context.Context) error
+}
+
+// FileBacked is implemented by backends read from a file (the fleet file).
+type FileBacked interface {
+	// Reload re-reads the file now if it changed (Run checks every 2 s).
+	// On an error the last good file stays in use.
+	Reload() (changed bool, err error)
+	// Problems lists the entries of the file in use that were left out,
+	// each naming its entry; nil when the file is used whole.
+	Problems() []error
+}
+
+// Staleness is implemented by registries that can lose touch with their
+// source (Consul): stale is true while it cannot be reached, and since is
+// when it last answered (when the registry was opened if it never did).
+type Staleness interface {
+	Stale() (stale bool, since time.Time)
+}
+
+// Events hear what a backend does in the background (in Run, or in
+// Refresh); a nil field is not called. Only the fleet file has these:
+// Consul reports its outages and recoveries to ConsulOptions.Log.
+type Events struct {
+	// OnPull hears the outcome of every pull of the relays' measurements:
+	// nil when every relay answered, else the relays that did not, each
+	// named, joined.
+	OnPull func(error)
+	// OnFile hears every re-read of a changed file: nil when the new file
+	// is used whole, the skipped entries (joined, each naming its entry)
+	// when it is used without them, or why it was refused and the last good
+	// one kept.
+	OnFile func(error)
+}
+
+// DefaultPullInterval is how often Run pulls the relays' measurements from
+// a fleet file's relays when Options.PullInterval is not set.
+const DefaultPullInterval = 5 * time.Second
+
+// Options choose a backend, by setting exactly one of Fleet and
+// Consul.Addr, and configure it.
+type Options struct {
+	// Fleet is the path of a fleet file: the fleet-file backend.
+	Fleet string
+	// Consul configures the Consul backend; a non-empty Addr chooses it.
+	// Its Self must be nil: the relay is described in Self below.
+	Consul ConsulOptions
+	// Self is the relay using the registry; nil for a reader such as
+	// relayctl. With a fleet file only its Name counts (the file must list
+	// it, and Publish takes only its measurements); with Consul, Run
+	// registers it and Close deregisters it.
+	Self *SelfRegistration
+	// Admin reaches the relays' admin APIs, where a fleet file's
+	// measurements are pulled from (a 3 s timeout suits the pulls).
+	// Required with Fleet; unused with Consul.
+	Admin *AdminClient
+	// PullInterval is how often Run pulls the relays' measurements (fleet
+	// file); 0 means DefaultPullInterval. With Consul the measurements are
+	// watched and ConsulOptions.WatchCoalesce paces their reads instead.
+	PullInterval time.Duration
+	// Events hear what Run and Refresh do in the background.
+	Events Events
+}
+
+// Open returns the registry opts choose. It contacts nothing: a fleet file
+// is read (so its relays are known at once), Consul is not asked until Run
+// or Refresh. Errors say which option is wrong.
+func Open(opts Options) (Registry, error) {
+	self := ""
+	if opts.Self != nil {
+		if opts.Self.Name == "" {
+			return nil, errors.New("registry: the relay using the registry (Self) needs a name")
+		}
+		self = opts.Self.Name
+	}
+	if opts.Consul.Self != nil {
+		return nil, errors.New("registry: describe the relay in Options.Self, not Options.Consul.Self")
+	}
+	switch {
+	case opts.Fleet != "" && opts.Consul.Addr != "":
+		return nil, fmt.Errorf("registry: a fleet file (%s) and Consul (%s): choose one", opts.Fleet, opts.Consul.Addr)
+	case opts.Fleet != "":
+		if opts.Consul.Token != "" {
+			return nil, errors.New("registry: a Consul token without a Consul address")
+		}
+		if opts.Admin == nil {
+			return nil, errors.New("registry: a fleet file needs an admin client (Options.Admin): its measurements are pulled from the relays' admin APIs")
+		}
+		f, err := openFleet(opts.Fleet, self, opts.Admin)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: %w", err)
+		}
+		if opts.PullInterval > 0 {
+			f.pullEvery = opts.PullInterval
+		}
+		f.events = opts.Events
+		return f, nil
+	case opts.Consul.Addr != "":
+		co := opts.Consul
+		co.Self = opts.Self
+		return newConsul(co)
+	default:
+		return nil, errors.New("registry: none chosen: give a fleet file (Options.Fleet) or a Consul address (Options.Consul.Addr)")
+	}
 }
 
 // newestPairs keeps the newest Pair per (from, to) as sets are added.

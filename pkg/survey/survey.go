@@ -43,7 +43,7 @@ const (
 
 // Survey measures from this host. Set Reg; the rest has defaults.
 type Survey struct {
-	Reg        registry.Registry
+	Reg        registry.Store
 	AdminToken string // bearer token of the relays' admin APIs
 	Count      int    // TCP handshakes per probed pair; default 3
 	Timeout    time.Duration

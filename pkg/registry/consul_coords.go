@@ -1,0 +1,79 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/serf/coordinate"
+)
+
+// CoordinateDistance is the RTT Consul's Vivaldi coordinates predict
+// between two nodes, as Consul computes it (serf's Coordinate.DistanceTo,
+// Consul's lib.ComputeDistance): the Euclidean distance of the vectors plus
+// both heights, plus both adjustments when that sum stays positive. ok is
+// false when either is missing, invalid or of another dimension.
+func CoordinateDistance(a, b *coordinate.Coordinate) (d time.Duration, ok bool) {
+	if a == nil || b == nil || len(a.Vec) != len(b.Vec) || !a.IsValid() || !b.IsValid() {
+		return 0, false
+	}
+	sum := 0.0
+	for i := range a.Vec {
+		x := a.Vec[i] - b.Vec[i]
+		sum += x * x
+	}
+	dist := math.Sqrt(sum) + a.Height + b.Height
+	if adjusted := dist + a.Adjustment + b.Adjustment; adjusted > 0 {
+		dist = adjusted
+	}
+	return time.Duration(dist * float64(time.Second)), true
+}
+
+// addEstimates adds to newest, for every pair of registered relays it
+// lacks, the RTT the relays' Consul nodes' coordinates predict (Estimated:
+// true, as old as the coordinates). c.mu must be held.
+func (c *Consul) addEstimates(newest newestPairs) {
+	for _, a := range c.relays {
+		for _, b := range c.relays {
+			k := [2]string{a.Name, b.Name}
+			if a.Name == b.Name {
+				continue
+			}
+			if _, ok := newest[k]; ok {
+				continue
+			}
+			ca, cb := c.coords[a.node], c.coords[b.node]
+			d, ok := CoordinateDistance(ca, cb)
+			if !ok {
+				continue
+			}
+			ms := float64(d) / float64(time.Millisecond)
+			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
+		}
+	}
+}
+
+// fetchCoords reads the network coordinates of every node (the default
+// network segment's where a node has several).
+func (c *Consul) fetchCoords(_ context.Context, q *api.QueryOptions) (*api.QueryMeta, error) {
+	entries, meta, err := c.client.Coordinate().Nodes(q)
+	if err != nil {
+		return nil, fmt.Errorf("reading coordinates: %w", err)
+	}
+	coords := map[string]*coordinate.Coordinate{}
+	for _, e := range entries {
+		if e.Coord == nil {
+			continue
+		}
+		if _, ok := coords[e.Node]; ok && e.Segment != "" {
+			continue
+		}
+		coords[e.Node] = e.Coord
+	}
+	c.mu.Lock()
+	c.coords, c.coordsAt = coords, time.Now()
+	c.mu.Unlock()
+	return meta, nil
+}

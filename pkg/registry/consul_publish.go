@@ -1,0 +1,109 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// material says whether fresh measurements differ enough from those in KV
+// to be written now rather than at the next PublishEvery: a peer appeared
+// or went, started or stopped answering, its loss moved by 5 points, its
+// median by more than max(10%, 0.5 ms), or its sample count doubled (while
+// a new peer's window fills, a 1-sample median is worth replacing soon).
+// Loopback and LAN medians wander by tens of microseconds every probe;
+// those are not worth a Raft write.
+func material(old, fresh []Pair) bool {
+	if len(old) != len(fresh) {
+		return true
+	}
+	byTo := make(map[string]Pair, len(old))
+	for _, p := range old {
+		byTo[p.To] = p
+	}
+	for _, p := range fresh {
+		o, ok := byTo[p.To]
+		if !ok || o.Answering() != p.Answering() || math.Abs(o.Loss-p.Loss) >= 0.05 || p.Samples >= 2*o.Samples {
+			return true
+		}
+		if math.Abs(o.RTTMs-p.RTTMs) > math.Max(0.5, 0.1*o.RTTMs) {
+			return true
+		}
+	}
+	return false
+}
+
+// Publish records the measurements relay from made and writes them to
+// ConsulKVPrefix+from when they changed materially or the last write is
+// PublishEvery old. With Self set, from must be Self's name.
+func (c *Consul) Publish(ctx context.Context, from string, pairs []Pair) error {
+	if from == "" || (c.opts.Self != nil && from != c.opts.Self.Name) {
+		return fmt.Errorf("consul registry of %q cannot publish for %q", c.selfName(), from)
+	}
+	c.mu.Lock()
+	m := c.mine[from]
+	if m == nil {
+		m = &published{}
+		c.mine[from] = m
+	}
+	m.pairs = slices.Clone(pairs)
+	need := m.writtenAt.IsZero() || time.Since(m.writtenAt) >= c.opts.PublishEvery || material(m.written, pairs)
+	need = need && !c.left
+	c.mu.Unlock()
+	if !need {
+		return nil
+	}
+	return c.write(ctx, from)
+}
+
+// write puts the newest pairs of from into KV.
+func (c *Consul) write(ctx context.Context, from string) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	m := c.mine[from]
+	var pairs []Pair
+	if m != nil {
+		pairs = slices.Clone(m.pairs)
+	}
+	left := c.left && from == c.selfName()
+	c.mu.Unlock()
+	if left {
+		return nil
+	}
+	if pairs == nil {
+		pairs = []Pair{} // "[]", not "null": the relay measured nothing yet
+	}
+	body, err := json.Marshal(pairs)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := c.client.KV().Put(&api.KVPair{Key: ConsulKVPrefix + from, Value: body}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("consul %s: writing %s%s: %w", c.addr, ConsulKVPrefix, from, err)
+	}
+	c.mu.Lock()
+	if m != nil {
+		m.written, m.writtenAt = pairs, time.Now()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// republish writes Self's newest measurements now, if it has any.
+func (c *Consul) republish(ctx context.Context) error {
+	name := c.selfName()
+	c.mu.Lock()
+	_, ok := c.mine[name]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return c.write(ctx, name)
+}
