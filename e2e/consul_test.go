@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 
 	"golang.org/x/net/proxy"
 )
@@ -40,13 +41,7 @@ type nodesOut struct {
 // metricValue reads one unlabelled metric from a relay's /metrics.
 func metricValue(t *testing.T, r *relayd, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range metricLines(t, r) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -57,6 +52,18 @@ func metricValue(t *testing.T, r *relayd, name string) float64 {
 	}
 	t.Fatalf("no %s in /metrics", name)
 	return 0
+}
+
+// metricLines is r's /metrics, line by line.
+func metricLines(t *testing.T, r *relayd) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return strings.Split(string(body), "\n")
 }
 
 // echoThrough does one SOCKS5 CONNECT through the relay to the echo server

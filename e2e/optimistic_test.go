@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -123,14 +122,8 @@ func TestOptimisticDataFailures(t *testing.T) {
 // prefix (a metric name and "{", for every label value).
 func metricWithPrefix(t *testing.T, r *relayd, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range metricLines(t, r) {
 		if strings.HasPrefix(line, prefix) {
 			var v float64
 			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
