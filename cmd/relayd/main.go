@@ -210,7 +210,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
-	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required for /metrics and /v1/info (required off loopback)")
+	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback)")
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
 	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --fleet-secret-file; "" disables)`)
 	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding the fleet secret (>= 16 bytes) that authenticates relays to each other; needed by --relay-listen and relaymesh:// hops")

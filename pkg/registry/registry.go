@@ -34,9 +34,10 @@ type Relay struct {
 	Admin   string `json:"admin,omitempty"`
 	Relay   string `json:"relay,omitempty"` // native relay listener ("": none)
 	Healthy bool   `json:"healthy"`
-	// Health says where Healthy comes from: "admin" (its admin API
-	// answered), "probes" (a peer's probes reach it), "consul" (its Consul
-	// health check), or "unknown" (nothing reached it; Healthy is false).
+	// Health says where Healthy comes from: "self" (the reader is this
+	// relay), "admin" (its admin API answered), "probes" (a peer's probes
+	// reach it), "consul" (its Consul health check), or "unknown" (nothing
+	// reached it; Healthy is false).
 	Health string `json:"health"`
 }
 
