@@ -68,12 +68,13 @@ func newPerDest(t *testing.T, sv *fakeSurvey, c *checker, edit func(*PerDestinat
 	t.Helper()
 	log, _ := logs()
 	cfg := PerDestinationConfig{
-		Config:   Config{Build: buildHops, Check: c.check, CheckEvery: 2 * time.Millisecond, SlowDial: 2 * time.Second, Log: log},
-		Survey:   sv.run,
-		TTL:      time.Hour,
-		MaxHops:  3,
-		Self:     "r0",
-		Fallback: func() *chain.Chain { return static },
+		Config:     Config{Build: buildHops, Check: c.check, CheckEvery: 2 * time.Millisecond, SlowDial: 2 * time.Second, Log: log},
+		Survey:     sv.run,
+		TTL:        time.Hour,
+		SurveyWait: SurveyWait, // relayd's; the no-wait tests set 0
+		MaxHops:    3,
+		Self:       "r0",
+		Fallback:   func() *chain.Chain { return static },
 	}
 	if edit != nil {
 		edit(&cfg)

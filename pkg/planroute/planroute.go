@@ -74,7 +74,7 @@ type core struct {
 	wg    sync.WaitGroup // goroutines started with spawn
 
 	mu   sync.Mutex
-	last map[string]string // destination -> chain last logged for it
+	last map[string]string // destination (key) -> chain last logged for it
 }
 
 // init sets c up; onChange is called when a relay goes down or comes back.
@@ -111,22 +111,23 @@ func (c *core) build(names []string, relays map[string]registry.Relay) (*chain.C
 	return c.cfg.Build(next)
 }
 
-// logPlan logs dst's plan when its chain differs from the one last logged
-// for dst (or none was), or always with always.
-func (c *core) logPlan(dst string, names []string, always bool, fields ...zap.Field) {
-	key := strings.Join(names, ",")
+// logPlan logs the plan for key (a destination, or a destination key)
+// when its chain differs from the one last logged for key (or none was),
+// or always with always. fields name the destination.
+func (c *core) logPlan(key string, names []string, always bool, fields ...zap.Field) {
+	chainKey := strings.Join(names, ",")
 	c.mu.Lock()
-	prev, seen := c.last[dst]
-	c.last[dst] = key
+	prev, seen := c.last[key]
+	c.last[key] = chainKey
 	c.mu.Unlock()
-	if always || !seen || prev != key {
-		c.log.Info("plan", append([]zap.Field{zap.String("dst", dst), zap.Strings("chain", names)}, fields...)...)
+	if always || !seen || prev != chainKey {
+		c.log.Info("plan", append([]zap.Field{zap.Strings("chain", names)}, fields...)...)
 	}
 }
 
-// forget drops what was logged for dst: its next plan is logged.
-func (c *core) forget(dst string) {
+// forget drops what was logged for key: its next plan is logged.
+func (c *core) forget(key string) {
 	c.mu.Lock()
-	delete(c.last, dst)
+	delete(c.last, key)
 	c.mu.Unlock()
 }
