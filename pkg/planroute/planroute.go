@@ -1,7 +1,9 @@
-// Package planroute routes tunnels through planned chains, for relayctl
-// connect (Single: one destination's plan for every tunnel, planned again
-// on a schedule) and relays with routing: plan (PerDestination: each
-// destination planned on a survey kept for a TTL).
+// Package planroute routes tunnels through planned chains: Single, one
+// destination's plan for every tunnel, planned again on a schedule
+// (relayctl connect --dst); PerDestination, each destination planned on a
+// survey cached per destination key for a TTL (relayctl connect without
+// --dst, not waiting for surveys; relays with routing: plan, waiting up to
+// SurveyWait for a new key's first).
 //
 // Its contract, for both:
 //   - A relay a tunnel could not reach, or that fails a check after a
@@ -11,7 +13,8 @@
 //   - A plan's relay names become relaymesh:// hops at the relay listener
 //     addresses the registry records for them (HopURLs); a relay without
 //     one fails the plan.
-//   - A destination's plan is logged ("plan") when its chain changes.
+//   - A destination's (PerDestination: a destination key's) plan is
+//     logged ("plan") when its chain changes.
 //
 // It does no I/O of its own: surveys, relay checks and chain building come
 // in as functions (Config, PerDestinationConfig, PlanFunc). Its goroutines
