@@ -200,6 +200,10 @@ func (r *PerDestination) survey(ctx context.Context, key, dst string) (res *surv
 	case <-run.done:
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if e.res == nil && e.err == nil {
+			// run drops the outcome of a key evicted meanwhile.
+			return nil, false, fmt.Errorf("survey of %s dropped: its key was evicted", dst)
+		}
 		return e.res, false, e.err
 	case <-ctx.Done():
 		return nil, false, ctx.Err()

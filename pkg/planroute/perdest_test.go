@@ -421,6 +421,36 @@ func TestPerDestinationEvictsTheLeastRecentlyUsed(t *testing.T) {
 	eventually(t, "y's plan", func() bool { return fmt.Sprint(routeOf(t, r2, "y:80")) == "[a:7000]" })
 }
 
+// A tunnel waiting for the survey of a key that is evicted meanwhile takes
+// the fallback once the survey is cancelled.
+func TestPerDestinationEvictedWhileWaiting(t *testing.T) {
+	g := newGated()
+	r, stop := newPerDest(t, &g.fakeSurvey, &checker{}, func(cfg *PerDestinationConfig) {
+		cfg.MaxKeys, cfg.Survey = 1, g.run
+	})
+	defer stop()
+	route := func(dst string) <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			ch, _ := r.Route(context.Background(), dst)
+			got <- fmt.Sprint(hopsOf(ch))
+		}()
+		return got
+	}
+	x := route("x:80")
+	next(t, g.started, "x's survey")
+	y := route("y:80") // evicts x, whose tunnel stops waiting
+	next(t, g.cancelled, "x's survey cancelled")
+	if c := next(t, x, "x's tunnel routed"); c != "[static:1080]" {
+		t.Fatalf("x's tunnel took %v, want the fallback", c)
+	}
+	next(t, g.started, "y's survey")
+	g.release <- struct{}{}
+	if c := next(t, y, "y's tunnel routed"); c != "[a:7000]" {
+		t.Fatalf("y's tunnel took %v, want its plan", c)
+	}
+}
+
 // At most MaxSurveys run at once; the keys queued meanwhile take the
 // fallback, and are surveyed as slots free.
 func TestPerDestinationBoundsConcurrentSurveys(t *testing.T) {
