@@ -142,7 +142,8 @@ func NewPerDestination(ctx context.Context, cfg PerDestinationConfig) *PerDestin
 
 // resurvey makes every key's survey due (a relay went down or came back):
 // the next tunnel to each starts a new one, and the old one serves until
-// it is done.
+// it is done. A survey running now may have read the fleet before the
+// change, so its key is due again once it ends.
 func (r *PerDestination) resurvey() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
