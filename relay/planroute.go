@@ -74,7 +74,9 @@ func (s *Server) newPlanRouter() *planroute.PerDestination {
 	return planroute.NewPerDestination(s.ctx, planroute.PerDestinationConfig{
 		Config: planroute.Config{Build: s.buildChain, Check: sv.CheckRelay, CheckEvery: s.cfg.Planning.CheckEvery,
 			SlowDial: SlowDial, Log: s.log.Named("plan")},
-		Survey: sv.Run, TTL: s.cfg.Planning.TTL, MaxHops: s.cfg.Planning.MaxHops, Self: s.cfg.Name,
+		// A relay's clients set it as their proxy and expect its plan from
+		// the first connection: worth a wait of seconds, once per key.
+		Survey: sv.Run, TTL: s.cfg.Planning.TTL, SurveyWait: planroute.SurveyWait, MaxHops: s.cfg.Planning.MaxHops, Self: s.cfg.Name,
 		CheckHost: s.policy.CheckHost, Fallback: s.chain.Load, ClientSegment: clientSegment,
 	})
 }

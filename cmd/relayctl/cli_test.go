@@ -162,3 +162,20 @@ func TestConnectFlagAliases(t *testing.T) {
 		}
 	}
 }
+
+// Without --dst connect plans each destination on its own survey: the
+// flags of a plan to one destination are refused, not silently ignored.
+func TestConnectPerDestinationRefusesDstOnlyFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--min-gain", "0.2"}, {"--exclude", "a"}, {"--matrix", "m.json"}, {"--direction", "up"},
+	} {
+		c := rootCmd()
+		c.SetArgs(append([]string{"connect"}, args...))
+		c.SetOut(&bytes.Buffer{})
+		c.SetErr(&bytes.Buffer{})
+		err := c.Execute()
+		if err == nil || !strings.Contains(err.Error(), args[0]+" applies only with --dst") {
+			t.Errorf("connect %v: %v, want it refused without --dst", args, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/relay"
@@ -19,11 +20,24 @@ import (
 
 // The server finds the observers by type assertion: a signature that
 // drifted would silently stop marking relays down.
-var _ interface {
-	relay.Router
-	relay.FailureObserver
-	relay.SlowObserver
-} = (*planroute.Single)(nil)
+var (
+	_ interface {
+		relay.Router
+		relay.FailureObserver
+		relay.SlowObserver
+	} = (*planroute.Single)(nil)
+	_ interface {
+		relay.Router
+		relay.FailureObserver
+		relay.SlowObserver
+	} = (*planroute.PerDestination)(nil)
+)
+
+// dstOnlyFlags are the plan flags connect applies only with --dst: a plan
+// per destination is made on its own survey (not a matrix file) with
+// --max-hops, from this host, any gain over this host's direct path
+// winning and ties within 5 % going to the fewest relays.
+var dstOnlyFlags = []string{"matrix", "save-matrix", "from", "direction", "min-gain", "error-margin", "include", "exclude"}
 
 func connectCmd() *cobra.Command {
 	var f planFlags
@@ -32,17 +46,35 @@ func connectCmd() *cobra.Command {
 	cfg := relay.Defaults()
 	var open bool
 	cmd := &cobra.Command{
-		Use:   "connect --dst <region|relay|host:port>",
-		Short: "Open a local SOCKS5/HTTP proxy that sends every connection through the planned chain",
-		Long: `Plan the path to --dst (as relayctl plan does), then serve a local SOCKS5
-(--socks) and HTTP proxy (--http) that send every connection through
-the planned chain with the native protocol: one authenticated header names
-every relay and the destination, over warm relay connections (TLS 1.3, both
-ends authenticated with certificates derived from the fleet secret, unless
---transport plain). Point any application at it.
+		Use:   "connect [--dst <region|relay|host:port>]",
+		Short: "Open a local SOCKS5/HTTP proxy that sends connections through planned chains",
+		Long: `Serve a local SOCKS5 (--socks) and HTTP proxy (--http) that sends connections
+through planned chains with the native protocol: one authenticated header
+names every relay and the destination, over warm relay connections (TLS 1.3,
+both ends authenticated with certificates derived from the fleet secret,
+unless --transport plain). Point any application at it.
 
-It plans again every --replan, and within seconds when a tunnel fails at a
-relay; new connections take the new chain, live ones stay on theirs. A relay
+Without --dst, each destination is routed by its own plan. The first
+connection to a host starts a survey of it in the background (this host's
+RTT to every relay and to the destination, every relay's RTT to it, their
+windows) and goes direct at once: no connection waits for a survey. Once the
+survey is in, connections to that host take its plan, with this host as the
+chain's start and at most --max-hops relays after it; the survey is redone
+after --replan, the last plan serving meanwhile. A survey serves the host on
+every port, and a literal IPv4 address's /24 or IPv6 address's /48: the
+first connection's host:port is what is measured for all of them. At most
+1024 hosts are kept (the least recently used go) and 4 surveyed at once
+(the others go direct until a survey slot frees). Plans are logged when a
+host's chain changes. Any gain over this host's direct path wins, and chains
+within 5 % of the fastest go to the fewest relays: --direction, --min-gain,
+--error-margin, --include, --exclude and --matrix apply only with --dst.
+
+With --dst, it plans the path to --dst (as relayctl plan does) and sends
+every connection, whatever its destination, through that chain. It plans
+again every --replan.
+
+Both modes plan again within seconds when a tunnel fails at a relay; new
+connections take the new chain, live ones stay on theirs. A relay
 that could not be reached (or, after a tunnel stalled 2 s, fails a check of
 its /healthz, or of /v1/info through the relay before it) is marked down:
 plans leave it out until 3 checks in a row pass, one every --check-every. A
@@ -59,10 +91,25 @@ instead of answering why (logged, with the hop that failed).
 destination. HTTP CONNECT clients always wait. Needs the fleet secret (--fleet-secret-file, or
 $RELAYMESH_FLEET_SECRET_FILE, which lab commands set). Stops on SIGINT or
 SIGTERM, letting tunnels finish for 5 s.`,
-		Example: `  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo
-  curl -x socks5h://127.0.0.1:1080 https://example.jp/`,
+		Example: `  # every host by its own plan
+  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key
+  curl -x socks5h://127.0.0.1:1080 https://example.jp/
+
+  # every connection through the plan to the Tokyo region
+  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			perDest := f.dst == ""
+			if perDest {
+				for _, name := range dstOnlyFlags {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies only with --dst (without it, each destination is planned on its own survey)", name)
+					}
+				}
+				if f.maxHops < 0 {
+					return fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
+				}
+			}
 			secretFile := f.reg.secretPath()
 			if secretFile == "" {
 				return errors.New("--fleet-secret-file is required (the relays accept route headers only with the fleet secret)")
@@ -89,8 +136,12 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
-			r := planroute.NewSingle(planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
-				SlowDial: relay.SlowDial, Log: log.Named("plan")}, every, f.planRoute)
+			pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
+				SlowDial: relay.SlowDial, Log: log.Named("plan")}
+			if perDest {
+				return connectPerDestination(ctx, cmd, srv, &f, sv, pcfg, every, cfg.Limits.ShutdownGrace)
+			}
+			r := planroute.NewSingle(pcfg, every, f.planRoute)
 			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			err = r.Apply(pctx, true)
 			cancel()
@@ -111,11 +162,12 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	}
 	f.register(cmd, false)
 	fl := cmd.Flags()
+	fl.Lookup("dst").Usage = "send every connection through the plan to this destination: a region or relay name of the fleet (e.g. tokyo), or host:port (default: each destination by its own plan)"
 	// The names relayd uses for the same settings; the earlier ones stay as
 	// deprecated aliases.
 	fl.StringVar(&listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
-	fl.DurationVar(&every, "replan", time.Minute, "plan again this often")
+	fl.DurationVar(&every, "replan", time.Minute, "plan again this often (without --dst: survey a destination again when its survey is this old)")
 	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often (relayd: planning.check_every); it is used again after 3 passing checks in a row")
 	for old, now := range map[string]string{"listen": "socks", "http-listen": "http", "probe-every": "check-every"} {
 		f := *fl.Lookup(now)
@@ -128,6 +180,44 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header: a request reaches the destination one chain round trip sooner; a chain that then fails resets the client's connection instead of answering why (false: answer once the chain is up)`)
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
+}
+
+// connectPerDestination serves srv routing each destination by its own
+// plan until ctx ends: this host is the survey's client node and the
+// chain's start, the user's segment is local (the listeners are this
+// host's), and a destination without a plan yet goes direct.
+func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.Server, f *planFlags,
+	sv survey.Survey, pcfg planroute.Config, ttl, grace time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reg, err := f.reg.open(ctx)
+	if err != nil {
+		return err
+	}
+	sv.Reg = reg
+	direct, err := srv.Chain(nil)
+	if err != nil {
+		return err
+	}
+	r := planroute.NewPerDestination(ctx, planroute.PerDestinationConfig{
+		Config: pcfg, Survey: sv.Run, TTL: ttl, MaxHops: f.maxHops,
+		// No SurveyWait: an interactive connection never waits for a
+		// survey; it goes direct while its destination is surveyed.
+		Fallback: func() *chain.Chain { return direct },
+	})
+	defer func() {
+		cancel() // ends its surveys and checks, also when Start failed
+		r.Wait()
+	}()
+	srv.SetRouter(r)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> each destination by its own plan (direct until surveyed)\n",
+		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()))
+	<-ctx.Done()
+	srv.Shutdown(grace)
+	return nil
 }
 
 // planRoute is f.plan as connect's router plans: leaving out the relays

@@ -1,7 +1,9 @@
-// Package planroute routes tunnels through planned chains, for relayctl
-// connect (Single: one destination's plan for every tunnel, planned again
-// on a schedule) and relays with routing: plan (PerDestination: each
-// destination planned on a survey kept for a TTL).
+// Package planroute routes tunnels through planned chains: Single, one
+// destination's plan for every tunnel, planned again on a schedule
+// (relayctl connect --dst); PerDestination, each destination planned on a
+// survey cached per destination key for a TTL (relayctl connect without
+// --dst, not waiting for surveys; relays with routing: plan, waiting up to
+// SurveyWait for a new key's first).
 //
 // Its contract, for both:
 //   - A relay a tunnel could not reach, or that fails a check after a
@@ -11,7 +13,8 @@
 //   - A plan's relay names become relaymesh:// hops at the relay listener
 //     addresses the registry records for them (HopURLs); a relay without
 //     one fails the plan.
-//   - A destination's plan is logged ("plan") when its chain changes.
+//   - A destination's (PerDestination: a destination key's) plan is
+//     logged ("plan") when its chain changes.
 //
 // It does no I/O of its own: surveys, relay checks and chain building come
 // in as functions (Config, PerDestinationConfig, PlanFunc). Its goroutines
@@ -74,7 +77,7 @@ type core struct {
 	wg    sync.WaitGroup // goroutines started with spawn
 
 	mu   sync.Mutex
-	last map[string]string // destination -> chain last logged for it
+	last map[string]string // destination (key) -> chain last logged for it
 }
 
 // init sets c up; onChange is called when a relay goes down or comes back.
@@ -111,22 +114,23 @@ func (c *core) build(names []string, relays map[string]registry.Relay) (*chain.C
 	return c.cfg.Build(next)
 }
 
-// logPlan logs dst's plan when its chain differs from the one last logged
-// for dst (or none was), or always with always.
-func (c *core) logPlan(dst string, names []string, always bool, fields ...zap.Field) {
-	key := strings.Join(names, ",")
+// logPlan logs the plan for key (a destination, or a destination key)
+// when its chain differs from the one last logged for key (or none was),
+// or always with always. fields name the destination.
+func (c *core) logPlan(key string, names []string, always bool, fields ...zap.Field) {
+	chainKey := strings.Join(names, ",")
 	c.mu.Lock()
-	prev, seen := c.last[dst]
-	c.last[dst] = key
+	prev, seen := c.last[key]
+	c.last[key] = chainKey
 	c.mu.Unlock()
-	if always || !seen || prev != key {
-		c.log.Info("plan", append([]zap.Field{zap.String("dst", dst), zap.Strings("chain", names)}, fields...)...)
+	if always || !seen || prev != chainKey {
+		c.log.Info("plan", append([]zap.Field{zap.Strings("chain", names)}, fields...)...)
 	}
 }
 
-// forget drops what was logged for dst: its next plan is logged.
-func (c *core) forget(dst string) {
+// forget drops what was logged for key: its next plan is logged.
+func (c *core) forget(key string) {
 	c.mu.Lock()
-	delete(c.last, dst)
+	delete(c.last, key)
 	c.mu.Unlock()
 }

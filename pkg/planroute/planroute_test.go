@@ -128,12 +128,12 @@ func TestLogPlanOnChangePerDestination(t *testing.T) {
 	log, obs := logs()
 	var c core
 	c.init(Config{Log: log}, nil)
-	c.logPlan("x:80", []string{"a"}, false)
-	c.logPlan("x:80", []string{"a"}, false) // same: not logged
-	c.logPlan("y:80", []string{"a"}, false) // another destination
-	c.logPlan("x:80", nil, false)           // direct now
-	c.logPlan("x:80", []string{}, false)    // still direct
-	c.logPlan("x:80", nil, true)            // always
+	c.logPlan("x:80", []string{"a"}, false, zap.String("dst", "x:80"))
+	c.logPlan("x:80", []string{"a"}, false)                            // same: not logged
+	c.logPlan("y:80", []string{"a"}, false, zap.String("dst", "y:80")) // another destination
+	c.logPlan("x:80", nil, false)                                      // direct now
+	c.logPlan("x:80", []string{}, false)                               // still direct
+	c.logPlan("x:80", nil, true)                                       // always
 	c.forget("y:80")
 	c.logPlan("y:80", []string{"a"}, false) // forgotten: logged again
 	want := []string{"[a]", "[a]", "[]", "[]", "[a]"}

@@ -133,7 +133,7 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 	r.mu.Lock()
 	r.cur, r.names = ch, b.Chain
 	r.mu.Unlock()
-	r.logPlan(p.Result.Destination, b.Chain, logAll,
+	r.logPlan(p.Result.Destination, b.Chain, logAll, zap.String("dst", p.Result.Destination),
 		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
 		zap.Strings("down", down))
 	return nil
