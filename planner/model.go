@@ -343,8 +343,8 @@ type Plan struct {
 	DirectPredictedBps float64 `json:"direct_predicted_bps"`
 	// Speedup is PredictedBps / DirectPredictedBps; 0 when the direct
 	// prediction is unknown or zero.
-	Speedup    float64  `json:"speedup"`
-	TotalRTTMs float64  `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
+	Speedup    float64 `json:"speedup"`
+	TotalRTTMs float64 `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
 	// Transfer is the predicted completion of a transfer of
 	// Request.SizeBytes over this plan; nil without a size, or when the
 	// plan moves nothing (no segments, or a rate of 0).
