@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -219,5 +220,263 @@ func TestSizeZeroUnchanged(t *testing.T) {
 	}
 	if _, err := Search(splitMatrix(), Request{Client: "client", Destination: "srv", Model: Model{Setup: "lukewarm"}}); err == nil {
 		t.Error("an unknown setup kind is accepted")
+	}
+}
+
+// bfCompletionMs is the completion model written out again, round by
+// round: time in ms for sizeBytes over a path whose RTTs are rttsMs
+// (client side first) at steady rate rateBps, set up as kind.
+func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
+	if rateBps <= 0 {
+		return math.Inf(1)
+	}
+	sum, longest := 0.0, 0.0
+	for _, r := range rttsMs {
+		sum += r
+		longest = math.Max(longest, r)
+	}
+	last := rttsMs[len(rttsMs)-1]
+	t := 2 * sum // direct: handshake + request; warm chain: header there, status back, request and response
+	if len(rttsMs) > 1 {
+		switch kind {
+		case SetupOptimistic:
+			t = sum + last
+		case SetupCold:
+			t = 2*sum + 2*(sum-last)
+		}
+	}
+	perRound := rateBps * longest / 8000 // bytes a round carries at the steady rate
+	got := math.Min(iwBytes, perRound)   // the first round, with the first byte
+	size := float64(sizeBytes)
+	for w := iwBytes * 2; got < size; w *= 2 {
+		if w >= perRound {
+			return t + (size-got)*8/rateBps*1000
+		}
+		t += longest
+		got += w
+	}
+	return t
+}
+
+// bfSized is every chain of the brute force with its completion time,
+// ranked by completion time with ties within the error margin going to
+// the fewest relays, and direct's.
+func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]float64, direct float64) {
+	iw := float64(cmpOr(req.Model.InitialWindowSegments, 10)) * bf.mss
+	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
+	times = map[string]float64{}
+	timeOf := func(p bfPlan) float64 {
+		path := append(append([]string{req.Client}, p.chain...), req.Destination)
+		var rtts []float64
+		for i := 0; i+1 < len(path); i++ {
+			rtts = append(rtts, bf.pairs[[2]string{path[i], path[i+1]}].RTTMs)
+		}
+		return bfCompletionMs(req.SizeBytes, kind, iw, rtts, p.bps)
+	}
+	chains = bf.chains()
+	for _, p := range chains {
+		times[strings.Join(p.chain, ",")] = timeOf(p)
+	}
+	slices.SortFunc(chains, func(a, b bfPlan) int {
+		ta, tb := times[strings.Join(a.chain, ",")], times[strings.Join(b.chain, ",")]
+		if !near(ta, tb) {
+			return cmpCompare(ta, tb)
+		}
+		if !near(a.rttMs, b.rttMs) {
+			return cmpCompare(a.rttMs, b.rttMs)
+		}
+		if len(a.chain) != len(b.chain) {
+			return len(a.chain) - len(b.chain)
+		}
+		return slices.Compare(a.chain, b.chain)
+	})
+	if len(chains) > 1 {
+		ceiling, w := times[strings.Join(chains[0].chain, ",")]*(1+bf.margin), 0
+		for i := 1; i < len(chains); i++ {
+			ti := times[strings.Join(chains[i].chain, ",")]
+			if ti > ceiling && !near(ti, ceiling) {
+				break
+			}
+			if len(chains[i].chain) < len(chains[w].chain) {
+				w = i
+			}
+		}
+		win := chains[w]
+		copy(chains[1:w+1], chains[:w])
+		chains[0] = win
+	}
+	direct = math.Inf(1)
+	if d, ok := bf.plan(nil, req.Direction); ok {
+		direct = timeOf(d)
+	}
+	return chains, times, direct
+}
+
+func cmpOr[T comparable](v, dflt T) T {
+	var zero T
+	if v == zero {
+		return dflt
+	}
+	return v
+}
+
+func cmpCompare(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// TestSizedSearchMatchesBruteForce: with a size, on random small matrices,
+// the plan Search picks finishes as soon as the best of all chains by the
+// brute force's own completion model, direct wins exactly when it should,
+// and every plan's transfer is the brute force's.
+func TestSizedSearchMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	cases := 2000
+	if testing.Short() {
+		cases = 200
+	}
+	chainWins, smallWins, boundary := 0, 0, 0
+	for i := range cases {
+		m, req := randomCase(rng)
+		req.SizeBytes = int64(math.Exp(rng.Float64() * math.Log(4e9))) // 1 B .. 4 GB, log-uniform
+		req.Model.Setup = []SetupKind{"", SetupWarm, SetupOptimistic, SetupCold}[rng.IntN(4)]
+		if rng.IntN(4) == 0 {
+			req.Model.InitialWindowSegments = 1 + rng.IntN(40)
+		}
+		res, err := Search(m, req)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		bf := newBruteForce(m, req)
+		all, times, direct := bfSized(bf, req)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("case %d: %s\nrequest %+v\nmatrix %+v\nbrute force top %+v, direct %v ms\nresult:\n%s",
+				i, fmt.Sprintf(format, args...), req, m, all[:min(len(all), 3)], direct, Explain(res))
+		}
+		dPlan, directKnown := bf.plan(nil, req.Direction)
+		if directKnown && dPlan.bps > 0 && (res.Direct.Transfer == nil || !near(res.Direct.Transfer.CompletionMs, direct)) {
+			fail("direct transfer %+v, brute force %v ms", res.Direct.Transfer, direct)
+		}
+		var best float64
+		if len(all) > 0 {
+			best = times[strings.Join(all[0].chain, ",")]
+		}
+		// Ranked above direct: sooner, or as soon with less total RTT.
+		rankedAbove := len(all) > 0 && (best < direct && !near(best, direct) || near(best, direct) && all[0].rttMs < dPlan.rttMs && !near(all[0].rttMs, dPlan.rttMs))
+		wantChain := len(all) > 0 && (!directKnown || dPlan.bps == 0 || best*(1+bf.gain) <= direct && rankedAbove)
+		switch got := len(res.Best.Chain) > 0; {
+		case got != wantChain:
+			if !near(best*(1+bf.gain), direct) {
+				fail("chain wins = %v, brute force says %v", got, wantChain)
+			}
+			boundary++
+		case wantChain:
+			chainWins++
+			if res.Best.Transfer == nil || !near(res.Best.Transfer.CompletionMs, best) {
+				fail("best %v finishes %+v, brute force %v ms (via %v)", res.Best.Chain, res.Best.Transfer, best, all[0].chain)
+			}
+			byRate := bf.chains()[0]
+			if times[strings.Join(byRate.chain, ",")] > best*(1+bf.margin) {
+				smallWins++ // the steady-rate pick would have been wrong here
+			}
+		}
+		if !wantChain && len(all) > 0 && len(res.Alternatives) > 0 && !near(res.Alternatives[0].Transfer.CompletionMs, best) {
+			fail("direct won; first alternative %v finishes %+v, brute force's best chain %v ms", res.Alternatives[0].Chain, res.Alternatives[0].Transfer, best)
+		}
+		checkCrossover(t, bf, req, res, direct, fail)
+		for _, p := range append([]Plan{res.Best}, res.Alternatives...) {
+			if len(p.Chain) == 0 {
+				continue
+			}
+			checkPlan(t, bf, req, p)
+			if want, ok := times[strings.Join(p.Chain, ",")]; !ok || p.Transfer == nil || !near(p.Transfer.CompletionMs, want) {
+				fail("chain %v finishes %+v, brute force %v ms", p.Chain, p.Transfer, want)
+			}
+		}
+		for j := 1; j < len(res.Alternatives); j++ {
+			a, b := res.Alternatives[j-1], res.Alternatives[j]
+			if (a.Transfer.CompletionMs > b.Transfer.CompletionMs && (j > 1 || len(res.Best.Chain) > 0)) || slices.Equal(a.Chain, b.Chain) {
+				fail("alternatives %d and %d out of order or equal", j-1, j)
+			}
+		}
+	}
+	t.Logf("%d cases, %d won by a chain, %d of them where the fastest chain is not the soonest, %d at a boundary within rounding",
+		cases, chainWins, smallWins, boundary)
+	if chainWins < cases/5 || smallWins < cases/100 {
+		t.Errorf("only %d chain wins and %d where size matters, of %d cases", chainWins, smallWins, cases)
+	}
+	if boundary > chainWins/100 {
+		t.Errorf("%d boundary cases of %d chain wins", boundary, chainWins)
+	}
+}
+
+// checkCrossover verifies res.Crossover by the brute force's completion
+// model: not sooner at the crossover, sooner just above it and at sizes
+// far above; always sooner; or not sooner for a huge transfer.
+func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, direct float64, fail func(string, ...any)) {
+	t.Helper()
+	c := res.Crossover
+	dPlan, directKnown := bf.plan(nil, req.Direction)
+	byRate := bf.chains()
+	if c == nil {
+		if directKnown && len(byRate) > 0 {
+			fail("no crossover")
+		}
+		return
+	}
+	p, ok := bf.plan(c.Chain, req.Direction)
+	if !ok || !near(p.bps, byRate[0].bps) {
+		fail("crossover chain %v is not the best by steady rate (%v)", c.Chain, byRate[0].chain)
+	}
+	if dPlan.bps == 0 {
+		if c.Kind != CrossoverAlways {
+			fail("direct moves nothing, crossover %+v", c)
+		}
+		return
+	}
+	iw := float64(cmpOr(req.Model.InitialWindowSegments, 10)) * bf.mss
+	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
+	rttsOf := func(chain []string) []float64 {
+		path := append(append([]string{req.Client}, chain...), req.Destination)
+		var rtts []float64
+		for i := 0; i+1 < len(path); i++ {
+			rtts = append(rtts, bf.pairs[[2]string{path[i], path[i+1]}].RTTMs)
+		}
+		return rtts
+	}
+	sooner := func(size int64) bool {
+		ct := bfCompletionMs(size, kind, iw, rttsOf(c.Chain), p.bps)
+		dt := bfCompletionMs(size, kind, iw, rttsOf(nil), dPlan.bps)
+		if near(ct, dt) {
+			return false
+		}
+		return ct < dt
+	}
+	switch c.Kind {
+	case CrossoverAlways:
+		for _, size := range []int64{1, 1000, 1e5, 1e7, 1e9, 1e12} {
+			if !sooner(size) {
+				fail("crossover always, not sooner at %d B", size)
+			}
+		}
+	case CrossoverNever:
+		if sooner(1e15) {
+			fail("crossover never, sooner at 1e15 B")
+		}
+	case CrossoverAbove:
+		x := c.Bytes
+		// Just above: 1 B, or a millionth, where the brute force's
+		// tolerance calls sizes right at the crossing a tie.
+		if sooner(x) && x > 0 || !sooner(x+1+x/1e6) || !sooner(x*2+1) || !sooner(x*100+1) {
+			fail("crossover above %d B: sooner at it %v, just above %v, twice %v, 100× %v", x, sooner(x), sooner(x+1), sooner(2*x+1), sooner(100*x+1))
+		}
+	default:
+		fail("crossover kind %q", c.Kind)
 	}
 }
