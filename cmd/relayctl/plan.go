@@ -218,13 +218,13 @@ type planJSON struct {
 	TotalRTTMs         float64           `json:"total_rtt_ms"`
 	// With --size: the size, the best plan's completion time and its parts,
 	// and from which size the fastest chain by steady rate beats direct.
-	SizeBytes int64              `json:"size_bytes,omitempty"`
-	Transfer  *planner.Transfer  `json:"transfer,omitempty"`
-	Crossover *planner.Crossover `json:"crossover,omitempty"`
-	Reasons   []string           `json:"reasons"`
-	Direct             planner.Plan      `json:"direct"`
-	Alternatives       []planner.Plan    `json:"alternatives"`
-	Notes              []string          `json:"notes"`
+	SizeBytes    int64              `json:"size_bytes,omitempty"`
+	Transfer     *planner.Transfer  `json:"transfer,omitempty"`
+	Crossover    *planner.Crossover `json:"crossover,omitempty"`
+	Reasons      []string           `json:"reasons"`
+	Direct       planner.Plan       `json:"direct"`
+	Alternatives []planner.Plan     `json:"alternatives"`
+	Notes        []string           `json:"notes"`
 }
 
 // hopJSON is where to reach one relay of the chain.
