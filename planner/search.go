@@ -19,6 +19,8 @@ import (
 // The best chain is exact: the highest PredictedBps over every chain of
 // distinct relays within the constraints, ties going to the lower total
 // RTT, then fewer relays, then the lexicographically smaller chain.
+// With req.SizeBytes > 0 it is the soonest predicted completion time
+// instead (then the same tie-breaks), and every plan carries its Transfer.
 func Search(m *Matrix, req Request) (*Result, error) {
 	req, err := req.withDefaults()
 	if err != nil {
