@@ -65,6 +65,42 @@
 // (not probed) are used and every segment built on one is marked
 // estimated.
 //
+// # Transfer size
+//
+// The steady rate is the whole story only for large transfers. With
+// Request.SizeBytes > 0 plans are ranked by predicted completion time
+// for that many bytes (ms):
+//
+//	completion_ms = setup_ms + ramp_ms + steady_ms
+//
+// setup_ms is the time to the first byte. Direct: DirectSetupRTTs (2) ×
+// its RTT, the TCP handshake then the request. A chain with segment RTTs
+// summing to S and a last segment of L, by Model.Setup: warm (default;
+// pooled relay connections) 2·S, optimistic (the request rides with the
+// route header) S + L, cold (TCP and TLS 1.3 handshakes on every segment
+// but the last) 2·S + 2·(S − L).
+//
+// ramp_ms is slow start. Every segment's sender starts at an initial
+// window iw = Model.InitialWindowSegments (IW10) × MSSBytes and doubles
+// it each of its round trips; the chain ramps like its slowest segment,
+// the longest (RTT r), up to the chain's steady rate P = PredictedBps,
+// one round of which is cap = P·r/8000 bytes. Round j carries
+// min(iw·2^j, cap) bytes; the ramp is the rounds whose window is below
+// cap, and at least the first. The first round arrives with the first
+// byte, so a size the ramp delivers in m rounds takes (m − 1)·r.
+//
+// steady_ms is the rest, after the ramp's bytes, at P.
+//
+// Ties are completion times within Model.ErrorMargin of the soonest, won
+// by the fewest relays; a chain beats direct only when direct's time is at
+// least (1 + MinGain) × its own. The search is exact (see sized.go: a
+// depth-first enumeration with bounds, seeded by the steady-rate search).
+// Result.Crossover is the size above which the chain with the best steady
+// rate finishes sooner than direct. Not modelled: loss and recovery,
+// congestion control other than slow start (no CUBIC or BBR growth, no
+// competing flows), pacing, delayed ACKs, TLS record and header bytes,
+// and the server's own time to first byte.
+//
 // # Matrix file
 //
 // ParseMatrix reads the offline matrix format, written by hand or by

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/relaymesh/relaymesh/pkg/bytesize"
 )
 
 // Diagram draws a plan on one line, RTTs on the arrows:
@@ -38,13 +40,24 @@ func Diagram(p Plan) string {
 // with why they lost, and the notes.
 func Explain(r *Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan %s → %s (%s)\n\n", r.Client, r.Destination, r.Direction)
+	fmt.Fprintf(&b, "plan %s → %s (%s", r.Client, r.Destination, r.Direction)
+	if r.SizeBytes > 0 {
+		fmt.Fprintf(&b, ", %s: ranked by completion time", fmtSize(r.SizeBytes))
+	}
+	b.WriteString(")\n\n")
 	kind := "chain"
 	if len(r.Best.Chain) == 0 {
 		kind = "direct"
 	}
 	fmt.Fprintf(&b, "best (%s): %s\n", kind, Diagram(r.Best))
-	fmt.Fprintf(&b, "  %s\n\n", summary(r.Best))
+	fmt.Fprintf(&b, "  %s\n", summary(r.Best))
+	if t := transferLine(r.Best); t != "" {
+		fmt.Fprintf(&b, "  %s\n", t)
+	}
+	if c := crossoverLine(r.Crossover); c != "" {
+		fmt.Fprintf(&b, "  %s\n", c)
+	}
+	b.WriteString("\n")
 	writeSegments(&b, r.Best)
 	writeReasons(&b, r.Best.Reasons, "  ")
 
@@ -56,6 +69,9 @@ func Explain(r *Result) string {
 		b.WriteString("\nalternatives:\n")
 		for i, p := range r.Alternatives {
 			fmt.Fprintf(&b, "%d. %s\n   %s\n", i+1, Diagram(p), summary(p))
+			if t := transferLine(p); t != "" {
+				fmt.Fprintf(&b, "   %s\n", t)
+			}
 			if len(p.Reasons) > 0 {
 				fmt.Fprintf(&b, "   %s\n", p.Reasons[0]) // why it lost
 			}
@@ -75,7 +91,42 @@ func directLine(r *Result) string {
 	if len(r.Direct.Segments) == 0 {
 		return r.Client + " ──?──▶ " + r.Destination + " (not measured)"
 	}
-	return Diagram(r.Direct) + "  " + fmtBps(r.Direct.PredictedBps)
+	line := Diagram(r.Direct) + "  " + fmtBps(r.Direct.PredictedBps)
+	if t := r.Direct.Transfer; t != nil {
+		line += fmt.Sprintf(", %s in %s", fmtSize(t.SizeBytes), fmtDur(t.CompletionMs))
+	}
+	return line
+}
+
+// transferLine is a plan's completion time and its parts on one line; ""
+// without a size.
+func transferLine(p Plan) string {
+	t := p.Transfer
+	if t == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%s in %s (setup %s + ramp %s + steady %s), effective %s",
+		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), fmtDur(t.RampMs), fmtDur(t.SteadyMs), fmtBps(t.EffectiveBps))
+	if t.Speedup > 0 && len(p.Chain) > 0 {
+		s += fmt.Sprintf(", %.2f× sooner than direct", t.Speedup)
+	}
+	return s
+}
+
+// crossoverLine says from which size the best chain by steady rate beats
+// direct; "" when there is no crossover to report.
+func crossoverLine(c *Crossover) string {
+	if c == nil {
+		return ""
+	}
+	via := "the chain via " + strings.Join(c.Chain, ", ") + " (best steady rate)"
+	switch c.Kind {
+	case CrossoverAlways:
+		return "crossover: " + via + " finishes sooner than direct at every size"
+	case CrossoverNever:
+		return "crossover: never: " + via + " does not finish sooner than direct for large transfers"
+	}
+	return fmt.Sprintf("crossover: %s finishes sooner than direct above %s (%d bytes)", via, fmtSize(c.Bytes), c.Bytes)
 }
 
 // summary is a plan's prediction on one line.
@@ -169,6 +220,21 @@ func fmtBps(bps float64) string {
 	}
 	return fmtNum(bps) + " bit/s"
 }
+
+// fmtDur formats a duration given in milliseconds: "180 ms" below a
+// second, "1.25 s" above.
+func fmtDur(ms float64) string {
+	switch {
+	case ms == 0:
+		return "0 ms"
+	case ms >= 1000:
+		return fmtNum(ms/1000) + " s"
+	}
+	return fmtMs(ms)
+}
+
+// fmtSize formats a transfer size as given: decimal units, "100 KB".
+func fmtSize(n int64) string { return bytesize.Format(n) }
 
 // fmtMs formats milliseconds: "12.5 ms", "0.25 ms", "180 ms".
 func fmtMs(ms float64) string { return fmtNum(ms) + " ms" }

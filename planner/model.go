@@ -40,8 +40,17 @@ const (
 	// time and its failure risk.
 	DefaultErrorMargin = 0.05
 	// DefaultMSSBytes is the TCP maximum segment size for the Mathis loss
-	// bound, bytes: 1500-byte MTU minus IPv4, TCP and timestamp headers.
+	// bound and the initial window, bytes: 1500-byte MTU minus IPv4, TCP
+	// and timestamp headers.
 	DefaultMSSBytes = 1448
+	// DefaultInitialWindowSegments is the congestion window a TCP sender
+	// starts with, in segments of MSSBytes: IW10 (RFC 6928, Linux's
+	// default since 2.6.39). Slow start doubles it every round trip.
+	DefaultInitialWindowSegments = 10
+	// DirectSetupRTTs is the round trips of the direct path before the
+	// first byte arrives: the TCP handshake with the destination, then the
+	// request out and the first byte back.
+	DirectSetupRTTs = 2
 
 	// MaxNodes bounds a matrix. The search keeps dense n×n tables of
 	// segment rates, RTTs and pair indices, 20 bytes per cell: 500 MB at
@@ -115,6 +124,11 @@ type Request struct {
 	Direction   Direction   `json:"direction,omitempty"` // "" = Down
 	Constraints Constraints `json:"constraints"`
 	Model       Model       `json:"model"`
+	// SizeBytes is the transfer's size, bytes. 0 = unknown or large: plans
+	// are ranked by their steady rate. Above 0 they are ranked by their
+	// predicted completion time for this many bytes, which counts the
+	// setup round trips and slow start (see the package documentation).
+	SizeBytes int64 `json:"size_bytes,omitempty"`
 }
 
 // Constraints limit which chains the search considers and when one wins.
@@ -159,7 +173,40 @@ type Model struct {
 	// 0 = DefaultErrorMargin, negative = none (the highest prediction
 	// wins); must be below 1.
 	ErrorMargin float64 `json:"error_margin,omitempty"`
+	// Setup is how a chain is set up, for the setup round trips of a
+	// completion time (only with Request.SizeBytes): SetupWarm (the
+	// default, ""), SetupOptimistic or SetupCold.
+	Setup SetupKind `json:"setup,omitempty"`
+	// InitialWindowSegments is a TCP sender's initial congestion window,
+	// in segments of MSSBytes, for slow start (only with
+	// Request.SizeBytes); 0 = DefaultInitialWindowSegments.
+	InitialWindowSegments int `json:"initial_window_segments,omitempty"`
 }
+
+// SetupKind says how a chain is set up before its first byte arrives, in
+// round trips. S is the sum of the chain's segment RTTs, L the last
+// segment's (last relay → destination). Direct is always
+// DirectSetupRTTs × its RTT.
+type SetupKind string
+
+// Setup kinds.
+const (
+	// SetupWarm: relays keep pooled, already TLS-handshaken connections to
+	// each other and the client's entry is local (relayctl connect). The
+	// route header travels to the last relay (one way over all segments
+	// but the last), the last relay's TCP handshake with the destination
+	// takes L, the status comes back, then the request and the first byte
+	// cross the whole path: 2·S.
+	SetupWarm SetupKind = "warm"
+	// SetupOptimistic: as warm, but the request rides with the route
+	// header (optimistic data), so it waits only for the last handshake:
+	// S + L.
+	SetupOptimistic SetupKind = "optimistic"
+	// SetupCold: as warm, plus each connection before the last segment is
+	// opened for this tunnel: a TCP handshake and a TLS 1.3 handshake, one
+	// round trip each, on every segment but the last: 2·S + 2·(S − L).
+	SetupCold SetupKind = "cold"
+)
 
 // withDefaults returns req with every zero or negative-means-none field
 // replaced by the value the search uses, or an error naming a field that
@@ -212,6 +259,22 @@ func (req Request) withDefaults() (Request, error) {
 		m.MSSBytes = DefaultMSSBytes
 	case m.MSSBytes < 0:
 		return req, fmt.Errorf("model.mss_bytes %d: want bytes > 0 (0 = default)", m.MSSBytes)
+	}
+	switch m.Setup {
+	case "":
+		m.Setup = SetupWarm
+	case SetupWarm, SetupOptimistic, SetupCold:
+	default:
+		return req, fmt.Errorf("model.setup %q: want warm, optimistic or cold", m.Setup)
+	}
+	switch {
+	case m.InitialWindowSegments == 0:
+		m.InitialWindowSegments = DefaultInitialWindowSegments
+	case m.InitialWindowSegments < 0:
+		return req, fmt.Errorf("model.initial_window_segments %d: want segments > 0 (0 = default)", m.InitialWindowSegments)
+	}
+	if req.SizeBytes < 0 {
+		return req, fmt.Errorf("size_bytes %d: want bytes >= 0 (0 = unknown: rank by steady rate)", req.SizeBytes)
 	}
 	return req, nil
 }
@@ -280,10 +343,62 @@ type Plan struct {
 	DirectPredictedBps float64 `json:"direct_predicted_bps"`
 	// Speedup is PredictedBps / DirectPredictedBps; 0 when the direct
 	// prediction is unknown or zero.
-	Speedup    float64  `json:"speedup"`
-	TotalRTTMs float64  `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
-	Reasons    []string `json:"reasons"`      // why this plan is what it is, and why it won or lost
+	Speedup    float64 `json:"speedup"`
+	TotalRTTMs float64 `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
+	// Transfer is the predicted completion of a transfer of
+	// Request.SizeBytes over this plan; nil without a size, or when the
+	// plan moves nothing (no segments, or a rate of 0).
+	Transfer *Transfer `json:"transfer,omitempty"`
+	Reasons  []string  `json:"reasons"` // why this plan is what it is, and why it won or lost
 }
+
+// Transfer is a plan's predicted completion time for Request.SizeBytes:
+// CompletionMs = SetupMs + RampMs + SteadyMs.
+type Transfer struct {
+	SizeBytes    int64   `json:"size_bytes"`
+	CompletionMs float64 `json:"completion_ms"` // from the first packet sent to the last byte received, milliseconds
+	// SetupMs is the time until the first byte arrives, milliseconds: the
+	// setup round trips of Model.Setup (direct: DirectSetupRTTs × RTT).
+	// The first round of slow start (the initial window) arrives with it.
+	SetupMs float64 `json:"setup_ms"`
+	// RampMs is the slow-start rounds after the first, milliseconds: each
+	// one RampRTTMs, the window doubling, until the size is delivered or
+	// the window carries the steady rate.
+	RampMs float64 `json:"ramp_ms"`
+	// SteadyMs is the rest of the bytes at Plan.PredictedBps, milliseconds.
+	SteadyMs float64 `json:"steady_ms"`
+	// RampRTTMs is the RTT the ramp is counted in: the longest segment's,
+	// the slowest to ramp up, milliseconds.
+	RampRTTMs float64 `json:"ramp_rtt_ms"`
+	// Rounds is how many rounds of slow start the transfer uses, counting
+	// the first (the initial window).
+	Rounds int `json:"rounds"`
+	// EffectiveBps is SizeBytes × 8 / CompletionMs, bits/s: what a
+	// download timer would report.
+	EffectiveBps float64 `json:"effective_bps"`
+	// Speedup is the direct plan's CompletionMs over this one's; 0 when
+	// direct's is unknown.
+	Speedup float64 `json:"speedup"`
+}
+
+// Crossover says from which transfer size the chain with the best steady
+// rate finishes sooner than direct.
+type Crossover struct {
+	Chain []string `json:"chain"` // the chain a size-less plan would pick by steady rate
+	// Kind is CrossoverAbove (the chain finishes sooner for every size
+	// above Bytes, and not at Bytes), CrossoverAlways (at every size:
+	// Bytes is 0) or CrossoverNever (direct finishes as soon or sooner for
+	// large sizes: Bytes is -1).
+	Kind  string `json:"kind"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Crossover kinds.
+const (
+	CrossoverAbove  = "above"
+	CrossoverAlways = "always"
+	CrossoverNever  = "never"
+)
 
 // Result is the answer to a Request.
 type Result struct {
@@ -300,6 +415,13 @@ type Result struct {
 	// Notes say what the search left out or assumed for the whole matrix
 	// (stale pairs ignored, windows assumed).
 	Notes []string `json:"notes"`
+	// SizeBytes is Request.SizeBytes: plans are ranked by completion time
+	// for it; 0 = by steady rate.
+	SizeBytes int64 `json:"size_bytes,omitempty"`
+	// Crossover is from which size the best chain by steady rate finishes
+	// sooner than direct; nil without a size, without such a chain or
+	// without a measured direct path.
+	Crossover *Crossover `json:"crossover,omitempty"`
 }
 
 // Limit kinds for Segment.LimitedBy.

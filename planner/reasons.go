@@ -26,6 +26,10 @@ func (s *search) winReason(top, direct candidate, directKnown bool) string {
 			via, s.name(s.client), s.name(s.dst))
 	case direct.predictedBps == 0:
 		return fmt.Sprintf("chain via %s wins: the direct path predicts 0 bit/s (total loss)", via)
+	case s.sized():
+		return fmt.Sprintf("chain via %s wins: %s in %s, %.2f× sooner than direct (%s), a gain of %s ≥ the %s minimum",
+			via, fmtSize(s.req.SizeBytes), fmtDur(top.completionMs), direct.completionMs/top.completionMs, fmtDur(direct.completionMs),
+			fmtPct(direct.completionMs/top.completionMs-1), fmtPct(s.req.Constraints.MinGain))
 	}
 	return fmt.Sprintf("chain via %s wins: %.2f× direct (%s vs %s), a gain of %s ≥ the %s minimum",
 		via, top.predictedBps/direct.predictedBps, fmtBps(top.predictedBps), fmtBps(direct.predictedBps),
@@ -52,9 +56,25 @@ func (s *search) directWinReason(chains []candidate, direct candidate, directKno
 	return fmt.Sprintf("direct wins: best chain via %s %s", s.chainNames(chains[0].chain), s.versusDirect(chains[0], direct))
 }
 
+// directLoses says why direct is not the best plan when chain top is,
+// or "" when there is nothing to compare.
+func (s *search) directLoses(top, direct candidate, directKnown bool) string {
+	switch {
+	case !directKnown || direct.predictedBps == 0:
+		return ""
+	case s.sized():
+		return fmt.Sprintf("direct loses: chain via %s finishes %s %.2f× sooner (%s vs %s)",
+			s.chainNames(top.chain), fmtSize(s.req.SizeBytes), direct.completionMs/top.completionMs, fmtDur(top.completionMs), fmtDur(direct.completionMs))
+	}
+	return fmt.Sprintf("direct loses: chain via %s predicts %.2f× direct", s.chainNames(top.chain), top.predictedBps/direct.predictedBps)
+}
+
 // versusDirect says why chain c lost to a direct path that is known and
 // predicts more than zero.
 func (s *search) versusDirect(c, direct candidate) string {
+	if s.sized() {
+		return s.versusDirectSized(c, direct)
+	}
 	ratio := c.predictedBps / direct.predictedBps
 	switch { // the comparisons Search decides by, not ratio: same rounding
 	case c.predictedBps < direct.predictedBps:
@@ -66,10 +86,27 @@ func (s *search) versusDirect(c, direct candidate) string {
 	return fmt.Sprintf("ties with direct at %s and loses the tie-break: %s", fmtBps(c.predictedBps), tieBreak(c, direct))
 }
 
+// versusDirectSized is versusDirect by completion time.
+func (s *search) versusDirectSized(c, direct candidate) string {
+	gain := direct.completionMs/c.completionMs - 1
+	switch { // the comparisons Search decides by
+	case c.completionMs > direct.completionMs:
+		return fmt.Sprintf("finishes %s in %s, %.2f× direct's time (%s)",
+			fmtSize(s.req.SizeBytes), fmtDur(c.completionMs), c.completionMs/direct.completionMs, fmtDur(direct.completionMs))
+	case c.completionMs*(1+s.req.Constraints.MinGain) > direct.completionMs:
+		return fmt.Sprintf("finishes %s only %s sooner than direct (%s vs %s) < the %s minimum",
+			fmtSize(s.req.SizeBytes), fmtPct(gain), fmtDur(c.completionMs), fmtDur(direct.completionMs), fmtPct(s.req.Constraints.MinGain))
+	}
+	return fmt.Sprintf("ties with direct at %s and loses the tie-break: %s", fmtDur(c.completionMs), tieBreak(c, direct))
+}
+
 // lossReason says why chain c is not the best plan.
 func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate) string {
 	if !chainWins {
 		return "lost to direct: " + s.versusDirect(c, direct)
+	}
+	if s.sized() {
+		return s.lossReasonSized(c, best)
 	}
 	if c.predictedBps > best.predictedBps {
 		return fmt.Sprintf("lost: predicts %s more than the best plan (via %s, %s), within the model's %s error, with more relays (%d > %d)",
@@ -79,6 +116,21 @@ func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate)
 	if c.predictedBps < best.predictedBps {
 		return fmt.Sprintf("lost: %s slower than the best plan (via %s, %s)",
 			fmtPct(1-c.predictedBps/best.predictedBps), s.chainNames(best.chain), fmtBps(best.predictedBps))
+	}
+	return "lost on tie-break with the best plan: " + tieBreak(c, best)
+}
+
+// lossReasonSized is lossReason against a winning chain, by completion
+// time.
+func (s *search) lossReasonSized(c, best candidate) string {
+	switch {
+	case c.completionMs < best.completionMs:
+		return fmt.Sprintf("lost: finishes %s sooner than the best plan (via %s, %s), within the model's %s error, with more relays (%d > %d)",
+			fmtPct(best.completionMs/c.completionMs-1), s.chainNames(best.chain), fmtDur(best.completionMs),
+			fmtPct(s.req.Model.ErrorMargin), len(c.chain), len(best.chain))
+	case c.completionMs > best.completionMs:
+		return fmt.Sprintf("lost: takes %s longer than the best plan (via %s, %s vs %s)",
+			fmtPct(c.completionMs/best.completionMs-1), s.chainNames(best.chain), fmtDur(c.completionMs), fmtDur(best.completionMs))
 	}
 	return "lost on tie-break with the best plan: " + tieBreak(c, best)
 }
@@ -119,6 +171,9 @@ func (s *search) describe(p Plan) []string {
 			out = append(out, windowReason(p))
 		}
 	}
+	if p.Transfer != nil {
+		out = append(out, s.transferReason(p))
+	}
 	if s.req.Direction == Both {
 		out = append(out, fmt.Sprintf("download %s, upload %s: planned for the lower",
 			fmtBps(p.PredictedDownBps), fmtBps(p.PredictedUpBps)))
@@ -143,6 +198,31 @@ func (s *search) describe(p Plan) []string {
 		}
 	}
 	return out
+}
+
+// transferReason spells out a plan's completion time: its three parts
+// and what each is made of.
+func (s *search) transferReason(p Plan) string {
+	t := p.Transfer
+	setup := fmt.Sprintf("%d × %s RTT", DirectSetupRTTs, fmtMs(p.TotalRTTMs))
+	if len(p.Chain) > 0 {
+		last := p.Segments[len(p.Segments)-1].RTTMs
+		switch s.req.Model.Setup {
+		case SetupOptimistic:
+			setup = fmt.Sprintf("optimistic: %s total RTT + %s last segment", fmtMs(p.TotalRTTMs), fmtMs(last))
+		case SetupCold:
+			setup = fmt.Sprintf("cold: 2 × %s total RTT + TCP and TLS handshakes, 2 × %s", fmtMs(p.TotalRTTMs), fmtMs(p.TotalRTTMs-last))
+		default:
+			setup = fmt.Sprintf("warm: 2 × %s total RTT", fmtMs(p.TotalRTTMs))
+		}
+	}
+	steady := ""
+	if t.SteadyMs > 0 {
+		steady = fmt.Sprintf(" + steady %s at %s", fmtDur(t.SteadyMs), fmtBps(p.PredictedBps))
+	}
+	return fmt.Sprintf("%s in %s: setup %s (%s) + ramp %s (%d round%s of slow start at %s from %s)%s",
+		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), setup, fmtDur(t.RampMs),
+		t.Rounds, plural(t.Rounds), fmtMs(t.RampRTTMs), fmtBytes(int64(s.iwBytes())), steady)
 }
 
 // limiter names the term that sets segment seg's rate.

@@ -19,6 +19,8 @@ import (
 // The best chain is exact: the highest PredictedBps over every chain of
 // distinct relays within the constraints, ties going to the lower total
 // RTT, then fewer relays, then the lexicographically smaller chain.
+// With req.SizeBytes > 0 it is the soonest predicted completion time
+// instead (then the same tie-breaks), and every plan carries its Transfer.
 func Search(m *Matrix, req Request) (*Result, error) {
 	req, err := req.withDefaults()
 	if err != nil {
@@ -79,6 +81,10 @@ type search struct {
 	layerA, layerB []float64
 	dist           [][]float64
 	par            [][]int32
+
+	// With a size only (see restBounds): bounds on the rest of a chain.
+	restMs, restBps [][]float64
+	minLastMs       float64
 }
 
 // candidate is a chain found by the search, in dense indices.
@@ -86,6 +92,9 @@ type candidate struct {
 	chain        []int32
 	predictedBps float64
 	rttMs        float64
+	// completionMs is the predicted completion time for Request.SizeBytes,
+	// ms (only with a size; +Inf when the path moves nothing).
+	completionMs float64
 	origin       string // how it was found, for its reasons: "best chain with 2 relays; best chain avoiding r1"
 }
 
@@ -405,13 +414,22 @@ func (s *search) candidates(ban int, lbBps float64, all bool, origin func(k int)
 // change its pick: a chain with fewer relays predicts at most that count's
 // best, which was outside the margin, and the pick is the best chain of its
 // own count.
-func (s *search) preferFewer(chains []candidate) {
+func (s *search) preferFewer(chains []candidate) { s.preferFewerBy(chains, s.sized()) }
+
+// preferFewerBy is preferFewer by completion time (sized) or by
+// predicted rate.
+func (s *search) preferFewerBy(chains []candidate, sized bool) {
 	if len(chains) < 2 {
 		return
 	}
 	floor := chains[0].predictedBps * (1 - s.req.Model.ErrorMargin)
+	tied := func(c candidate) bool { return c.predictedBps >= floor }
+	if sized {
+		ceiling := chains[0].completionMs * (1 + s.req.Model.ErrorMargin)
+		tied = func(c candidate) bool { return c.completionMs <= ceiling }
+	}
 	w := 0
-	for i := 1; i < len(chains) && chains[i].predictedBps >= floor; i++ {
+	for i := 1; i < len(chains) && tied(chains[i]); i++ {
 		if len(chains[i].chain) < len(chains[w].chain) {
 			w = i
 		}
@@ -432,6 +450,27 @@ func hasRepeat(chain []int32) bool {
 	return false
 }
 
+// compare is the ranking in force: compareCandidates without a size,
+// compareSized with one.
+func (s *search) compare(a, b candidate) int {
+	if s.sized() {
+		return compareSized(a, b)
+	}
+	return compareCandidates(a, b)
+}
+
+// compareSized is the ranking with a size: sooner predicted completion,
+// then lower total RTT, then fewer relays, then the lexicographically
+// smaller chain.
+func compareSized(a, b candidate) int {
+	return cmp.Or(
+		cmp.Compare(a.completionMs, b.completionMs),
+		cmp.Compare(a.rttMs, b.rttMs),
+		cmp.Compare(len(a.chain), len(b.chain)),
+		slices.Compare(a.chain, b.chain),
+	)
+}
+
 // compareCandidates is the ranking: higher prediction, then lower total
 // RTT, then fewer relays, then the lexicographically smaller chain (dense
 // index order is name order). Direct is the candidate with no relays.
@@ -447,33 +486,62 @@ func compareCandidates(a, b candidate) int {
 // result runs the search and assembles the ranked plans.
 func (s *search) result() *Result {
 	req := s.req
-	res := &Result{Client: req.Client, Destination: req.Destination, Direction: req.Direction, Alternatives: []Plan{}, Notes: []string{}}
+	res := &Result{Client: req.Client, Destination: req.Destination, Direction: req.Direction, Alternatives: []Plan{}, Notes: []string{}, SizeBytes: req.SizeBytes}
 
 	cd := s.client*s.n + s.dst
 	direct, directKnown := candidate{chain: []int32{}, predictedBps: s.rate[cd], rttMs: s.rtt[cd]}, s.rtt[cd] > 0
+	if s.sized() {
+		direct.completionMs = math.Inf(1)
+		if directKnown {
+			direct.completionMs = s.flowOf(direct.chain).completionMs(req.SizeBytes, s.iwBytes())
+		}
+	}
 
+	// find returns the chains avoiding relay ban (−1: none) by the ranking
+	// in force: with all, the best for every relay count; known are chains
+	// found before that avoid ban, which bound the search.
+	find := func(ban int, known []candidate, all bool, origin func(k int) string) []candidate {
+		lbBps := 0.0
+		for _, c := range known {
+			lbBps = max(lbBps, c.predictedBps)
+		}
+		found := s.candidates(ban, lbBps, all, origin)
+		if !s.sized() {
+			return found
+		}
+		return s.sizedCandidates(ban, append(found, known...), all, origin)
+	}
 	var chains []candidate
+	var steadyTop *candidate // the chain a size-less plan picks: the crossover's
 	if hops := s.maxHops(); hops > 0 {
 		s.layerA, s.layerB = make([]float64, s.relays), make([]float64, s.relays)
 		s.dist, s.par = make([][]float64, hops+1), make([][]int32, hops+1)
 		for j := 1; j <= hops; j++ {
 			s.dist[j], s.par[j] = make([]float64, s.relays), make([]int32, s.relays)
 		}
-		chains = s.candidates(-1, 0, true, func(k int) string { return fmt.Sprintf("best chain with %d relay%s", k, plural(k)) })
+		origin := func(k int) string { return fmt.Sprintf("best chain with %d relay%s", k, plural(k)) }
+		chains = s.candidates(-1, 0, true, origin)
+		if s.sized() && len(chains) > 0 {
+			byRate := slices.Clone(chains)
+			s.preferFewerBy(byRate, false)
+			steadyTop = &byRate[0]
+			chains = s.sizedCandidates(-1, chains, true, origin)
+		}
 		s.preferFewer(chains)
 	}
 	// Fallbacks: the best chain avoiding each relay of the top chain, in
 	// case that relay fails or is busy. Chains already found that avoid
-	// it bound the search from below.
+	// it bound the search.
 	if len(chains) > 0 {
 		for _, r := range chains[0].chain {
-			name, lbBps := s.name(int(r)), 0.0
+			name := s.name(int(r))
+			var known []candidate
 			for _, c := range chains {
 				if !slices.Contains(c.chain, r) {
-					lbBps = max(lbBps, c.predictedBps)
+					known = append(known, c)
 				}
 			}
-			for _, c := range s.candidates(int(r), lbBps, false, func(int) string { return "best chain avoiding " + name }) {
+			for _, c := range find(int(r), known, false, func(int) string { return "best chain avoiding " + name }) {
 				i := slices.IndexFunc(chains, func(o candidate) bool { return slices.Equal(o.chain, c.chain) })
 				if i < 0 {
 					chains = append(chains, c)
@@ -482,7 +550,7 @@ func (s *search) result() *Result {
 				}
 			}
 		}
-		slices.SortFunc(chains, compareCandidates)
+		slices.SortFunc(chains, s.compare)
 		s.preferFewer(chains)
 	}
 
@@ -491,15 +559,13 @@ func (s *search) result() *Result {
 	var top candidate
 	if len(chains) > 0 {
 		top = chains[0]
-		chainWins = !directKnown || direct.predictedBps == 0 ||
-			(top.predictedBps >= direct.predictedBps*(1+req.Constraints.MinGain) && compareCandidates(top, direct) < 0)
+		chainWins = s.beatsDirect(top, direct, directKnown)
 	}
 	if chainWins {
 		res.Best = s.plan(top, direct, directKnown)
 		res.Best.Reasons = slices.Insert(res.Best.Reasons, 0, s.winReason(top, direct, directKnown))
-		if directKnown && direct.predictedBps > 0 {
-			res.Direct.Reasons = append(res.Direct.Reasons, fmt.Sprintf("direct loses: chain via %s predicts %.2f× direct",
-				s.chainNames(top.chain), top.predictedBps/direct.predictedBps))
+		if why := s.directLoses(top, direct, directKnown); why != "" {
+			res.Direct.Reasons = append(res.Direct.Reasons, why)
 		}
 		chains = chains[1:]
 	} else {
@@ -513,8 +579,28 @@ func (s *search) result() *Result {
 		p.Reasons = slices.Insert(p.Reasons, 0, lost+" — "+c.origin)
 		res.Alternatives = append(res.Alternatives, p)
 	}
+	if steadyTop != nil && directKnown {
+		res.Crossover = &Crossover{Chain: s.names(steadyTop.chain), Kind: CrossoverAlways}
+		if direct.predictedBps > 0 {
+			res.Crossover.Kind, res.Crossover.Bytes = crossover(s.flowOf(steadyTop.chain), s.flowOf(direct.chain), s.iwBytes())
+		}
+	}
 	res.Notes = s.notes(directKnown)
 	return res
+}
+
+// beatsDirect reports whether chain top is the plan to use rather than
+// direct: it is ranked above direct and gains at least MinGain, in rate
+// or, with a size, in completion time; or direct cannot compete.
+func (s *search) beatsDirect(top, direct candidate, directKnown bool) bool {
+	gain := 1 + s.req.Constraints.MinGain
+	switch {
+	case !directKnown || direct.predictedBps == 0:
+		return true
+	case s.sized():
+		return top.completionMs*gain <= direct.completionMs && compareSized(top, direct) < 0
+	}
+	return top.predictedBps >= direct.predictedBps*gain && compareCandidates(top, direct) < 0
 }
 
 func (s *search) name(d int) string { return s.m.Nodes[s.node[d]].Name }
@@ -551,6 +637,13 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 	p.PredictedBps, p.PredictedDownBps, p.PredictedUpBps = minRate*f, minDown*f, minUp*f
 	if p.DirectPredictedBps > 0 {
 		p.Speedup = p.PredictedBps / p.DirectPredictedBps
+	}
+	if s.sized() && p.PredictedBps > 0 {
+		t := s.flowOf(c.chain).transfer(s.req.SizeBytes, s.iwBytes())
+		if directKnown && direct.predictedBps > 0 {
+			t.Speedup = direct.completionMs / t.CompletionMs
+		}
+		p.Transfer = &t
 	}
 	p.Reasons = s.describe(p)
 	return p

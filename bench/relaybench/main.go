@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/bytesize"
 )
 
 const (
@@ -148,7 +150,7 @@ func parseFlags() *config {
 	}
 
 	var err error
-	if c.sizeBytes, err = parseSize(*size); err != nil || c.sizeBytes <= 0 {
+	if c.sizeBytes, err = bytesize.Parse(*size); err != nil || c.sizeBytes <= 0 {
 		fatalf("bad -size %q: %v", *size, err)
 	}
 	if c.runs < 1 {
@@ -378,26 +380,6 @@ func measureOnce(c *config, ch *chain, srv *server, target *net.TCPAddr, r *resu
 }
 
 // ---------------------------------------------------------------- helpers
-
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suf)), u.m
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	return int64(f * float64(mult)), nil
-}
 
 func humanBytes(n int64) string {
 	switch {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/relaymesh/relaymesh/pkg/bytesize"
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
@@ -37,6 +39,10 @@ type planFlags struct {
 	exclude     []string
 	adminToken  string
 	saveMatrix  string
+	// Only plan has --size and --setup (bench has its own --size: the
+	// bytes it moves); connect, bench and pac plan by steady rate.
+	sizeBytes int64
+	setup     string
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -105,6 +111,13 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 		req.Model.ErrorMargin = f.errorMargin
 	}
 	req.Constraints.Include, req.Constraints.Exclude = f.include, f.exclude
+	req.SizeBytes = f.sizeBytes
+	switch s := planner.SetupKind(f.setup); s {
+	case "", planner.SetupWarm, planner.SetupOptimistic, planner.SetupCold:
+		req.Model.Setup = s
+	default:
+		return req, fmt.Errorf("--setup %q: want warm, optimistic or cold", f.setup)
+	}
 	return req, nil
 }
 
@@ -203,10 +216,15 @@ type planJSON struct {
 	DirectPredictedBps float64           `json:"direct_predicted_bps"`
 	Speedup            float64           `json:"speedup"`
 	TotalRTTMs         float64           `json:"total_rtt_ms"`
-	Reasons            []string          `json:"reasons"`
-	Direct             planner.Plan      `json:"direct"`
-	Alternatives       []planner.Plan    `json:"alternatives"`
-	Notes              []string          `json:"notes"`
+	// With --size: the size, the best plan's completion time and its parts,
+	// and from which size the fastest chain by steady rate beats direct.
+	SizeBytes    int64              `json:"size_bytes,omitempty"`
+	Transfer     *planner.Transfer  `json:"transfer,omitempty"`
+	Crossover    *planner.Crossover `json:"crossover,omitempty"`
+	Reasons      []string           `json:"reasons"`
+	Direct       planner.Plan       `json:"direct"`
+	Alternatives []planner.Plan     `json:"alternatives"`
+	Notes        []string           `json:"notes"`
 }
 
 // hopJSON is where to reach one relay of the chain.
@@ -223,6 +241,7 @@ func (p *planned) json() planJSON {
 		Chain: b.Chain, Segments: b.Segments, Bottleneck: b.Bottleneck,
 		PredictedBps: b.PredictedBps, PredictedDownBps: b.PredictedDownBps, PredictedUpBps: b.PredictedUpBps,
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
+		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
 	}
 	if out.Chain == nil {
@@ -267,7 +286,27 @@ slowest segment minus a per-relay overhead, and the planner searches for the
 exact best chain under --max-hops. Chains predicting within --error-margin of
 the fastest are ties, won by the fewest relays. Direct wins unless a chain
 beats it by --min-gain. With --matrix it plans offline on
-a saved or hand-written matrix (what-if planning; see --save-matrix).`,
+a saved or hand-written matrix (what-if planning; see --save-matrix).
+
+Without --size the plan is for a large transfer: ranked by steady rate. A
+small one spends most of its time setting up and in TCP slow start, where
+every relay's extra round trips count and a long segment ramps slowly; direct
+often wins. --size BYTES (100KB, 10MB, 1GiB: KB/MB/GB decimal, KiB/MiB/GiB
+binary) ranks plans by predicted completion time for that many bytes:
+
+    setup      direct 2 RTT (handshake, request); a chain by --setup:
+               warm 2 x its total RTT (pooled relay connections, the default),
+               optimistic total + last segment RTT (request rides with the
+               route header), cold warm + 2 RTT per segment but the last
+               (TCP and TLS handshakes)
+    ramp       slow start from 10 segments (IW10), doubling every round
+               trip of the longest segment, until it carries the steady rate
+    steady     the rest at the predicted rate
+
+Each plan shows its completion time and the three parts, and the crossover:
+the size above which the fastest chain by steady rate finishes sooner than
+direct ("never", or "at every size"). Direct still wins unless a chain
+finishes at least --min-gain sooner.`,
 		Example: `  # in a lab: the plan to the Tokyo region, as a table with a path diagram
   sudo relayctl lab run -t world -- relayctl plan --dst tokyo
 
@@ -275,7 +314,10 @@ a saved or hand-written matrix (what-if planning; see --save-matrix).`,
   relayctl plan --fleet fleet.yaml --dst tokyo --direction up --max-hops 2 -o json
 
   # offline: plan on a matrix file
-  relayctl plan --matrix matrix.json --from client --dst srv`,
+  relayctl plan --matrix matrix.json --from client --dst srv
+
+  # a 100 KB object: ranked by completion time, with the crossover size
+  relayctl plan --matrix planner/testdata/split4.json --dst srv --size 100KB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
@@ -288,5 +330,28 @@ a saved or hand-written matrix (what-if planning; see --save-matrix).`,
 		},
 	}
 	f.register(cmd, true)
+	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "transfer size: rank plans by predicted completion time for this many bytes (100KB, 10MB, 1GiB; 0: by steady rate, for large transfers)")
+	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: how a chain sets up: warm (pooled relay connections), optimistic (request rides with the route header) or cold (new TCP+TLS per segment)")
 	return cmd
 }
+
+// sizeValue is a flag holding bytes, written with a unit (bytesize).
+type sizeValue struct{ v *int64 }
+
+func (s sizeValue) String() string {
+	if s.v == nil || *s.v == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(*s.v, 10)
+}
+
+func (s sizeValue) Set(text string) error {
+	n, err := bytesize.Parse(text)
+	if err != nil {
+		return err
+	}
+	*s.v = n
+	return nil
+}
+
+func (sizeValue) Type() string { return "bytes" }

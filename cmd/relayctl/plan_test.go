@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func runPlan(args ...string) (string, error) {
+	c := rootCmd()
+	var out bytes.Buffer
+	c.SetArgs(append([]string{"plan", "--matrix", "../../planner/testdata/split4.json", "--dst", "srv"}, args...))
+	c.SetOut(&out)
+	c.SetErr(&bytes.Buffer{})
+	err := c.Execute()
+	return out.String(), err
+}
+
+// --size reaches the planner with its unit, and the plan reports the
+// completion time and the crossover, as a table and as JSON. On split4 (a
+// 50 ms path, relays every 12.5 ms) a 10 KB object goes direct (both set
+// up in 100 ms and the first round holds it); 10 MB goes through the
+// full split. --setup cold moves the crossover from 14,480 B (one initial
+// window) to 101,360 B (three rounds of direct's: 14,480 × 7).
+func TestPlanSize(t *testing.T) {
+	type planOut struct {
+		Chain     []string `json:"chain"`
+		SizeBytes int64    `json:"size_bytes"`
+		Transfer  *struct {
+			CompletionMs float64 `json:"completion_ms"`
+			SetupMs      float64 `json:"setup_ms"`
+		} `json:"transfer"`
+		Crossover *struct {
+			Kind  string `json:"kind"`
+			Bytes int64  `json:"bytes"`
+		} `json:"crossover"`
+	}
+	for _, tc := range []struct {
+		args      []string
+		size      int64
+		chain     []string
+		setupMs   float64
+		crossover int64
+	}{
+		{[]string{"--size", "10KB"}, 10000, []string{}, 100, 14480},
+		{[]string{"--size", "10MB"}, 10000000, []string{"r1", "r2", "r3"}, 100, 14480},
+		{[]string{"--size", "1GiB", "--setup", "cold"}, 1 << 30, []string{"r1", "r2", "r3"}, 175, 101360},
+	} {
+		out, err := runPlan(append(tc.args, "-o", "json")...)
+		var p planOut
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &p)
+		}
+		if err != nil || !slices.Equal(p.Chain, tc.chain) || p.SizeBytes != tc.size || p.Transfer == nil ||
+			p.Transfer.SetupMs != tc.setupMs || p.Crossover == nil || p.Crossover.Kind != "above" || p.Crossover.Bytes != tc.crossover {
+			t.Errorf("plan %v: %v\n%s", tc.args, err, out)
+		}
+	}
+	// Without --size: no size fields at all, as before.
+	out, err := runPlan("-o", "json")
+	if err != nil || strings.Contains(out, "size_bytes") || strings.Contains(out, "crossover") || strings.Contains(out, "transfer") {
+		t.Errorf("plan without --size: %v\n%s", err, out)
+	}
+	out, err = runPlan("--size", "100KB")
+	for _, want := range []string{
+		"(down, 100 KB: ranked by completion time)",
+		"100 KB in 125 ms (setup 100 ms + ramp 25.0 ms + steady 0 ms)",
+		"crossover: the chain via r1, r2, r3 (best steady rate) finishes sooner than direct above 14.5 KB (14480 bytes)",
+		"direct: client ──50.0 ms──▶ srv  671 Mbit/s, 100 KB in 200 ms",
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("plan --size 100KB: %v: no %q in\n%s", err, want, out)
+		}
+	}
+	for _, bad := range [][]string{{"--size", "ten"}, {"--size", "-1"}, {"--size", "1MB", "--setup", "hot"}} {
+		if _, err := runPlan(bad...); err == nil {
+			t.Errorf("plan %v: accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package planner
+
+import (
+	"math"
+	"slices"
+)
+
+// The completion-time model for a transfer of known size (Request.SizeBytes).
+//
+// A transfer's time is setup, then slow start, then the steady rate:
+//
+//	completion_ms = setup_ms + ramp_ms + steady_ms
+//
+// It is computed for a flow: the setup time, the RTT slow start is
+// counted in, and the steady rate (Plan.PredictedBps). A chain's segments
+// ramp up in parallel, each doubling its window once per its own round
+// trip, so the chain ramps like its slowest segment: the longest, which
+// doubles least often and has the largest window to fill. The flow is one
+// TCP flow with that RTT ramping up to the chain's steady rate.
+
+// flow is what a completion time depends on.
+type flow struct {
+	setupMs float64 // until the first byte (and the initial window) arrives, ms
+	rttMs   float64 // the RTT slow start doubles in, ms
+	rateBps float64 // the steady rate, bits/s; 0 = moves nothing
+}
+
+// setupMs is the setup time of a path before its first byte, ms: direct
+// (no relays) DirectSetupRTTs × its RTT; a chain by kind, with sumMs the
+// sum of its segment RTTs and lastMs its last segment's (see SetupKind).
+func setupMs(kind SetupKind, relays int, sumMs, lastMs float64) float64 {
+	switch {
+	case relays == 0:
+		return DirectSetupRTTs * sumMs
+	case kind == SetupOptimistic:
+		return sumMs + lastMs
+	case kind == SetupCold:
+		return 2*sumMs + 2*(sumMs-lastMs)
+	}
+	return 2 * sumMs
+}
+
+// rounds walks slow start: visit is called for each round j = 0, 1, … of
+// the ramp with the bytes delivered by the end of it (cumulative, a
+// float); it returns false to stop. Round j carries min(iw·2^j, cap)
+// bytes, cap being one RTT at the steady rate. The ramp is every round
+// whose window is below cap, and at least the first: the initial window
+// arrives with the first byte, whatever the rate. It returns the bytes the
+// ramp delivers and its number of rounds.
+func (f flow) rounds(iwBytes float64, visit func(j int, cumBytes float64) bool) (rampBytes float64, n int) {
+	capBytes := f.rateBps * f.rttMs / 8000
+	w := iwBytes
+	for j := 0; ; j++ {
+		if j > 0 && w >= capBytes || j > 200 {
+			return rampBytes, j
+		}
+		rampBytes += min(w, capBytes)
+		if visit != nil && !visit(j, rampBytes) {
+			return rampBytes, j + 1
+		}
+		w *= 2
+	}
+}
+
+// transfer is the completion of sizeBytes over f, with initial window
+// iwBytes. A size the ramp delivers takes the rounds it needs, the first
+// arriving with the first byte; the bytes after the ramp move at the
+// steady rate. f.rateBps must be > 0.
+func (f flow) transfer(sizeBytes int64, iwBytes float64) Transfer {
+	t := Transfer{SizeBytes: sizeBytes, SetupMs: f.setupMs, RampRTTMs: f.rttMs}
+	size := float64(sizeBytes)
+	done := false
+	rampBytes, n := f.rounds(iwBytes, func(j int, cumBytes float64) bool {
+		if cumBytes >= size {
+			t.Rounds, done = j+1, true
+			return false
+		}
+		return true
+	})
+	if !done {
+		t.Rounds = n
+		t.SteadyMs = (size - rampBytes) * 8000 / f.rateBps
+	}
+	t.RampMs = float64(t.Rounds-1) * f.rttMs
+	t.CompletionMs = t.SetupMs + t.RampMs + t.SteadyMs
+	if t.CompletionMs > 0 {
+		t.EffectiveBps = size * 8000 / t.CompletionMs
+	}
+	return t
+}
+
+// completionMs is f.transfer's CompletionMs; +Inf when f moves nothing.
+func (f flow) completionMs(sizeBytes int64, iwBytes float64) float64 {
+	if f.rateBps <= 0 {
+		return math.Inf(1)
+	}
+	return f.transfer(sizeBytes, iwBytes).CompletionMs
+}
+
+// maxCrossoverBytes bounds a reported crossover: far beyond any transfer.
+const maxCrossoverBytes = 1 << 60
+
+// crossover finds from which size chain finishes sooner than direct: the
+// largest size (bytes) at which it does not, when it does for every size
+// above; CrossoverAlways when it does at every size, CrossoverNever when
+// it does not for large sizes. Both flows must move data.
+//
+// Each completion time is a step function of the size during its ramp
+// (constant between the round boundaries) and linear after it, so their
+// difference is linear between the boundaries of either flow. Beyond the
+// last boundary its slope says whether the chain wins large transfers;
+// below, the pieces are searched from the largest down for the last size
+// where the chain is not sooner (bisection within a piece, where the
+// difference is monotone).
+func crossover(chain, direct flow, iwBytes float64) (string, int64) {
+	later := func(s int64) bool { // chain not sooner at size s
+		return chain.completionMs(s, iwBytes) >= direct.completionMs(s, iwBytes)
+	}
+	var bounds []int64
+	for _, f := range []flow{chain, direct} {
+		f.rounds(iwBytes, func(_ int, cumBytes float64) bool {
+			bounds = append(bounds, int64(min(math.Floor(cumBytes), maxCrossoverBytes)))
+			return true
+		})
+	}
+	bounds = append(bounds, 0)
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	last := bounds[len(bounds)-1]
+	// The tail: both flows at their steady rates, the difference linear.
+	slope := 8000/chain.rateBps - 8000/direct.rateBps // ms per byte
+	switch {
+	case slope > 0:
+		return CrossoverNever, -1
+	case later(last + 1):
+		if slope == 0 {
+			return CrossoverNever, -1
+		}
+		// The last size not sooner: the difference reaches 0 at about
+		// last+1 + diff/|slope|; float rounding is settled by search.
+		diff := chain.completionMs(last+1, iwBytes) - direct.completionMs(last+1, iwBytes)
+		guess := float64(last+1) + diff/-slope
+		if guess >= maxCrossoverBytes {
+			return CrossoverAbove, maxCrossoverBytes
+		}
+		hi := int64(guess) + 2
+		for later(hi) {
+			if hi >= maxCrossoverBytes/2 {
+				return CrossoverAbove, maxCrossoverBytes
+			}
+			hi *= 2
+		}
+		return CrossoverAbove, lastLater(later, last+1, hi)
+	}
+	for i := len(bounds) - 1; i > 0; i-- {
+		lo, hi := bounds[i-1]+1, bounds[i] // the piece (bounds[i-1], bounds[i]]
+		if later(hi) {
+			return CrossoverAbove, hi
+		}
+		if later(lo) {
+			return CrossoverAbove, lastLater(later, lo, hi)
+		}
+	}
+	return CrossoverAlways, 0
+}
+
+// lastLater is the largest s in [lo, hi) with later(s), by bisection:
+// later(lo) must hold, later(hi) not, and later must hold up to some size
+// and not after it in between.
+func lastLater(later func(int64) bool, lo, hi int64) int64 {
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if later(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
