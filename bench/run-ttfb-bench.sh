@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Time to first byte through a 4-segment 50 ms chain in the emulated WAN lab
-# (bench/ttfb/topology.yaml): direct, relayd native (warm and cold pools),
-# relayd hop by hop, relayd nested SOCKS5, dante hop by hop, nested SOCKS5
-# through three dantes (proxychains4), glider's forward chain, squid parents;
+# (bench/ttfb/topology.yaml): direct, a relayd entry on the client's host (as
+# relayctl connect) with and without optimistic data, relayd native (warm and
+# cold pools), relayd hop by hop, relayd nested SOCKS5, dante hop by hop,
+# nested SOCKS5 through three dantes (proxychains4), glider's forward chain,
+# squid parents;
 # then download throughput of the native path against the SOCKS5 chains.
 # Writes bench/results/ttfb.{md,json}. Needs root (network namespaces, TUN),
 # danted, squid, proxychains4 and curl (apt-get install dante-server squid

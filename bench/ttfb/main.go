@@ -3,8 +3,8 @@
 // at 12.5 ms RTT per segment, plus a direct 50 ms client-server link).
 //
 // It brings the lab up (`relayctl lab up`), starts the chains it compares on
-// the relay nodes (extra relayd processes on their own ports, dante and
-// squid), checks every chain answers, then measures -runs rounds; in each
+// the relay nodes and the client node (extra relayd processes on their own
+// ports, dante and squid), checks every chain answers, then measures -runs rounds; in each
 // round every variant runs one `curl http://server:8000/bytes/1` from the
 // client node (order rotated per round) and the sample is curl's
 // %{time_total}: connecting through the chain, sending the request and
