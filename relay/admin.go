@@ -43,6 +43,8 @@ func (s *Server) newAdmin() *http.Server {
 			"active":  s.active(),
 			"fleet":   s.cfg.Fleet,
 			"limits":  ReadLimits(),
+			// The declared capacity, bits/s; 0: not declared.
+			"capacity_bps": s.cfg.CapacityMbit * 1e6,
 		})
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))

@@ -27,6 +27,7 @@ func startAdmin(t *testing.T) *Server {
 	cfg.SOCKS, cfg.HTTP, cfg.Admin, cfg.Relay = "", "", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.FleetSecret = testSecret
 	cfg.AdminToken = "admin-token-0123456789"
+	cfg.CapacityMbit = 250
 	s, err := New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,10 @@ func TestAdminServesTLSAndLocalPlain(t *testing.T) {
 	body, err := c.Get(context.Background(), "r1", s.AdminAddr(), "/v1/info", s.cfg.AdminToken, 1<<20)
 	if err != nil || !strings.Contains(string(body), `"name":"r1"`) {
 		t.Fatalf("HTTPS /v1/info: %v\n%s", err, body)
+	}
+	// The declared capacity, in bits/s, for planners (pkg/survey).
+	if !strings.Contains(string(body), `"capacity_bps":250000000`) {
+		t.Errorf("/v1/info without the declared capacity:\n%s", body)
 	}
 	if _, err := c.Get(context.Background(), "r2", s.AdminAddr(), "/healthz", "", 64); err == nil {
 		t.Error("r1's admin API taken for r2's")

@@ -62,6 +62,12 @@ type Config struct {
 	// Open allows listening on a non-loopback address without credentials.
 	Open bool `yaml:"open"`
 
+	// CapacityMbit is this relay's declared capacity, Mbit/s: its access
+	// link or its provider's rate limit, whichever is lower. Planners read
+	// it from /v1/info and never predict more through this relay. 0:
+	// unknown (no cap).
+	CapacityMbit float64 `yaml:"capacity_mbit"`
+
 	// OptimisticData answers SOCKS5 clients "succeeded" before the chain
 	// is up and sends their first bytes with the route header, so a
 	// request reaches the destination one chain round trip sooner. The
@@ -299,6 +305,9 @@ func (c Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.CapacityMbit < 0 || c.CapacityMbit != c.CapacityMbit {
+		add("capacity_mbit %v: want Mbit/s >= 0 (0: unknown)", c.CapacityMbit)
+	}
 	if c.SOCKS == "" && c.HTTP == "" && c.Relay == "" {
 		add("socks, http, relay: at least one front end must listen")
 	}

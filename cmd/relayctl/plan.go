@@ -297,8 +297,8 @@ binary) ranks plans by predicted completion time for that many bytes:
     setup      direct 2 RTT (handshake, request); a chain by --setup:
                warm 2 x its total RTT (pooled relay connections, the default),
                optimistic total + last segment RTT (request rides with the
-               route header), cold warm + 2 RTT per segment but the last
-               (TCP and TLS handshakes)
+               route header; the default of connect), cold warm + 2 RTT
+               per segment but the last (TCP and TLS handshakes)
     ramp       slow start from 10 segments (IW10), doubling every round
                trip of the longest segment, until it carries the steady rate
     steady     the rest at the predicted rate

@@ -62,6 +62,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"deny":              func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) },
 		"open":              func() { cfg.Open = f.Open },
 		"optimistic-data":   func() { cfg.OptimisticData = f.OptimisticData },
+		"capacity-mbit":     func() { cfg.CapacityMbit = f.CapacityMbit },
 		"name":              func() { cfg.Name = f.Name },
 		"region":            func() { cfg.Region = f.Region },
 		"credentials":       func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile },
@@ -219,6 +220,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
 	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
 	fl.BoolVar(&f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
+	fl.Float64Var(&f.CapacityMbit, "capacity-mbit", 0, "this relay's capacity, Mbit/s (its access link or its provider's rate limit): plans through it never predict more (0: unknown)")
 	fl.BoolVar(&f.OptimisticData, "optimistic-data", false, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header (a chain round trip sooner; a chain that then fails resets the client instead of answering why)`)
 	fl.StringVar(&f.Name, "name", "", "relay name (shown in logs and /v1/info)")
 	fl.StringVar(&f.Region, "region", "", "region this relay runs in (e.g. tokyo)")

@@ -268,14 +268,14 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	for i, r := range usable {
 		in := infos[i]
 		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region,
-			WindowBytes: in.window.recvBytes, SendWindowBytes: in.window.sendBytes}
+			WindowBytes: in.window.recvBytes, SendWindowBytes: in.window.sendBytes, LimitBps: in.window.capacityBps}
 		if in.infoErr != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, in.infoErr))
 		}
 		m.Nodes = append(m.Nodes, node)
 		if r.Name == target.Relay {
 			// The destination is that relay's host.
-			dstNode.WindowBytes, dstNode.SendWindowBytes = in.window.recvBytes, in.window.sendBytes
+			dstNode.WindowBytes, dstNode.SendWindowBytes, dstNode.LimitBps = in.window.recvBytes, in.window.sendBytes, in.window.capacityBps
 		}
 		addPair(ClientNode, r.Name, in.fromHere, "client -> "+r.Name)
 		if in.dstErr != nil {
@@ -471,23 +471,28 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 	return err
 }
 
-// windows are a relay's receive and send windows, bytes; 0 = unknown.
-type windows struct{ recvBytes, sendBytes int64 }
+// windows are a relay's receive and send windows, bytes, and its declared
+// capacity, bits/s; 0 = unknown.
+type windows struct {
+	recvBytes, sendBytes int64
+	capacityBps          float64
+}
 
-// relayWindow is the receive window the relay's autotuning reaches, and
-// the send window its tcp_wmem allows.
+// relayWindow is the receive window the relay's autotuning reaches, the
+// send window its tcp_wmem allows, and the capacity its operator declared.
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
 	var info struct {
 		SocketLimits struct {
 			WindowBytesApprox int64 `json:"window_bytes_approx"`
 			TCPWmemMaxBytes   int64 `json:"tcp_wmem_max_bytes"`
 		} `json:"limits"`
+		CapacityBps float64 `json:"capacity_bps"`
 	}
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return windows{}, err
 	}
 	l := info.SocketLimits
-	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes)}, nil
+	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0)}, nil
 }
 
 // relayProbe asks the relay for its RTT to addr.
