@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -132,8 +133,8 @@ func TestNonTCPConns(t *testing.T) {
 // it (it used to be held forever).
 func TestDrainPeerNotReading(t *testing.T) {
 	client, server, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond})
-	_ = client.CloseWrite()                                    // the client is done sending...
-	go func() { _, _ = server.Write(make([]byte, 256<<20)) }() // ...and never reads the answer
+	_ = client.CloseWrite() // the client is done sending...
+	stuckWriters(t, server) // ...and never reads the answer
 	select {
 	case res := <-done:
 		if !errors.Is(res.Err, ErrDrain) {
@@ -144,11 +145,27 @@ func TestDrainPeerNotReading(t *testing.T) {
 	}
 }
 
+// stuckWriters has each conn write more than the socket buffers on both
+// sides hold, so the copy that reads it ends up stuck writing to a peer
+// that does not read. The test's end closes the conns and waits for the
+// writers (goleak checks for them).
+func stuckWriters(t *testing.T, conns ...*net.TCPConn) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() { _, _ = c.Write(make([]byte, 64<<20)) })
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	})
+}
+
 // Both peers send and neither reads: both copies are stuck writing.
 func TestIdleBothStuckWriting(t *testing.T) {
 	client, server, done := setup(t, Options{IdleTimeout: 300 * time.Millisecond})
-	go func() { _, _ = client.Write(make([]byte, 256<<20)) }()
-	go func() { _, _ = server.Write(make([]byte, 256<<20)) }()
+	stuckWriters(t, client, server)
 	select {
 	case res := <-done:
 		if !errors.Is(res.Err, ErrIdle) {
