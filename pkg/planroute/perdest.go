@@ -349,9 +349,14 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 	if err != nil {
 		return nil, false, err
 	}
-	r.logPlan(key, names, false, zap.String("dst", dst), zap.String("key", key), zap.String("surveyed", sr.Target.Addr),
-		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
-		zap.Strings("down", down))
+	fields := []zap.Field{zap.String("dst", dst), zap.String("key", key), zap.String("surveyed", sr.Target.Addr),
+		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Strings("down", down)}
+	if b.Speedup > 0 {
+		// Unknown (0) when the user's only edge is to this host: the
+		// matrix has no direct path from the user to compare with.
+		fields = append(fields, zap.Float64("speedup", b.Speedup))
+	}
+	r.logPlan(key, names, false, fields...)
 	return ch, false, nil
 }
 
