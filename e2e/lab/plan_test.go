@@ -182,21 +182,7 @@ relayctl bench --dst server:8000 --via plan --transfers down --include mid --siz
 // plain curl through r1 downloads bytes that match.
 func TestLabRelayRoutesByPlan(t *testing.T) {
 	labBins(t)
-	topo := labTopology(t, `name: e2e-planroute
-defaults: {sysctl: {net.ipv4.tcp_rmem: "4096 262144 262144"}}
-nodes:
-  client: {}
-  r1: {role: relay, routing: plan}
-  r2: {role: relay}
-  r3: {role: relay}
-  server: {role: server, region: tokyo}
-links:
-  - {between: [client, server], rtt_ms: 40}
-  - {between: [client, r1], rtt_ms: 10}
-  - {between: [r1, r2], rtt_ms: 10}
-  - {between: [r2, r3], rtt_ms: 10}
-  - {between: [r3, server], rtt_ms: 10}
-`)
+	topo := fourSegmentTopology(t, "e2e-planroute", ", routing: plan")
 	const n = 4 << 20
 	dir := inLab(t, topo, settle+fmt.Sprintf(`set -e
 curl -sS --max-time 30 -x socks5h://r1:1080 http://server:8000/bytes/%d | sha256sum | cut -d' ' -f1 > "$OUT/got"
@@ -215,21 +201,7 @@ curl -sS --max-time 30 -x http://r1:8080 http://server:8000/sha256/%d > "$OUT/wa
 // four). Both downloads arrive intact.
 func TestLabConnectRoutesEachDestination(t *testing.T) {
 	labBins(t)
-	topo := labTopology(t, `name: e2e-perdest
-defaults: {sysctl: {net.ipv4.tcp_rmem: "4096 262144 262144"}}
-nodes:
-  client: {}
-  r1: {role: relay}
-  r2: {role: relay}
-  r3: {role: relay}
-  server: {role: server, region: tokyo}
-links:
-  - {between: [client, server], rtt_ms: 40}
-  - {between: [client, r1], rtt_ms: 10}
-  - {between: [r1, r2], rtt_ms: 10}
-  - {between: [r2, r3], rtt_ms: 10}
-  - {between: [r3, server], rtt_ms: 10}
-`)
+	topo := fourSegmentTopology(t, "e2e-perdest", "")
 	const n = 4 << 20
 	dir := inLab(t, topo, settle+fmt.Sprintf(`set -e
 relayctl connect --socks 127.0.0.1:1080 --http "" > "$OUT/connect.log" 2>&1 &
@@ -267,4 +239,26 @@ kill $pid; wait $pid || true`, n, n))
 	if !strings.Contains(planLine, `"r1"`) || !strings.Contains(planLine, `"r3"`) {
 		t.Fatalf("no plan through r1 .. r3 for the server logged: %q", planLine)
 	}
+}
+
+// fourSegmentTopology is a 40 ms client-server path that r1, r2 and r3 cut
+// into four 10 ms segments, with window-limited receivers (so the split
+// pays); r1Extra is added to r1's settings (e.g. ", routing: plan").
+func fourSegmentTopology(t *testing.T, name, r1Extra string) string {
+	t.Helper()
+	return labTopology(t, "name: "+name+`
+defaults: {sysctl: {net.ipv4.tcp_rmem: "4096 262144 262144"}}
+nodes:
+  client: {}
+  r1: {role: relay`+r1Extra+`}
+  r2: {role: relay}
+  r3: {role: relay}
+  server: {role: server, region: tokyo}
+links:
+  - {between: [client, server], rtt_ms: 40}
+  - {between: [client, r1], rtt_ms: 10}
+  - {between: [r1, r2], rtt_ms: 10}
+  - {between: [r2, r3], rtt_ms: 10}
+  - {between: [r3, server], rtt_ms: 10}
+`)
 }
