@@ -98,15 +98,12 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 	s.openTunnel(log, "socks5", c, socks5.MarshalReply(socks5.ReplySucceeded, boundAddr(up, direct)), br, up)
 }
 
-// Optimistic data: how long the client may take to send its first bytes
-// once told "succeeded" for them to ride with the route header, and how
-// many of them ride. A client on this host sends within a millisecond; a
-// protocol where the server speaks first sends nothing, and its tunnel
-// starts this much later.
-const (
-	optimisticWait     = 5 * time.Millisecond
-	optimisticEarlyMax = 16 << 10
-)
+// optimisticWait is how long the client may take to send its first bytes
+// once told "succeeded" for them to ride with the route header (as many as
+// the handshake buffer holds; the rest follows the header at once). A
+// client on this host sends within a millisecond; a protocol where the
+// server speaks first sends nothing, and its tunnel starts this much later.
+const optimisticWait = 5 * time.Millisecond
 
 // serveOptimistic answers the client "succeeded" before the chain is up,
 // then reaches dst carrying the client's first bytes with the route
@@ -141,7 +138,7 @@ func readEarly(c net.Conn, br *bufio.Reader, wait time.Duration) []byte {
 		_, _ = br.Peek(1) // one read, whatever it brings
 		_ = c.SetReadDeadline(time.Time{})
 	}
-	b, _ := br.Peek(min(br.Buffered(), optimisticEarlyMax))
+	b, _ := br.Peek(br.Buffered())
 	return b
 }
 
