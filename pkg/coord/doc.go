@@ -1,0 +1,35 @@
+// Package coord decides which peers a relay probes, and estimates the RTTs
+// it does not probe, from network coordinates.
+//
+// Probing every peer costs each relay a handshake per peer per interval:
+// N-1 probes, growing with the fleet. Here each relay has a fixed budget,
+// Config.ProbesPerMinute handshakes a minute (default 12, one every 5 s),
+// whatever the fleet size, spent on a small probe set:
+//
+//   - the Nearest peers (default 8), by RTT measured or else estimated:
+//     the pairs a relay chain is most likely to use, measured exactly;
+//   - Random peers (default 4), redrawn every RotateEvery (5 min), so that
+//     the coordinate also fits far peers and new near ones are found;
+//   - peers a plan asked for with Node.Want, for a while.
+//
+// Vivaldi's authors (Dabek et al. 2004) found that a node needs near as well
+// as far neighbours for its coordinate to be right at every scale; Serf and
+// Consul use the same system. Every answered probe moves the relay's
+// coordinate (github.com/hashicorp/serf/coordinate: Vivaldi in 8 dimensions
+// plus a height and an adjustment, as Consul runs it). Any two relays'
+// coordinates then estimate the RTT between them (EstimateMs), and an
+// endpoint that runs no Vivaldi (a client, a destination) is placed by Fit
+// from RTTs to a few Landmarks.
+//
+// Cost per relay per minute: ProbesPerMinute handshakes, O(len(fleet))
+// work per probe to pick it (NextTarget), O(Window) per result (Observe);
+// memory O(Nearest + Random + peers probed within MaxAge). What a relay
+// publishes (Measured) is at most Nearest + Random + wanted entries.
+//
+// The package does no I/O and reads no clock: every function that needs the
+// time takes now, and randomness comes from a *rand.Rand the caller seeds,
+// so a simulation of thousands of relays is reproducible.
+//
+// Units: RTTs are float64 milliseconds (names end in Ms); durations are
+// time.Duration; serf's Coordinate keeps its own unit, seconds.
+package coord

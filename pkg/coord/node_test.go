@@ -1,0 +1,380 @@
+package coord
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// small is a probe set of 3 nearest and 2 random peers, one probe every
+// 10 s, so a cycle through the set takes 50 s.
+var small = Config{ProbesPerMinute: 6, Nearest: 3, Random: 2, RotateEvery: 5 * time.Minute, Window: 4, MaxAge: 10 * time.Minute}
+
+func newNode(t *testing.T, name string, cfg Config, seed uint64) *Node {
+	t.Helper()
+	n, err := NewNode(name, cfg, rand.New(rand.NewPCG(seed, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// fleetOf is peers p00..p(k-1) with no coordinates, plus self.
+func fleetOf(k int, self string) []Peer {
+	f := []Peer{{Name: self}}
+	for i := 0; i < k; i++ {
+		f = append(f, Peer{Name: fmt.Sprintf("p%02d", i)})
+	}
+	return f
+}
+
+// picks is the next k targets, one interval apart from *now on.
+func picks(t *testing.T, n *Node, now *time.Time, fleet []Peer, k int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < k; i++ {
+		name, ok := n.NextTarget(*now, fleet)
+		if !ok {
+			t.Fatalf("no target from a fleet of %d", len(fleet))
+		}
+		out = append(out, name)
+		*now = now.Add(n.Interval())
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+func TestNextTargetCyclesThroughTheSet(t *testing.T) {
+	n := newNode(t, "self", small, 1)
+	fleet := fleetOf(30, "self")
+	now := t0
+	first := picks(t, n, &now, fleet, 5)
+	if len(sorted(first)) != 5 {
+		t.Fatalf("first 5 picks %v: want 5 different peers", first)
+	}
+	if slices.Contains(first, "self") {
+		t.Fatalf("picked itself: %v", first)
+	}
+	// Within the rotation period the set stays: the next cycles pick the
+	// same 5, each exactly once per cycle, in the same order.
+	for c := 0; c < 4; c++ {
+		again := picks(t, n, &now, fleet, 5)
+		if !slices.Equal(again, first) {
+			t.Fatalf("cycle %d: %v, want %v again", c+2, again, first)
+		}
+	}
+	if got, ok := n.NextTarget(now, []Peer{{Name: "self"}}); ok {
+		t.Errorf("a fleet of only itself gave %q", got)
+	}
+	if got, ok := n.NextTarget(now, nil); ok {
+		t.Errorf("an empty fleet gave %q", got)
+	}
+}
+
+func TestNextTargetRotatesTheRandomPeers(t *testing.T) {
+	n := newNode(t, "self", small, 2)
+	fleet := fleetOf(30, "self")
+	now := t0
+	before := sorted(picks(t, n, &now, fleet, 5))
+	// A cycle ending just before RotateEvery: the same set.
+	now = t0.Add(small.RotateEvery - 5*n.Interval())
+	if got := sorted(picks(t, n, &now, fleet, 5)); !slices.Equal(got, before) {
+		t.Fatalf("before rotation: %v, want %v", got, before)
+	}
+	// After: the 3 nearest stay (nothing is measured, so they are the same
+	// random order), the 2 random peers are drawn again.
+	after := sorted(picks(t, n, &now, fleet, 5))
+	var kept int
+	for _, p := range after {
+		if slices.Contains(before, p) {
+			kept++
+		}
+	}
+	if kept < 3 || kept == 5 {
+		t.Errorf("after rotation %v, before %v: %d kept, want the 3 nearest and new random peers", after, before, kept)
+	}
+	if len(after) != 5 {
+		t.Errorf("after rotation %v: want 5 different peers", after)
+	}
+}
+
+func TestNextTargetDropsDepartedPeers(t *testing.T) {
+	n := newNode(t, "self", small, 3)
+	fleet := fleetOf(30, "self")
+	now := t0
+	set := sorted(picks(t, n, &now, fleet, 5))
+	// Every member of the set leaves in turn; the set stays full from the
+	// others and never picks one that left.
+	gone := map[string]bool{}
+	for _, leave := range set {
+		gone[leave] = true
+		fleet = slices.DeleteFunc(fleet, func(p Peer) bool { return p.Name == leave })
+		got := picks(t, n, &now, fleet, 5)
+		if len(sorted(got)) != 5 {
+			t.Errorf("after %s left: %v, want 5 different peers", leave, got)
+		}
+		for _, p := range got {
+			if gone[p] {
+				t.Errorf("after %s left: picked %s, which left", leave, p)
+			}
+		}
+	}
+	// A fleet smaller than the set: all of it, in turn.
+	few := fleetOf(2, "self")
+	if got := sorted(picks(t, n, &now, few, 4)); !slices.Equal(got, []string{"p00", "p01"}) {
+		t.Errorf("fleet of 2: picked %v", got)
+	}
+}
+
+func TestNextTargetNearestByMeasuredRTT(t *testing.T) {
+	// p00 is 1 ms away, p01 2 ms, ...: the random peers find the near
+	// ones, which then stay as the nearest.
+	n := newNode(t, "self", small, 4)
+	fleet := fleetOf(30, "self")
+	now := t0
+	for i := 0; i < 2000; i++ {
+		name, _ := n.NextTarget(now, fleet)
+		var k int
+		fmt.Sscanf(name, "p%d", &k)
+		n.Observe(now, Peer{Name: name}, float64(k+1), false)
+		now = now.Add(n.Interval())
+	}
+	got := picks(t, n, &now, fleet, 5)
+	for _, near := range []string{"p00", "p01", "p02"} {
+		if !slices.Contains(got, near) {
+			t.Errorf("a cycle %v lacks %s, one of the 3 nearest", got, near)
+		}
+	}
+}
+
+func TestNextTargetNearestByCoordinate(t *testing.T) {
+	n := newNode(t, "self", small, 5)
+	// Peers on a line at 1, 2, ... 30 ms from this node's coordinate,
+	// listed far first; this node is done learning.
+	cfg := coordinate.DefaultConfig()
+	at := func(ms float64) *coordinate.Coordinate {
+		c := coordinate.NewCoordinate(cfg)
+		c.Vec[0] = ms / 1000
+		return c
+	}
+	var fleet []Peer
+	for i := 30; i >= 1; i-- {
+		fleet = append(fleet, Peer{Name: fmt.Sprintf("p%02d", i), Coord: at(float64(i))})
+	}
+	if err := n.client.SetCoordinate(at(0)); err != nil {
+		t.Fatal(err)
+	}
+	n.stats.Updates = 100
+	now := t0
+	got := picks(t, n, &now, fleet, 5)
+	// The nearest, nearest first, then the random ones.
+	if !slices.Equal(got[:3], []string{"p01", "p02", "p03"}) {
+		t.Errorf("picks %v: want p01 p02 p03 first", got)
+	}
+	// A measurement overrides the estimate: p01 measured at 50 ms leaves
+	// the nearest for p04.
+	n.Observe(now, Peer{Name: "p01"}, 50, false)
+	got = picks(t, n, &now, fleet, 5)
+	if slices.Contains(got, "p01") || !slices.Contains(got, "p04") {
+		t.Errorf("after p01 measured far: %v, want p04 and no p01", got)
+	}
+	// A peer whose probes all fail goes last.
+	n.Observe(now, Peer{Name: "p02"}, 0, true)
+	got = picks(t, n, &now, fleet, 5)
+	if slices.Contains(got[:3], "p02") {
+		t.Errorf("after p02 failed: %v, want it out of the nearest", got)
+	}
+}
+
+func TestWant(t *testing.T) {
+	n := newNode(t, "self", small, 6)
+	fleet := fleetOf(30, "self")
+	now := t0
+	set := sorted(picks(t, n, &now, fleet, 5))
+	var outside []string
+	for _, p := range fleet[1:] {
+		if !slices.Contains(set, p.Name) {
+			outside = append(outside, p.Name)
+		}
+	}
+	a, b := outside[0], outside[1]
+	until := now.Add(2 * time.Minute)
+	n.Want(b, until)
+	n.Want(a, until)
+	n.Want("self", until)
+	n.Want("absent", until) // not in the fleet: never picked
+	if got := picks(t, n, &now, fleet, 2); !slices.Equal(got, []string{b, a}) {
+		t.Fatalf("after Want(%s), Want(%s): picked %v first", b, a, got)
+	}
+	// Until then they are in the set: a cycle of 7.
+	cycle := sorted(picks(t, n, &now, fleet, 7))
+	if want := sorted(append(slices.Clone(set), a, b)); !slices.Equal(cycle, want) {
+		t.Errorf("cycle while wanted: %v, want %v", cycle, want)
+	}
+	// Asking again asks for one more probe.
+	n.Want(a, until)
+	if got, _ := n.NextTarget(now, fleet); got != a {
+		t.Errorf("after asking again for %s: picked %s", a, got)
+	}
+	// Measured includes them while wanted. (A failure, so that a does not
+	// become a nearest peer, as any peer measured would while the others
+	// are unknown.)
+	n.Observe(now, Peer{Name: a}, 0, true)
+	if !slices.ContainsFunc(n.Measured(now), func(m Measurement) bool { return m.Peer == a }) {
+		t.Errorf("Measured lacks wanted %s", a)
+	}
+	// After until they leave.
+	now = until
+	for _, p := range picks(t, n, &now, fleet, 10) {
+		if p == a || p == b || p == "absent" || p == "self" {
+			t.Errorf("picked %s after its time was up", p)
+		}
+	}
+	if slices.ContainsFunc(n.Measured(now), func(m Measurement) bool { return m.Peer == a }) {
+		t.Errorf("Measured still has %s after its time was up", a)
+	}
+}
+
+func TestMeasured(t *testing.T) {
+	n := newNode(t, "self", small, 7)
+	fleet := fleetOf(30, "self")
+	now := t0
+	set := sorted(picks(t, n, &now, fleet, 5))
+	p := set[0]
+	// Window 4: of 9, 1, 5, fail, 3, 8 the last four count.
+	for i, ms := range []float64{9, 1, 5, 0, 3, 8} {
+		n.Observe(t0.Add(time.Duration(i)*time.Second), Peer{Name: p}, ms, ms == 0)
+	}
+	// Results for every peer of the fleet: only the set is published.
+	for _, q := range fleet {
+		if q.Name != p {
+			n.Observe(t0, q, 10, false)
+		}
+	}
+	ms := n.Measured(now)
+	if len(ms) != 5 {
+		t.Errorf("%d measurements, want the 5 of the set: %+v", len(ms), ms)
+	}
+	if !slices.IsSortedFunc(ms, func(a, b Measurement) int { return cmpString(a.Peer, b.Peer) }) {
+		t.Errorf("not sorted by peer: %+v", ms)
+	}
+	i := slices.IndexFunc(ms, func(m Measurement) bool { return m.Peer == p })
+	want := Measurement{Peer: p, MedianMs: 5, MinMs: 3, Samples: 3, Failures: 1, LastAt: t0.Add(5 * time.Second)}
+	if i < 0 || ms[i] != want {
+		t.Errorf("got %+v, want %+v", ms, want)
+	}
+	// An even number of samples (3, 8, 4, 6): the mean of the middle two.
+	n.Observe(t0.Add(6*time.Second), Peer{Name: p}, 4, false)
+	n.Observe(t0.Add(7*time.Second), Peer{Name: p}, 6, false)
+	if m := measuredOf(n, now, p); m.MedianMs != 5 || m.MinMs != 3 || m.Samples != 4 || m.Failures != 0 {
+		t.Errorf("got %+v, want median 5 min 3 of 4 samples", m)
+	}
+	// Results older than MaxAge are dropped (3 and 8, from 4 s and 5 s);
+	// the peers observed only at t0 are gone.
+	now = t0.Add(small.MaxAge + 5*time.Second + time.Nanosecond)
+	if m := measuredOf(n, now, p); m.Samples != 2 || m.MedianMs != 5 || m.MinMs != 4 {
+		t.Errorf("with the oldest two expired: got %+v, want 4 and 6", m)
+	}
+	if got := n.Measured(now); len(got) != 1 {
+		t.Errorf("measurements %+v, want only %s's", got, p)
+	}
+	now = now.Add(time.Minute)
+	if got := n.Measured(now); len(got) != 0 {
+		t.Errorf("measurements %+v after all expired", got)
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func measuredOf(n *Node, now time.Time, peer string) Measurement {
+	for _, m := range n.Measured(now) {
+		if m.Peer == peer {
+			return m
+		}
+	}
+	return Measurement{}
+}
+
+func TestObserve(t *testing.T) {
+	n := newNode(t, "self", small, 8)
+	cfg := coordinate.DefaultConfig()
+	far := coordinate.NewCoordinate(cfg)
+	far.Vec[0] = 0.1
+	start := n.Coordinate()
+
+	n.Observe(t0, Peer{Name: "a", Coord: far}, 0, true)
+	n.Observe(t0, Peer{Name: "a", Coord: far}, math.NaN(), false)
+	n.Observe(t0, Peer{Name: "a", Coord: far}, -1, false)
+	n.Observe(t0, Peer{Name: "b"}, 100, false) // coordinate unknown
+	if got := n.Coordinate(); !slices.Equal(got.Vec, start.Vec) {
+		t.Errorf("failures or an unknown coordinate moved it: %v -> %v", start.Vec, got.Vec)
+	}
+	n.Observe(t0, Peer{Name: "a", Coord: far}, 100, false)
+	got := n.Coordinate()
+	if slices.Equal(got.Vec, start.Vec) {
+		t.Errorf("an answered probe did not move the coordinate")
+	}
+	if ms, _ := EstimateMs(got, far); ms < 1 {
+		t.Errorf("moved to %v ms from the peer 100 ms away", ms)
+	}
+	// Another dimension, or an RTT over Serf's 10 s: refused, not a panic.
+	n.Observe(t0, Peer{Name: "c", Coord: &coordinate.Coordinate{Vec: []float64{0, 0}}}, 10, false)
+	n.Observe(t0, Peer{Name: "a", Coord: far}, 20000, false)
+	if s := n.Stats(); s.Updates != 1 || s.Rejected != 2 || s.Resets != 0 {
+		t.Errorf("stats %+v, want 1 update and 2 rejected", s)
+	}
+	// Its own name is ignored.
+	n.Observe(t0, Peer{Name: "self", Coord: far}, 5, false)
+	if n.Stats().Updates != 1 {
+		t.Errorf("observed itself")
+	}
+}
+
+func TestNewNode(t *testing.T) {
+	if _, err := NewNode("", Config{}, rand.New(rand.NewPCG(1, 1))); err == nil {
+		t.Error("empty name accepted")
+	}
+	if _, err := NewNode("a", Config{}, nil); err == nil {
+		t.Error("nil rand accepted")
+	}
+	if _, err := NewNode("a", Config{Nearest: -1}, rand.New(rand.NewPCG(1, 1))); err == nil {
+		t.Error("bad config accepted")
+	}
+}
+
+// TestDeterministic runs a small fleet twice from one seed: the same
+// coordinates to the bit.
+func TestDeterministic(t *testing.T) {
+	run := func() []Peer {
+		p := newPlane(t, 20, 7)
+		p.run(t, 10*time.Minute)
+		return p.fleet()
+	}
+	a, b := run(), run()
+	for i := range a {
+		if !slices.Equal(a[i].Coord.Vec, b[i].Coord.Vec) || a[i].Coord.Height != b[i].Coord.Height ||
+			a[i].Coord.Adjustment != b[i].Coord.Adjustment {
+			t.Fatalf("%s: %+v then %+v", a[i].Name, a[i].Coord, b[i].Coord)
+		}
+	}
+}
