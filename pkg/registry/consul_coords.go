@@ -3,32 +3,20 @@ package registry
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/serf/coordinate"
+	"github.com/relaymesh/relaymesh/pkg/coord"
 )
 
 // CoordinateDistance is the RTT Consul's Vivaldi coordinates predict
-// between two nodes, as Consul computes it (serf's Coordinate.DistanceTo,
-// Consul's lib.ComputeDistance): the Euclidean distance of the vectors plus
-// both heights, plus both adjustments when that sum stays positive. ok is
-// false when either is missing, invalid or of another dimension.
+// between two nodes, as Consul computes it (coord.EstimateMs as a
+// duration). ok is false when either is missing, invalid or of another
+// dimension.
 func CoordinateDistance(a, b *coordinate.Coordinate) (d time.Duration, ok bool) {
-	if a == nil || b == nil || len(a.Vec) != len(b.Vec) || !a.IsValid() || !b.IsValid() {
-		return 0, false
-	}
-	sum := 0.0
-	for i := range a.Vec {
-		x := a.Vec[i] - b.Vec[i]
-		sum += x * x
-	}
-	dist := math.Sqrt(sum) + a.Height + b.Height
-	if adjusted := dist + a.Adjustment + b.Adjustment; adjusted > 0 {
-		dist = adjusted
-	}
-	return time.Duration(dist * float64(time.Second)), true
+	ms, ok := coord.EstimateMs(a, b)
+	return time.Duration(ms * float64(time.Millisecond)), ok
 }
 
 // addEstimates adds to newest, for every pair of registered relays it
@@ -44,12 +32,10 @@ func (c *Consul) addEstimates(newest newestPairs) {
 			if _, ok := newest[k]; ok {
 				continue
 			}
-			ca, cb := c.coords[a.node], c.coords[b.node]
-			d, ok := CoordinateDistance(ca, cb)
+			ms, ok := coord.EstimateMs(c.coords[a.node], c.coords[b.node])
 			if !ok {
 				continue
 			}
-			ms := float64(d) / float64(time.Millisecond)
 			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
 		}
 	}
