@@ -104,8 +104,8 @@ func TestHubs(t *testing.T) {
 			t.Errorf("link %s–%s is within one region: the model prices those itself", l.a, l.b)
 		}
 		// A link is never faster than light in fibre on the great circle.
-		if min := 2 * CityDistanceKm(a, b) / 200; l.ms < min {
-			t.Errorf("link %s–%s: %v ms, below the great circle's %.0f ms", l.a, l.b, l.ms, min)
+		if floor := 2 * CityDistanceKm(a, b) / 200; l.ms < floor {
+			t.Errorf("link %s–%s: %v ms, below the great circle's %.0f ms", l.a, l.b, l.ms, floor)
 		}
 	}
 }
