@@ -1,0 +1,191 @@
+package netsim
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// cityRTTs returns the true RTTs between a data-centre host in city a and
+// one in city b over many seeds (one pair per seed): the model's spread,
+// not one draw's.
+func cityRTTs(t *testing.T, cfg Config, a, b string, seeds int) []float64 {
+	t.Helper()
+	ia, ok1 := CityIndex(a)
+	ib, ok2 := CityIndex(b)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s or %s not in the city table", a, b)
+	}
+	cfg.Relays = 1
+	var rtts []float64
+	for seed := range uint64(seeds) {
+		w := newTestWorld(t, cfg, seed)
+		rnd := rand.New(rand.NewPCG(seed, 99))
+		rtts = append(rtts, w.RTTMs(w.ServerIn(ia, rnd), w.ServerIn(ib, rnd)))
+	}
+	slices.Sort(rtts)
+	return rtts
+}
+
+func quantile(sorted []float64, q float64) float64 { return sorted[int(q*float64(len(sorted)-1))] }
+
+// The median true RTT between data centres in well-known city pairs lies
+// in a band around the RTTs publicly quoted between cloud regions and VPS
+// locations there (typical values in the comments; the bands are about
+// ±25% of them, wider where quoted values vary).
+func TestCityRTTs(t *testing.T) {
+	for _, c := range []struct {
+		a, b   string
+		lo, hi float64
+	}{
+		{"London", "New York", 65, 110}, // ~72
+		{"Frankfurt", "Amsterdam", 4, 20},
+		{"Sydney", "London", 230, 350}, // ~260–280
+		{"London", "Frankfurt", 8, 25}, // ~14
+		{"New York", "Chicago", 14, 30},
+		{"New York", "Los Angeles", 50, 85},  // ~65
+		{"Los Angeles", "Tokyo", 85, 135},    // ~105
+		{"Frankfurt", "Tokyo", 180, 290},     // ~225
+		{"Frankfurt", "Singapore", 130, 200}, // ~160
+		{"Tokyo", "Singapore", 55, 95},       // ~70
+		{"Hong Kong", "Singapore", 25, 50},   // ~35
+		{"Sydney", "Singapore", 75, 120},     // ~92
+		{"London", "Mumbai", 95, 150},        // ~115
+		{"Sao Paulo", "Miami", 90, 140},      // ~110
+		{"Sao Paulo", "London", 160, 250},    // ~190
+		{"Johannesburg", "London", 130, 200}, // ~155
+		{"Tokyo", "Seoul", 20, 45},           // ~33
+		{"Frankfurt", "Hong Kong", 160, 250}, // ~190
+		{"Tel Aviv", "Frankfurt", 45, 80},    // ~60
+		{"New York", "Tokyo", 130, 200},      // ~150
+	} {
+		rtts := cityRTTs(t, Config{}, c.a, c.b, 200)
+		med := quantile(rtts, 0.5)
+		t.Logf("%-12s %-12s p10 %5.1f  median %5.1f  p90 %5.1f ms", c.a, c.b, quantile(rtts, 0.1), med, quantile(rtts, 0.9))
+		if med < c.lo || med > c.hi {
+			t.Errorf("%s–%s: median true RTT %.1f ms, want %v to %v", c.a, c.b, med, c.lo, c.hi)
+		}
+	}
+}
+
+// Paths between regions go through hubs; paths within one are direct.
+func TestHubRouting(t *testing.T) {
+	w := newTestWorld(t, Config{Relays: 1}, 1)
+	rnd := rand.New(rand.NewPCG(1, 1))
+	in := func(name string) Point {
+		c, _ := CityIndex(name)
+		return w.ServerIn(c, rnd)
+	}
+	name := func(c int) string {
+		if c < 0 {
+			return "-"
+		}
+		return cities[c].Name
+	}
+	for _, c := range []struct{ a, b, viaA, viaB string }{
+		{"Frankfurt", "Tokyo", "Marseille", "Tokyo"},
+		{"Paris", "Ashburn", "London", "New York"},
+		{"Madrid", "Berlin", "-", "-"},
+		{"Tokyo", "Frankfurt", "Tokyo", "Marseille"},
+	} {
+		p := w.Path(in(c.a), in(c.b))
+		if name(p.Via[0]) != c.viaA || name(p.Via[1]) != c.viaB {
+			t.Errorf("%s–%s via %s, %s; want %s, %s", c.a, c.b, name(p.Via[0]), name(p.Via[1]), c.viaA, c.viaB)
+		}
+	}
+}
+
+func TestLossRates(t *testing.T) {
+	w := newTestWorld(t, Config{Relays: 1000}, 5)
+	cfg := w.Config()
+	rnd := rand.New(rand.NewPCG(5, 5))
+	ps := mixedPoints(w, rnd, 200)
+	var short, long []float64
+	for range 20000 {
+		a, b := ps[rnd.IntN(len(ps))], ps[rnd.IntN(len(ps))]
+		if a.ID() == b.ID() {
+			continue
+		}
+		l := w.LossRate(a, b)
+		if !(l > 0) || l > cfg.LossMax {
+			t.Fatalf("loss rate %v out of (0, %v]", l, cfg.LossMax)
+		}
+		if p := w.ProbeLossRate(a, b); math.Abs(p-(1-(1-l)*(1-l))) > 1e-15 {
+			t.Fatalf("probe loss %v for loss rate %v", p, l)
+		}
+		if !a.dc || !b.dc {
+			continue
+		}
+		switch d := DistanceKm(a, b); {
+		case d < 1000:
+			short = append(short, l)
+		case d > 10000:
+			long = append(long, l)
+		}
+	}
+	slices.Sort(short)
+	slices.Sort(long)
+	ms, ml := quantile(short, 0.5), quantile(long, 0.5)
+	t.Logf("data-centre loss rate: under 1,000 km median %.4f%% (p90 %.4f%%), over 10,000 km median %.3f%% (p90 %.3f%%)",
+		100*ms, 100*quantile(short, 0.9), 100*ml, 100*quantile(long, 0.9))
+	if ms < 0.0001 || ms > 0.001 {
+		t.Errorf("short paths: median loss %.4f%%, want 0.01%% to 0.1%%", 100*ms)
+	}
+	if ml < 0.003 || ml > 0.012 {
+		t.Errorf("long paths: median loss %.3f%%, want 0.3%% to 1.2%%", 100*ml)
+	}
+	for _, c := range [][2]string{{"Frankfurt", "Amsterdam"}, {"London", "New York"}, {"Sydney", "London"}} {
+		ia, _ := CityIndex(c[0])
+		ib, _ := CityIndex(c[1])
+		a, b := w.ServerIn(ia, rnd), w.ServerIn(ib, rnd)
+		t.Logf("%s–%s: RTT %.1f ms, loss %.3f%%", c[0], c[1], w.RTTMs(a, b), 100*w.LossRate(a, b))
+	}
+}
+
+func TestSample(t *testing.T) {
+	// Loss raised so that the count of lost probes is tight.
+	w := newTestWorld(t, Config{Relays: 50, LossBase: 0.02, LossSigma: -1}, 6)
+	rnd := rand.New(rand.NewPCG(6, 6))
+	a, b := w.Relay(1), w.Relay(2)
+	rtt, pLost := w.RTTMs(a, b), w.ProbeLossRate(a, b)
+	const n = 200000
+	lost, sum := 0, 0.0
+	for range n {
+		s, l := w.Sample(a, b, rnd)
+		if l {
+			if s != 0 {
+				t.Fatalf("lost probe with RTT %v", s)
+			}
+			lost++
+			continue
+		}
+		if s < rtt {
+			t.Fatalf("sample %v ms below the true RTT %v", s, rtt)
+		}
+		sum += s - rtt
+	}
+	want := pLost * n
+	sd := math.Sqrt(n * pLost * (1 - pLost))
+	t.Logf("RTT %.2f ms: %d of %d probes lost (expected %.0f ± %.0f), mean queueing %.3f ms", rtt, lost, n, want, sd, sum/float64(n-lost))
+	if math.Abs(float64(lost)-want) > 5*sd {
+		t.Errorf("%d probes lost, want %.0f ± %.0f", lost, want, 5*sd)
+	}
+	cfg := w.Config()
+	wantJ := cfg.JitterFrac*rtt + cfg.JitterMinMs
+	if mj := sum / float64(n-lost); math.Abs(mj-wantJ) > 0.02*wantJ {
+		t.Errorf("mean queueing delay %.3f ms, want %.3f", mj, wantJ)
+	}
+
+	// With jitter and loss off a sample is the true RTT.
+	w = newTestWorld(t, Config{Relays: 50, JitterFrac: -1, JitterMinMs: -1, LossBase: -1, LossPer100Ms: -1}, 6)
+	for i := range 49 {
+		s, l := w.Sample(w.Relay(i), w.Relay(i+1), rnd)
+		if l || s != w.RelayRTTMs(i, i+1) {
+			t.Fatalf("sample %v (lost %v), true RTT %v", s, l, w.RelayRTTMs(i, i+1))
+		}
+	}
+	if s, l := w.Sample(w.Relay(0), w.Relay(0), rnd); s != 0 || l {
+		t.Errorf("sample to itself: %v, %v", s, l)
+	}
+}
