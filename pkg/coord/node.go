@@ -67,6 +67,14 @@ type Node struct {
 	set     []string // nearest, random, then the wanted peers in the fleet
 	seq     uint64   // counts picks (and Wants), to order them
 	gen     uint64   // counts rebuilds
+	// rankedAt and rankedLen are when the nearest peers were last ranked
+	// and how many peers the fleet then listed (see rebuild).
+	rankedAt  time.Time
+	rankedLen int
+	// worstNearestMs is the rank of the last nearest peer (+Inf while
+	// fewer than Nearest are ranked by RTT): a measurement that crosses
+	// it changes the nearest set, and ranks again at the next pick.
+	worstNearestMs float64
 	// expireAt is when expire next has something to do: the first
 	// result's expiry, or MaxAge after the last pass.
 	expireAt time.Time
@@ -291,10 +299,21 @@ func (a rank) less(b rank) bool {
 	return a.name < b.name
 }
 
+// rerankEvery is how often the nearest peers are ranked again while the
+// fleet's size stays the same: ranking costs a pass over the fleet, and
+// medians and coordinates move little in a minute. A fleet that grew or
+// shrank is ranked again at once.
+const rerankEvery = time.Minute
+
 // rebuild computes the probe set from the fleet. Random and wanted peers
 // always have a state, so one map look-up per fleet peer tells both its
 // results and that it is in the fleet (st.seen).
 func (n *Node) rebuild(now time.Time, fleet []Peer) {
+	if n.rankedLen == len(fleet) && !n.rankedAt.IsZero() && now.Sub(n.rankedAt) < rerankEvery && !n.learning() {
+		n.rebuildSet(now, fleet)
+		return
+	}
+	n.rankedAt, n.rankedLen = now, len(fleet)
 	self := n.client.GetCoordinate()
 	learning := n.learning() || !valid(self)
 	n.gen++
@@ -328,11 +347,21 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 			top = top[:n.cfg.Nearest]
 		}
 	}
+	n.worstNearestMs = math.Inf(1)
+	if len(top) == n.cfg.Nearest && top[len(top)-1].class == 0 {
+		n.worstNearestMs = top[len(top)-1].ms
+	}
 	n.nearest = n.nearest[:0]
 	for _, r := range top {
 		n.nearest = append(n.nearest, r.name)
 	}
 
+	n.rebuildSet(now, fleet)
+}
+
+// rebuildSet completes the probe set around the nearest peers: the random
+// peers (drawn again when due) and the wanted ones.
+func (n *Node) rebuildSet(now time.Time, fleet []Peer) {
 	if !n.drawn || now.Sub(n.drawnAt) >= n.cfg.RotateEvery {
 		n.random = n.random[:0]
 		n.drawn, n.drawnAt = true, now
@@ -436,6 +465,10 @@ func (n *Node) Observe(now time.Time, peer Peer, rttMs float64, failed bool) {
 	}
 	st.results = append(st.results, r)
 	st.update(n.cfg.MaxAge)
+	near := slices.Contains(n.nearest, peer.Name)
+	if near && (failed || st.sum.MedianMs > n.worstNearestMs) || !near && !failed && st.sum.MedianMs < n.worstNearestMs {
+		n.rankedAt = time.Time{} // the nearest set may change: rank again
+	}
 	if st.expires.Before(n.expireAt) {
 		n.expireAt = st.expires
 	}
