@@ -9,11 +9,11 @@
 //     space, those relays probe the destination, and the client probes the
 //     destination (the direct path). The client and the destination get
 //     coordinates fitted to those RTTs (coord.Fit).
-//  2. Candidates: every relay's estimated detour, client → relay →
-//     destination, ranks the relays; the Candidates with the shortest
-//     detours (and the landmarks) are what the planner sees. A chain's relays
-//     lie near the path: a relay far off it makes one of its two segments
-//     longer than the direct path.
+//  2. Candidates: each relay is ranked by the estimated bottleneck (the
+//     longest segment) of the best chain through it, over every relay's
+//     coordinates; the best Candidates are what the planner sees. Not the
+//     relays nearest the direct path: with only the longest segment
+//     setting the rate, the best chains often go the long way round.
 //  3. Shortlist: the planner plans over the candidates (exact pairs where a
 //     relay published one, estimates elsewhere); the estimated segments of
 //     the best plan and its runners-up are probed, and the planner plans
@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -55,6 +56,12 @@ type Config struct {
 	// landmarks'; 0 = DefaultRounds, negative = none (plan on the
 	// estimates and published pairs).
 	Rounds int
+	// MeasureCandidates measures every pair among the candidates and the
+	// endpoints in one round after the landmarks' (about Candidates²/2
+	// probes, spread over the candidates), instead of only the segments of
+	// the plans each round ranks: many more probes, in one round trip of
+	// wall time, and plans that stand on no estimate.
+	MeasureCandidates bool
 	// Seed picks the landmarks (reproducibly: the same fleet, the same
 	// landmarks).
 	Seed uint64
@@ -207,26 +214,36 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return ms, true, ok && ms > 0
 	}
 
-	// The candidates: shortest estimated detour first.
-	type scored struct {
-		name     string
-		detourMs float64
-	}
-	var ranked []scored
+	// The candidates: the relays on the chains with the lowest estimated
+	// bottleneck (see minimaxCandidates).
+	sp := &space{dim: -1}
+	var fromClient, toDst []float64
 	for _, r := range in.Relays {
+		c := r.Coord
 		a, _, okA := rtt(client, r.Node.Name)
 		b, _, okB := rtt(r.Node.Name, dst)
-		if okA && okB {
-			ranked = append(ranked, scored{r.Node.Name, a + b})
+		if !okA || !okB || !validCoord(c) || (sp.dim >= 0 && len(c.Vec) != sp.dim) {
+			continue
 		}
+		sp.dim = len(c.Vec)
+		for _, x := range c.Vec {
+			sp.vec = append(sp.vec, x*1000)
+		}
+		sp.hgt, sp.adj = append(sp.hgt, c.Height*1000), append(sp.adj, c.Adjustment*1000)
+		sp.name = append(sp.name, r.Node.Name)
+		fromClient, toDst = append(fromClient, a), append(toDst, b)
 	}
-	slices.SortFunc(ranked, func(x, y scored) int {
-		return cmp.Or(cmp.Compare(x.detourMs, y.detourMs), cmp.Compare(x.name, y.name))
-	})
-	ranked = ranked[:min(len(ranked), cfg.Candidates)]
-	cands := make([]string, 0, len(ranked))
-	for _, s := range ranked {
-		cands = append(cands, s.name)
+	directMs, _, okDirect := rtt(client, dst)
+	if !okDirect {
+		directMs = math.Inf(1)
+	}
+	hops := in.Request.Constraints.MaxHops
+	if hops == 0 {
+		hops = planner.DefaultMaxHops
+	}
+	var cands []string
+	for _, v := range sp.minimaxCandidates(fromClient, toDst, directMs, hops, cfg.Candidates) {
+		cands = append(cands, sp.name[v])
 	}
 	slices.Sort(cands)
 	st.Candidates = len(cands)
@@ -251,6 +268,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return m
 	}
 
+	if cfg.MeasureCandidates {
+		// One batch: every pair among the candidates and the endpoints
+		// that is not measured yet.
+		names := append([]string{client, dst}, cands...)
+		batch = batch[:0]
+		for i, a := range names {
+			for _, b := range names[i+1:] {
+				if _, est, _ := rtt(a, b); est {
+					batch = append(batch, orient(a, b, client, dst))
+				}
+			}
+		}
+		if err := probe(batch); err != nil {
+			return nil, nil, st, err
+		}
+	}
 	var res *planner.Result
 	var m *planner.Matrix
 	for round := 0; ; round++ {
@@ -287,6 +320,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 	}
 	return res, m, st, nil
+}
+
+// validCoord says c can be used in estimates.
+func validCoord(c *coordinate.Coordinate) bool {
+	return c != nil && len(c.Vec) > 0 && c.IsValid()
 }
 
 // orient says which end of a segment measures it: the client measures its
