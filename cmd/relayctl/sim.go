@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relaymesh/relaymesh/pkg/fleetsim"
+)
+
+func simCmd() *cobra.Command {
+	var (
+		sizes    string
+		cfg      fleetsim.Config
+		measure  bool
+		output   string
+		progress bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sim [--relays 100,1000,5000]",
+		Short: "Simulate the fleet's measurement and planning on a modelled internet of many relays",
+		Long: `Run relaymesh's own measurement code (each relay a coordinate node
+probing a bounded set of peers) and planning code (coordinates, then targeted
+probes of a shortlist) against a modelled internet: relays in real cities,
+RTTs from great-circle distance, route inflation, hub cities, bad routes and
+loss. Nothing is sent on the network; a run is fixed by --seed (only the
+planning compute time is measured on this machine).
+
+For each fleet size it reports what measuring costs a relay (probes and bytes
+per minute), how far the coordinates' estimates are from the true RTTs, and
+plan quality: for random (client, destination) pairs, the chosen chain's true
+bottleneck (its longest segment) against the best any chain of at most
+--max-hops relays could have, as a ratio (1 = optimal), with the probes and
+wall time each plan took. The model and its limits are in docs/registry.md.`,
+		Example: `  relayctl sim --relays 1000
+  relayctl sim --relays 100,1000,5000 --pairs 200 -o json
+  relayctl sim --relays 1000 --measure-candidates --seed 7`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			var ns []int
+			for _, f := range strings.Split(sizes, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 2 || n > 10000 {
+					return fmt.Errorf("--relays %q: want a comma-separated list of fleet sizes, 2 to 10000 (e.g. 100,1000,5000)", sizes)
+				}
+				ns = append(ns, n)
+			}
+			cfg.Shortlist.MeasureCandidates = measure
+			var reports []*fleetsim.Report
+			for _, n := range ns {
+				c := cfg
+				c.Relays = n
+				t0 := time.Now()
+				var say func(string)
+				if progress {
+					say = func(s string) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "sim %d relays, %s: %s\n", n, time.Since(t0).Round(time.Second), s)
+					}
+				}
+				rep, err := fleetsim.Run(cmd.Context(), c, say)
+				if err != nil {
+					return fmt.Errorf("%d relays: %w", n, err)
+				}
+				reports = append(reports, rep)
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(reports)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
+			for _, r := range reports {
+				p := r.Plans
+				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+					r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
+					p.Count, 100*p.Within10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+					p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
+			}
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&sizes, "relays", "1000", "fleet sizes to simulate, comma-separated")
+	fl.IntVar(&cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")
+	fl.DurationVar(&cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
+	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the world and the run")
+	fl.IntVar(&cfg.MaxHops, "max-hops", 4, "most relays in a chain")
+	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", 12, "each relay's probe budget")
+	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", 48, "relays the planner sees after the coordinate search")
+	fl.BoolVar(&measure, "measure-candidates", false, "measure every pair among the candidates in one round (more probes per plan)")
+	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
+	fl.StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

@@ -1,0 +1,441 @@
+// Package fleetsim runs relaymesh's own measurement and planning code
+// against a modelled internet (pkg/netsim) of hundreds to thousands of
+// relays, and reports what the fleet would cost and how good its plans
+// would be.
+//
+// Every relay is a coord.Node, the code relayd runs: it probes whom
+// NextTarget says, once per coord interval, and feeds the modelled RTT to
+// Observe with the peer's coordinate as last published. Relays publish
+// their coordinate and their own exact measurements every PublishEvery.
+// Then, for random (client, destination) pairs, shortlist.Plan, the code
+// relayctl plan runs, plans each path with targeted probes answered by the
+// model, and the chosen chain is judged by its true bottleneck (its
+// longest segment under the model's true RTTs) against the best any chain
+// of the alive relays could have (a minimax dynamic program over all of
+// them).
+//
+// Nothing here reads a clock or the network: a run is fixed by its Config
+// (seed included), except the plan's compute time, which is measured.
+package fleetsim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/netsim"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// Wire costs, bytes: what one probe and one published record cost on the
+// wire, headers included, both directions together.
+const (
+	// ProbeBytes is one TCP handshake and close (SYN, SYN-ACK, ACK, FIN,
+	// ACK, FIN, ACK: 7 packets of about 64 bytes), as pkg/probe counts it.
+	ProbeBytes = 450
+	// CoordinateBytes is one relay's coordinate as published (JSON: 8
+	// floats, error, height, adjustment, name, age) plus its share of the
+	// request that carries it.
+	CoordinateBytes = 300
+	// MeasurementBytes is one exact pair as published (peer name, median,
+	// min, samples, failures, age).
+	MeasurementBytes = 90
+)
+
+// Config is one simulation. The zero value of each field is its default.
+type Config struct {
+	Relays int    // relays in the world; default 1000
+	Seed   uint64 // the world's and the run's seed
+	// Warmup is how long the relays measure before planning starts,
+	// simulated time; default 30 min.
+	Warmup time.Duration
+	// Pairs is how many random (client, destination) pairs are planned;
+	// default 200.
+	Pairs int
+	// PublishEvery is how often a relay publishes its coordinate and
+	// exact pairs; default 30 s.
+	PublishEvery time.Duration
+	// ProbeCount is how many handshakes a targeted probe makes; its RTT is
+	// their median. Default 3.
+	ProbeCount int
+	MaxHops    int // default planner.DefaultMaxHops
+	// WindowBytes is every node's receive window; default
+	// planner.DefaultWindowBytes (the plans depend on RTTs only).
+	WindowBytes int64
+	Coord       coord.Config
+	Shortlist   shortlist.Config
+	// NoTargeted plans on estimates and published pairs only: no
+	// shortlist rounds after the landmarks (to show what they add).
+	NoTargeted bool
+	World      netsim.Config // Relays is set from Relays
+}
+
+func (c Config) withDefaults() (Config, error) {
+	c.Relays = cmp.Or(c.Relays, 1000)
+	c.Warmup = cmp.Or(c.Warmup, 30*time.Minute)
+	c.Pairs = cmp.Or(c.Pairs, 200)
+	c.PublishEvery = cmp.Or(c.PublishEvery, 30*time.Second)
+	c.ProbeCount = cmp.Or(c.ProbeCount, 3)
+	c.MaxHops = cmp.Or(c.MaxHops, planner.DefaultMaxHops)
+	c.WindowBytes = cmp.Or(c.WindowBytes, planner.DefaultWindowBytes)
+	var err error
+	if c.Coord, err = c.Coord.WithDefaults(); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Relays < 2:
+		return c, fmt.Errorf("relays %d: want at least 2", c.Relays)
+	case c.Warmup < 0, c.PublishEvery < 0:
+		return c, errors.New("warmup and publish interval: want durations >= 0")
+	case c.Pairs < 0, c.ProbeCount < 1, c.MaxHops < 1:
+		return c, errors.New("pairs >= 0, probe count >= 1, max hops >= 1")
+	}
+	if c.NoTargeted {
+		c.Shortlist.Rounds = -1
+	}
+	c.World.Relays = c.Relays
+	return c, nil
+}
+
+// Report is what a run found.
+type Report struct {
+	Relays       int     `json:"relays"`
+	WarmupMin    float64 `json:"warmup_min"`
+	AliveRelays  int     `json:"alive_relays"` // at the end of the warm-up
+	ProbesPerMin float64 `json:"probes_per_relay_min"`
+	// BytesPerMin is a relay's measurement traffic per minute, bytes:
+	// probes sent and answered, its publications, and the coordinates it
+	// reads of the peers it probes.
+	BytesPerMin float64 `json:"bytes_per_relay_min"`
+	// CoordErrMedian and CoordErrP90 are |estimate − true| / true over
+	// random pairs of alive relays.
+	CoordErrMedian float64 `json:"coord_rel_err_median"`
+	CoordErrP90    float64 `json:"coord_rel_err_p90"`
+	TIVShare       float64 `json:"tiv_share"` // pairs with a shorter detour through a relay
+	Plans          Plans   `json:"plans"`
+}
+
+// Plans summarises the planned pairs.
+type Plans struct {
+	Count int `json:"count"`
+	// Quality is the chosen plan's true rate over the best possible
+	// (optimum bottleneck RTT / chosen bottleneck RTT: 1 = optimal).
+	QualityMedian float64 `json:"quality_median"`
+	QualityP5     float64 `json:"quality_p5"`
+	Within10      float64 `json:"within_10pct"` // share of plans with quality >= 0.9
+	ChainShare    float64 `json:"chain_share"`  // share of plans that chose a chain
+	// OptimumGainMedian is the median of the optimum's rate over direct's.
+	OptimumGainMedian float64 `json:"optimum_gain_median"`
+	ProbesMedian      float64 `json:"probes_per_plan_median"`
+	RoundsMedian      float64 `json:"rounds_median"`
+	EstimatedSegments int     `json:"estimated_segments"` // in chosen plans, all pairs together
+	// ComputeMs is the planning code's own time per plan, milliseconds
+	// (measured on this machine); WallMs adds the probes' round trips as
+	// the model times them (each round: the slowest probe, asked over the
+	// client's path to the relay that makes it).
+	ComputeMsMedian float64 `json:"compute_ms_median"`
+	ComputeMsP95    float64 `json:"compute_ms_p95"`
+	WallMsMedian    float64 `json:"wall_ms_median"`
+	WallMsP95       float64 `json:"wall_ms_p95"`
+}
+
+type relay struct {
+	name  string
+	node  *coord.Node
+	alive bool
+	// published is what readers see: the coordinate and exact pairs as of
+	// the last publication.
+	coord    *coordinate.Coordinate
+	measured []coord.Measurement
+}
+
+// Run simulates cfg. Progress, when not nil, is told each phase.
+func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if progress != nil {
+			progress(fmt.Sprintf(format, args...))
+		}
+	}
+	world, err := netsim.NewWorld(cfg.World, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	n := world.NumRelays()
+	rnd := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	relays := make([]*relay, n)
+	index := make(map[string]int, n)
+	for i := range relays {
+		name := fmt.Sprintf("r%04d", i)
+		node, err := coord.NewNode(name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)))
+		if err != nil {
+			return nil, err
+		}
+		relays[i] = &relay{name: name, node: node, alive: world.Alive(i, 0)}
+		index[name] = i
+	}
+
+	// The warm-up: every alive relay probes once per interval, at its own
+	// offset in the interval; every PublishEvery all relays publish.
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	interval := cfg.Coord.Interval()
+	offsets := make([]time.Duration, n)
+	for i := range offsets {
+		offsets[i] = time.Duration(rnd.Int64N(int64(interval)))
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(offsets[a], offsets[b]) })
+	events := world.Events(cfg.Warmup)
+	var fleet []coord.Peer
+	publish := func(now time.Time) {
+		fleet = fleet[:0]
+		for _, r := range relays {
+			if r.alive {
+				r.coord, r.measured = r.node.Coordinate(), r.node.Measured(now)
+				fleet = append(fleet, coord.Peer{Name: r.name, Coord: r.coord})
+			}
+		}
+	}
+	var probes, bytes int64
+	publish(start)
+	say("warm-up: %d relays, %v simulated", n, cfg.Warmup)
+	nextPublish := cfg.PublishEvery
+	for tick := time.Duration(0); tick < cfg.Warmup; tick += interval {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for _, i := range order {
+			at := tick + offsets[i]
+			for len(events) > 0 && events[0].At <= at {
+				e := events[0]
+				events = events[1:]
+				relays[e.Relay].alive = e.Kind == netsim.Join
+			}
+			for nextPublish <= at {
+				publish(start.Add(nextPublish))
+				nextPublish += cfg.PublishEvery
+			}
+			r := relays[i]
+			if !r.alive || at >= cfg.Warmup {
+				continue
+			}
+			now := start.Add(at)
+			peer, ok := r.node.NextTarget(now, fleet)
+			if !ok {
+				continue
+			}
+			j := index[peer]
+			probes++
+			bytes += ProbeBytes
+			if !relays[j].alive {
+				r.node.Observe(now, coord.Peer{Name: peer, Coord: relays[j].coord}, 0, true)
+				continue
+			}
+			ms, lost := world.Sample(world.Relay(i), world.Relay(j), rnd)
+			r.node.Observe(now, coord.Peer{Name: peer, Coord: relays[j].coord}, ms, lost)
+		}
+	}
+	end := start.Add(cfg.Warmup)
+	publish(end)
+
+	rep := &Report{Relays: n, WarmupMin: cfg.Warmup.Minutes()}
+	var alive []int
+	var published int64
+	for i, r := range relays {
+		if r.alive {
+			alive = append(alive, i)
+			published += int64(len(r.measured))
+		}
+	}
+	rep.AliveRelays = len(alive)
+	if len(alive) < 2 {
+		return nil, errors.New("fewer than 2 relays alive at the end of the warm-up: nothing to plan over")
+	}
+	minutes := cfg.Warmup.Minutes()
+	relayMinutes := float64(n) * minutes
+	rep.ProbesPerMin = float64(probes) / relayMinutes
+	// Each relay publishes its coordinate and its pairs every
+	// PublishEvery, and reads the coordinate of each peer it probes.
+	perPublish := float64(CoordinateBytes) + float64(published)/float64(len(alive))*MeasurementBytes
+	rep.BytesPerMin = float64(bytes)/relayMinutes + perPublish*(time.Minute.Seconds()/cfg.PublishEvery.Seconds()) +
+		rep.ProbesPerMin*CoordinateBytes
+
+	say("coordinate error over random pairs")
+	var errs []float64
+	for range 20000 {
+		a, b := alive[rnd.IntN(len(alive))], alive[rnd.IntN(len(alive))]
+		if a == b {
+			continue
+		}
+		est, ok := coord.EstimateMs(relays[a].coord, relays[b].coord)
+		if !ok {
+			continue
+		}
+		truth := world.RelayRTTMs(a, b)
+		errs = append(errs, math.Abs(est-truth)/truth)
+	}
+	rep.CoordErrMedian, rep.CoordErrP90 = quantile(errs, 0.5), quantile(errs, 0.9)
+	rep.TIVShare = world.TIVShare(2000, rnd)
+
+	say("true matrix of %d relays", n)
+	truth := newTrueMatrix(n, world.RelayRTTMs)
+	aliveMask := make([]bool, n)
+	for _, i := range alive {
+		aliveMask[i] = true
+	}
+	in := shortlist.Input{
+		Client:      planner.Node{Name: "client", WindowBytes: cfg.WindowBytes},
+		Destination: planner.Node{Name: "destination", WindowBytes: cfg.WindowBytes},
+		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: cfg.MaxHops}},
+	}
+	for _, i := range alive {
+		r := relays[i]
+		in.Relays = append(in.Relays, shortlist.Relay{
+			Node: planner.Node{Name: r.name, Relay: true, WindowBytes: cfg.WindowBytes}, Coord: r.coord})
+		for _, m := range r.measured {
+			if m.Samples > 0 && relays[index[m.Peer]].alive {
+				in.Exact = append(in.Exact, planner.Pair{A: r.name, B: m.Peer, RTTMs: m.MedianMs})
+			}
+		}
+	}
+
+	say("planning %d random pairs", cfg.Pairs)
+	var quality, gains, probesPer, rounds, computeMs, wallMs []float64
+	var chains int
+	for k := 0; k < cfg.Pairs; k++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		client, dst := world.RandomEndpoint(rnd), world.RandomServer(rnd)
+		to, from := make([]float64, n), make([]float64, n)
+		for _, i := range alive {
+			to[i], from[i] = world.RTTMs(client, world.Relay(i)), world.RTTMs(world.Relay(i), dst)
+		}
+		directMs := world.RTTMs(client, dst)
+		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst, count: cfg.ProbeCount, rnd: rnd}
+		t0 := time.Now()
+		res, _, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)
+		if err != nil {
+			return nil, fmt.Errorf("pair %d: %w", k, err)
+		}
+		computeMs = append(computeMs, float64(time.Since(t0))/1e6)
+		wallMs = append(wallMs, float64(time.Since(t0))/1e6+p.wallMs)
+		probesPer = append(probesPer, float64(st.Probes))
+		rounds = append(rounds, float64(st.Rounds))
+		rep.Plans.EstimatedSegments += st.Estimated
+
+		chosen := directMs
+		if chain := res.Best.Chain; len(chain) > 0 {
+			chains++
+			first, last := index[chain[0]], index[chain[len(chain)-1]]
+			chosen = math.Max(to[first], from[last])
+			for h := 1; h < len(chain); h++ {
+				chosen = math.Max(chosen, float64(truth.rtt[index[chain[h-1]]*n+index[chain[h]]]))
+			}
+		}
+		opt := truth.bestBottleneckMs(aliveMask, to, from, directMs, cfg.MaxHops)
+		quality = append(quality, opt/chosen)
+		gains = append(gains, directMs/opt)
+	}
+	pl := &rep.Plans
+	pl.Count = len(quality)
+	if pl.Count > 0 {
+		pl.QualityMedian, pl.QualityP5 = quantile(quality, 0.5), quantile(quality, 0.05)
+		within := 0
+		for _, q := range quality {
+			if q >= 0.9 {
+				within++
+			}
+		}
+		pl.Within10 = float64(within) / float64(pl.Count)
+		pl.ChainShare = float64(chains) / float64(pl.Count)
+		pl.OptimumGainMedian = quantile(gains, 0.5)
+		pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
+		pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
+		pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
+	}
+	return rep, nil
+}
+
+// prober answers shortlist's probes from the model: the median of count
+// samples, as relayd's /v1/probe and the survey take them. wallMs adds up
+// each batch's slowest probe.
+type prober struct {
+	world       *netsim.World
+	relays      []*relay
+	index       map[string]int
+	client, dst netsim.Point
+	count       int
+	rnd         *rand.Rand
+	wallMs      float64
+}
+
+func (p *prober) point(name string) (netsim.Point, bool) {
+	switch name {
+	case "client":
+		return p.client, true
+	case "destination":
+		return p.dst, true
+	}
+	i, ok := p.index[name]
+	if !ok || !p.relays[i].alive {
+		return netsim.Point{}, false
+	}
+	return p.world.Relay(i), true
+}
+
+func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, error) {
+	out := make([]float64, len(probes))
+	slowestMs := 0.0
+	for k, pr := range probes {
+		a, okA := p.point(pr.From)
+		b, okB := p.point(pr.To)
+		if !okA || !okB {
+			continue
+		}
+		var samples []float64
+		for range p.count {
+			if ms, lost := p.world.Sample(a, b, p.rnd); !lost {
+				samples = append(samples, ms)
+			}
+		}
+		// A relay is asked over the client's path to it, then makes its
+		// handshakes one after another.
+		askMs := 0.0
+		if pr.From != "client" {
+			askMs = p.world.RTTMs(p.client, a)
+		}
+		slowestMs = math.Max(slowestMs, askMs+float64(p.count)*p.world.RTTMs(a, b))
+		if len(samples) > 0 {
+			out[k] = quantile(samples, 0.5)
+		}
+	}
+	p.wallMs += slowestMs
+	return out, nil
+}
+
+// quantile is the q-quantile of v (nearest rank), sorting a copy.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}

@@ -1,0 +1,77 @@
+package fleetsim
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/netsim"
+)
+
+func small() Config {
+	return Config{Relays: 80, Seed: 3, Warmup: 10 * time.Minute, Pairs: 20}
+}
+
+func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
+	rep, err := Run(context.Background(), small(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", *rep)
+	// Every relay alive the whole run probes once per interval: the
+	// budget, exactly (12 a minute by default).
+	if math.Abs(rep.ProbesPerMin-12) > 0.01 {
+		t.Errorf("probes per relay per minute %.3f, want 12", rep.ProbesPerMin)
+	}
+	if rep.BytesPerMin < 12*ProbeBytes {
+		t.Errorf("bytes per relay per minute %.0f: less than the probes alone", rep.BytesPerMin)
+	}
+	p := rep.Plans
+	if p.Count != 20 {
+		t.Fatalf("%d plans, want 20", p.Count)
+	}
+	// Quality is the optimum over the chosen: never above 1, or the
+	// optimum is not one.
+	if p.QualityMedian > 1 || p.QualityP5 > p.QualityMedian || p.QualityP5 <= 0 {
+		t.Errorf("quality median %.3f, p5 %.3f: want 0 < p5 <= median <= 1", p.QualityMedian, p.QualityP5)
+	}
+	if p.OptimumGainMedian < 1 {
+		t.Errorf("the optimum's gain over direct %.2f: below 1, but direct is a candidate", p.OptimumGainMedian)
+	}
+	if rep.CoordErrMedian <= 0 || rep.CoordErrMedian > 0.5 {
+		t.Errorf("coordinate error %.3f: not learning", rep.CoordErrMedian)
+	}
+}
+
+func TestRunIsFixedBySeed(t *testing.T) {
+	a, err := Run(context.Background(), small(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(context.Background(), small(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compute and wall time are measured; the rest is the model's.
+	for _, r := range []*Report{a, b} {
+		r.Plans.ComputeMsMedian, r.Plans.ComputeMsP95, r.Plans.WallMsMedian, r.Plans.WallMsP95 = 0, 0, 0, 0
+	}
+	if *a != *b {
+		t.Errorf("two runs of one seed differ:\n%+v\n%+v", *a, *b)
+	}
+}
+
+func TestRunAppliesChurn(t *testing.T) {
+	cfg := small()
+	cfg.World = netsim.Config{FailPerHour: 2, JoinPerHour: 0.5}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About a quarter fail in 10 minutes at 2 an hour; dead relays do
+	// not probe.
+	if rep.AliveRelays >= rep.Relays || rep.ProbesPerMin >= 12 {
+		t.Errorf("with churn: %d of %d alive, %.2f probes a minute", rep.AliveRelays, rep.Relays, rep.ProbesPerMin)
+	}
+}

@@ -1,0 +1,73 @@
+package fleetsim
+
+import "math"
+
+// trueMatrix is the world's true relay-to-relay RTTs, milliseconds, kept
+// as float32 so that 5,000 relays fit in 100 MB: the optimum's dynamic
+// program reads it n² times per hop.
+type trueMatrix struct {
+	n   int
+	rtt []float32 // row-major n×n, symmetric
+}
+
+func newTrueMatrix(n int, rttMs func(a, b int) float64) *trueMatrix {
+	m := &trueMatrix{n: n, rtt: make([]float32, n*n)}
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			v := float32(rttMs(a, b))
+			m.rtt[a*n+b], m.rtt[b*n+a] = v, v
+		}
+	}
+	return m
+}
+
+// bestBottleneckMs is the lowest possible longest-segment RTT, ms, of a
+// path from the client to the destination through at most maxHops relays
+// among those alive, under the true RTTs: toRelayMs[v] is the client's RTT
+// to relay v, fromRelayMs[v] relay v's to the destination, directMs the
+// direct path's. With equal windows a chain's rate is window/bottleneck,
+// so this is the optimum every plan is judged against.
+//
+// It is a minimax dynamic program over hop counts: best[v] is the lowest
+// bottleneck of a path from the client that ends at relay v after k
+// relays. A path that repeats a relay is never better than the one that
+// skips the loop, so allowing repeats does not change the optimum.
+func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) float64 {
+	n := m.n
+	best := make([]float64, n)
+	next := make([]float64, n)
+	opt := directMs
+	for v := 0; v < n; v++ {
+		best[v] = math.Inf(1)
+		if alive[v] {
+			best[v] = toRelayMs[v]
+		}
+	}
+	for k := 1; ; k++ {
+		for v := 0; v < n; v++ {
+			if alive[v] {
+				opt = math.Min(opt, math.Max(best[v], fromRelayMs[v]))
+			}
+		}
+		if k == maxHops {
+			return opt
+		}
+		for v := 0; v < n; v++ {
+			next[v] = best[v]
+			if !alive[v] {
+				continue
+			}
+			row := m.rtt[v*n : (v+1)*n]
+			for u := 0; u < n; u++ {
+				// Only a path already better than the optimum so far can
+				// lead to a better one.
+				if b := best[u]; b < next[v] && b < opt {
+					if alive[u] {
+						next[v] = math.Min(next[v], math.Max(b, float64(row[u])))
+					}
+				}
+			}
+		}
+		best, next = next, best
+	}
+}

@@ -1,0 +1,55 @@
+package fleetsim
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// bruteBottleneckMs tries every chain of distinct relays up to maxHops.
+func bruteBottleneckMs(m *trueMatrix, alive []bool, to, from []float64, directMs float64, maxHops int) float64 {
+	best := directMs
+	var walk func(last int, used []bool, hops int, worst float64)
+	walk = func(last int, used []bool, hops int, worst float64) {
+		best = math.Min(best, math.Max(worst, from[last]))
+		if hops == maxHops {
+			return
+		}
+		for v := 0; v < m.n; v++ {
+			if alive[v] && !used[v] {
+				used[v] = true
+				walk(v, used, hops+1, math.Max(worst, float64(m.rtt[last*m.n+v])))
+				used[v] = false
+			}
+		}
+	}
+	for v := 0; v < m.n; v++ {
+		if alive[v] {
+			used := make([]bool, m.n)
+			used[v] = true
+			walk(v, used, 1, to[v])
+		}
+	}
+	return best
+}
+
+func TestBestBottleneckIsTheBruteForceOptimum(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + rnd.IntN(7)
+		m := newTrueMatrix(n, func(a, b int) float64 { return 1 + rnd.Float64()*200 })
+		alive := make([]bool, n)
+		to, from := make([]float64, n), make([]float64, n)
+		for v := range n {
+			alive[v] = rnd.IntN(5) > 0
+			to[v], from[v] = 1+rnd.Float64()*200, 1+rnd.Float64()*200
+		}
+		direct := 1 + rnd.Float64()*300
+		hops := 1 + rnd.IntN(4)
+		got := m.bestBottleneckMs(alive, to, from, direct, hops)
+		want := bruteBottleneckMs(m, alive, to, from, direct, hops)
+		if got != want {
+			t.Fatalf("trial %d (n %d, hops %d): dynamic program %v, brute force %v", trial, n, hops, got, want)
+		}
+	}
+}
