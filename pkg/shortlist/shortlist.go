@@ -100,6 +100,12 @@ type Input struct {
 	// Request says how to plan; its Client and Destination are set from
 	// the nodes above.
 	Request planner.Request
+	// Describe, when set, is called once the candidates are chosen, with
+	// their names, and returns their nodes as they are now known (windows,
+	// limits: what is too costly to read for every relay of a large
+	// fleet); nodes it leaves out keep Relays' Node. An error fails the
+	// plan.
+	Describe func(ctx context.Context, names []string) (map[string]planner.Node, error)
 }
 
 // Probe asks one node to measure its RTT to another: From is the client or
@@ -247,6 +253,19 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	slices.Sort(cands)
 	st.Candidates = len(cands)
+	if in.Describe != nil {
+		nodes, err := in.Describe(ctx, cands)
+		if err != nil {
+			return nil, nil, st, err
+		}
+		for name, n := range nodes {
+			if r, ok := placed[name]; ok && n.Name == name {
+				n.Relay = true
+				r.Node = n
+				placed[name] = r
+			}
+		}
+	}
 
 	req := in.Request
 	req.Client, req.Destination = client, dst

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
+
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/planner"
@@ -61,6 +63,18 @@ type Survey struct {
 	// would be refused (its timing tells closed, open and filtered).
 	MeasureDst func(ctx context.Context, addr string) (time.Duration, error)
 	Now        func() time.Time
+	// Mode is how to measure: ModeAuto ("", the default), ModeFull or
+	// ModeShortlist.
+	Mode Mode
+	// Coordinates reads the relays' published network coordinates, by
+	// relay name, for ModeShortlist and ModeAuto; nil: none known (every
+	// survey measures every relay).
+	Coordinates func(ctx context.Context) (map[string]*coordinate.Coordinate, error)
+	// Plan is the request the matrix will be planned for (its direction,
+	// constraints and model; not its client and destination). A shortlist
+	// plans with it: its candidates are only relays Include and Exclude
+	// allow, so the matrix holds no other.
+	Plan planner.Request
 }
 
 // Target is the destination of a survey.
@@ -78,6 +92,9 @@ type Result struct {
 	Relays map[string]registry.Relay
 	Target Target
 	Notes  []string
+	// Shortlisted says the matrix holds only a shortlist's candidates
+	// (the relays Survey.Plan's Include and Exclude allow among them).
+	Shortlisted bool
 }
 
 // FromHere names the relays this host reached itself in the survey (the
@@ -186,6 +203,15 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 		}
 		usable = append(usable, r)
 		res.Relays[r.Name] = r
+	}
+	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
+		return nil, err
+	} else if ok {
+		client := m.Nodes[0]
+		if err := s.runShortlist(ctx, res, usable, coords, pairs, client, dstNode); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 
 	// Phase 1: this host's RTT to every relay and to the destination.

@@ -1,0 +1,237 @@
+package survey
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// Mode says how a survey measures.
+type Mode string
+
+// Survey modes.
+const (
+	// ModeAuto shortlists when more than ShortlistAbove usable relays have
+	// a coordinate, and measures every relay otherwise. The default.
+	ModeAuto Mode = "auto"
+	// ModeFull measures every relay: this host's RTT to each, each one's
+	// to the destination, and reads each one's window.
+	ModeFull Mode = "full"
+	// ModeShortlist plans from the relays' coordinates and measures only
+	// the landmarks and the shortlist (pkg/shortlist): a few dozen probes
+	// whatever the fleet's size. Relays without a coordinate are left out.
+	ModeShortlist Mode = "shortlist"
+)
+
+// ShortlistAbove is the fleet size from which ModeAuto shortlists: up to
+// it, measuring every relay costs a few dozen probes anyway, and sees what
+// coordinates cannot.
+const ShortlistAbove = 32
+
+// ParseMode reads a --survey value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case "", ModeAuto:
+		return ModeAuto, nil
+	case ModeFull, ModeShortlist:
+		return m, nil
+	}
+	return "", fmt.Errorf("survey mode %q: want auto, full or shortlist", s)
+}
+
+// maxParallelProbes bounds the probes and admin calls a shortlist round
+// has in flight.
+const maxParallelProbes = 32
+
+// shortlisting says whether to shortlist, and with which coordinates.
+func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map[string]*coordinate.Coordinate, bool, error) {
+	mode, err := ParseMode(string(s.Mode))
+	if err != nil || mode == ModeFull {
+		return nil, false, err
+	}
+	var coords map[string]*coordinate.Coordinate
+	if s.Coordinates != nil {
+		if coords, err = s.Coordinates(ctx); err != nil && mode == ModeShortlist {
+			return nil, false, fmt.Errorf("reading the relays' coordinates: %w", err)
+		}
+	}
+	placed := 0
+	for _, r := range usable {
+		if coords[r.Name] != nil {
+			placed++
+		}
+	}
+	switch {
+	case mode == ModeShortlist && placed == 0:
+		return nil, false, fmt.Errorf("--survey shortlist: none of the %d usable relays has published a coordinate (relayd probe.mode: coordinates publishes them)", len(usable))
+	case mode == ModeShortlist:
+		return coords, true, nil
+	}
+	return coords, placed > ShortlistAbove, nil
+}
+
+// runShortlist fills res the shortlist way: the matrix is the candidates
+// shortlist.Plan planned over, with every pair it measured, and their
+// windows read.
+func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]*coordinate.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
+	in := shortlist.Input{Client: clientNode, Destination: dstNode, Request: s.Plan}
+	c := &in.Request.Constraints
+	known := map[string]bool{}
+	for _, r := range res.Relays {
+		known[r.Name] = true
+	}
+	for _, name := range slices.Concat(c.Include, c.Exclude) {
+		if !known[name] {
+			return fmt.Errorf("relay %q (--include/--exclude): not a usable relay of the fleet", name)
+		}
+	}
+	byName := map[string]registry.Relay{}
+	for _, r := range usable {
+		if coords[r.Name] == nil || slices.Contains(c.Exclude, r.Name) || len(c.Include) > 0 && !slices.Contains(c.Include, r.Name) {
+			continue
+		}
+		byName[r.Name] = r
+		in.Relays = append(in.Relays, shortlist.Relay{
+			Node: planner.Node{Name: r.Name, Relay: true, Region: r.Region}, Coord: coords[r.Name]})
+	}
+	rp, notes := relayPairs(pairs, byName, ownRTTs(pairs), s.now())
+	res.Notes = append(res.Notes, notes...)
+	for _, p := range rp {
+		if !p.Estimated {
+			in.Exact = append(in.Exact, p)
+		}
+	}
+	// The candidates' windows (and the destination's, when it is a
+	// relay's host), read once they are few.
+	var dstWindow *planner.Node
+	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
+		out := map[string]planner.Node{}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, name := range append(slices.Clip(names), res.Target.Relay) {
+			r, ok := byName[name]
+			if !ok {
+				continue
+			}
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, s.timeout())
+				defer cancel()
+				w, err := s.relayWindow(cctx, adminPath{first: r})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, err))
+					return
+				}
+				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region,
+					WindowBytes: w.recvBytes, SendWindowBytes: w.sendBytes, LimitBps: w.capacityBps}
+				out[r.Name] = n
+				if r.Name == res.Target.Relay {
+					dstWindow = &n
+				}
+			})
+		}
+		wg.Wait()
+		return out, nil
+	}
+	if len(c.Include) > 0 && len(byName) == 0 {
+		return fmt.Errorf("none of the --include relays (%s) has published a coordinate; try --survey full", strings.Join(c.Include, ", "))
+	}
+	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
+	pr := &surveyProber{s: s, relays: byName, target: res.Target, dst: dstNode.Name}
+	_, m, st, err := shortlist.Plan(ctx, shortlist.Config{}, in, pr)
+	if err != nil {
+		return err
+	}
+	for i := range m.Nodes {
+		if n := &m.Nodes[i]; n.Name == dstNode.Name && dstWindow != nil {
+			n.WindowBytes, n.SendWindowBytes, n.LimitBps = dstWindow.WindowBytes, dstWindow.SendWindowBytes, dstWindow.LimitBps
+		}
+	}
+	for name := range res.Relays {
+		if !containsNode(m, name) {
+			delete(res.Relays, name)
+		}
+	}
+	res.Matrix, res.Shortlisted = m, true
+	res.Notes = append(res.Notes, fmt.Sprintf(
+		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
+		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+	if dropped := len(usable) - len(in.Relays); dropped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d usable relays have no coordinate yet; left out", dropped))
+	}
+	return nil
+}
+
+func containsNode(m *planner.Matrix, name string) bool {
+	for _, n := range m.Nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// surveyProber makes shortlist's probes: this host's own handshakes for
+// the client's, the relays' /v1/probe for theirs (to the destination, or
+// to a peer's admin address).
+type surveyProber struct {
+	s      *Survey
+	relays map[string]registry.Relay
+	target Target
+	dst    string
+}
+
+func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
+	out := make([]float64, len(probes))
+	sem := make(chan struct{}, maxParallelProbes)
+	var wg sync.WaitGroup
+	for i, pr := range probes {
+		addr := p.target.Addr
+		if pr.To != p.dst {
+			r, ok := p.relays[pr.To]
+			if !ok {
+				continue
+			}
+			addr = r.Admin
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var sum probe.Summary
+			if pr.From == ClientNode {
+				measure := p.s.Measure
+				if pr.To == p.dst && p.s.MeasureDst != nil {
+					measure = p.s.MeasureDst
+				}
+				sum = p.s.sample(ctx, addr, measure)
+			} else {
+				from, ok := p.relays[pr.From]
+				if !ok {
+					return
+				}
+				cctx, cancel := context.WithTimeout(ctx, p.s.timeout()+time.Duration(p.s.count())*probeGap)
+				defer cancel()
+				var err error
+				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr); err != nil {
+					return
+				}
+			}
+			if sum.Reachable() {
+				out[i] = sum.MedianMs
+			}
+		})
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}

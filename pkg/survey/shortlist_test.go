@@ -1,0 +1,169 @@
+package survey
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
+)
+
+// planeFleet is n relays on a 200×100 ms plane, each with an admin API
+// whose /v1/probe answers the plane distance to the target, the client at
+// the left end and the destination at the right. RTT = distance in ms.
+type planeFleet struct {
+	pos    map[string][2]float64 // by admin address, and "client"
+	reg    fixedRegistry
+	coords map[string]*coordinate.Coordinate
+	probes atomic.Int64 // /v1/probe calls
+}
+
+const planeDst = "dst.example:443"
+
+func newPlaneFleet(t *testing.T, n int) *planeFleet {
+	f := &planeFleet{pos: map[string][2]float64{"client": {0, 50}, planeDst: {200, 50}}, coords: map[string]*coordinate.Coordinate{}}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for i := range n {
+		xy := [2]float64{rnd.Float64() * 200, rnd.Float64() * 100}
+		var self string
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/v1/info":
+				_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":1000000}}`))
+			case "/v1/probe":
+				f.probes.Add(1)
+				ms := f.distance(self, r.URL.Query().Get("target"))
+				_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 1, MedianMs: ms, MinMs: ms}})
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		t.Cleanup(s.Close)
+		self = strings.TrimPrefix(s.URL, "http://")
+		f.pos[self] = xy
+		name := fmt.Sprintf("r%02d", i)
+		f.reg.relays = append(f.reg.relays, registry.Relay{Name: name, Admin: self, Relay: "x:1", Healthy: true})
+		c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+		c.Vec[0], c.Vec[1], c.Height = xy[0]/1000, xy[1]/1000, 0
+		f.coords[name] = c
+	}
+	return f
+}
+
+func (f *planeFleet) distance(a, b string) float64 {
+	pa, pb := f.pos[a], f.pos[b]
+	return math.Hypot(pa[0]-pb[0], pa[1]-pb[1])
+}
+
+func (f *planeFleet) survey(mode Mode) *Survey {
+	return &Survey{Reg: f.reg, Count: 1, ClientWindowBytes: 1000000, Mode: mode,
+		Measure: func(_ context.Context, addr string) (time.Duration, error) {
+			return time.Duration(f.distance("client", addr) * float64(time.Millisecond)), nil
+		},
+		Coordinates: func(context.Context) (map[string]*coordinate.Coordinate, error) { return f.coords, nil },
+	}
+}
+
+// oracle plans on the true matrix of every relay.
+func (f *planeFleet) oracle(t *testing.T) []string {
+	m := &planner.Matrix{Nodes: []planner.Node{{Name: ClientNode, WindowBytes: 1000000}, {Name: planeDst, WindowBytes: 1000000}}}
+	addr := map[string]string{ClientNode: "client", planeDst: planeDst}
+	names := []string{ClientNode, planeDst}
+	for _, r := range f.reg.relays {
+		m.Nodes = append(m.Nodes, planner.Node{Name: r.Name, Relay: true, WindowBytes: 1000000})
+		addr[r.Name] = r.Admin
+		names = append(names, r.Name)
+	}
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: f.distance(addr[a], addr[b])})
+		}
+	}
+	res, err := planner.Search(m, planner.Request{Client: ClientNode, Destination: planeDst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Best.Chain
+}
+
+// Above ShortlistAbove relays with coordinates, a survey measures a
+// shortlist, not every relay, and the plan over it is the plan over the
+// whole true matrix.
+func TestSurveyShortlistsALargeFleet(t *testing.T) {
+	f := newPlaneFleet(t, 60)
+	res, err := f.survey(ModeAuto).Run(context.Background(), planeDst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(res.Notes, "\n")
+	if !strings.Contains(notes, "shortlist: planned over 48 of 60 relays") {
+		t.Fatalf("notes %q: want the shortlist's", notes)
+	}
+	relays := 0
+	for _, n := range res.Matrix.Nodes {
+		if n.Relay {
+			relays++
+			if n.WindowBytes != 1000000 {
+				t.Errorf("relay %s: window %d, want its /v1/info's 1000000", n.Name, n.WindowBytes)
+			}
+			if _, ok := res.Relays[n.Name]; !ok {
+				t.Errorf("relay %s in the matrix but not in the result's relays", n.Name)
+			}
+		}
+	}
+	if relays != 48 || len(res.Relays) != 48 {
+		t.Errorf("%d relays in the matrix, %d in the result: want the 48 candidates", relays, len(res.Relays))
+	}
+	// Landmarks to the destination and the shortlist's segments: far
+	// fewer relay probes than one per relay.
+	if n := f.probes.Load(); n == 0 || n >= 60 {
+		t.Errorf("%d relay probes: want some, fewer than the 60 relays", n)
+	}
+	plan, err := planner.Search(res.Matrix, planner.Request{Client: ClientNode, Destination: planeDst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.oracle(t); !slices.Equal(plan.Best.Chain, want) {
+		t.Errorf("plan %v, the whole true matrix's %v", plan.Best.Chain, want)
+	}
+	for _, s := range plan.Best.Segments {
+		if s.Estimated {
+			t.Errorf("segment %s-%s is estimated: the shortlist measures the plan's segments", s.From, s.To)
+		}
+	}
+}
+
+func TestSurveyModes(t *testing.T) {
+	f := newPlaneFleet(t, 40)
+	// --survey full measures every relay, coordinates or not.
+	res, err := f.survey(ModeFull).Run(context.Background(), planeDst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(res.Notes, "\n"), "shortlist") || f.probes.Load() != 40 {
+		t.Errorf("full: %d relay probes, notes %q: want 40 and no shortlist", f.probes.Load(), res.Notes)
+	}
+	// --survey shortlist on a fleet that publishes no coordinates says
+	// what would.
+	sv := f.survey(ModeShortlist)
+	sv.Coordinates = nil
+	if _, err := sv.Run(context.Background(), planeDst); err == nil || !strings.Contains(err.Error(), "probe.mode: coordinates") {
+		t.Errorf("shortlist without coordinates: %v", err)
+	}
+	if _, err := ParseMode("mesh"); err == nil || !strings.Contains(err.Error(), "auto, full or shortlist") {
+		t.Errorf("ParseMode(mesh): %v", err)
+	}
+}
