@@ -14,7 +14,11 @@
 //     coordinates; the best Candidates are what the planner sees. Not the
 //     relays nearest the direct path: with only the longest segment
 //     setting the rate, the best chains often go the long way round.
-//  3. Shortlist: the planner plans over the candidates (exact pairs where a
+//  3. Ends: the client probes every candidate and every candidate probes
+//     the destination, in one round: the endpoints' coordinates, fitted
+//     from a few landmarks, are the least accurate estimates, and those
+//     segments start and end every chain.
+//  4. Shortlist: the planner plans over the candidates (exact pairs where a
 //     relay published one, estimates elsewhere); the estimated segments of
 //     the best plan and its runners-up are probed, and the planner plans
 //     again. That repeats until the best plan stands on measurements only,
@@ -287,6 +291,24 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return m
 	}
 
+	// Round 2: every candidate's segments to the client and to the
+	// destination. The endpoints' coordinates are fitted from a few
+	// landmarks, the least accurate estimates there are, and those are the
+	// first and last segments of every chain.
+	{
+		batch = batch[:0]
+		for _, c := range cands {
+			if _, est, _ := rtt(client, c); est {
+				batch = append(batch, Probe{client, c})
+			}
+			if _, est, _ := rtt(c, dst); est {
+				batch = append(batch, Probe{c, dst})
+			}
+		}
+		if err := probe(batch); err != nil {
+			return nil, nil, st, err
+		}
+	}
 	if cfg.MeasureCandidates {
 		// One batch: every pair among the candidates and the endpoints
 		// that is not measured yet.

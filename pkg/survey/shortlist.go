@@ -33,10 +33,11 @@ const (
 	ModeShortlist Mode = "shortlist"
 )
 
-// ShortlistAbove is the fleet size from which ModeAuto shortlists: up to
-// it, measuring every relay costs a few dozen probes anyway, and sees what
-// coordinates cannot.
-const ShortlistAbove = 32
+// ShortlistAbove is the fleet size above which ModeAuto shortlists: a
+// shortlist measures its candidates' segments to both ends (48 by default)
+// and then the chains worth it, so up to about this size measuring every
+// relay costs no more, and sees what coordinates cannot.
+const ShortlistAbove = 100
 
 // ParseMode reads a --survey value.
 func ParseMode(s string) (Mode, error) {
