@@ -17,7 +17,6 @@ func simCmd() *cobra.Command {
 	var (
 		sizes    string
 		cfg      fleetsim.Config
-		measure  bool
 		output   string
 		progress bool
 	)
@@ -39,7 +38,7 @@ bottleneck (its longest segment) against the best any chain of at most
 wall time each plan took. The model and its limits are in docs/registry.md.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
-  relayctl sim --relays 1000 --measure-candidates --seed 7`,
+  relayctl sim --relays 1000 --candidates 96 --seed 7`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -53,7 +52,6 @@ wall time each plan took. The model and its limits are in docs/registry.md.`,
 				}
 				ns = append(ns, n)
 			}
-			cfg.Shortlist.MeasureCandidates = measure
 			var reports []*fleetsim.Report
 			for _, n := range ns {
 				c := cfg
@@ -97,7 +95,7 @@ wall time each plan took. The model and its limits are in docs/registry.md.`,
 	fl.IntVar(&cfg.MaxHops, "max-hops", 4, "most relays in a chain")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", 12, "each relay's probe budget")
 	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", 48, "relays the planner sees after the coordinate search")
-	fl.BoolVar(&measure, "measure-candidates", false, "measure every pair among the candidates in one round (more probes per plan)")
+	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", 0.6, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd

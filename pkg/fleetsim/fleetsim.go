@@ -74,10 +74,7 @@ type Config struct {
 	WindowBytes int64
 	Coord       coord.Config
 	Shortlist   shortlist.Config
-	// NoTargeted plans on estimates and published pairs only: no
-	// shortlist rounds after the landmarks (to show what they add).
-	NoTargeted bool
-	World      netsim.Config // Relays is set from Relays
+	World       netsim.Config // Relays is set from Relays
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -99,9 +96,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("warmup and publish interval: want durations >= 0")
 	case c.Pairs < 0, c.ProbeCount < 1, c.MaxHops < 1:
 		return c, errors.New("pairs >= 0, probe count >= 1, max hops >= 1")
-	}
-	if c.NoTargeted {
-		c.Shortlist.Rounds = -1
 	}
 	c.World.Relays = c.Relays
 	return c, nil

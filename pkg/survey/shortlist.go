@@ -21,8 +21,10 @@ type Mode string
 
 // Survey modes.
 const (
-	// ModeAuto shortlists when more than ShortlistAbove usable relays have
-	// a coordinate, and measures every relay otherwise. The default.
+	// ModeAuto shortlists when most usable relays publish a coordinate
+	// (relayd probe.mode: coordinates, where relays measure only a few
+	// peers each, so most relay pairs are estimates a shortlist measures),
+	// and measures every relay otherwise. The default.
 	ModeAuto Mode = "auto"
 	// ModeFull measures every relay: this host's RTT to each, each one's
 	// to the destination, and reads each one's window.
@@ -32,12 +34,6 @@ const (
 	// whatever the fleet's size. Relays without a coordinate are left out.
 	ModeShortlist Mode = "shortlist"
 )
-
-// ShortlistAbove is the fleet size above which ModeAuto shortlists: a
-// shortlist measures its candidates' segments to both ends (48 by default)
-// and then the chains worth it, so up to about this size measuring every
-// relay costs no more, and sees what coordinates cannot.
-const ShortlistAbove = 100
 
 // ParseMode reads a --survey value.
 func ParseMode(s string) (Mode, error) {
@@ -78,7 +74,7 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 	case mode == ModeShortlist:
 		return coords, true, nil
 	}
-	return coords, placed > ShortlistAbove, nil
+	return coords, 2*placed > len(usable), nil
 }
 
 // runShortlist fills res the shortlist way: the matrix is the candidates
