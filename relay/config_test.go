@@ -95,7 +95,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// The example documents the defaults: they must be the real ones.
 	d := Defaults()
-	if c.Limits != d.Limits || c.SOCKS != d.SOCKS || c.HTTP != d.HTTP || c.Admin != d.Admin || c.Log != d.Log {
+	if c.Limits != d.Limits || c.SOCKS != d.SOCKS || c.HTTP != d.HTTP || c.Admin != d.Admin || c.Log != d.Log || c.Probe != d.Probe {
 		t.Fatalf("example config disagrees with Defaults():\n%+v\n%+v", c, d)
 	}
 }
