@@ -10,13 +10,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 )
 
-// adminGet GETs path from r's admin API with the admin token.
+// adminGet GETs path from r's admin API with the admin token ("": none).
 func adminGet(t *testing.T, r *relayd, path, token string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+r.admin+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -138,5 +144,73 @@ func TestFleetCoordinatesMode(t *testing.T) {
 		if most := float64(time.Since(start)/(time.Minute/perMinute)) + 1; probes == 0 || probes > most {
 			t.Errorf("%s: %v probes in %v, want some and at most the budget's %v", fr.name, probes, time.Since(start).Round(time.Millisecond), most)
 		}
+	}
+}
+
+// TestConsulCoordinatesMode: three relays in probe mode coordinates on
+// Consul: each writes its coordinate to relaymesh/coordinates/<relay>,
+// reads everyone's back (within the 10 s the relays' coordinates are read
+// at most every), relayctl sees the matrix they measured, and a relay that
+// stops deletes its key.
+func TestConsulCoordinatesMode(t *testing.T) {
+	agent := consultest.Start(t, "../bin/consul")
+	client, err := api.NewClient(&api.Config{Address: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	names := []string{"a", "b", "c"}
+	relays := map[string]*relayd{}
+	for _, n := range names {
+		cfg := filepath.Join(dir, n+".yaml")
+		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s, pull_interval: 300ms}\nconsul: {addr: %s}\n", agent.HTTP)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		relays[n] = startRelayd(t, "--config", cfg, "--name", n, "--allow-private")
+	}
+	deadline := time.Now().Add(25 * time.Second)
+	for _, n := range names {
+		for {
+			var m coordsOut
+			body := adminGet(t, relays[n], "/v1/measurements?scope=fleet", "")
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				t.Fatalf("%s: %v\n%s", n, err, body)
+			}
+			if len(m.Coordinates) == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s knows %d coordinates, want 3:\n%s", n, len(m.Coordinates), body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, n := range names {
+		kv, _, err := client.KV().Get("relaymesh/coordinates/"+n, nil)
+		if err != nil || kv == nil || !strings.Contains(string(kv.Value), `"relay":"`+n+`"`) {
+			t.Fatalf("relaymesh/coordinates/%s: %v %v", n, kv, err)
+		}
+	}
+	for {
+		var m rttOut
+		relayctlJSON(t, &m, "rtt", "--consul", agent.HTTP, "-o", "json")
+		ok := 0
+		for _, p := range m.Pairs {
+			if !p.Estimated && p.Loss == 0 && p.Samples >= 3 && p.RTTMs > 0 && p.RTTMs < 50 {
+				ok++
+			}
+		}
+		if ok == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relayctl rtt: %d of 6 pairs measured: %+v", ok, m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	relays["c"].stop(t)
+	if kv, _, err := client.KV().Get("relaymesh/coordinates/c", nil); err != nil || kv != nil {
+		t.Fatalf("c stopped and its coordinate stays: %v %v", kv, err)
 	}
 }
