@@ -50,9 +50,10 @@ func (c *Consul) Refresh(ctx context.Context) error {
 
 // Run registers Self (if set) and keeps the cache current until ctx ends:
 // one blocking-query loop each for the relays, the measurements, the
-// relays' coordinates and Consul's node coordinates, and a ping of the agent every 5 s that notices an outage
-// even when no query is answering. Failed loops retry with a backoff of at
-// most 2 s, from a fresh (non-blocking) read.
+// relays' coordinates and Consul's node coordinates, and a ping of the
+// agent every 5 s that notices an outage even when no query is answering.
+// Failed loops retry with a backoff of at most 2 s, from a fresh
+// (non-blocking) read.
 func (c *Consul) Run(ctx context.Context) {
 	if c.opts.Self != nil {
 		if err := c.ensureRegistered(ctx); err != nil && ctx.Err() == nil {

@@ -233,10 +233,9 @@ func (f *Fleet) PublishCoordinate(_ context.Context, relay string, c *coordinate
 }
 
 // Coordinates merges this relay's own coordinate and those pulled from
-// others, keeping the newest per relay. A relay reading the fleet's own
-// measurements ("local") knows its peers' coordinates; relayctl, which
-// reads "fleet" from every relay (Refresh), knows every one any of them
-// knows.
+// others, keeping the newest per relay. A relay, which pulls each peer's
+// own ("local"), knows its peers' coordinates; relayctl, which reads
+// "fleet" from every relay (Refresh), knows every one any of them knows.
 func (f *Fleet) Coordinates(context.Context) ([]Coordinate, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
