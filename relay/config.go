@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
@@ -160,13 +161,41 @@ type ConsulConfig struct {
 	Token string `yaml:"token"`
 }
 
-// ProbeConfig paces the RTT probes to peer relays (see pkg/probe).
+// ProbeConfig paces the RTT probes to peer relays (see pkg/probe and
+// pkg/coord).
 type ProbeConfig struct {
-	Interval time.Duration `yaml:"interval"` // between two samples of one peer
-	Window   int           `yaml:"window"`   // samples kept per peer
+	// Mode is which peers are probed: ProbeMesh (every peer every
+	// Interval: a handshake per peer per interval, fine for tens of
+	// relays) or ProbeCoordinates (PerMinute handshakes a minute whatever
+	// the fleet size, to the Nearest peers and Random others; the rest is
+	// estimated from network coordinates, which are published too).
+	Mode     string        `yaml:"mode"`
+	Interval time.Duration `yaml:"interval"` // mesh: between two samples of one peer
+	Window   int           `yaml:"window"`   // mesh: samples kept per peer
 	Timeout  time.Duration `yaml:"timeout"`  // a sample slower than this is lost
 	// PullInterval is how often measurements are pulled from the peers.
 	PullInterval time.Duration `yaml:"pull_interval"`
+	// PerMinute is the probe budget in mode coordinates: handshakes a
+	// minute, one every minute/PerMinute, whatever the fleet size.
+	PerMinute int `yaml:"per_minute"`
+	// Nearest is how many of the peers with the lowest RTT (measured, else
+	// estimated) are kept probed in mode coordinates.
+	Nearest int `yaml:"nearest"`
+	// Random is how many other peers, redrawn every 5 minutes, are probed
+	// besides in mode coordinates, so that the coordinate fits far peers
+	// too and new near ones are found.
+	Random int `yaml:"random"`
+}
+
+// Probe modes (ProbeConfig.Mode).
+const (
+	ProbeMesh        = "mesh"
+	ProbeCoordinates = "coordinates"
+)
+
+// coordConfig is the pkg/coord configuration of mode coordinates.
+func (p ProbeConfig) coordConfig() coord.Config {
+	return coord.Config{ProbesPerMinute: p.PerMinute, Nearest: p.Nearest, Random: p.Random}
 }
 
 // AuthConfig lists client credentials. Empty means no authentication.
@@ -232,6 +261,10 @@ const (
 	DefaultProbeWindow      = probe.DefaultWindow
 	DefaultProbeTimeout     = probe.DefaultTimeout
 	DefaultPullInterval     = 5 * time.Second
+	DefaultProbeMode        = ProbeMesh
+	DefaultProbePerMinute   = coord.DefaultProbesPerMinute
+	DefaultProbeNearest     = coord.DefaultNearest
+	DefaultProbeRandom      = coord.DefaultRandom
 )
 
 // Defaults returns the configuration relayd runs with when nothing is given.
@@ -252,10 +285,14 @@ func Defaults() Config {
 		},
 		Log: LogConfig{Level: "info", Format: "console"},
 		Probe: ProbeConfig{
+			Mode:         DefaultProbeMode,
 			Interval:     DefaultProbeInterval,
 			Window:       DefaultProbeWindow,
 			Timeout:      DefaultProbeTimeout,
 			PullInterval: DefaultPullInterval,
+			PerMinute:    DefaultProbePerMinute,
+			Nearest:      DefaultProbeNearest,
+			Random:       DefaultProbeRandom,
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
@@ -431,6 +468,9 @@ func (c *Config) Validate() error {
 	if c.Probe.Window < 1 || c.Probe.Window > 10000 {
 		add("probe.window: must be 1..10000 samples, got %d", c.Probe.Window)
 	}
+	for _, e := range c.Probe.validateCoordinates() {
+		add("%s", e)
+	}
 	if c.Fleet != "" && c.Name == "" {
 		add("name: required with fleet (the relay finds itself in the fleet file by name)")
 	}
@@ -459,6 +499,57 @@ func (c *Config) Validate() error {
 		add("log.format: %q is not console or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+// maxProbesPerMinute bounds probe.per_minute: one probe every 10 ms. More
+// is no longer a budget, and a handshake's timeout would pace it anyway.
+const maxProbesPerMinute = 6000
+
+// maxProbeSetPeers bounds probe.nearest and probe.random: every pick of a
+// peer costs a pass over the fleet per nearest peer.
+const maxProbeSetPeers = 1000
+
+// validateCoordinates checks probe.mode and the keys of mode coordinates,
+// each error naming its key. The keys are checked in mode mesh too: a
+// config switched to coordinates later must not fail only then.
+func (p ProbeConfig) validateCoordinates() []string {
+	var errs []string
+	switch p.Mode {
+	case ProbeMesh, ProbeCoordinates:
+	default:
+		errs = append(errs, fmt.Sprintf("probe.mode: %q is not %s (every peer every probe.interval) or %s (probe.per_minute handshakes a minute whatever the fleet size)",
+			p.Mode, ProbeMesh, ProbeCoordinates))
+	}
+	bad := false
+	for _, k := range []struct {
+		key   string
+		v, hi int
+		unit  string
+	}{
+		{"probe.per_minute", p.PerMinute, maxProbesPerMinute, "handshakes a minute"},
+		{"probe.nearest", p.Nearest, maxProbeSetPeers, "peers"},
+		{"probe.random", p.Random, maxProbeSetPeers, "peers"},
+	} {
+		if k.v < 1 || k.v > k.hi {
+			errs = append(errs, fmt.Sprintf("%s: must be 1..%d %s, got %d", k.key, k.hi, k.unit, k.v))
+			bad = true
+		}
+	}
+	if bad {
+		return errs
+	}
+	// A probe result counts for coord.DefaultMaxAge: a probe set that
+	// takes longer to go round would never give a peer a median.
+	cycle := time.Minute / time.Duration(p.PerMinute) * time.Duration(p.Nearest+p.Random)
+	if cycle > coord.DefaultMaxAge {
+		errs = append(errs, fmt.Sprintf("probe.per_minute, probe.nearest, probe.random: going round %d peers at %d a minute takes %v, "+
+			"longer than the %v a probe result counts; raise per_minute or lower nearest and random", p.Nearest+p.Random, p.PerMinute, cycle, coord.DefaultMaxAge))
+		return errs
+	}
+	if _, err := p.coordConfig().WithDefaults(); err != nil {
+		errs = append(errs, fmt.Sprintf("probe.per_minute, probe.nearest, probe.random: %v", err))
+	}
+	return errs
 }
 
 // LoadCredentials returns every configured user, from the config and the

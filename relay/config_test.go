@@ -22,6 +22,18 @@ func TestParseConfig(t *testing.T) {
 			func(c Config) bool {
 				return c.Fleet == "/etc/fleet.yaml" && c.Probe.Window == 60 && c.Probe.Timeout == DefaultProbeTimeout
 			}},
+		{"probe mode mesh by default", "",
+			func(c Config) bool {
+				return c.Probe.Mode == ProbeMesh && c.Probe.PerMinute == 12 && c.Probe.Nearest == 8 && c.Probe.Random == 4
+			}},
+		{"probe mode coordinates", "probe: {mode: coordinates, per_minute: 30, nearest: 5}",
+			func(c Config) bool {
+				cc := c.Probe.coordConfig()
+				return c.Probe.Mode == ProbeCoordinates && cc.ProbesPerMinute == 30 && cc.Nearest == 5 && cc.Random == 4 &&
+					c.Probe.Timeout == DefaultProbeTimeout
+			}},
+		{"a fast budget", "probe: {mode: coordinates, per_minute: 6000}",
+			func(c Config) bool { return c.Probe.coordConfig().Interval() == 10*time.Millisecond }},
 	}
 	for _, tc := range good {
 		c, err := Parse([]byte(tc.yaml))
@@ -53,6 +65,14 @@ func TestParseConfig(t *testing.T) {
 		{"token without consul", "consul: {token: t}", "consul.token"},
 		{"probe window", "probe: {window: 0}", "probe.window"},
 		{"probe interval", "probe: {interval: 0s}", "probe.interval"},
+		{"probe mode", "probe: {mode: ring}", `probe.mode: "ring" is not mesh`},
+		{"no budget", "probe: {mode: coordinates, per_minute: 0}", "probe.per_minute: must be 1..6000 handshakes a minute, got 0"},
+		{"budget past 1 a 10 ms", "probe: {per_minute: 6001}", "probe.per_minute: must be 1..6000"},
+		{"no nearest", "probe: {mode: coordinates, nearest: 0}", "probe.nearest: must be 1..1000 peers, got 0"},
+		{"negative random", "probe: {mode: coordinates, random: -1}", "probe.random: must be 1..1000 peers, got -1"},
+		{"a set too slow to go round", "probe: {mode: coordinates, per_minute: 1}",
+			"probe.per_minute, probe.nearest, probe.random: going round 12 peers at 1 a minute takes 12m0s"},
+		{"per_minute misspelt", "probe: {per_minut: 3}", "per_minut"},
 	}
 	for _, tc := range bad {
 		c, err := Parse([]byte(tc.yaml))
@@ -75,7 +95,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// The example documents the defaults: they must be the real ones.
 	d := Defaults()
-	if c.Limits != d.Limits || c.SOCKS != d.SOCKS || c.HTTP != d.HTTP || c.Admin != d.Admin || c.Log != d.Log {
+	if c.Limits != d.Limits || c.SOCKS != d.SOCKS || c.HTTP != d.HTTP || c.Admin != d.Admin || c.Log != d.Log || c.Probe != d.Probe {
 		t.Fatalf("example config disagrees with Defaults():\n%+v\n%+v", c, d)
 	}
 }

@@ -12,25 +12,33 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
-// measurer runs the prober against the fleet's other relays, publishes
-// what it measures through the registry (a fleet file or Consul) and keeps
-// the registry's view of the fleet current. Its goroutines end when stop is
-// called.
+// measurer runs the prober against the fleet's other relays (every one in
+// probe mode mesh, a budget of them in mode coordinates), publishes what it
+// measures through the registry (a fleet file or Consul), with its network
+// coordinate in mode coordinates, and keeps the registry's view of the
+// fleet current. Its goroutines end when stop is called.
 type measurer struct {
+	self   string
 	reg    registry.Registry
-	prober *probe.Prober
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *zap.Logger
+	probes prober
+	// publishEvery is how often the pairs (and coordinate) are published:
+	// every probe interval in mesh, every probe in coordinates.
+	publishEvery time.Duration
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	log          *zap.Logger
 }
 
 func (s *Server) startMeasuring() error {
@@ -102,8 +110,45 @@ func (s *Server) startMeasuring() error {
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
 	}
-	m := &measurer{reg: reg}
-	m.start(s, func() map[string]string {
+	m := &measurer{self: s.cfg.Name, reg: reg, log: log}
+	where := []zap.Field{zap.String("fleet", s.cfg.Fleet)}
+	if s.cfg.Fleet == "" {
+		where = []zap.Field{zap.String("consul", s.cfg.Consul.Addr)}
+	}
+	relays, _ := reg.Relays(context.Background())
+	switch s.cfg.Probe.Mode {
+	case ProbeCoordinates:
+		cp, err := newCoordProber(s.cfg.Name, s.cfg.Probe, s.coordPeers(reg), s.metrics, log)
+		if err != nil {
+			_ = reg.Close(context.Background())
+			return fmt.Errorf("probe: %w", err)
+		}
+		m.probes, m.publishEvery = cp, cp.node.Interval()
+		log.Info("probing a budget of peers, estimating the rest from network coordinates", append(where,
+			zap.String("probe_mode", ProbeCoordinates), zap.Int("peers", max(len(relays)-1, 0)), zap.Int("per_minute", s.cfg.Probe.PerMinute),
+			zap.Int("nearest", s.cfg.Probe.Nearest), zap.Int("random", s.cfg.Probe.Random))...)
+	default:
+		m.probes = meshProber{self: s.cfg.Name, p: &probe.Prober{
+			Interval: s.cfg.Probe.Interval,
+			Timeout:  s.cfg.Probe.Timeout,
+			Window:   s.cfg.Probe.Window,
+			Targets:  s.meshTargets(reg),
+			Measure:  s.countedProbe,
+		}}
+		m.publishEvery = s.cfg.Probe.Interval
+		log.Info("probing every peer", append(where,
+			zap.String("probe_mode", ProbeMesh), zap.Int("peers", max(len(relays)-1, 0)),
+			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))...)
+	}
+	m.start()
+	s.measure = m
+	return nil
+}
+
+// meshTargets is mode mesh's probe targets: every other relay the
+// registry lists with an admin address.
+func (s *Server) meshTargets(reg registry.Registry) func() map[string]string {
+	return func() map[string]string {
 		out := map[string]string{}
 		relays, _ := reg.Relays(context.Background())
 		for _, r := range relays {
@@ -111,39 +156,75 @@ func (s *Server) startMeasuring() error {
 				out[r.Name] = r.Admin
 			}
 		}
+		s.metrics.probeSetSize.Set(float64(len(out)))
 		return out
-	})
-	if s.cfg.Fleet != "" {
-		relays, _ := reg.Relays(context.Background())
-		m.log.Info("probing the fleet", zap.String("fleet", s.cfg.Fleet), zap.Int("peers", len(relays)-1),
-			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
-	} else {
-		m.log.Info("probing the relays registered in consul", zap.String("consul", s.cfg.Consul.Addr),
-			zap.Duration("interval", s.cfg.Probe.Interval), zap.Int("window", s.cfg.Probe.Window))
 	}
-	return nil
 }
 
-// start runs the prober over targets, publishes its snapshot every probe
-// interval, and runs the registry until stop.
-func (m *measurer) start(s *Server, targets func() map[string]string) {
-	m.log = s.log.Named("measure")
-	m.prober = &probe.Prober{
-		Interval: s.cfg.Probe.Interval,
-		Timeout:  s.cfg.Probe.Timeout,
-		Window:   s.cfg.Probe.Window,
-		Targets:  targets,
+// countedProbe is mode mesh's sample, probe.HandshakeRTT, counted in
+// relaymesh_probes_total as mode coordinates counts its own.
+func (s *Server) countedProbe(ctx context.Context, addr string) (time.Duration, error) {
+	rtt, err := probe.HandshakeRTT(ctx, addr)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return rtt, err // shutting down: no probe
 	}
+	s.metrics.probes.WithLabelValues(probeResult(err)).Inc()
+	return rtt, err
+}
+
+// probeResult is a probe's result label: ok, refused (the path answered,
+// the relay did not) or error.
+func probeResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	default:
+		return "error"
+	}
+}
+
+// coordPeers is mode coordinates' view of the fleet: every other relay the
+// registry lists with an admin address, with the coordinate it published
+// (nil while none is known).
+func (s *Server) coordPeers(reg registry.Registry) coordPeers {
+	rc, _ := reg.(registry.Coordinates)
+	return func(ctx context.Context) ([]coord.Peer, map[string]string) {
+		relays, _ := reg.Relays(ctx)
+		published := map[string]*coordinate.Coordinate{}
+		if rc != nil {
+			cs, _ := rc.Coordinates(ctx)
+			for _, c := range cs {
+				published[c.Relay] = c.Coord
+			}
+		}
+		peers := make([]coord.Peer, 0, len(relays))
+		admins := make(map[string]string, len(relays))
+		for _, r := range relays {
+			if r.Name == s.cfg.Name || r.Admin == "" {
+				continue
+			}
+			peers = append(peers, coord.Peer{Name: r.Name, Coord: published[r.Name]})
+			admins[r.Name] = r.Admin
+		}
+		return peers, admins
+	}
+}
+
+// start runs the prober, publishes its snapshot every publishEvery, and
+// runs the registry until stop.
+func (m *measurer) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
-		m.prober.Run(ctx)
+		m.probes.Run(ctx)
 	}()
 	go func() {
 		defer m.wg.Done()
-		t := time.NewTicker(s.cfg.Probe.Interval)
+		t := time.NewTicker(m.publishEvery)
 		defer t.Stop()
 		failing := false // log when publishing starts or stops failing, not every time
 		for {
@@ -151,7 +232,7 @@ func (m *measurer) start(s *Server, targets func() map[string]string) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				err := m.reg.Publish(ctx, s.cfg.Name, registry.PairsFrom(s.cfg.Name, m.prober.Snapshot()))
+				err := m.publish(ctx)
 				if ctx.Err() != nil {
 					return
 				}
@@ -168,7 +249,20 @@ func (m *measurer) start(s *Server, targets func() map[string]string) {
 		defer m.wg.Done()
 		m.reg.Run(ctx)
 	}()
-	s.measure = m
+}
+
+// publish hands the registry this relay's pairs and, in mode
+// coordinates, its coordinate first: a reader that sees the new pairs
+// sees the coordinate they moved.
+func (m *measurer) publish(ctx context.Context) error {
+	var errs []error
+	if c, ok := m.probes.(coordinated); ok {
+		if rc, ok := m.reg.(registry.Coordinates); ok {
+			errs = append(errs, rc.PublishCoordinate(ctx, m.self, c.Coordinate()))
+		}
+	}
+	errs = append(errs, m.reg.Publish(ctx, m.self, m.probes.Snapshot()))
+	return errors.Join(errs...)
 }
 
 // stop ends the measuring goroutines, then closes the registry: with
@@ -206,24 +300,35 @@ func (s *Server) ReloadFleet() error {
 	return nil
 }
 
-// serveMeasurements answers /v1/measurements: this relay's own pairs, or
-// with scope=fleet everything it knows.
+// serveMeasurements answers /v1/measurements: this relay's own pairs and
+// (probe mode coordinates) its coordinate as it is now, or with
+// scope=fleet every pair and coordinate it knows.
 func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	var pairs []registry.Pair
+	var coords []registry.Coordinate
+	now := time.Now()
 	switch scope := r.URL.Query().Get("scope"); scope {
 	case "", "local":
 		if s.measure != nil {
-			pairs = registry.PairsFrom(s.cfg.Name, s.measure.prober.Snapshot())
+			pairs = s.measure.probes.Snapshot()
+			if c, ok := s.measure.probes.(coordinated); ok {
+				coords = []registry.Coordinate{{Relay: s.cfg.Name, Coord: c.Coordinate(), UpdatedAt: now}}
+			}
 		}
 	case "fleet":
 		if s.measure != nil {
 			pairs, _ = s.measure.reg.Pairs(r.Context())
+			if rc, ok := s.measure.reg.(registry.Coordinates); ok {
+				coords, _ = rc.Coordinates(r.Context())
+			}
 		}
 	default:
 		http.Error(w, fmt.Sprintf("scope %q: want local or fleet", scope), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, registry.Serve(s.cfg.Name, s.cfg.Region, pairs, time.Now()))
+	m := registry.Serve(s.cfg.Name, s.cfg.Region, pairs, now)
+	m.Coordinates = registry.ServeCoordinates(coords, now)
+	writeJSON(w, m)
 }
 
 // maxProbeCount bounds /v1/probe: it makes real connections.

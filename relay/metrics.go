@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -28,6 +29,13 @@ type metrics struct {
 	panics            prometheus.Counter
 	poolEvents        *prometheus.CounterVec
 	optimisticResets  *prometheus.CounterVec
+	// probes counts the RTT probes to peer relays by result; probeSetSize
+	// is how many peers are probed (every one in mode mesh).
+	probes       *prometheus.CounterVec
+	probeSetSize prometheus.Gauge
+	// coordNode is the coordinate whose counters the coordinate metrics
+	// report (probe mode coordinates); unset, they read 0.
+	coordNode atomic.Pointer[coord.Node]
 	// registry is the registry whose freshness the registry gauges report;
 	// unset (no registry, or the fleet file, which cannot go stale as a
 	// whole) they read 0.
@@ -73,7 +81,43 @@ func newMetrics() *metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relaymesh_handler_panics_total", Help: "Panics recovered in connection handlers.",
 		}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_probes_total",
+			Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), error (timeout, unreachable).",
+		}, []string{"result"}),
+		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relaymesh_probe_set_size",
+			Help: "Peer relays this relay probes: every other one in probe mode mesh; its nearest, random and wanted ones in mode coordinates.",
+		}),
 	}
+	coordStat := func(name, help string, stat func(coord.Stats) int) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			if n := m.coordNode.Load(); n != nil {
+				return float64(stat(n.Stats()))
+			}
+			return 0
+		})
+	}
+	m.reg.MustRegister(
+		coordStat("relaymesh_coordinate_updates_total",
+			"Answered probes that moved this relay's network coordinate (probe mode coordinates).",
+			func(s coord.Stats) int { return s.Updates }),
+		coordStat("relaymesh_coordinate_rejected_total",
+			"Answered probes that could not move the coordinate: the peer's coordinate of another dimension or invalid, or an RTT over 10 s.",
+			func(s coord.Stats) int { return s.Rejected }),
+		coordStat("relaymesh_coordinate_resets_total",
+			"Times the coordinate became invalid and started over from the origin.",
+			func(s coord.Stats) int { return s.Resets }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_coordinate_error",
+			Help: "The coordinate's own error estimate (Vivaldi's, dimensionless: 1.5 at start, falling as it fits its peers); 0 without coordinates.",
+		}, func() float64 {
+			if n := m.coordNode.Load(); n != nil {
+				return n.Coordinate().Error
+			}
+			return 0
+		}),
+	)
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "relaymesh_registry_stale",
@@ -96,7 +140,7 @@ func newMetrics() *metrics {
 		}),
 	)
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

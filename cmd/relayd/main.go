@@ -31,7 +31,13 @@ func rootCmd() *cobra.Command {
 		Long: `relayd is the relaymesh relay daemon. It accepts SOCKS5 (RFC 1928/1929) and HTTP
 proxy clients (CONNECT and absolute-form http://), and reaches each destination
 either directly or through a chain of next hops (other relays, or any standard
-SOCKS5/HTTP proxy such as dante or squid).`,
+SOCKS5/HTTP proxy such as dante or squid).
+
+Relays given a registry (--fleet or --consul) measure the RTTs between each
+other with TCP handshakes (--probe-mode): mesh probes every peer every 2 s, one
+handshake per peer per interval, fine for tens of relays; coordinates spends a
+fixed 12 handshakes a minute whatever the fleet size and estimates the rest from
+network coordinates. Details: relayd run --help.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -82,6 +88,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"fleet":             func() { cfg.Fleet = f.Fleet },
 		"consul":            func() { cfg.Consul.Addr = f.Consul.Addr },
 		"consul-token":      func() { cfg.Consul.Token = f.Consul.Token },
+		"probe-mode":        func() { cfg.Probe.Mode = f.Probe.Mode },
 	}
 }
 
@@ -105,6 +112,15 @@ and its default), and flags given on the command line override the file.
 With $RELAYD_CPU_PROFILE=PATH set, relayd writes a Go CPU profile to PATH.PID
 from start to exit (go tool pprof relayd PATH.PID).
 
+With --fleet or --consul the relay measures the RTT to the other relays with
+TCP handshakes to their admin ports (--probe-mode; ~450 bytes each):
+  mesh         every peer every probe.interval (2 s): one handshake per peer
+               per interval, 30 a minute per peer; fine for tens of relays.
+  coordinates  probe.per_minute handshakes a minute (12) whatever the fleet
+               size, to the probe.nearest (8) and probe.random (4) peers; the
+               rest is estimated from network coordinates, published with the
+               measurements. For fleets of hundreds of relays and more.
+
 Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
 refuses to start without credentials unless --open is given; destinations in
 loopback, private, link-local (cloud metadata), CGNAT and unspecified ranges are
@@ -122,6 +138,9 @@ refused, checked on the resolved IP at connect time (--allow-private or
   relayd run --relay-listen :7000 --fleet-secret-file /etc/relaymesh/fleet.key   # on osaka and tokyo
   relayd run --fleet-secret-file /etc/relaymesh/fleet.key \
       --next relaymesh://osaka.example.net:7000 --next relaymesh://tokyo.example.net:7000
+
+  # a relay of a large fleet: a fixed probe budget instead of every peer
+  relayd run --config /etc/relayd.yaml --name tokyo --fleet /etc/relaymesh/fleet.yaml --probe-mode coordinates
 
   # from a config file, one setting overridden
   relayd run --config /etc/relayd.yaml --log-level debug`,
@@ -243,6 +262,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
 	fl.StringVar(&f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
 	fl.StringVar(&f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
+	fl.StringVar(&f.Probe.Mode, "probe-mode", relay.DefaultProbeMode, "how peers are probed with --fleet or --consul: mesh (every peer every probe.interval: one handshake per peer per interval, fine for tens of relays) or coordinates (probe.per_minute handshakes a minute, 12 by default, whatever the fleet size; the rest estimated from network coordinates)")
 	return cmd
 }
 

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -26,5 +30,44 @@ func TestEveryFlagApplies(t *testing.T) {
 		if cmd.Flags().Lookup(name) == nil {
 			t.Errorf("flagOverlay names --%s, which run does not have", name)
 		}
+	}
+}
+
+// runErr runs relayd with args and returns its error; every case here
+// fails validation, before anything listens.
+func runErr(t *testing.T, args ...string) error {
+	t.Helper()
+	root := rootCmd()
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.Execute()
+	if err == nil {
+		t.Fatalf("relayd %v ran", args)
+	}
+	return err
+}
+
+// --probe-mode reaches probe.mode, over the config file's: the error of a
+// mode that does not exist names the key and quotes the flag's value, and
+// a valid flag replaces a file's bad mode (the run then fails only on what
+// else is wrong).
+func TestProbeModeFlag(t *testing.T) {
+	if err := runErr(t, "run", "--probe-mode", "all"); !strings.Contains(err.Error(), `probe.mode: "all" is not mesh`) {
+		t.Fatalf("--probe-mode all: %v, want an error naming probe.mode", err)
+	}
+	cfg := filepath.Join(t.TempDir(), "relayd.yaml")
+	if err := os.WriteFile(cfg, []byte("probe: {mode: ring}\nlog: {level: loud}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := runErr(t, "run", "--config", cfg); !strings.Contains(err.Error(), `probe.mode: "ring"`) {
+		t.Fatalf("the file's mode: %v", err)
+	}
+	err := runErr(t, "run", "--config", cfg, "--probe-mode", "coordinates")
+	if strings.Contains(err.Error(), "probe.mode") || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("--probe-mode coordinates over the file's ring: %v, want only the file's log.level refused", err)
+	}
+	if def := runCmd().Flags().Lookup("probe-mode").DefValue; def != relay.ProbeMesh {
+		t.Fatalf("--probe-mode defaults to %q, want mesh", def)
 	}
 }

@@ -171,6 +171,14 @@ func (n *Node) Interval() time.Duration { return n.cfg.Interval() }
 // Coordinate is a copy of the node's coordinate.
 func (n *Node) Coordinate() *coordinate.Coordinate { return n.client.GetCoordinate() }
 
+// ProbeSetSize is how many peers the probe set held when NextTarget last
+// made it: Nearest + Random + the wanted peers, fewer in a smaller fleet.
+func (n *Node) ProbeSetSize() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.set)
+}
+
 // Stats are the node's counters.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()

@@ -60,9 +60,15 @@ func TestNextTargetCyclesThroughTheSet(t *testing.T) {
 	n := newNode(t, "self", small, 1)
 	fleet := fleetOf(30, "self")
 	now := t0
+	if got := n.ProbeSetSize(); got != 0 {
+		t.Fatalf("probe set of %d before the first pick", got)
+	}
 	first := picks(t, n, &now, fleet, 5)
 	if len(sorted(first)) != 5 {
 		t.Fatalf("first 5 picks %v: want 5 different peers", first)
+	}
+	if got := n.ProbeSetSize(); got != 5 {
+		t.Fatalf("probe set of %d, want 3 nearest + 2 random", got)
 	}
 	if slices.Contains(first, "self") {
 		t.Fatalf("picked itself: %v", first)
@@ -135,6 +141,9 @@ func TestNextTargetDropsDepartedPeers(t *testing.T) {
 	few := fleetOf(2, "self")
 	if got := sorted(picks(t, n, &now, few, 4)); !slices.Equal(got, []string{"p00", "p01"}) {
 		t.Errorf("fleet of 2: picked %v", got)
+	}
+	if got := n.ProbeSetSize(); got != 2 {
+		t.Errorf("fleet of 2: a probe set of %d", got)
 	}
 }
 

@@ -13,12 +13,15 @@ import (
 )
 
 // The Consul layout, documented in docs/registry.md: every relay registers
-// one instance of ConsulService (ID ConsulServiceIDPrefix+name) and writes
-// its measurements, a JSON list of Pair, at ConsulKVPrefix+name.
+// one instance of ConsulService (ID ConsulServiceIDPrefix+name), writes its
+// measurements, a JSON list of Pair, at ConsulKVPrefix+name, and (probe mode
+// coordinates) its network coordinate, a JSON Coordinate, at
+// ConsulCoordinatesPrefix+name.
 const (
-	ConsulService         = "relaymesh"
-	ConsulServiceIDPrefix = "relaymesh-"
-	ConsulKVPrefix        = "relaymesh/measurements/"
+	ConsulService           = "relaymesh"
+	ConsulServiceIDPrefix   = "relaymesh-"
+	ConsulKVPrefix          = "relaymesh/measurements/"
+	ConsulCoordinatesPrefix = "relaymesh/coordinates/"
 )
 
 // Defaults of ConsulOptions.
@@ -37,6 +40,10 @@ const (
 	pingEvery     = 5 * time.Second
 	callTimeout   = 5 * time.Second
 	coordCoalesce = 10 * time.Second
+	// relayCoordCoalesce is the least time between two reads of the
+	// relays' coordinates: each read carries every relay's, and they
+	// drift all the time, a write per relay every PublishEvery.
+	relayCoordCoalesce = 10 * time.Second
 )
 
 // ConsulOptions configure the Consul backend.
@@ -55,7 +62,8 @@ type ConsulOptions struct {
 	Log *zap.Logger
 	// PublishEvery: Publish writes at once when a measurement changed
 	// materially (see material), otherwise at most this often, to keep
-	// the ages fresh without a Raft write per probe. Default 10 s.
+	// the ages fresh without a Raft write per probe. PublishCoordinate
+	// writes at most this often (at once the first time). Default 10 s.
 	PublishEvery time.Duration
 	// WatchCoalesce is the least time between two reads of the measurement
 	// prefix: every relay's write wakes every watcher, and each read
@@ -85,8 +93,9 @@ type SelfRegistration struct {
 }
 
 // Consul is the Consul backend. Relays are the instances of the relaymesh
-// service with their Consul health, measurements live in KV, and Consul's
-// network coordinates estimate the pairs nobody measured yet. Run keeps a
+// service with their Consul health, measurements and the relays' own
+// coordinates live in KV, and Consul's network coordinates (of its nodes,
+// not the relays') estimate the pairs nobody measured yet. Run keeps a
 // cache current with blocking queries; Relays and Pairs answer from it, so
 // they keep answering (with the last known data) while Consul is down.
 type Consul struct {
@@ -103,14 +112,18 @@ type Consul struct {
 	measured    map[string][]Pair
 	coords      map[string]*coordinate.Coordinate // Consul node -> coordinate
 	coordsAt    time.Time
-	mine        map[string]*published // from -> what Publish was given and what reached KV
-	failing     map[string]time.Time  // loop -> failing since; empty while in touch
-	lastContact time.Time             // when Consul last answered; newConsul's time until it does
-	epoch       uint64                // bumped on every failure: blocking loops restart from index 0
-	gen         chan struct{}         // closed on recovery: abandons queries stuck on a dead connection
-	watchers    watchers
-	badKeys     map[string]bool // undecodable KV keys already logged
-	left        bool            // Deregister was called: never register or write again
+	relayCoords map[string]Coordinate // relay -> its own coordinate, from KV
+	// relayCoordsEvery is the least gap between two reads of the relays'
+	// coordinates (relayCoordCoalesce; tests shorten it).
+	relayCoordsEvery time.Duration
+	mine             map[string]*published // from -> what Publish was given and what reached KV
+	failing          map[string]time.Time  // loop -> failing since; empty while in touch
+	lastContact      time.Time             // when Consul last answered; newConsul's time until it does
+	epoch            uint64                // bumped on every failure: blocking loops restart from index 0
+	gen              chan struct{}         // closed on recovery: abandons queries stuck on a dead connection
+	watchers         watchers
+	badKeys          map[string]bool // undecodable KV keys already logged
+	left             bool            // Deregister was called: never register or write again
 }
 
 type consulRelay struct {
@@ -122,6 +135,10 @@ type published struct {
 	pairs     []Pair    // newest given to Publish
 	written   []Pair    // what is in KV
 	writtenAt time.Time // zero: never written, or lost
+	// coord is the newest given to PublishCoordinate (nil: none), and
+	// coordWrittenAt when it last reached KV (zero: never, or lost).
+	coord          *Coordinate
+	coordWrittenAt time.Time
 }
 
 // newConsul returns a Consul registry (Open's Consul half). It does not
@@ -158,6 +175,7 @@ func newConsul(opts ConsulOptions) (*Consul, error) {
 	return &Consul{
 		client: client, opts: opts, addr: cfg.Address, log: opts.Log,
 		measured: map[string][]Pair{}, coords: map[string]*coordinate.Coordinate{},
+		relayCoords: map[string]Coordinate{}, relayCoordsEvery: relayCoordCoalesce,
 		mine: map[string]*published{}, failing: map[string]time.Time{},
 		gen: make(chan struct{}), badKeys: map[string]bool{}, lastContact: time.Now(),
 	}, nil
@@ -194,6 +212,24 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 		newest.add(m.pairs)
 	}
 	c.addEstimates(newest)
+	return newest.sorted(), nil
+}
+
+// Coordinates returns the relays' own coordinates as read from KV (this
+// process's own newest included, written or not), newest per relay, sorted
+// by relay.
+func (c *Consul) Coordinates(context.Context) ([]Coordinate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	newest := newestCoords{}
+	for _, rc := range c.relayCoords {
+		newest.add(rc)
+	}
+	for _, m := range c.mine {
+		if m.coord != nil {
+			newest.add(*m.coord)
+		}
+	}
 	return newest.sorted(), nil
 }
 

@@ -3,12 +3,14 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/serf/coordinate"
 )
 
 // material says whether fresh measurements differ enough from those in KV
@@ -96,14 +98,80 @@ func (c *Consul) write(ctx context.Context, from string) error {
 	return nil
 }
 
-// republish writes Self's newest measurements now, if it has any.
+// PublishCoordinate records relay's network coordinate and writes it to
+// ConsulCoordinatesPrefix+relay the first time and then at most every
+// PublishEvery: a coordinate moves a little with every probe, and a Raft
+// write per probe per relay is what the probe budget is there to avoid.
+// With Self set, relay must be Self's name.
+func (c *Consul) PublishCoordinate(ctx context.Context, relay string, coord *coordinate.Coordinate) error {
+	if relay == "" || (c.opts.Self != nil && relay != c.opts.Self.Name) {
+		return fmt.Errorf("consul registry of %q cannot publish a coordinate for %q", c.selfName(), relay)
+	}
+	if !saneCoord(coord) {
+		return fmt.Errorf("consul registry of %q: coordinate %+v is not a usable one (finite, at most %d dimensions, within %d s)", relay, coord, maxCoordDims, maxCoordSeconds)
+	}
+	c.mu.Lock()
+	m := c.mine[relay]
+	if m == nil {
+		m = &published{}
+		c.mine[relay] = m
+	}
+	m.coord = &Coordinate{Relay: relay, Coord: coord.Clone(), UpdatedAt: time.Now()}
+	need := (m.coordWrittenAt.IsZero() || time.Since(m.coordWrittenAt) >= c.opts.PublishEvery) && !c.left
+	c.mu.Unlock()
+	if !need {
+		return nil
+	}
+	return c.writeCoord(ctx, relay)
+}
+
+// writeCoord puts the newest coordinate of relay into KV: one value of
+// ~250 bytes, whatever the fleet's size.
+func (c *Consul) writeCoord(ctx context.Context, relay string) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	var coord *Coordinate
+	if m := c.mine[relay]; m != nil && m.coord != nil {
+		cp := *m.coord
+		coord = &cp
+	}
+	left := c.left && relay == c.selfName()
+	c.mu.Unlock()
+	if left || coord == nil {
+		return nil
+	}
+	body, err := json.Marshal(coord)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := c.client.KV().Put(&api.KVPair{Key: ConsulCoordinatesPrefix + relay, Value: body}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("consul %s: writing %s%s: %w", c.addr, ConsulCoordinatesPrefix, relay, err)
+	}
+	c.mu.Lock()
+	if m := c.mine[relay]; m != nil {
+		m.coordWrittenAt = time.Now()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// republish writes Self's newest measurements and coordinate now, those it
+// has.
 func (c *Consul) republish(ctx context.Context) error {
 	name := c.selfName()
 	c.mu.Lock()
-	_, ok := c.mine[name]
+	m, ok := c.mine[name]
+	hasCoord := ok && m.coord != nil
 	c.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return c.write(ctx, name)
+	err := c.write(ctx, name)
+	if hasCoord {
+		err = errors.Join(err, c.writeCoord(ctx, name))
+	}
+	return err
 }

@@ -89,7 +89,8 @@ const ConsulChecksToPass = 3
 
 // ensureRegistered registers Self if the agent does not know it (an agent
 // restarted in -dev mode, or one that deregistered it after a long critical
-// spell), then writes its measurements again: they may be gone too.
+// spell), then writes its measurements and coordinate again: they may be
+// gone too.
 func (c *Consul) ensureRegistered(ctx context.Context) error {
 	if c.opts.Self == nil {
 		return nil
@@ -120,8 +121,8 @@ func (c *Consul) ensureRegistered(ctx context.Context) error {
 	return c.republish(ctx)
 }
 
-// Deregister removes Self's service and measurements (relayd calls it on
-// shutdown), for good: this registry will not register or write again,
+// Deregister removes Self's service, measurements and coordinate (relayd
+// calls it on shutdown), for good: this registry will not register or write again,
 // even if Run is still going. Its peers' measurements of it stay, and age.
 func (c *Consul) Deregister(ctx context.Context) error {
 	if c.opts.Self == nil {
@@ -142,8 +143,10 @@ func (c *Consul) Deregister(ctx context.Context) error {
 	if err := c.client.Agent().ServiceDeregisterOpts(c.serviceID(), (&api.QueryOptions{}).WithContext(ctx)); err != nil {
 		errs = append(errs, fmt.Errorf("deregistering %s: %w", c.serviceID(), err))
 	}
-	if _, err := c.client.KV().Delete(ConsulKVPrefix+c.opts.Self.Name, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		errs = append(errs, fmt.Errorf("deleting %s%s: %w", ConsulKVPrefix, c.opts.Self.Name, err))
+	for _, prefix := range []string{ConsulKVPrefix, ConsulCoordinatesPrefix} {
+		if _, err := c.client.KV().Delete(prefix+c.opts.Self.Name, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s%s: %w", prefix, c.opts.Self.Name, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consul %s: %w", c.addr, err)

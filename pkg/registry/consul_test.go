@@ -326,3 +326,115 @@ func TestRelaysFromHostileEntries(t *testing.T) {
 		t.Fatalf("relaysFrom = %+v, want relays a and b", got)
 	}
 }
+
+// TestConsulRelayCoordinates runs the relays' own coordinates against a
+// real Consul agent: a relay writes its coordinate to
+// relaymesh/coordinates/<relay> (once more only after PublishEvery),
+// readers see it, one-shot and watching, a forged or broken key is
+// ignored, a key lost is written again, and deregistering deletes it.
+func TestConsulRelayCoordinates(t *testing.T) {
+	agent := consultest.Start(t, "../../bin/consul")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, err := api.NewClient(&api.Config{Address: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a, err := newConsul(ConsulOptions{
+		Addr: agent.HTTP, PublishEvery: time.Hour, WatchCoalesce: 100 * time.Millisecond,
+		Self: &SelfRegistration{Name: "a", Admin: "127.0.0.1:1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.relayCoordsEvery = 100 * time.Millisecond
+	var runWG sync.WaitGroup
+	defer func() { cancel(); runWG.Wait() }()
+
+	first := &coordinate.Coordinate{Vec: []float64{0.01, 0.02}, Error: 0.5, Height: 1e-4}
+	if err := a.PublishCoordinate(ctx, "a", first); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PublishCoordinate(ctx, "b", first); err == nil {
+		t.Fatal("a published b's coordinate")
+	}
+	kv, _, err := client.KV().Get("relaymesh/coordinates/a", nil)
+	if err != nil || kv == nil {
+		t.Fatalf("relaymesh/coordinates/a: %v %v", kv, err)
+	}
+	var stored Coordinate
+	if err := json.Unmarshal(kv.Value, &stored); err != nil || stored.Relay != "a" || len(stored.Coord.Vec) != 2 ||
+		stored.Coord.Vec[1] != 0.02 || stored.Coord.Height != 1e-4 || time.Since(stored.UpdatedAt) > time.Minute {
+		t.Fatalf("stored: %s %v", kv.Value, err)
+	}
+	// Within PublishEvery a new coordinate is kept, not written: one write
+	// per relay per PublishEvery, whatever it probes.
+	if err := a.PublishCoordinate(ctx, "a", &coordinate.Coordinate{Vec: []float64{0.05, 0}, Error: 0.4}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _, _ := client.KV().Get("relaymesh/coordinates/a", nil); again == nil || again.ModifyIndex != kv.ModifyIndex {
+		t.Fatal("a second coordinate within PublishEvery was written")
+	}
+	if cs, _ := a.Coordinates(ctx); len(cs) != 1 || cs[0].Coord.Vec[0] != 0.05 {
+		t.Fatalf("a's own coordinates %+v, want its newest, written or not", cs)
+	}
+
+	// Another relay's key that names a third, and a key that is no JSON.
+	for key, val := range map[string]string{
+		"relaymesh/coordinates/x": `{"relay":"b","coord":{"Vec":[0.01,0.01]},"updated_at":"2030-01-01T00:00:00Z"}`,
+		"relaymesh/coordinates/y": `not json`,
+		"relaymesh/coordinates/z": `{"relay":"z","coord":{"Vec":[0.01,0.01],"Height":0},"updated_at":"` + time.Now().Add(-5*time.Second).Format(time.RFC3339Nano) + `"}`,
+	} {
+		if _, err := client.KV().Put(&api.KVPair{Key: key, Value: []byte(val)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once, _ := newConsul(ConsulOptions{Addr: agent.HTTP})
+	if err := once.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var reg Registry = once
+	cs, _ := reg.(Coordinates).Coordinates(ctx)
+	if len(cs) != 2 || cs[0].Relay != "a" || cs[0].Coord.Vec[0] != 0.01 || cs[1].Relay != "z" {
+		t.Fatalf("one-shot reader: %+v, want a's as written and z's (not x's forged, not y's broken)", cs)
+	}
+	if age := cs[1].Age(time.Now()); age < 4*time.Second || age > time.Minute {
+		t.Fatalf("z's coordinate %v old, want ~5 s", age)
+	}
+
+	// Lost (an agent restarted in -dev mode, or deleted by hand): a
+	// running relay writes it again, its newest.
+	runWG.Add(1)
+	go func() { defer runWG.Done(); a.Run(ctx) }()
+	// Registering writes the coordinate again too (an agent that lost
+	// the service lost the KV store as well): delete it only after.
+	eventually(t, 10*time.Second, "a registered", func() bool {
+		_, _, err := client.Agent().Service("relaymesh-a", nil)
+		return err == nil
+	})
+	if _, err := client.KV().Delete("relaymesh/coordinates/a", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a's lost coordinate written again", func() bool {
+		kv, _, err := client.KV().Get("relaymesh/coordinates/a", nil)
+		return err == nil && kv != nil && bytes.Contains(kv.Value, []byte(`"Vec":[0.05,0]`))
+	})
+
+	// Deregistering deletes it with the measurements.
+	cancel()
+	runWG.Wait()
+	if err := a.Deregister(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if kv, _, _ := client.KV().Get("relaymesh/coordinates/a", nil); kv != nil {
+		t.Fatal("coordinate still there after deregistering")
+	}
+	a.opts.PublishEvery = time.Nanosecond // any publish would write now
+	if err := a.PublishCoordinate(context.Background(), "a", first); err != nil {
+		t.Fatal(err)
+	}
+	if kv, _, _ := client.KV().Get("relaymesh/coordinates/a", nil); kv != nil {
+		t.Fatal("a deregistered relay wrote its coordinate again")
+	}
+}

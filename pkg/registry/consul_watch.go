@@ -25,8 +25,9 @@ func (c *Consul) Stale() (bool, time.Time) {
 	return len(c.failing) > 0, c.lastContact
 }
 
-// Refresh reads the relays, the measurements and the coordinates once,
-// without blocking (for one-shot readers such as relayctl).
+// Refresh reads the relays, the measurements, the relays' coordinates and
+// Consul's node coordinates once, without blocking (for one-shot readers
+// such as relayctl).
 func (c *Consul) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -37,9 +38,10 @@ func (c *Consul) Refresh(ctx context.Context) error {
 	if _, err := c.fetchKV(ctx, q()); err != nil {
 		return fmt.Errorf("consul %s: %w", c.addr, err)
 	}
-	// Coordinates are only a prior: without them the measured matrix is
-	// still complete.
+	// Coordinates are only a prior and a guide: without them the measured
+	// matrix is still complete.
 	_, _ = c.fetchCoords(ctx, q())
+	_, _ = c.fetchRelayCoords(ctx, q())
 	c.mu.Lock()
 	c.lastContact = time.Now()
 	c.mu.Unlock()
@@ -47,10 +49,11 @@ func (c *Consul) Refresh(ctx context.Context) error {
 }
 
 // Run registers Self (if set) and keeps the cache current until ctx ends:
-// one blocking-query loop each for the relays, the measurements and the
-// coordinates, and a ping of the agent every 5 s that notices an outage
-// even when no query is answering. Failed loops retry with a backoff of at
-// most 2 s, from a fresh (non-blocking) read.
+// one blocking-query loop each for the relays, the measurements, the
+// relays' coordinates and Consul's node coordinates, and a ping of the
+// agent every 5 s that notices an outage even when no query is answering.
+// Failed loops retry with a backoff of at most 2 s, from a fresh
+// (non-blocking) read.
 func (c *Consul) Run(ctx context.Context) {
 	if c.opts.Self != nil {
 		if err := c.ensureRegistered(ctx); err != nil && ctx.Err() == nil {
@@ -68,6 +71,9 @@ func (c *Consul) Run(ctx context.Context) {
 	}{
 		{"services", 0, true, c.fetchServices},
 		{"measurements", c.opts.WatchCoalesce, true, c.fetchKV},
+		// The relays' own coordinates steer which peers they probe, and
+		// are estimates: missing them does not make the measurements stale.
+		{"relay coordinates", c.relayCoordsEvery, false, c.fetchRelayCoords},
 		{"coordinates", coordCoalesce, false, c.fetchCoords},
 	} {
 		wg.Add(1)
@@ -350,6 +356,57 @@ func (c *Consul) fetchKV(ctx context.Context, q *api.QueryOptions) (*api.QueryMe
 		// -dev mode) or someone deleted it. Write it again at once.
 		if err := c.write(ctx, self); err != nil && ctx.Err() == nil {
 			c.log.Debug("consul: rewriting lost measurements failed; the next publish retries", zap.Error(err))
+		}
+	}
+	return meta, nil
+}
+
+// fetchRelayCoords reads every relay's own coordinate. A key only speaks
+// for its own relay, and only a possible coordinate counts (saneCoord);
+// timestamps are taken as fetchKV takes the pairs'. Self's coordinate,
+// written once and gone, is written again at once (see fetchKV).
+func (c *Consul) fetchRelayCoords(ctx context.Context, q *api.QueryOptions) (*api.QueryMeta, error) {
+	kvs, meta, err := c.client.KV().List(ConsulCoordinatesPrefix, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ConsulCoordinatesPrefix, err)
+	}
+	now := time.Now()
+	coords := make(map[string]Coordinate, len(kvs))
+	for _, kv := range kvs {
+		relay := strings.TrimPrefix(kv.Key, ConsulCoordinatesPrefix)
+		var rc Coordinate
+		if err := json.Unmarshal(kv.Value, &rc); err != nil || rc.Relay != relay || !saneCoord(rc.Coord) {
+			c.mu.Lock()
+			logIt := !c.badKeys[kv.Key]
+			c.badKeys[kv.Key] = true
+			c.mu.Unlock()
+			if logIt {
+				c.log.Warn("consul: ignoring a coordinate key that is not this relay's coordinate as JSON",
+					zap.String("key", kv.Key), zap.NamedError("decoding", err))
+			}
+			continue
+		}
+		switch ahead := rc.UpdatedAt.Sub(now); {
+		case ahead > maxClockSkew:
+			continue // would never go stale
+		case ahead > 0:
+			rc.UpdatedAt = now
+		}
+		coords[relay] = rc
+	}
+	c.mu.Lock()
+	c.relayCoords = coords
+	self := c.selfName()
+	_, lost := coords[self]
+	m := c.mine[self]
+	lost = self != "" && !lost && m != nil && !m.coordWrittenAt.IsZero() && !c.left
+	if lost {
+		m.coordWrittenAt = time.Time{}
+	}
+	c.mu.Unlock()
+	if lost {
+		if err := c.writeCoord(ctx, self); err != nil && ctx.Err() == nil {
+			c.log.Debug("consul: rewriting the lost coordinate failed; the next publish retries", zap.Error(err))
 		}
 	}
 	return meta, nil

@@ -12,18 +12,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
+
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 )
 
 // Measurements is what a relay's admin API serves at /v1/measurements: the
-// pairs it measured itself (scope=local, the default), or with scope=fleet
-// also those it pulled from its peers. AgeS of each pair is its age when
-// served, so a reader computes UpdatedAt on its own clock (relays' clocks
-// may disagree; ages do not).
+// pairs it measured itself and its own network coordinate (scope=local, the
+// default), or with scope=fleet also the pairs and coordinates it pulled
+// from its peers. AgeS of each pair and coordinate is its age when served,
+// so a reader computes UpdatedAt on its own clock (relays' clocks may
+// disagree; ages do not). A relay probing every peer (probe mode mesh) has
+// no coordinate.
 type Measurements struct {
-	Relay  string       `json:"relay"`
-	Region string       `json:"region,omitempty"`
-	Pairs  []ServedPair `json:"pairs"`
+	Relay       string             `json:"relay"`
+	Region      string             `json:"region,omitempty"`
+	Pairs       []ServedPair       `json:"pairs"`
+	Coordinates []ServedCoordinate `json:"coordinates,omitempty"`
 }
 
 // ServedPair is a Pair with its age at serving time.
@@ -46,9 +51,10 @@ func Serve(relay, region string, pairs []Pair, now time.Time) Measurements {
 const FleetHealthTTL = 30 * time.Second
 
 // Fleet is the fleet-file backend. Relays come from the file (re-read when
-// it changes, or on Reload); measurements are pulled from each relay's
-// admin API with the file's admin token. Inside relayd, Self names the
-// relay running it: its own pairs come from Publish, not from a pull.
+// it changes, or on Reload); measurements and coordinates are pulled from
+// each relay's admin API with the file's admin token. Inside relayd, Self
+// names the relay running it: its own pairs come from Publish and its
+// coordinate from PublishCoordinate, not from a pull.
 type Fleet struct {
 	path      string
 	self      string
@@ -56,28 +62,36 @@ type Fleet struct {
 	pullEvery time.Duration // Run's pull interval
 	events    Events
 
-	mu       sync.Mutex
-	file     *fleet.File
-	modTime  time.Time
-	size     int64
-	local    []Pair
-	pulled   map[string]pull
-	relayed  map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
-	rotate   int               // which reachable peer relays next
-	watchers watchers
+	mu      sync.Mutex
+	file    *fleet.File
+	modTime time.Time
+	size    int64
+	local   []Pair
+	coord   *Coordinate // this relay's own, from PublishCoordinate
+	pulled  map[string]pull
+	relayed map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
+	// relayedCoords are the coordinates of peers we cannot reach, as
+	// another peer knows them.
+	relayedCoords map[string]Coordinate
+	rotate        int // which reachable peer relays next
+	watchers      watchers
 }
 
 type pull struct {
-	pairs []Pair
-	at    time.Time // when it answered
-	err   error
+	pairs  []Pair
+	coords []Coordinate // its own ("local"), or every one it knows ("fleet")
+	at     time.Time    // when it answered
+	err    error
 }
 
 // openFleet reads the fleet file at path (Open's fleet-file half). self is
 // the name of the relay using it ("" for a client such as relayctl); admin
 // reaches the relays' admin APIs (a 3 s timeout suits the pulls).
 func openFleet(path, self string, admin *AdminClient) (*Fleet, error) {
-	f := &Fleet{path: path, self: self, pulled: map[string]pull{}, relayed: map[string][]Pair{}, client: admin, pullEvery: DefaultPullInterval}
+	f := &Fleet{
+		path: path, self: self, client: admin, pullEvery: DefaultPullInterval,
+		pulled: map[string]pull{}, relayed: map[string][]Pair{}, relayedCoords: map[string]Coordinate{},
+	}
 	if _, err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -123,6 +137,11 @@ func (f *Fleet) Reload() (changed bool, err error) {
 	for name := range f.relayed {
 		if _, ok := file.Relay(name); !ok {
 			delete(f.relayed, name)
+		}
+	}
+	for name := range f.relayedCoords {
+		if _, ok := file.Relay(name); !ok {
+			delete(f.relayedCoords, name)
 		}
 	}
 	f.mu.Unlock()
@@ -198,6 +217,41 @@ func (f *Fleet) Publish(_ context.Context, from string, pairs []Pair) error {
 	return nil
 }
 
+// PublishCoordinate records this relay's own network coordinate (relay
+// must be Self), served at /v1/measurements with the pairs.
+func (f *Fleet) PublishCoordinate(_ context.Context, relay string, c *coordinate.Coordinate) error {
+	if relay != f.self || relay == "" {
+		return fmt.Errorf("fleet registry of %q cannot publish a coordinate for %q: each relay serves its own", f.self, relay)
+	}
+	if !saneCoord(c) {
+		return fmt.Errorf("fleet registry of %q: coordinate %+v is not a usable one (finite, at most %d dimensions, within %d s)", relay, c, maxCoordDims, maxCoordSeconds)
+	}
+	f.mu.Lock()
+	f.coord = &Coordinate{Relay: relay, Coord: c.Clone(), UpdatedAt: time.Now()}
+	f.mu.Unlock()
+	return nil
+}
+
+// Coordinates merges this relay's own coordinate and those pulled from
+// others, keeping the newest per relay. A relay, which pulls each peer's
+// own ("local"), knows its peers' coordinates; relayctl, which reads
+// "fleet" from every relay (Refresh), knows every one any of them knows.
+func (f *Fleet) Coordinates(context.Context) ([]Coordinate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	newest := newestCoords{}
+	if f.coord != nil {
+		newest.add(*f.coord)
+	}
+	for _, p := range f.pulled {
+		newest.add(p.coords...)
+	}
+	for _, c := range f.relayedCoords {
+		newest.add(c)
+	}
+	return newest.sorted(), nil
+}
+
 // Watch signals when the file changed.
 func (f *Fleet) Watch(ctx context.Context) <-chan struct{} { return f.watchers.add(ctx) }
 
@@ -218,13 +272,13 @@ func (f *Fleet) Pull(ctx context.Context, scope string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pairs, err := f.fetch(ctx, r, file.AdminToken, scope)
+			pairs, coords, err := f.fetch(ctx, r, file.AdminToken, scope)
 			f.mu.Lock()
 			if err == nil {
-				f.pulled[r.Name] = pull{pairs: pairs, at: time.Now()}
+				f.pulled[r.Name] = pull{pairs: pairs, coords: coords, at: time.Now()}
 			} else {
 				old := f.pulled[r.Name]
-				old.err = err // keep the last pairs: they age, and say so
+				old.err = err // keep the last pairs and coordinates: they age, and say so
 				f.pulled[r.Name] = old
 			}
 			f.mu.Unlock()
@@ -239,14 +293,14 @@ func (f *Fleet) Pull(ctx context.Context, scope string) error {
 	return errors.Join(errs...)
 }
 
-func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, error) {
+func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, []Coordinate, error) {
 	body, err := f.client.Get(ctx, r.Name, r.Admin, "/v1/measurements?scope="+scope, token, 16<<20)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var m Measurements
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("measurements: %w", err)
+		return nil, nil, fmt.Errorf("measurements: %w", err)
 	}
 	now := time.Now()
 	out := make([]Pair, 0, len(m.Pairs))
@@ -263,7 +317,18 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 		p.UpdatedAt = now.Add(-time.Duration(sp.AgeS * float64(time.Second)))
 		out = append(out, p)
 	}
-	return out, nil
+	// Coordinates likewise: a relay's own in "local", any relay's in
+	// "fleet"; an impossible one, or an age in the future, is dropped.
+	coords := make([]Coordinate, 0, len(m.Coordinates))
+	for _, sc := range m.Coordinates {
+		if (scope == "local" && sc.Relay != r.Name) || sc.Relay == "" || !saneCoord(sc.Coord) || !saneAge(sc.AgeS) {
+			continue
+		}
+		c := sc.Coordinate
+		c.UpdatedAt = now.Add(-time.Duration(sc.AgeS * float64(time.Second)))
+		coords = append(coords, c)
+	}
+	return out, coords, nil
 }
 
 // MinRTTMs is the smallest RTT believed from another relay: 10 us, below any
@@ -275,7 +340,7 @@ const MinRTTMs = 0.01
 // in [0, 1], no negative counts.
 func sane(sp Pair, ageS float64) bool {
 	ok := func(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
-	if !ok(ageS, 0, 30*24*3600) || !ok(sp.Loss, 0, 1) || sp.Samples < 0 || sp.From == "" || sp.To == "" || sp.From == sp.To {
+	if !saneAge(ageS) || !ok(sp.Loss, 0, 1) || sp.Samples < 0 || sp.From == "" || sp.To == "" || sp.From == sp.To {
 		return false
 	}
 	if sp.Samples > 0 && sp.Loss < 1 && !ok(sp.RTTMs, MinRTTMs, 60_000) {
@@ -289,12 +354,17 @@ func sane(sp Pair, ageS float64) bool {
 	return true
 }
 
+// saneAge says whether an age (seconds) is possible: not in the future,
+// and under 30 days.
+func saneAge(ageS float64) bool { return !math.IsNaN(ageS) && ageS >= 0 && ageS <= 30*24*3600 }
+
 // Sync is what a relay does every pull interval: pull each peer's own
 // measurements ("local": N-1 pairs from each of N-1 peers), then, only if
 // some peers could not be reached from here, read theirs from one peer that
-// could (rotating), as that peer knows them ("fleet"). Measurements thus
-// reach every relay even where two relays have no path between them, and a
-// fleet whose relays all reach each other never moves the whole matrix.
+// could (rotating), as that peer knows them ("fleet"), with their
+// coordinates. Measurements thus reach every relay even where two relays
+// have no path between them, and a fleet whose relays all reach each other
+// never moves the whole matrix.
 func (f *Fleet) Sync(ctx context.Context) error {
 	err := f.Pull(ctx, "local")
 	file := f.File()
@@ -320,7 +390,7 @@ func (f *Fleet) Sync(ctx context.Context) error {
 	if len(missing) == 0 || len(via) == 0 {
 		return err
 	}
-	pairs, rerr := f.fetch(ctx, from, file.AdminToken, "fleet")
+	pairs, coords, rerr := f.fetch(ctx, from, file.AdminToken, "fleet")
 	if rerr != nil {
 		return errors.Join(err, fmt.Errorf("%s (%s), relaying: %w", from.Name, from.Admin, rerr))
 	}
@@ -333,6 +403,11 @@ func (f *Fleet) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	for name, ps := range byFrom {
 		f.relayed[name] = ps
+	}
+	for _, c := range coords {
+		if slices.Contains(missing, c.Relay) {
+			f.relayedCoords[c.Relay] = c
+		}
 	}
 	f.mu.Unlock()
 	return err

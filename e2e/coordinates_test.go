@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
+)
+
+// adminGet GETs path from r's admin API with the admin token ("": none).
+func adminGet(t *testing.T, r *relayd, path, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+r.admin+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s%s: %s\n%s", r.admin, path, resp.Status, body)
+	}
+	return string(body)
+}
+
+// metricSum sums the samples of the metric name (every label value) in a
+// /metrics page.
+func metricSum(page, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(page, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if n, _, _ := strings.Cut(strings.Fields(line)[0], "{"); n == name {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+type coordsOut struct {
+	Relay       string
+	Coordinates []struct {
+		Relay string
+		Coord struct{ Vec []float64 }
+		AgeS  float64 `json:"age_s"`
+	}
+}
+
+// TestFleetCoordinatesMode: four relays in probe mode coordinates on a
+// fleet file, with a fast budget (600 handshakes a minute instead of 12):
+// each measures its peers within the budget, every relay's coordinate is
+// published and reaches every other (/v1/measurements?scope=fleet), and
+// relayctl rtt shows the matrix they measured.
+func TestFleetCoordinatesMode(t *testing.T) {
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token-0123456789"
+	const perMinute = 600 // one probe every 100 ms
+	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}, {name: "c", admin: freeAddr(t)}, {name: "d", admin: freeAddr(t)}}
+	writeFleetFile(t, fleetPath, token, relays)
+	start := time.Now()
+	for _, fr := range relays {
+		cfg := filepath.Join(dir, fr.name+".yaml")
+		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: %d, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", perMinute, fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token, "--allow-private",
+			"--fleet-secret-file", fleetSecretFile(t))
+	}
+
+	// Every relay knows all four coordinates: each published its own, and
+	// pulled the others'.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, fr := range relays {
+		for {
+			var m coordsOut
+			body := adminGet(t, fr.r, "/v1/measurements?scope=fleet", token)
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				t.Fatalf("%s: %v\n%s", fr.name, err, body)
+			}
+			known := map[string]bool{}
+			for _, c := range m.Coordinates {
+				if len(c.Coord.Vec) == 8 && c.AgeS >= 0 && c.AgeS < 5 {
+					known[c.Relay] = true
+				}
+			}
+			if len(known) == 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s knows the coordinates of %v, want a, b, c and d:\n%s", fr.name, known, body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// Each relay's own scope carries its own coordinate only.
+	for _, fr := range relays {
+		var m coordsOut
+		_ = json.Unmarshal([]byte(adminGet(t, fr.r, "/v1/measurements", token)), &m)
+		if len(m.Coordinates) != 1 || m.Coordinates[0].Relay != fr.name {
+			t.Errorf("%s's own measurements carry coordinates %+v, want its own", fr.name, m.Coordinates)
+		}
+	}
+
+	// The probe set holds the whole fleet of 3 peers, so relayctl sees the
+	// full matrix, measured.
+	waitRTT(t, fleetPath, func(m rttOut) bool {
+		ok := 0
+		for _, p := range m.Pairs {
+			if p.Loss == 0 && p.Samples >= 3 && p.RTTMs > 0 && p.RTTMs < 50 && !p.Estimated {
+				ok++
+			}
+		}
+		return ok == 12
+	})
+
+	for _, fr := range relays {
+		page := adminGet(t, fr.r, "/metrics", token)
+		if up := metricSum(page, "relaymesh_coordinate_updates_total"); up == 0 {
+			t.Errorf("%s: its coordinate never moved", fr.name)
+		}
+		if size := metricSum(page, "relaymesh_probe_set_size"); size != 3 {
+			t.Errorf("%s: relaymesh_probe_set_size %v, want its 3 peers", fr.name, size)
+		}
+		// Within budget: one probe at start, then at most one an interval.
+		probes := metricSum(page, "relaymesh_probes_total")
+		if most := float64(time.Since(start)/(time.Minute/perMinute)) + 1; probes == 0 || probes > most {
+			t.Errorf("%s: %v probes in %v, want some and at most the budget's %v", fr.name, probes, time.Since(start).Round(time.Millisecond), most)
+		}
+	}
+}
+
+// TestConsulCoordinatesMode: three relays in probe mode coordinates on
+// Consul: each writes its coordinate to relaymesh/coordinates/<relay>,
+// reads everyone's back (within the 10 s the relays' coordinates are read
+// at most every), relayctl sees the matrix they measured, and a relay that
+// stops deletes its key.
+func TestConsulCoordinatesMode(t *testing.T) {
+	agent := consultest.Start(t, "../bin/consul")
+	client, err := api.NewClient(&api.Config{Address: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	names := []string{"a", "b", "c"}
+	relays := map[string]*relayd{}
+	for _, n := range names {
+		cfg := filepath.Join(dir, n+".yaml")
+		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s, pull_interval: 300ms}\nconsul: {addr: %s}\n", agent.HTTP)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		relays[n] = startRelayd(t, "--config", cfg, "--name", n, "--allow-private")
+	}
+	deadline := time.Now().Add(25 * time.Second)
+	for _, n := range names {
+		for {
+			var m coordsOut
+			body := adminGet(t, relays[n], "/v1/measurements?scope=fleet", "")
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				t.Fatalf("%s: %v\n%s", n, err, body)
+			}
+			if len(m.Coordinates) == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s knows %d coordinates, want 3:\n%s", n, len(m.Coordinates), body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, n := range names {
+		kv, _, err := client.KV().Get("relaymesh/coordinates/"+n, nil)
+		if err != nil || kv == nil || !strings.Contains(string(kv.Value), `"relay":"`+n+`"`) {
+			t.Fatalf("relaymesh/coordinates/%s: %v %v", n, kv, err)
+		}
+	}
+	for {
+		var m rttOut
+		relayctlJSON(t, &m, "rtt", "--consul", agent.HTTP, "-o", "json")
+		ok := 0
+		for _, p := range m.Pairs {
+			if !p.Estimated && p.Loss == 0 && p.Samples >= 3 && p.RTTMs > 0 && p.RTTMs < 50 {
+				ok++
+			}
+		}
+		if ok == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relayctl rtt: %d of 6 pairs measured: %+v", ok, m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	relays["c"].stop(t)
+	if kv, _, err := client.KV().Get("relaymesh/coordinates/c", nil); err != nil || kv != nil {
+		t.Fatalf("c stopped and its coordinate stays: %v %v", kv, err)
+	}
+}

@@ -1,0 +1,102 @@
+package registry
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+// Coordinate is a relay's network coordinate (pkg/coord's Vivaldi, in seconds as serf keeps it) and when it was published.
+type Coordinate struct {
+	Relay     string                 `json:"relay"`
+	Coord     *coordinate.Coordinate `json:"coord"`
+	UpdatedAt time.Time              `json:"updated_at"`
+}
+
+// Coordinates is implemented by the backends that carry relays' own coordinates (both do).
+type Coordinates interface {
+	PublishCoordinate(ctx context.Context, relay string, c *coordinate.Coordinate) error
+	Coordinates(ctx context.Context) ([]Coordinate, error) // newest per relay, sorted by relay
+}
+
+// Age is how old the coordinate is at now.
+func (c Coordinate) Age(now time.Time) time.Duration { return now.Sub(c.UpdatedAt) }
+
+// ServedCoordinate is a Coordinate with its age at serving time, as
+// /v1/measurements carries it: readers rebase UpdatedAt on their own clock,
+// as they do pairs.
+type ServedCoordinate struct {
+	Coordinate
+	AgeS float64 `json:"age_s"`
+}
+
+// ServeCoordinates turns coordinates into what /v1/measurements carries
+// besides the pairs, ages taken at now. Coordinates that are not possible
+// (see saneCoord) are left out: JSON has no NaN, and one would make the
+// whole answer unencodable.
+func ServeCoordinates(coords []Coordinate, now time.Time) []ServedCoordinate {
+	out := make([]ServedCoordinate, 0, len(coords))
+	for _, c := range coords {
+		if c.Relay == "" || !saneCoord(c.Coord) {
+			continue
+		}
+		out = append(out, ServedCoordinate{Coordinate: c, AgeS: c.Age(now).Seconds()})
+	}
+	return out
+}
+
+// maxCoordDims bounds a coordinate's dimension: serf's default is 8, and a
+// reader compares coordinates component by component.
+const maxCoordDims = 64
+
+// maxCoordSeconds bounds every component of a coordinate, in seconds: an
+// RTT above 60 s is not believed either (sane).
+const maxCoordSeconds = 60
+
+// saneCoord says whether a coordinate read from elsewhere is possible: a
+// dimension of 1 to maxCoordDims, every component finite and within
+// ±maxCoordSeconds, a height not negative (it would make distances
+// negative), an error (serf's confidence weight) not negative. A coordinate of another dimension than the reader's own is
+// still sane here: pkg/coord refuses to compare it.
+func saneCoord(c *coordinate.Coordinate) bool {
+	if c == nil || len(c.Vec) == 0 || len(c.Vec) > maxCoordDims || !c.IsValid() {
+		return false
+	}
+	within := func(v float64) bool { return math.Abs(v) <= maxCoordSeconds }
+	for _, v := range c.Vec {
+		if !within(v) {
+			return false
+		}
+	}
+	return within(c.Adjustment) && c.Error >= 0 && within(c.Error) && c.Height >= 0 && within(c.Height)
+}
+
+// newestCoords keeps the newest Coordinate per relay as sets are added.
+type newestCoords map[string]Coordinate
+
+func (n newestCoords) add(cs ...Coordinate) {
+	for _, c := range cs {
+		if c.Relay == "" || c.Coord == nil {
+			continue
+		}
+		if old, ok := n[c.Relay]; !ok || c.UpdatedAt.After(old.UpdatedAt) {
+			n[c.Relay] = c
+		}
+	}
+}
+
+// sorted returns the coordinates ordered by relay, each a copy: callers
+// may keep or change them.
+func (n newestCoords) sorted() []Coordinate {
+	out := make([]Coordinate, 0, len(n))
+	for _, c := range n {
+		c.Coord = c.Coord.Clone()
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Coordinate) int { return strings.Compare(a.Relay, b.Relay) })
+	return out
+}
