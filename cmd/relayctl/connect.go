@@ -195,6 +195,10 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 		return err
 	}
 	sv.Reg = reg
+	sv.Coordinates = survey.CoordinatesOf(reg)
+	if sv.Mode, err = survey.ParseMode(f.survey); err != nil {
+		return fmt.Errorf("--survey: %w", err)
+	}
 	direct, err := srv.Chain(nil)
 	if err != nil {
 		return err

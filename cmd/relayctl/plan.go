@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
 	"github.com/spf13/cobra"
 
 	"github.com/relaymesh/relaymesh/pkg/bytesize"
@@ -185,7 +184,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		return nil, err
 	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: registryCoordinates(reg)}
+		Coordinates: survey.CoordinatesOf(reg)}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err
@@ -371,9 +370,3 @@ func (s sizeValue) Set(text string) error {
 }
 
 func (sizeValue) Type() string { return "bytes" }
-
-// registryCoordinates reads the relays' own published coordinates when the
-// registry carries them; nil when it does not (every survey is full).
-func registryCoordinates(reg registry.Store) func(context.Context) (map[string]*coordinate.Coordinate, error) {
-	return nil
-}

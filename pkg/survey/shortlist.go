@@ -46,6 +46,28 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("survey mode %q: want auto, full or shortlist", s)
 }
 
+// CoordinatesOf reads reg's relays' own published coordinates, for
+// Survey.Coordinates; nil when reg carries none.
+func CoordinatesOf(reg registry.Store) func(context.Context) (map[string]*coordinate.Coordinate, error) {
+	cs, ok := reg.(registry.Coordinates)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) (map[string]*coordinate.Coordinate, error) {
+		list, err := cs.Coordinates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]*coordinate.Coordinate, len(list))
+		for _, c := range list {
+			if c.Coord != nil {
+				out[c.Relay] = c.Coord
+			}
+		}
+		return out, nil
+	}
+}
+
 // maxParallelProbes bounds the probes and admin calls a shortlist round
 // has in flight.
 const maxParallelProbes = 32
