@@ -214,3 +214,66 @@ func TestConsulCoordinatesMode(t *testing.T) {
 		t.Fatalf("c stopped and its coordinate stays: %v %v", kv, err)
 	}
 }
+
+// TestPlanShortlistsACoordinatesFleet: relayctl plan on a fleet whose
+// relays publish coordinates (probe mode coordinates) surveys by
+// shortlist: the landmarks and candidates are asked through their real
+// admin APIs (/v1/probe, /v1/info), the plan comes back, and its notes say
+// what the shortlist measured. On loopback every RTT is tiny, so the plan
+// itself is not the point; the path through the binaries is.
+func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token-0123456789"
+	names := []string{"a", "b", "c", "d", "e"}
+	admins, relayAddrs := map[string]string{}, map[string]string{}
+	var b strings.Builder
+	fmt.Fprintf(&b, "admin_token: %s\nrelays:\n", token)
+	for _, n := range names {
+		admins[n], relayAddrs[n] = freeAddr(t), freeAddr(t)
+		fmt.Fprintf(&b, "  - {name: %s, region: reg-%s, admin: %s, relay: %s}\n", n, n, admins[n], relayAddrs[n])
+	}
+	if err := os.WriteFile(fleetPath, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := fleetSecretFile(t)
+	for _, n := range names {
+		cfg := filepath.Join(dir, n+".yaml")
+		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		startRelayd(t, "--config", cfg, "--name", n, "--admin", admins[n], "--admin-token", token, "--allow-private",
+			"--relay-listen", relayAddrs[n], "--fleet-secret-file", secret)
+	}
+	var out struct {
+		Chain []string `json:"chain"`
+		Notes []string `json:"notes"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// Until every relay has published a coordinate, the plan fails
+		// and says so.
+		got, err := relayctlCmd(t, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "shortlist", "-o", "json").Output()
+		notes := ""
+		if err == nil {
+			if err := json.Unmarshal(got, &out); err != nil {
+				t.Fatalf("%v\n%s", err, got)
+			}
+			notes = strings.Join(out.Notes, "\n")
+			if strings.Contains(notes, "shortlist: planned over 5 of 5 relays") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no shortlist over the 5 relays in 20 s: %v; notes:\n%s", err, notes)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("plan %v; notes %q", out.Chain, out.Notes)
+	// Full, on the same fleet: no shortlist.
+	relayctlJSON(t, &out, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "full", "-o", "json")
+	if strings.Contains(strings.Join(out.Notes, "\n"), "shortlist") {
+		t.Errorf("--survey full shortlisted: %q", out.Notes)
+	}
+}
