@@ -271,6 +271,23 @@ func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("plan %v; notes %q", out.Chain, out.Notes)
+	// relayctl nodes shows each relay's coordinate and its age.
+	var nodes struct {
+		Relays []struct {
+			Name           string
+			Coordinate     *struct{ Vec []float64 }
+			CoordinateAgeS *float64 `json:"coordinate_age_s"`
+		}
+	}
+	relayctlJSON(t, &nodes, "nodes", "--fleet", fleetPath, "-o", "json")
+	for _, r := range nodes.Relays {
+		if r.Coordinate == nil || len(r.Coordinate.Vec) != 8 || r.CoordinateAgeS == nil || *r.CoordinateAgeS > 10 {
+			t.Errorf("relayctl nodes: %s has coordinate %+v, age %v; want its 8-dimensional coordinate, fresh", r.Name, r.Coordinate, r.CoordinateAgeS)
+		}
+	}
+	if len(nodes.Relays) != len(names) {
+		t.Errorf("relayctl nodes lists %d relays, want %d", len(nodes.Relays), len(names))
+	}
 	// Full, on the same fleet: no shortlist.
 	relayctlJSON(t, &out, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "full", "-o", "json")
 	if strings.Contains(strings.Join(out.Notes, "\n"), "shortlist") {

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -212,7 +213,9 @@ relay is healthy when its admin API answered relayctl, or when a peer's probe
 reached it in the last 30 s (relays probe each other; relayctl may not reach
 every relay itself). With --consul, healthy means every Consul check of the
 relay (its node's and the one on its /healthz) is passing. AGE is the age of
-the newest RTT measurement the relay made.`,
+the newest RTT measurement the relay made; COORD the age of the network
+coordinate it published (relayd probe.mode coordinates; -o json shows the
+coordinate itself).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, err := f.open(cmd.Context())
@@ -222,13 +225,28 @@ the newest RTT measurement the relay made.`,
 			relays, _ := reg.Relays(cmd.Context())
 			pairs, _ := reg.Pairs(cmd.Context())
 			now := time.Now()
+			coords := map[string]registry.Coordinate{}
+			if cs, ok := reg.(registry.Coordinates); ok {
+				list, _ := cs.Coordinates(cmd.Context())
+				for _, c := range list {
+					coords[c.Relay] = c
+				}
+			}
 			type row struct {
 				registry.Relay
 				AgeS *float64 `json:"age_s"` // newest measurement this relay made; null: none
+				// Coordinate is the relay's published network coordinate
+				// (serf's, in seconds); null: none.
+				Coordinate     *coordinate.Coordinate `json:"coordinate"`
+				CoordinateAgeS *float64               `json:"coordinate_age_s"`
 			}
 			var rows []row
 			for _, r := range relays {
 				rw := row{Relay: r}
+				if c, ok := coords[r.Name]; ok && c.Coord != nil {
+					age := math.Round(max(now.Sub(c.UpdatedAt).Seconds(), 0)*10) / 10
+					rw.Coordinate, rw.CoordinateAgeS = c.Coord, &age
+				}
 				for _, p := range pairs {
 					if p.From == r.Name {
 						age := math.Round(p.Age(now).Seconds()*10) / 10
@@ -243,7 +261,7 @@ the newest RTT measurement the relay made.`,
 				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"relays": rows})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE")
+			fmt.Fprintln(tw, "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE\tCOORD")
 			for _, r := range rows {
 				age := "-"
 				if r.AgeS != nil {
@@ -252,7 +270,11 @@ the newest RTT measurement the relay made.`,
 						age += " (stale)"
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, orDash(r.Region), r.Healthy, r.Health, orDash(r.Admin), age)
+				coordAge := "-"
+				if r.CoordinateAgeS != nil {
+					coordAge = fmt.Sprintf("%.0fs", *r.CoordinateAgeS)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.Region), r.Healthy, r.Health, orDash(r.Admin), age, coordAge)
 			}
 			return tw.Flush()
 		},
