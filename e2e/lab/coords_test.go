@@ -1,0 +1,155 @@
+package lab_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/netsim"
+)
+
+// coordsTopology is a lab of n relays placed by the fleet simulator's
+// model of the internet (pkg/netsim, the given seed) with every relay pair
+// linked at its modelled RTT, and a client linked to every relay. Every
+// relay runs probe mode coordinates at perMinute probes a minute. It
+// returns the topology and the link RTTs, ms, by pair of node names.
+func coordsTopology(t *testing.T, name string, n int, seed uint64, perMinute int) (string, map[[2]string]float64, []string) {
+	t.Helper()
+	world, err := netsim.NewWorld(netsim.Config{Relays: n}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := world.RandomEndpoint(rand.New(rand.NewPCG(seed, 1)))
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %d relays placed by pkg/netsim (seed %d), fully linked at their modelled RTTs.\nname: %s\nnodes:\n  client: {}\n", n, seed, name)
+	relays := make([]string, n)
+	for i := range relays {
+		relays[i] = fmt.Sprintf("r%02d", i)
+		fmt.Fprintf(&b, "  %s: {role: relay, region: reg-%02d, relayd: {probe: {mode: coordinates, per_minute: %d}}}\n", relays[i], i, perMinute)
+	}
+	truth := map[[2]string]float64{}
+	link := func(a, c string, ms float64) {
+		ms = max(math.Round(ms*10)/10, 1) // the lab's delays are whole 0.1 ms; nothing under 1 ms
+		truth[[2]string{a, c}], truth[[2]string{c, a}] = ms, ms
+		fmt.Fprintf(&b, "  - {between: [%s, %s], rtt_ms: %.1f}\n", a, c, ms)
+	}
+	b.WriteString("links:\n")
+	for i := range n {
+		link("client", relays[i], world.RTTMs(client, world.Relay(i)))
+		for j := i + 1; j < n; j++ {
+			link(relays[i], relays[j], world.RelayRTTMs(i, j))
+		}
+	}
+	return labTopology(t, b.String()), truth, relays
+}
+
+// TestLabCoordinates is the coordinate measurement's acceptance in a lab:
+// twelve relays placed by the simulator's model, each probing its peers in
+// probe mode coordinates. After a minute the coordinates they publish
+// (relayctl nodes) estimate every relay pair's configured RTT with a median
+// relative error within 15 %, and relayctl plan, shortlisting from them,
+// picks a chain whose longest segment under the configured RTTs is within
+// 10 % of the best any chain of up to four relays has.
+func TestLabCoordinates(t *testing.T) {
+	labBins(t)
+	topo, truth, relays := coordsTopology(t, "e2e-coords", 12, 4, 300)
+	// The destination: the relay farthest from the client (its host).
+	dst := slices.MaxFunc(relays, func(a, b string) int {
+		return int(math.Round(truth[[2]string{"client", a}] - truth[[2]string{"client", b}]))
+	})
+	region := "reg-" + strings.TrimPrefix(dst, "r")
+	dir := inLab(t, topo, "sleep 60\n"+
+		"relayctl nodes -o json > $OUT/nodes.json\n"+
+		"relayctl plan --dst "+region+" --survey shortlist -o json > $OUT/plan.json\n")
+
+	var nodes struct {
+		Relays []struct {
+			Name       string
+			Coordinate *coordinate.Coordinate
+		}
+	}
+	readJSON(t, filepath.Join(dir, "nodes.json"), &nodes)
+	coords := map[string]*coordinate.Coordinate{}
+	for _, r := range nodes.Relays {
+		if r.Coordinate == nil {
+			t.Fatalf("relay %s published no coordinate", r.Name)
+		}
+		coords[r.Name] = r.Coordinate
+	}
+	var errs []float64
+	for i, a := range relays {
+		for _, c := range relays[i+1:] {
+			est, ok := coord.EstimateMs(coords[a], coords[c])
+			if !ok {
+				t.Fatalf("%s-%s: no estimate", a, c)
+			}
+			want := truth[[2]string{a, c}]
+			errs = append(errs, math.Abs(est-want)/want)
+		}
+	}
+	sort.Float64s(errs)
+	median, p90 := errs[len(errs)/2], errs[len(errs)*9/10]
+	t.Logf("coordinate estimates over %d relay pairs: median relative error %.1f %%, p90 %.1f %%", len(errs), 100*median, 100*p90)
+	if median > 0.15 {
+		t.Errorf("median relative error %.1f %%: want within 15 %%", 100*median)
+	}
+
+	var plan struct {
+		Chain []string `json:"chain"`
+		Notes []string `json:"notes"`
+	}
+	readJSON(t, filepath.Join(dir, "plan.json"), &plan)
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "shortlist: planned over") {
+		t.Errorf("the plan did not shortlist: %q", plan.Notes)
+	}
+	// The destination is dst's host: a chain may end at dst itself, and
+	// that last segment is inside the host.
+	hops := append(append([]string{"client"}, plan.Chain...), dst)
+	chosen := 0.0
+	for i := 1; i < len(hops); i++ {
+		if hops[i-1] == hops[i] {
+			continue
+		}
+		rtt, ok := truth[[2]string{hops[i-1], hops[i]}]
+		if !ok {
+			t.Fatalf("the plan %v uses %s-%s, which has no link", plan.Chain, hops[i-1], hops[i])
+		}
+		chosen = max(chosen, rtt)
+	}
+	best := bestBottleneckMs(truth, relays, dst, 4)
+	t.Logf("plan %v: longest segment %.1f ms; the best chain's %.1f ms; direct %.1f ms", plan.Chain, chosen, best, truth[[2]string{"client", dst}])
+	if best/chosen < 0.9 {
+		t.Errorf("the plan's longest segment %.1f ms: the best chain's is %.1f ms, more than 10 %% faster", chosen, best)
+	}
+}
+
+// bestBottleneckMs is the lowest longest-segment RTT of a path from the
+// client to dst's host through at most maxHops relays (dst itself may not
+// be a hop), by trying every chain.
+func bestBottleneckMs(truth map[[2]string]float64, relays []string, dst string, maxHops int) float64 {
+	best := truth[[2]string{"client", dst}]
+	var walk func(last string, used map[string]bool, worst float64)
+	walk = func(last string, used map[string]bool, worst float64) {
+		best = min(best, max(worst, truth[[2]string{last, dst}]))
+		if len(used) == maxHops {
+			return
+		}
+		for _, r := range relays {
+			if !used[r] && r != dst {
+				used[r] = true
+				walk(r, used, max(worst, truth[[2]string{last, r}]))
+				delete(used, r)
+			}
+		}
+	}
+	walk("client", map[string]bool{}, 0)
+	return best
+}
