@@ -136,7 +136,8 @@ type Plans struct {
 	// ComputeMs is the planning code's own time per plan, milliseconds
 	// (measured on this machine); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
-	// client's path to the relay that makes it).
+	// client's path to the relay that makes it, its handshakes spaced as
+	// the survey and relayd's /v1/probe space them).
 	ComputeMsMedian float64 `json:"compute_ms_median"`
 	ComputeMsP95    float64 `json:"compute_ms_p95"`
 	WallMsMedian    float64 `json:"wall_ms_median"`
@@ -409,13 +410,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 				samples = append(samples, ms)
 			}
 		}
-		// A relay is asked over the client's path to it, then makes its
-		// handshakes one after another.
-		askMs := 0.0
+		// The client makes its handshakes one after another, 100 ms
+		// apart (pkg/survey); a relay is asked over the client's path to
+		// it, and makes its own 200 ms apart (relayd's /v1/probe).
+		askMs, gapMs := 0.0, 100.0
 		if pr.From != "client" {
-			askMs = p.world.RTTMs(p.client, a)
+			askMs, gapMs = p.world.RTTMs(p.client, a), 200
 		}
-		slowestMs = math.Max(slowestMs, askMs+float64(p.count)*p.world.RTTMs(a, b))
+		slowestMs = math.Max(slowestMs, askMs+float64(p.count)*p.world.RTTMs(a, b)+float64(p.count-1)*gapMs)
 		if len(samples) > 0 {
 			out[k] = quantile(samples, 0.5)
 		}
