@@ -50,18 +50,18 @@ import (
 const (
 	DefaultLandmarks  = 8
 	DefaultCandidates = 48
-	DefaultRounds     = 3
+	DefaultRounds     = 6
 	// DefaultOptimism: in the simulator, the median relay-pair estimate
 	// is off by about 13 % and the worst tenth by 45 % or more; a pair
 	// whose true RTT is 0.6 of its estimate is rare, one at 0.8 is not.
 	DefaultOptimism        = 0.6
-	DefaultExplorePerRound = 200
+	DefaultExplorePerRound = 400
 )
 
 // Config tunes Plan. The zero value is the defaults.
 type Config struct {
 	Landmarks  int // relays the endpoints are placed from; default DefaultLandmarks
-	Candidates int // relays the planner sees, by estimated detour; default DefaultCandidates
+	Candidates int // relays the planner sees, ranked by their best chain's estimated bottleneck; default DefaultCandidates
 	// Rounds is how many rounds of shortlist probes may follow the
 	// landmarks'; 0 = DefaultRounds, negative = none (plan on the
 	// estimates and published pairs).
