@@ -16,8 +16,9 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 )
 
-// adminGet GETs path from r's admin API with the admin token ("": none).
-func adminGet(t *testing.T, r *relayd, path, token string) string {
+// adminRequest GETs path from r's admin API with the admin token ("":
+// none), and returns the status and the body.
+func adminRequest(t *testing.T, r *relayd, path, token string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+r.admin+path, nil)
 	if token != "" {
@@ -29,10 +30,17 @@ func adminGet(t *testing.T, r *relayd, path, token string) string {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s%s: %s\n%s", r.admin, path, resp.Status, body)
+	return resp.StatusCode, string(body)
+}
+
+// adminGet is adminRequest for an answer that must be 200 OK.
+func adminGet(t *testing.T, r *relayd, path, token string) string {
+	t.Helper()
+	code, body := adminRequest(t, r, path, token)
+	if code != http.StatusOK {
+		t.Fatalf("%s%s: %d\n%s", r.admin, path, code, body)
 	}
-	return string(body)
+	return body
 }
 
 // metricSum sums the samples of the metric name (every label value) in a

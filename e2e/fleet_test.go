@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -186,19 +185,7 @@ func TestFleetMeasurements(t *testing.T) {
 // admin token, and obeys the destination policy.
 func TestAdminProbe(t *testing.T) {
 	target := startServer(t, func(c net.Conn) {})
-	get := func(r *relayd, path, token string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+r.admin+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(r *relayd, path, token string) (int, string) { return adminRequest(t, r, path, token) }
 	open := startRelayd(t, "--allow-private", "--admin-token", "e2e-admin-token-0123")
 	if code, _ := get(open, "/v1/probe?target="+target.addr(), ""); code != http.StatusUnauthorized {
 		t.Fatalf("probe without token: %d", code)
