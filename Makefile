@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim
 
 all: build
 
@@ -130,6 +130,12 @@ bench-ttfb:
 # valid through 4 emulated links, and CPU per emulated Gbit.
 bench-lab-engine:
 	./bench/run-lab-engine-bench.sh -rates 50,100,200,300,400,600,800,1000 -runs 2
+
+# The fleet simulator at 100, 1,000 and 5,000 relays (~20 min, no root):
+# probes and bytes per relay, coordinate error, plan quality against the
+# optimum. bench/results/sim.md is written by hand from bench/results/sim.json.
+bench-sim:
+	./bench/run-sim-bench.sh
 
 # Planner search time per plan on random complete matrices of 1000 and 5000
 # relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).

@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/fleetsim"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 func simCmd() *cobra.Command {
@@ -35,7 +38,8 @@ per minute), how far the coordinates' estimates are from the true RTTs, and
 plan quality: for random (client, destination) pairs, the chosen chain's true
 bottleneck (its longest segment) against the best any chain of at most
 --max-hops relays could have, as a ratio (1 = optimal), with the probes and
-wall time each plan took. The model and its limits are in docs/registry.md.`,
+wall time each plan took. How it works and what it found: docs/planning.md;
+the model and its limits: go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 96 --seed 7`,
@@ -92,10 +96,10 @@ wall time each plan took. The model and its limits are in docs/registry.md.`,
 	fl.IntVar(&cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")
 	fl.DurationVar(&cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the world and the run")
-	fl.IntVar(&cfg.MaxHops, "max-hops", 4, "most relays in a chain")
-	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", 12, "each relay's probe budget")
-	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", 48, "relays the planner sees after the coordinate search")
-	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", 0.6, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
+	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
+	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
+	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", shortlist.DefaultCandidates, "relays the planner sees after the coordinate search")
+	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
