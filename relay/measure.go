@@ -89,6 +89,9 @@ func (s *Server) startMeasuring() error {
 		Consul: registry.ConsulOptions{
 			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
 			WatchCoalesce: s.cfg.Probe.PullInterval,
+			// Only routing by plan reads other relays' pairs; in probe mode
+			// coordinates a relay's own probing needs their coordinates.
+			CoordinatesOnly: s.cfg.Probe.Mode == ProbeCoordinates && s.cfg.Routing != "plan",
 		},
 		Self: &registry.SelfRegistration{
 			Name: s.cfg.Name, Region: s.cfg.Region,

@@ -71,6 +71,15 @@ type ConsulOptions struct {
 	WatchCoalesce time.Duration
 	// WaitTime bounds one blocking query. Default 30 s.
 	WaitTime time.Duration
+	// CoordinatesOnly makes Run watch the relays and their own
+	// coordinates only, not the measurements nor Consul's node
+	// coordinates: a relay in probe mode coordinates that does not route
+	// by plan needs no other relay's pairs, and reading them is what grows
+	// with the fleet (every relay's write wakes every watcher, and each
+	// read carries every relay's pairs). Pairs then answers with this
+	// relay's own only.
+	// Refresh reads everything regardless.
+	CoordinatesOnly bool
 }
 
 // SelfRegistration is how a relay describes itself in Consul. Listen

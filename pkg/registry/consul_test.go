@@ -438,3 +438,48 @@ func TestConsulRelayCoordinates(t *testing.T) {
 		t.Fatal("a deregistered relay wrote its coordinate again")
 	}
 }
+
+// TestConsulCoordinatesOnly: a registry with CoordinatesOnly (a relay in
+// probe mode coordinates, not routing by plan) watches the relays'
+// coordinates but never reads another relay's pairs, while a reader
+// without it, on the same agent, does.
+func TestConsulCoordinatesOnly(t *testing.T) {
+	agent := consultest.Start(t, "../../bin/consul")
+	ctx, cancel := context.WithCancel(context.Background())
+	var runWG sync.WaitGroup
+	defer func() { cancel(); runWG.Wait() }()
+	client, err := api.NewClient(&api.Config{Address: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for key, val := range map[string]string{
+		"relaymesh/measurements/w": `[{"from":"w","to":"v","rtt_ms":20,"samples":5,"updated_at":"` + now + `"}]`,
+		"relaymesh/coordinates/w":  `{"relay":"w","coord":{"Vec":[0.01,0.02]},"updated_at":"` + now + `"}`,
+	} {
+		if _, err := client.KV().Put(&api.KVPair{Key: key, Value: []byte(val)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(opts ConsulOptions) *Consul {
+		c, err := newConsul(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.relayCoordsEvery = 100 * time.Millisecond
+		runWG.Add(1)
+		go func() { defer runWG.Done(); c.Run(ctx) }()
+		return c
+	}
+	full := run(ConsulOptions{Addr: agent.HTTP, WatchCoalesce: 100 * time.Millisecond})
+	only := run(ConsulOptions{Addr: agent.HTTP, WatchCoalesce: 100 * time.Millisecond, CoordinatesOnly: true})
+	eventually(t, 10*time.Second, "both readers see w's coordinate, the full one its pairs", func() bool {
+		fc, _ := full.Coordinates(ctx)
+		oc, _ := only.Coordinates(ctx)
+		fp, _ := full.Pairs(ctx)
+		return len(fc) == 1 && len(oc) == 1 && oc[0].Relay == "w" && len(fp) == 1 && fp[0].RTTMs == 20
+	})
+	if ps, _ := only.Pairs(ctx); len(ps) != 0 {
+		t.Errorf("the coordinates-only reader read pairs: %+v", ps)
+	}
+}

@@ -50,7 +50,8 @@ func (c *Consul) Refresh(ctx context.Context) error {
 
 // Run registers Self (if set) and keeps the cache current until ctx ends:
 // one blocking-query loop each for the relays, the measurements, the
-// relays' coordinates and Consul's node coordinates, and a ping of the
+// relays' coordinates and Consul's node coordinates (the relays and their
+// coordinates only, with ConsulOptions.CoordinatesOnly), and a ping of the
 // agent every 5 s that notices an outage even when no query is answering.
 // Failed loops retry with a backoff of at most 2 s, from a fresh
 // (non-blocking) read.
@@ -62,20 +63,25 @@ func (c *Consul) Run(ctx context.Context) {
 			c.succeeded("register")
 		}
 	}
-	var wg sync.WaitGroup
-	for _, l := range []struct {
+	type loop struct {
 		name     string
 		coalesce time.Duration
 		stale    bool // its failures make the data stale
 		fetch    func(context.Context, *api.QueryOptions) (*api.QueryMeta, error)
-	}{
+	}
+	loops := []loop{
 		{"services", 0, true, c.fetchServices},
-		{"measurements", c.opts.WatchCoalesce, true, c.fetchKV},
 		// The relays' own coordinates steer which peers they probe, and
 		// are estimates: missing them does not make the measurements stale.
 		{"relay coordinates", c.relayCoordsEvery, false, c.fetchRelayCoords},
-		{"coordinates", coordCoalesce, false, c.fetchCoords},
-	} {
+	}
+	if !c.opts.CoordinatesOnly {
+		loops = append(loops,
+			loop{"measurements", c.opts.WatchCoalesce, true, c.fetchKV},
+			loop{"coordinates", coordCoalesce, false, c.fetchCoords})
+	}
+	var wg sync.WaitGroup
+	for _, l := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
