@@ -200,6 +200,14 @@ func TestAdminProbe(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Summary.Samples != 3 || res.Summary.Lost != 0 || res.Summary.MedianMs <= 0 {
 		t.Fatalf("probe: %d %s", code, body)
 	}
+	// Back to back (a shortlist's rounds), and a gap too long refused.
+	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=3&gap_ms=0", "e2e-admin-token-0123"); code != 200 ||
+		json.Unmarshal([]byte(body), &res) != nil || res.Summary.Samples != 3 {
+		t.Fatalf("probe gap_ms=0: %d %s", code, body)
+	}
+	if code, body := get(open, "/v1/probe?target="+target.addr()+"&gap_ms=5000", "e2e-admin-token-0123"); code != http.StatusBadRequest || !strings.Contains(body, "gap_ms: want 0..1000") {
+		t.Fatalf("probe gap_ms=5000: %d %s", code, body)
+	}
 	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "e2e-admin-token-0123"); code != http.StatusBadRequest {
 		t.Fatalf("count 500: %d %s", code, body)
 	}

@@ -334,11 +334,15 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, m)
 }
 
-// maxProbeCount bounds /v1/probe: it makes real connections.
-const maxProbeCount = 20
+// maxProbeCount bounds /v1/probe: it makes real connections; and
+// maxProbeGapMs its gap_ms, so one request ends within seconds.
+const (
+	maxProbeCount = 20
+	maxProbeGapMs = 1000
+)
 
-// serveProbe answers /v1/probe?target=host:port&count=N: N TCP handshakes
-// from this relay to the target, 200 ms apart. The target passes the same
+// serveProbe answers /v1/probe?target=host:port&count=N&gap_ms=G: N TCP
+// handshakes from this relay to the target, G ms apart (default 200). The target passes the same
 // destination policy as tunnels: the admin API must not become a scanner of
 // the relay's private network.
 func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
@@ -354,6 +358,15 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
 			return
 		}
+	}
+	gap := 200 * time.Millisecond
+	if g := r.URL.Query().Get("gap_ms"); g != "" {
+		ms, err := strconv.Atoi(g)
+		if err != nil || ms < 0 || ms > maxProbeGapMs {
+			http.Error(w, fmt.Sprintf("gap_ms: want 0..%d, the milliseconds between two handshakes", maxProbeGapMs), http.StatusBadRequest)
+			return
+		}
+		gap = time.Duration(ms) * time.Millisecond
 	}
 	// Resolve once, outside the timed connects; the policy checks the
 	// address actually connected to.
@@ -373,7 +386,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 	measure := func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
-	sum := probe.Sample(r.Context(), addr, count, 200*time.Millisecond, s.cfg.Probe.Timeout, measure)
+	sum := probe.Sample(r.Context(), addr, count, gap, s.cfg.Probe.Timeout, measure)
 	writeJSON(w, map[string]any{"from": s.cfg.Name, "target": target, "addr": addr, "summary": sum})
 }
 

@@ -136,8 +136,8 @@ type Plans struct {
 	// ComputeMs is the planning code's own time per plan, milliseconds
 	// (measured on this machine); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
-	// client's path to the relay that makes it, its handshakes spaced as
-	// the survey and relayd's /v1/probe space them).
+	// client's path to the relay that makes it, its handshakes back to
+	// back as the survey's shortlist asks).
 	ComputeMsMedian float64 `json:"compute_ms_median"`
 	ComputeMsP95    float64 `json:"compute_ms_p95"`
 	WallMsMedian    float64 `json:"wall_ms_median"`
@@ -410,14 +410,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 				samples = append(samples, ms)
 			}
 		}
-		// The client makes its handshakes one after another, 100 ms
-		// apart (pkg/survey); a relay is asked over the client's path to
-		// it, and makes its own 200 ms apart (relayd's /v1/probe).
-		askMs, gapMs := 0.0, 100.0
+		// The client makes its handshakes one after another; a relay is
+		// asked over the client's path to it, and makes its own likewise
+		// (a shortlist's probes have no gap: pkg/survey's surveyProber).
+		askMs := 0.0
 		if pr.From != "client" {
-			askMs, gapMs = p.world.RTTMs(p.client, a), 200
+			askMs = p.world.RTTMs(p.client, a)
 		}
-		slowestMs = math.Max(slowestMs, askMs+float64(p.count)*p.world.RTTMs(a, b)+float64(p.count-1)*gapMs)
+		slowestMs = math.Max(slowestMs, askMs+float64(p.count)*p.world.RTTMs(a, b))
 		if len(samples) > 0 {
 			out[k] = quantile(samples, 0.5)
 		}

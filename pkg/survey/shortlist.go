@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -203,7 +202,9 @@ func containsNode(m *planner.Matrix, name string) bool {
 
 // surveyProber makes shortlist's probes: this host's own handshakes for
 // the client's, the relays' /v1/probe for theirs (to the destination, or
-// to a peer's admin address).
+// to a peer's admin address). Each probe's handshakes follow each other
+// without a gap: a round waits for its slowest probe, and a plan makes
+// several rounds.
 type surveyProber struct {
 	s      *Survey
 	relays map[string]registry.Relay
@@ -233,16 +234,16 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				if pr.To == p.dst && p.s.MeasureDst != nil {
 					measure = p.s.MeasureDst
 				}
-				sum = p.s.sample(ctx, addr, measure)
+				sum = p.s.sample(ctx, addr, 0, measure)
 			} else {
 				from, ok := p.relays[pr.From]
 				if !ok {
 					return
 				}
-				cctx, cancel := context.WithTimeout(ctx, p.s.timeout()+time.Duration(p.s.count())*probeGap)
+				cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 				defer cancel()
 				var err error
-				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr); err != nil {
+				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr, 0); err != nil {
 					return
 				}
 			}

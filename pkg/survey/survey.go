@@ -41,6 +41,9 @@ const (
 	// regionDstPort: a region destination is its relay's host; its admin
 	// port is what the relays' probes and the direct probe connect to.
 	probeGap = 100 * time.Millisecond
+	// relayProbeGap spaces a relay's handshakes in a full survey, as
+	// relayd's /v1/probe does by default.
+	relayProbeGap = 200 * time.Millisecond
 )
 
 // Survey measures from this host. Set Reg; the rest has defaults.
@@ -230,13 +233,13 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	var direct probe.Summary
 	var wg sync.WaitGroup
 	for i, r := range usable {
-		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, s.Measure) })
+		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, probeGap, s.Measure) })
 	}
 	measureDst := s.MeasureDst
 	if measureDst == nil {
 		measureDst = s.Measure
 	}
-	wg.Go(func() { direct = s.sample(ctx, target.Addr, measureDst) })
+	wg.Go(func() { direct = s.sample(ctx, target.Addr, probeGap, measureDst) })
 	wg.Wait()
 	var reachable []registry.Relay
 	for i, r := range usable {
@@ -259,7 +262,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 			inner.Go(func() {
 				cctx, cancel := context.WithTimeout(ctx, s.timeout()+time.Duration(s.count())*probeGap)
 				defer cancel()
-				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr)
+				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr, relayProbeGap)
 			})
 			inner.Wait()
 		})
@@ -333,7 +336,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 // ends it: a relay that vanished (its host down, its address gone) costs one
 // timeout or unreachable, not one per sample, so a re-plan after a relay
 // dies is quick.
-func (s *Survey) sample(ctx context.Context, addr string, measure func(context.Context, string) (time.Duration, error)) probe.Summary {
+func (s *Survey) sample(ctx context.Context, addr string, gap time.Duration, measure func(context.Context, string) (time.Duration, error)) probe.Summary {
 	if measure == nil {
 		measure = probe.HandshakeRTT
 	}
@@ -342,7 +345,7 @@ func (s *Survey) sample(ctx context.Context, addr string, measure func(context.C
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-			case <-time.After(probeGap):
+			case <-time.After(gap):
 			}
 		}
 		mctx, cancel := context.WithTimeout(ctx, s.timeout())
@@ -521,12 +524,13 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0)}, nil
 }
 
-// relayProbe asks the relay for its RTT to addr.
-func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string) (probe.Summary, error) {
+// relayProbe asks the relay for its RTT to addr: Count handshakes, gap
+// apart.
+func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, gap time.Duration) (probe.Summary, error) {
 	var out struct {
 		Summary probe.Summary `json:"summary"`
 	}
-	q := url.Values{"target": {addr}, "count": {strconv.Itoa(s.count())}}
+	q := url.Values{"target": {addr}, "count": {strconv.Itoa(s.count())}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
 	err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out)
 	return out.Summary, err
 }
