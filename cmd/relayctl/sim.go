@@ -22,6 +22,7 @@ func simCmd() *cobra.Command {
 		cfg      fleetsim.Config
 		output   string
 		progress bool
+		churn    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim [--relays 100,1000,5000]",
@@ -42,7 +43,8 @@ wall time each plan took. How it works and what it found: docs/planning.md;
 the model and its limits: go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
-  relayctl sim --relays 1000 --candidates 96 --seed 7`,
+  relayctl sim --relays 1000 --candidates 96 --seed 7
+  relayctl sim --relays 1000 --churn --pairs 50`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -55,6 +57,11 @@ the model and its limits: go doc ./pkg/netsim.`,
 					return fmt.Errorf("--relays %q: want a comma-separated list of fleet sizes, 2 to 10000 (e.g. 100,1000,5000)", sizes)
 				}
 				ns = append(ns, n)
+			}
+			if churn {
+				// Each relay leaves or fails about once in two hours and
+				// comes back after about two: a lively fleet.
+				cfg.World.JoinPerHour, cfg.World.LeavePerHour, cfg.World.FailPerHour, cfg.World.InitialDownShare = 0.5, 0.25, 0.25, 0.1
 			}
 			var reports []*fleetsim.Report
 			for _, n := range ns {
@@ -88,7 +95,16 @@ the model and its limits: go doc ./pkg/netsim.`,
 					p.Count, 100*p.Within10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
 					p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if churn {
+				for _, r := range reports {
+					fmt.Fprintf(out, "%d relays: %d alive at the end; %d joined, their coordinate's median error a minute later %.1f%%\n",
+						r.Relays, r.AliveRelays, r.Joined, 100*r.JoinedErrMedian)
+				}
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
@@ -100,6 +116,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", shortlist.DefaultCandidates, "relays the planner sees after the coordinate search")
 	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
+	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd

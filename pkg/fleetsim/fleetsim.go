@@ -116,7 +116,14 @@ type Report struct {
 	CoordErrMedian float64 `json:"coord_rel_err_median"`
 	CoordErrP90    float64 `json:"coord_rel_err_p90"`
 	TIVShare       float64 `json:"tiv_share"` // pairs with a shorter detour through a relay
-	Plans          Plans   `json:"plans"`
+	// Joined counts the relays that joined (churn, World's JoinPerHour)
+	// early enough to be checked a minute later; JoinedErrMedian is the
+	// median, over them, of their published coordinate's median relative
+	// error to 100 random alive relays 60 s after joining (a new relayd:
+	// its coordinate starts at the origin).
+	Joined          int     `json:"joined"`
+	JoinedErrMedian float64 `json:"joined_coord_rel_err_median_60s"`
+	Plans           Plans   `json:"plans"`
 }
 
 // Plans summarises the planned pairs.
@@ -208,6 +215,14 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		}
 	}
 	var probes, bytes int64
+	// checks are the joined relays to judge a minute after they joined,
+	// in time order (joins come in time order).
+	type joinCheck struct {
+		at    time.Duration
+		relay int
+	}
+	var checks []joinCheck
+	var joinedErrs []float64
 	publish(start)
 	say("warm-up: %d relays, %v simulated", n, cfg.Warmup)
 	nextPublish := cfg.PublishEvery
@@ -220,7 +235,25 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			for len(events) > 0 && events[0].At <= at {
 				e := events[0]
 				events = events[1:]
-				relays[e.Relay].alive = e.Kind == netsim.Join
+				r := relays[e.Relay]
+				r.alive = e.Kind == netsim.Join
+				if r.alive {
+					// A relay that joins is a new relayd: no coordinate,
+					// no measurements.
+					if r.node, err = coord.NewNode(r.name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(e.Relay)+1))); err != nil {
+						return nil, err
+					}
+					r.coord, r.measured = nil, nil
+					if e.At+time.Minute < cfg.Warmup {
+						checks = append(checks, joinCheck{at: e.At + time.Minute, relay: e.Relay})
+					}
+				}
+			}
+			for len(checks) > 0 && checks[0].at <= at {
+				if c := checks[0]; relays[c.relay].alive {
+					joinedErrs = append(joinedErrs, coordErrOf(world, relays, c.relay, rnd))
+				}
+				checks = checks[1:]
 			}
 			for nextPublish <= at {
 				publish(start.Add(nextPublish))
@@ -286,6 +319,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		errs = append(errs, math.Abs(est-truth)/truth)
 	}
 	rep.CoordErrMedian, rep.CoordErrP90 = quantile(errs, 0.5), quantile(errs, 0.9)
+	rep.Joined, rep.JoinedErrMedian = len(joinedErrs), quantile(joinedErrs, 0.5)
 	rep.TIVShare = world.TIVShare(2000, rnd)
 
 	say("true matrix of %d relays", n)
@@ -366,6 +400,26 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
 	}
 	return rep, nil
+}
+
+// coordErrOf is relay i's published coordinate's median relative error to
+// up to 100 random alive relays that have published theirs; 1 when it
+// has published none.
+func coordErrOf(world *netsim.World, relays []*relay, i int, rnd *rand.Rand) float64 {
+	var errs []float64
+	for range 100 {
+		j := rnd.IntN(len(relays))
+		if j == i || !relays[j].alive || relays[j].coord == nil {
+			continue
+		}
+		est, ok := coord.EstimateMs(relays[i].coord, relays[j].coord)
+		if !ok {
+			return 1 // i has published none
+		}
+		truth := world.RelayRTTMs(i, j)
+		errs = append(errs, math.Abs(est-truth)/truth)
+	}
+	return quantile(errs, 0.5)
 }
 
 // prober answers shortlist's probes from the model: the median of count

@@ -64,14 +64,20 @@ func TestRunIsFixedBySeed(t *testing.T) {
 
 func TestRunAppliesChurn(t *testing.T) {
 	cfg := small()
-	cfg.World = netsim.Config{FailPerHour: 2, JoinPerHour: 0.5}
+	cfg.World = netsim.Config{FailPerHour: 2, JoinPerHour: 6, InitialDownShare: 0.3}
 	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%d of %d alive at the end; %d joined and checked a minute later: median error %.3f", rep.AliveRelays, rep.Relays, rep.Joined, rep.JoinedErrMedian)
 	// About a quarter fail in 10 minutes at 2 an hour; dead relays do
 	// not probe.
 	if rep.AliveRelays >= rep.Relays || rep.ProbesPerMin >= 12 {
 		t.Errorf("with churn: %d of %d alive, %.2f probes a minute", rep.AliveRelays, rep.Relays, rep.ProbesPerMin)
+	}
+	// Relays that were down join (a new relayd each) and have placed
+	// themselves a minute later: not the error of no coordinate (1).
+	if rep.Joined == 0 || rep.JoinedErrMedian >= 1 || rep.JoinedErrMedian <= 0 {
+		t.Errorf("joined %d, their error a minute later %.3f", rep.Joined, rep.JoinedErrMedian)
 	}
 }
