@@ -4,7 +4,8 @@
 # optimum, probes and wall time per plan; planning from a shortlist measured
 # with the default 48 candidates, and with 96 (more probes per plan, better
 # plans) at 100 and 1,000.
-# Writes bench/results/sim.json; bench/results/sim.md is written by hand from it.
+# Then 1,000 relays with churn. Writes bench/results/sim.json and
+# sim-churn.json; bench/results/sim.md is written by hand from them.
 # No root, no network: the internet is modelled. About 20 minutes on 2 cores.
 # Usage: bench/run-sim-bench.sh [relayctl sim flags, e.g. --pairs 100 --seed 2]
 set -euo pipefail
@@ -21,4 +22,6 @@ out=bench/results
   echo '}'
 } > "$out/sim.json.tmp"
 mv "$out/sim.json.tmp" "$out/sim.json"
-echo "wrote $out/sim.json"
+# Churn: relays leave, fail and join; how placed a joining relay is a minute on.
+bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/sim-churn.json"
+echo "wrote $out/sim.json and $out/sim-churn.json"
