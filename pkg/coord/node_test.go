@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,7 +277,7 @@ func TestMeasured(t *testing.T) {
 	if len(ms) != 5 {
 		t.Errorf("%d measurements, want the 5 of the set: %+v", len(ms), ms)
 	}
-	if !slices.IsSortedFunc(ms, func(a, b Measurement) int { return cmpString(a.Peer, b.Peer) }) {
+	if !slices.IsSortedFunc(ms, func(a, b Measurement) int { return strings.Compare(a.Peer, b.Peer) }) {
 		t.Errorf("not sorted by peer: %+v", ms)
 	}
 	i := slices.IndexFunc(ms, func(m Measurement) bool { return m.Peer == p })
@@ -303,16 +304,6 @@ func TestMeasured(t *testing.T) {
 	if got := n.Measured(now); len(got) != 0 {
 		t.Errorf("measurements %+v after all expired", got)
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func measuredOf(n *Node, now time.Time, peer string) Measurement {

@@ -11,9 +11,8 @@ import (
 // vector distance plus both heights, plus both adjustments when that stays
 // positive), in milliseconds.
 type space struct {
-	dim int
-	vec []float64 // n×dim, ms
-
+	dim  int
+	vec  []float64 // n×dim, ms
 	hgt  []float64 // height, ms
 	adj  []float64 // adjustment, ms
 	name []string
