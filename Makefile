@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy
 
 all: build
 
@@ -126,12 +126,23 @@ bench-split:
 bench-ttfb:
 	./bench/run-ttfb-bench.sh -runs 50
 
+# Completion time against the model per object size (10 KB to 64 MB), direct
+# and through the plan, in split4 and world (root; ~10 min).
+bench-sizes:
+	./bench/run-size-bench.sh 5
+
+# Loss and congestion control: plans before and after the relays learnt a
+# lossy link's loss, against each path's measured rate, with CUBIC and
+# with BBR relays (root; ~8 min).
+bench-lossy:
+	./bench/run-lossy-bench.sh 3
+
 # The lab's packet engines side by side (root; ~10 min): the load each holds
 # valid through 4 emulated links, and CPU per emulated Gbit.
 bench-lab-engine:
 	./bench/run-lab-engine-bench.sh -rates 50,100,200,300,400,600,800,1000 -runs 2
 
-# The fleet simulator at 100, 1,000 and 5,000 relays (~20 min, no root):
+# The fleet simulator at 100, 1,000 and 5,000 relays (~15 min, no root):
 # probes and bytes per relay, coordinate error, plan quality against the
 # optimum. bench/results/sim.md is written by hand from bench/results/sim.json.
 bench-sim:

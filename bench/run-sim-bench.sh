@@ -4,9 +4,12 @@
 # optimum, probes and wall time per plan; planning from a shortlist measured
 # with the default 48 candidates, and with 96 (more probes per plan, better
 # plans) at 100 and 1,000.
-# Then 1,000 relays with churn. Writes bench/results/sim.json and
-# sim-churn.json; bench/results/sim.md is written by hand from them.
-# No root, no network: the internet is modelled. About 20 minutes on 2 cores.
+# Then 1,000 relays with churn, and 1,000 relays without each of the
+# parts of the shortlist (the search of the bottleneck's neighbourhood, the
+# wide first cut) and with the relays' shortcuts. Writes bench/results/sim.json,
+# sim-churn.json and sim-ablation.json; bench/results/sim.md is written by
+# hand from them.
+# No root, no network: the internet is modelled. About 15 minutes on 2 cores.
 # Usage: bench/run-sim-bench.sh [relayctl sim flags, e.g. --pairs 100 --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +27,17 @@ out=bench/results
 mv "$out/sim.json.tmp" "$out/sim.json"
 # Churn: relays leave, fail and join; how placed a joining relay is a minute on.
 bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/sim-churn.json"
-echo "wrote $out/sim.json and $out/sim-churn.json"
+# Ablation: the same 1,000 relays (and the same pairs) with 16 shortcuts
+# a relay, without the neighbourhood search, and without the wide first
+# cut.
+{
+  echo '{"shortcuts_16":'
+  bench/.bin/relayctl sim --relays 1000 --shortcuts 16 -o json "$@"
+  echo ', "no_neighbours":'
+  bench/.bin/relayctl sim --relays 1000 --neighbours -1 -o json "$@"
+  echo ', "no_first_cut":'
+  bench/.bin/relayctl sim --relays 1000 --first-cut -1 -o json "$@"
+  echo '}'
+} > "$out/sim-ablation.json.tmp"
+mv "$out/sim-ablation.json.tmp" "$out/sim-ablation.json"
+echo "wrote $out/sim.json, $out/sim-churn.json and $out/sim-ablation.json"

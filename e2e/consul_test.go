@@ -54,6 +54,29 @@ func metricValue(t *testing.T, r *relayd, name string) float64 {
 	return 0
 }
 
+// metricReaches waits up to 5 s for a counter on r to reach want, for
+// events the relay counts after the test's side of the exchange has already
+// ended (a TLS client that gives up on the server's certificate returns
+// before the server has seen the failed handshake). It fails at once if
+// the counter passes want: more events than the test caused is a bug, not
+// a delay.
+func metricReaches(t *testing.T, r *relayd, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := metricValue(t, r, name)
+		switch {
+		case v == want:
+			return
+		case v > want:
+			t.Fatalf("%s = %v, want %v", name, v, want)
+		case time.Now().After(deadline):
+			t.Fatalf("%s = %v after 5 s, want %v", name, v, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // metricLines is r's /metrics, line by line.
 func metricLines(t *testing.T, r *relayd) []string {
 	t.Helper()

@@ -118,6 +118,16 @@ func TestFleetCoordinatesMode(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// scope=coordinates, what relays in this mode read of the fleet once a
+	// minute: every coordinate, no pair.
+	var cm struct {
+		coordsOut
+		Pairs []json.RawMessage
+	}
+	_ = json.Unmarshal([]byte(adminGet(t, relays[0].r, "/v1/measurements?scope=coordinates", token)), &cm)
+	if len(cm.Coordinates) != 4 || len(cm.Pairs) != 0 {
+		t.Errorf("scope=coordinates: %d coordinates and %d pairs, want 4 and none", len(cm.Coordinates), len(cm.Pairs))
+	}
 	// Each relay's own scope carries its own coordinate only.
 	for _, fr := range relays {
 		var m coordsOut

@@ -14,17 +14,6 @@ import (
 	"time"
 )
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 type fleetRelay struct {
 	name, admin string
 	r           *relayd

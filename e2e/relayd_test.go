@@ -230,15 +230,6 @@ func refusedPort(t testing.TB) int {
 	return sa.(*syscall.SockaddrInet4).Port
 }
 
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startBackground starts a third-party server and waits for its port.
 func startBackground(t testing.TB, cmd *exec.Cmd, port int) {
 	t.Helper()

@@ -12,9 +12,15 @@
 //	rate_bps = min(flight_bytes·8 / (rtt_ms/1000),   the window bound
 //	               limit_bps of from and of to,       where known
 //	               mss_bytes·8·1.22 / ((rtt_ms/1000)·√loss))   Mathis, when loss > 0
+//	                                                  and the sender is loss-based
 //
 // Loss 1 (no probe answered) makes a pair unusable: its rate is 0, where
-// the Mathis formula would still give a number.
+// the Mathis formula would still give a number. The Mathis bound is for
+// loss-based congestion control (Reno, CUBIC), the sender's: the
+// destination on a download's last segment, each relay on the segment
+// towards the client, the client's own on an upload's first. A sender
+// whose Node.CongestionControl is BBR is not bound by loss below
+// LossTolerantBelow (15 %); an unknown one is taken as loss-based.
 //
 // flight_bytes is what one round trip carries: the receiving end's window
 // (window_bytes), or the sending end's send window (send_window_bytes)
@@ -109,11 +115,11 @@
 //	{
 //	  "nodes": {
 //	    "client": {"window_bytes": 65536},
-//	    "r1":     {"relay": true, "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9},
+//	    "r1":     {"relay": true, "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9, "congestion_control": "bbr"},
 //	    "srv":    {"region": "tokyo"}
 //	  },
 //	  "rtt_ms": [
-//	    ["client", "r1", 12.5],
+//	    {"a": "client", "b": "r1", "rtt_ms": 12.5, "a_window_bytes": 118784},
 //	    ["client", "srv", 50.0],
 //	    {"a": "r1", "b": "srv", "rtt_ms": 30.1, "loss": 0.001, "estimated": true, "age_s": 40}
 //	  ]
@@ -125,12 +131,15 @@
 // window_bytes (receive window, bytes; absent or 0 = unknown),
 // send_window_bytes (most bytes in flight as a sender; absent or 0 =
 // unknown, no limit), limit_bps (bandwidth cap, bits/s; absent or 0 =
-// unknown).
+// unknown), congestion_control (the node's as a sender: cubic, bbr, ...;
+// absent = unknown, loss-based).
 //
 // rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
 // an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and
-// optional loss (fraction 0..1), estimated (bool) and age_s (seconds since
-// measured). Each unordered pair may appear once.
+// optional loss (fraction 0..1), estimated (bool), age_s (seconds since
+// measured) and a_window_bytes, b_window_bytes (the receive window a, b
+// was measured to advertise on this path; absent or 0 = the node's
+// window_bytes). Each unordered pair may appear once.
 //
 // Decoding is strict: unknown fields, duplicate keys, duplicate pairs,
 // pairs naming unknown nodes, non-positive RTTs and out-of-range numbers

@@ -87,6 +87,8 @@ type fileNode struct {
 	WindowBytes     int64   `json:"window_bytes,omitempty"`
 	SendWindowBytes int64   `json:"send_window_bytes,omitempty"`
 	LimitBps        float64 `json:"limit_bps,omitempty"`
+	// CongestionControl is Node.CongestionControl.
+	CongestionControl string `json:"congestion_control,omitempty"`
 }
 
 // filePair is the object form of an rtt_ms entry.
@@ -97,6 +99,9 @@ type filePair struct {
 	Loss      float64 `json:"loss,omitempty"`
 	Estimated bool    `json:"estimated,omitempty"`
 	AgeSec    float64 `json:"age_s,omitempty"`
+	// AWindowBytes and BWindowBytes are Pair's.
+	AWindowBytes int64 `json:"a_window_bytes,omitempty"`
+	BWindowBytes int64 `json:"b_window_bytes,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -105,11 +110,11 @@ func (m Matrix) MarshalJSON() ([]byte, error) {
 	nodes := make(map[string]fileNode, len(m.Nodes))
 	for _, n := range m.Nodes {
 		nodes[n.Name] = fileNode{Relay: n.Relay, Region: n.Region, WindowBytes: n.WindowBytes,
-			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps}
+			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps, CongestionControl: n.CongestionControl}
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
-		if p.Loss == 0 && !p.Estimated && p.AgeSec == 0 {
+		if p.Loss == 0 && !p.Estimated && p.AgeSec == 0 && p.AWindowBytes == 0 && p.BWindowBytes == 0 {
 			pairs[i] = []any{p.A, p.B, p.RTTMs}
 		} else {
 			pairs[i] = filePair(p)
@@ -194,8 +199,10 @@ func parseNode(dec *json.Decoder, name string) (Node, error) {
 			err = dec.Decode(&n.SendWindowBytes)
 		case "limit_bps":
 			err = dec.Decode(&n.LimitBps)
+		case "congestion_control":
+			err = dec.Decode(&n.CongestionControl)
 		default:
-			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps)", key)
+			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps, congestion_control)", key)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -266,8 +273,12 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.Estimated)
 			case "age_s":
 				err = dec.Decode(&p.AgeSec)
+			case "a_window_bytes":
+				err = dec.Decode(&p.AWindowBytes)
+			case "b_window_bytes":
+				err = dec.Decode(&p.BWindowBytes)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -328,6 +339,12 @@ func checkNode(n Node) error {
 	}
 	if !(n.LimitBps >= 0) || math.IsInf(n.LimitBps, 0) {
 		return fmt.Errorf("limit_bps %v: want bits/s >= 0 (0 = unknown)", n.LimitBps)
+	}
+	// Linux's names: TCP_CA_NAME_MAX is 16 with the terminating NUL.
+	if len(n.CongestionControl) > 15 || strings.ContainsFunc(n.CongestionControl, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}) {
+		return fmt.Errorf("congestion_control %q: want a congestion control name (cubic, bbr)", n.CongestionControl)
 	}
 	return nil
 }
@@ -405,6 +422,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("loss %v: want a fraction 0..1", p.Loss)
 	case !(p.AgeSec >= 0) || math.IsInf(p.AgeSec, 0):
 		return fmt.Errorf("age_s %v: want seconds >= 0", p.AgeSec)
+	case p.AWindowBytes < 0 || p.BWindowBytes < 0:
+		return fmt.Errorf("a_window_bytes %d, b_window_bytes %d: want bytes >= 0 (0 = the node's)", p.AWindowBytes, p.BWindowBytes)
 	}
 	return nil
 }

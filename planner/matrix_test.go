@@ -36,12 +36,12 @@ func TestParseMatrix(t *testing.T) {
 	m, err = ParseMatrix([]byte(`
 	{
 	  "rtt_ms": [
-	    { "a": "r1", "b": "srv", "rtt_ms": 30.1, "loss": 0.01, "estimated": true, "age_s": 12 },
+	    { "a": "r1", "b": "srv", "rtt_ms": 30.1, "loss": 0.01, "estimated": true, "age_s": 12, "a_window_bytes": 100000, "b_window_bytes": 200000 },
 	    [ "client" , "r1" , 12.5 ]
 	  ],
 	  "nodes": {
 	    "srv": {},
-	    "r1": {"relay": true, "region": "osaka", "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9},
+	    "r1": {"relay": true, "region": "osaka", "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9, "congestion_control": "bbr"},
 	    "client": {"relay": false}
 	  }
 	}`))
@@ -49,8 +49,8 @@ func TestParseMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = &Matrix{
-		Nodes: []Node{{Name: "client"}, {Name: "r1", Relay: true, Region: "osaka", WindowBytes: 4194304, SendWindowBytes: 4063232, LimitBps: 1e9}, {Name: "srv"}},
-		Pairs: []Pair{{A: "r1", B: "srv", RTTMs: 30.1, Loss: 0.01, Estimated: true, AgeSec: 12}, {A: "client", B: "r1", RTTMs: 12.5}},
+		Nodes: []Node{{Name: "client"}, {Name: "r1", Relay: true, Region: "osaka", WindowBytes: 4194304, SendWindowBytes: 4063232, LimitBps: 1e9, CongestionControl: "bbr"}, {Name: "srv"}},
+		Pairs: []Pair{{A: "r1", B: "srv", RTTMs: 30.1, Loss: 0.01, Estimated: true, AgeSec: 12, AWindowBytes: 100000, BWindowBytes: 200000}, {A: "client", B: "r1", RTTMs: 12.5}},
 	}
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("got %+v\nwant %+v", m, want)
@@ -147,15 +147,15 @@ func TestValidate(t *testing.T) {
 // Matrix is ParseMatrix.
 func TestMatrixRoundTrip(t *testing.T) {
 	m := &Matrix{
-		Nodes: []Node{{Name: "client", WindowBytes: 65536, SendWindowBytes: 32768, LimitBps: 5e7}, {Name: "r1", Relay: true, Region: "osaka"}, {Name: "srv"}},
-		Pairs: []Pair{{A: "client", B: "r1", RTTMs: 12.5}, {A: "srv", B: "r1", RTTMs: 30.1, Loss: 0.02, Estimated: true, AgeSec: 7}},
+		Nodes: []Node{{Name: "client", WindowBytes: 65536, SendWindowBytes: 32768, LimitBps: 5e7, CongestionControl: "cubic"}, {Name: "r1", Relay: true, Region: "osaka"}, {Name: "srv"}},
+		Pairs: []Pair{{A: "client", B: "r1", RTTMs: 12.5, AWindowBytes: 40000}, {A: "srv", B: "r1", RTTMs: 30.1, Loss: 0.02, Estimated: true, AgeSec: 7}},
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"nodes":{"client":{"window_bytes":65536,"send_window_bytes":32768,"limit_bps":50000000},"r1":{"relay":true,"region":"osaka"},"srv":{}},` +
-		`"rtt_ms":[["client","r1",12.5],{"a":"srv","b":"r1","rtt_ms":30.1,"loss":0.02,"estimated":true,"age_s":7}]}`
+	want := `{"nodes":{"client":{"window_bytes":65536,"send_window_bytes":32768,"limit_bps":50000000,"congestion_control":"cubic"},"r1":{"relay":true,"region":"osaka"},"srv":{}},` +
+		`"rtt_ms":[{"a":"client","b":"r1","rtt_ms":12.5,"a_window_bytes":40000},{"a":"srv","b":"r1","rtt_ms":30.1,"loss":0.02,"estimated":true,"age_s":7}]}`
 	if string(data) != want {
 		t.Fatalf("marshal:\n%s\nwant\n%s", data, want)
 	}

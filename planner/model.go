@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Defaults. Every field of Request whose zero value is not a usable setting
@@ -90,7 +91,25 @@ type Node struct {
 	// LimitBps caps any segment this node is an end of (its access link
 	// or a rate limit), bits per second; 0 = unknown (no cap).
 	LimitBps float64 `json:"limit_bps,omitempty"`
+	// CongestionControl is the TCP congestion control this node sends
+	// with (Linux's name: cubic, reno, bbr); "" = unknown, taken as
+	// loss-based. It decides whether a segment's loss bounds what this
+	// node sends on it: the Mathis bound is for loss-based senders (Reno,
+	// CUBIC); a BBR sender paces at its measured bandwidth and is not
+	// bound by random loss below LossTolerantBelow.
+	CongestionControl string `json:"congestion_control,omitempty"`
 }
+
+// LossTolerantBelow is the random loss rate below which a BBR sender's
+// rate is taken as not bound by loss: BBR v1 ignores loss as a signal and
+// holds its rate up to roughly 15-20 % random loss (Cardwell et al.,
+// "BBR: Congestion-Based Congestion Control", ACM Queue 2016: throughput
+// against loss rate). Above it the Mathis bound applies to it too.
+const LossTolerantBelow = 0.15
+
+// lossTolerant says whether a sender with congestion control cc is not
+// bound by random loss below LossTolerantBelow (every BBR version).
+func lossTolerant(cc string) bool { return strings.HasPrefix(cc, "bbr") }
 
 // Pair is one measured (or estimated) round trip between two nodes. Pairs
 // are symmetric: one Pair serves both a→b and b→a.
@@ -105,6 +124,13 @@ type Pair struct {
 	// AgeSec is how old the measurement is, seconds, as of when the caller
 	// built the matrix (the planner never reads a clock); 0 = fresh.
 	AgeSec float64 `json:"age_s,omitempty"`
+	// AWindowBytes and BWindowBytes are the receive windows A and B were
+	// measured to advertise on this path, bytes; 0 = the node's
+	// WindowBytes. How much of its buffer a host's kernel turns into
+	// window depends on the path (what its packets cost in memory), so a
+	// window measured on a segment beats the node's estimate there.
+	AWindowBytes int64 `json:"a_window_bytes,omitempty"`
+	BWindowBytes int64 `json:"b_window_bytes,omitempty"`
 }
 
 // Matrix is what the planner knows: the nodes and the RTTs between them.
@@ -309,12 +335,16 @@ type Segment struct {
 	Sender string `json:"sender"`
 	// SendWindowBytes is Sender's send window, bytes; 0 = unknown (no
 	// limit).
-	SendWindowBytes int64   `json:"send_window_bytes"`
-	LimitBps        float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
-	Loss            float64 `json:"loss"`      // fraction 0..1
+	SendWindowBytes int64 `json:"send_window_bytes"`
+	// SenderCongestionControl is Sender's congestion control ("" =
+	// unknown, taken as loss-based): a loss-tolerant sender (BBR) is not
+	// bound by Loss.
+	SenderCongestionControl string  `json:"sender_congestion_control,omitempty"`
+	LimitBps                float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
+	Loss                    float64 `json:"loss"`      // fraction 0..1
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
-	// Loss).
+	// Loss when the sender's congestion control is loss-based).
 	RateBps   float64 `json:"rate_bps"`
 	DownBps   float64 `json:"down_bps"`   // the ceiling for a download, bits/s
 	UpBps     float64 `json:"up_bps"`     // the ceiling for an upload, bits/s
@@ -433,21 +463,28 @@ const (
 )
 
 // capBps is the direction-independent ceiling of a segment, bits/s: the
-// lower known bandwidth limit of its ends (limitBps, 0 = none) and, under
-// loss, the Mathis bound MSS·8·C/(RTT·√loss). +Inf when neither applies;
-// 0 when loss is total.
-func capBps(rttMs, limitBps, loss float64, mssBytes int) float64 {
-	c := math.Inf(1)
-	if limitBps > 0 {
-		c = limitBps
-	}
+// lower known bandwidth limit of its ends (limitBps, 0 = none). +Inf when
+// none applies; 0 when loss is total (no probe answered: unusable, where
+// the Mathis formula would still give a number).
+func capBps(limitBps, loss float64) float64 {
 	switch {
 	case loss >= 1:
 		return 0
-	case loss > 0:
-		return min(c, mathisBps(rttMs, loss, mssBytes))
+	case limitBps > 0:
+		return limitBps
 	}
-	return c
+	return math.Inf(1)
+}
+
+// lossBps is the loss bound of data a sender with congestion control cc
+// sends over a segment, bits/s: the Mathis bound MSS·8·C/(RTT·√loss) for a
+// loss-based sender, none (+Inf) for a loss-tolerant one below
+// LossTolerantBelow, none without loss.
+func lossBps(rttMs, loss float64, cc string, mssBytes int) float64 {
+	if loss <= 0 || loss < LossTolerantBelow && lossTolerant(cc) {
+		return math.Inf(1)
+	}
+	return mathisBps(rttMs, loss, mssBytes)
 }
 
 // mathisBps is the Mathis bound of a segment with loss > 0, bits/s.

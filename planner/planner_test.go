@@ -297,6 +297,7 @@ func TestDeterministic(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				p := &shuffled.Pairs[k]
 				p.A, p.B = p.B, p.A
+				p.AWindowBytes, p.BWindowBytes = p.BWindowBytes, p.AWindowBytes
 			}
 		}
 		for _, mm := range []*Matrix{m, shuffled} {
@@ -340,6 +341,19 @@ func TestSegmentFormulas(t *testing.T) {
 		// 1448 B × 8 × 1.22 / (0.05 s × √0.01)
 		{"loss", Node{}, Node{}, Pair{RTTMs: 50, Loss: 0.01}, Down, 1448 * 8 * 1.22 / (0.05 * 0.1), "loss"},
 		{"total loss", Node{}, Node{}, Pair{RTTMs: 50, Loss: 1}, Down, 0, "loss"},
+		// The sender's congestion control decides: a download's sender is
+		// the destination. BBR is not bound by 1 % loss: the window is.
+		{"bbr sender", Node{WindowBytes: 65536}, Node{CongestionControl: "bbr"}, Pair{RTTMs: 50, Loss: 0.01}, Down, 65536 * 8 / 0.05, "window"},
+		{"cubic sender", Node{WindowBytes: 65536}, Node{CongestionControl: "cubic"}, Pair{RTTMs: 50, Loss: 0.01}, Down, 1448 * 8 * 1.22 / (0.05 * 0.1), "loss"},
+		// A BBR receiver does not help a loss-based sender.
+		{"bbr receiver", Node{WindowBytes: 65536, CongestionControl: "bbr"}, Node{}, Pair{RTTMs: 50, Loss: 0.01}, Down, 1448 * 8 * 1.22 / (0.05 * 0.1), "loss"},
+		// An upload: the client sends with BBR.
+		{"bbr uploader", Node{CongestionControl: "bbr"}, Node{WindowBytes: 65536}, Pair{RTTMs: 50, Loss: 0.01}, Up, 65536 * 8 / 0.05, "window"},
+		// A window measured on the path (the pair's client end: B, as
+		// the test builds the pair) wins over the node's.
+		{"measured window", Node{WindowBytes: 65536}, Node{}, Pair{RTTMs: 12.5, BWindowBytes: 32768}, Down, 32768 * 8 / 0.0125, "window"},
+		// Past BBR's tolerance the Mathis bound applies to it too.
+		{"bbr heavy loss", Node{WindowBytes: 65536}, Node{CongestionControl: "bbr"}, Pair{RTTMs: 50, Loss: 0.25}, Down, 1448 * 8 * 1.22 / (0.05 * 0.5), "loss"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.client.Name, tc.srv.Name = "client", "srv"

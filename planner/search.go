@@ -56,6 +56,7 @@ type search struct {
 	windows []int64   // dense index → window as a receiver, bytes (unknown ones assumed)
 	sends   []int64   // dense index → send window, bytes; 0 = unknown (no limit)
 	limits  []float64 // dense index → LimitBps, bits/s; 0 = unknown
+	ccs     []string  // dense index → CongestionControl
 	relays  int
 	n       int // relays + 2: the row length of rate and pairOf
 	client  int
@@ -69,7 +70,9 @@ type search struct {
 	// rows; through pairOf it would miss the cache on every read.
 	rtt []float64
 	// pairOf[u*n+v] is 1 + the index in m.Pairs of the pair u–v, in one of
-	// the two cells u→v and v→u (see pair); 0 = none.
+	// the two cells u→v and v→u (see pair); 0 = none. Negated for a pair
+	// whose loss or measured windows mirror must read (most pairs have
+	// neither, and mirror then reads only the dense tables).
 	pairOf []int32
 	// factor[k] is (1−RelayOverhead)^k: what k relays leave of a rate.
 	factor []float64
@@ -145,10 +148,11 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 	s.client, s.dst = s.relays, s.relays+1
 	s.node = append(s.node, ci, di)
 	s.n = len(s.node)
-	s.windows, s.sends, s.limits = make([]int64, s.n), make([]int64, s.n), make([]float64, s.n)
+	s.windows, s.sends, s.limits, s.ccs = make([]int64, s.n), make([]int64, s.n), make([]float64, s.n), make([]string, s.n)
 	for d, i := range s.node {
 		s.dense[i] = int32(d)
 		s.limits[d] = m.Nodes[i].LimitBps
+		s.ccs[d] = m.Nodes[i].CongestionControl
 		s.sends[d] = m.Nodes[i].SendWindowBytes
 		s.windows[d] = m.Nodes[i].WindowBytes
 		if s.windows[d] <= 0 {
@@ -188,6 +192,9 @@ func (s *search) addPair(k, a, b int) {
 	s.rate[x] = s.capBps(da, db, p)
 	s.rtt[x] = p.RTTMs
 	s.pairOf[x] = int32(k + 1)
+	if p.Loss > 0 || p.AWindowBytes > 0 || p.BWindowBytes > 0 {
+		s.pairOf[x] = -s.pairOf[x]
+	}
 }
 
 // mirror completes what addPair entered: for every pair, both cells u→v
@@ -211,7 +218,16 @@ func (s *search) mirror() {
 						src = y
 					}
 					c, rtt := s.rate[src], s.rtt[src]
-					wu, wv := s.flightBps(v, u, rtt), s.flightBps(u, v, rtt)
+					var wu, wv float64
+					if k := s.pairOf[src]; k > 0 {
+						wu, wv = windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), windowBps(flightBytes(s.windows[v], s.sends[u]), rtt)
+					} else {
+						p := &s.m.Pairs[-k-1]
+						wu, wv = s.flightBps(v, u, p), s.flightBps(u, v, p)
+						if p.Loss > 0 {
+							wu, wv = min(wu, s.lossBps(v, rtt, p.Loss)), min(wv, s.lossBps(u, rtt, p.Loss))
+						}
+					}
 					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
 					s.rtt[x], s.rtt[y] = rtt, rtt
 				}
@@ -221,19 +237,39 @@ func (s *search) mirror() {
 }
 
 // flightBps is the window bound of data flowing from dense node from to
-// dense node to over rttMs, bits/s: the receiver's window, or the sender's
-// send window where that is smaller.
-func (s *search) flightBps(from, to int, rttMs float64) float64 {
-	return windowBps(flightBytes(s.windows[to], s.sends[from]), rttMs)
+// dense node to over pair p, bits/s: the receiver's window, or the
+// sender's send window where that is smaller.
+func (s *search) flightBps(from, to int, p *Pair) float64 {
+	return windowBps(flightBytes(s.recvWindow(to, p), s.sends[from]), p.RTTMs)
+}
+
+// recvWindow is dense node to's receive window on pair p, bytes: the one
+// measured on that path, else the node's.
+func (s *search) recvWindow(to int, p *Pair) int64 {
+	if p.AWindowBytes > 0 || p.BWindowBytes > 0 {
+		w := p.BWindowBytes
+		if s.name(to) == p.A {
+			w = p.AWindowBytes
+		}
+		if w > 0 {
+			return w
+		}
+	}
+	return s.windows[to]
 }
 
 // capBps is capBps for the pair p between dense nodes u and v.
 func (s *search) capBps(u, v int, p *Pair) float64 {
-	return capBps(p.RTTMs, minLimit(s.limits[u], s.limits[v]), p.Loss, s.req.Model.MSSBytes)
+	return capBps(minLimit(s.limits[u], s.limits[v]), p.Loss)
+}
+
+// lossBps is lossBps for data dense node sender sends over rttMs with loss.
+func (s *search) lossBps(sender int, rttMs, loss float64) float64 {
+	return lossBps(rttMs, loss, s.ccs[sender], s.req.Model.MSSBytes)
 }
 
 // dirRate is a segment's ceiling in the requested direction, bits/s, from
-// the window bounds with its client-side end (fromBps) and its
+// the bounds (window and loss) with its client-side end (fromBps) and its
 // destination-side end (toBps) receiving, under the cap capBps.
 func (s *search) dirRate(fromBps, toBps, capBps float64) float64 {
 	switch s.req.Direction {
@@ -651,7 +687,13 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 
 // pair returns the usable pair between dense nodes u and v.
 func (s *search) pair(u, v int) *Pair {
-	k := max(s.pairOf[u*s.n+v], s.pairOf[v*s.n+u])
+	k := s.pairOf[u*s.n+v]
+	if k == 0 {
+		k = s.pairOf[v*s.n+u]
+	}
+	if k < 0 {
+		k = -k
+	}
 	return &s.m.Pairs[k-1]
 }
 
@@ -659,7 +701,10 @@ func (s *search) pair(u, v int) *Pair {
 func (s *search) segment(u, v int) Segment {
 	pair := s.pair(u, v)
 	c := s.capBps(u, v, pair)
-	wu, wv := s.flightBps(v, u, pair.RTTMs), s.flightBps(u, v, pair.RTTMs)
+	// Each way's window bound, then with the sender's loss bound.
+	fu, fv := s.flightBps(v, u, pair), s.flightBps(u, v, pair)
+	lu, lv := s.lossBps(v, pair.RTTMs, pair.Loss), s.lossBps(u, pair.RTTMs, pair.Loss)
+	wu, wv := min(fu, lu), min(fv, lv)
 	seg := Segment{
 		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: pair.Loss,
 		LimitBps:  minLimit(s.limits[u], s.limits[v]),
@@ -672,14 +717,17 @@ func (s *search) segment(u, v int) Segment {
 	}
 	// The receiver whose window counts: the client side for a download,
 	// the destination side for an upload, the slower way for both.
-	recv, send, wBps := u, v, wu
+	recv, send, wBps, lossB := u, v, wu, lu
 	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
-		recv, send, wBps = v, u, wv
+		recv, send, wBps, lossB = v, u, wv, lv
 	}
 	seg.Receiver, seg.Sender = s.name(recv), s.name(send)
-	seg.WindowBytes, seg.SendWindowBytes = s.windows[recv], s.sends[send]
-	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0
+	seg.WindowBytes, seg.SendWindowBytes = s.recvWindow(recv, pair), s.sends[send]
+	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0 && seg.WindowBytes == s.windows[recv]
+	seg.SenderCongestionControl = s.ccs[send]
 	switch {
+	case wBps <= c && lossB <= wBps: // min took the loss bound
+		seg.LimitedBy = limitedByLoss
 	case wBps <= c && seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes:
 		seg.LimitedBy = limitedBySendWindow
 	case wBps <= c:
@@ -687,7 +735,7 @@ func (s *search) segment(u, v int) Segment {
 	case seg.LimitBps > 0 && c == seg.LimitBps:
 		seg.LimitedBy = limitedByLimit
 	default:
-		seg.LimitedBy = limitedByLoss
+		seg.LimitedBy = limitedByLoss // total loss: a cap of 0
 	}
 	return seg
 }

@@ -125,6 +125,10 @@ func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
 	if w == 0 {
 		w = bf.window
 	}
+	// A window measured on the pair wins over the node's.
+	if pw := map[string]int64{p.A: p.AWindowBytes, p.B: p.BWindowBytes}[recv.Name]; pw > 0 {
+		w = pw
+	}
 	if send.SendWindowBytes > 0 {
 		w = min(w, send.SendWindowBytes)
 	}
@@ -138,7 +142,8 @@ func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
 	switch {
 	case p.Loss == 1: // nothing answered: unusable, not the Mathis value
 		r = 0
-	case p.Loss > 0:
+	case p.Loss > 0 && (p.Loss >= 0.15 || !strings.HasPrefix(send.CongestionControl, "bbr")):
+		// Loss bounds a loss-based sender, and BBR from 15 %.
 		r = math.Min(r, bf.mss*8*1.22/(rttSec*math.Sqrt(p.Loss)))
 	}
 	return r, true
@@ -229,6 +234,7 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 		if rng.IntN(4) == 0 {
 			n.LimitBps = float64(1+rng.IntN(100)) * 1e7
 		}
+		n.CongestionControl = []string{"", "cubic", "bbr"}[rng.IntN(3)]
 		m.Nodes = append(m.Nodes, n)
 	}
 	density := 0.5 + rng.Float64()/2
@@ -249,8 +255,16 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 				p.Loss = 1
 			case 1, 2:
 				p.Loss = rng.Float64() * 0.05
+			case 3:
+				p.Loss = rng.Float64() * 0.3 // above BBR's tolerance too
 			}
 			p.Estimated = rng.IntN(5) == 0
+			if rng.IntN(6) == 0 {
+				p.AWindowBytes = windows[1+rng.IntN(len(windows)-1)]
+			}
+			if rng.IntN(6) == 0 {
+				p.BWindowBytes = windows[1+rng.IntN(len(windows)-1)]
+			}
 			if rng.IntN(4) == 0 {
 				p.AgeSec = rng.Float64() * 600
 			}

@@ -111,6 +111,17 @@ func TestSizeHandComputed(t *testing.T) {
 		c.Rounds != 8 || !near(c.RampMs, 87.5) || !near(c.Speedup, wantDirect/wantChainMs) {
 		t.Errorf("64 MiB: direct %+v, chain %+v; want %.2f and %.2f ms", d, c, wantDirect, wantChainMs)
 	}
+	// PredictTransfer, from the plans alone, says what the sized search did.
+	for _, p := range []Plan{large.Best, large.Direct} {
+		want := *p.Transfer
+		want.Speedup = 0
+		if got := PredictTransfer(p, Model{}, p.PredictedBps, big); got == nil || !reflect.DeepEqual(*got, want) {
+			t.Errorf("PredictTransfer(%v) = %+v, want %+v", p.Chain, got, want)
+		}
+	}
+	if got := PredictTransfer(large.Best, Model{}, 0, big); got != nil {
+		t.Errorf("PredictTransfer at 0 bit/s = %+v, want nil", got)
+	}
 	if !reflect.DeepEqual(large.Crossover, small.Crossover) {
 		t.Errorf("the crossover depends on the size asked: %+v vs %+v", large.Crossover, small.Crossover)
 	}
@@ -450,6 +461,9 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		}
 		return rtts
 	}
+	tie := func(size int64) bool {
+		return near(bfCompletionMs(size, kind, iw, rttsOf(c.Chain), p.bps), bfCompletionMs(size, kind, iw, rttsOf(nil), dPlan.bps))
+	}
 	sooner := func(size int64) bool {
 		ct := bfCompletionMs(size, kind, iw, rttsOf(c.Chain), p.bps)
 		dt := bfCompletionMs(size, kind, iw, rttsOf(nil), dPlan.bps)
@@ -472,8 +486,10 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 	case CrossoverAbove:
 		x := c.Bytes
 		// Just above: 1 B, or a millionth, where the brute force's
-		// tolerance calls sizes right at the crossing a tie.
-		if sooner(x) && x > 0 || !sooner(x+1+x/1e6) || !sooner(x*2+1) || !sooner(x*100+1) {
+		// tolerance calls sizes right at the crossing a tie (with rates
+		// that differ by less than a thousandth, also a millionth above).
+		above := x + 1 + x/1e6
+		if sooner(x) && x > 0 || !sooner(above) && !tie(above) || !sooner(x*2+1) || !sooner(x*100+1) {
 			fail("crossover above %d B: sooner at it %v, just above %v, twice %v, 100× %v", x, sooner(x), sooner(x+1), sooner(2*x+1), sooner(100*x+1))
 		}
 	default:

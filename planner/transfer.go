@@ -178,3 +178,27 @@ func lastLater(later func(int64) bool, lo, hi int64) int64 {
 	}
 	return lo
 }
+
+// PredictTransfer is the completion of sizeBytes over p at rateBps (p's
+// predicted rate in the transfer's direction: PredictedDownBps or
+// PredictedUpBps), with m's setup kind, MSS and initial window (their
+// defaults where zero, as a Request's): what Plan.Transfer holds when the
+// plan is made for that size, Speedup left 0. For a transfer whose size is
+// known only after it ran (relayctl bench --duration). Nil when p has no
+// segments, rateBps or sizeBytes is not positive, or m is invalid.
+func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfer {
+	req, err := Request{Model: m}.withDefaults()
+	if err != nil || len(p.Segments) == 0 || !(rateBps > 0) || sizeBytes <= 0 {
+		return nil
+	}
+	m = req.Model
+	sumMs, lastMs, maxMs := 0.0, 0.0, 0.0
+	for _, s := range p.Segments {
+		sumMs += s.RTTMs
+		lastMs = s.RTTMs
+		maxMs = max(maxMs, s.RTTMs)
+	}
+	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps}
+	t := f.transfer(sizeBytes, float64(m.InitialWindowSegments)*float64(m.MSSBytes))
+	return &t
+}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -21,8 +22,9 @@ import (
 // newAdmin serves /healthz (always open: load balancers and Docker probe it),
 // and behind admin_token when one is set: /metrics, /v1/info (identity,
 // chain, socket limits), /v1/measurements (RTTs to peer relays) and
-// /v1/probe (RTT to a destination, on demand) and /v1/traffic/ (the
-// benchmark source and sink).
+// /v1/probe (RTT to a destination, on demand), /v1/tunnels (the last
+// ended tunnels' socket statistics) and /v1/traffic/ (the benchmark source
+// and sink).
 func (s *Server) newAdmin() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -45,10 +47,15 @@ func (s *Server) newAdmin() *http.Server {
 			"limits":  ReadLimits(),
 			// The declared capacity, bits/s; 0: not declared.
 			"capacity_bps": s.cfg.CapacityMbit * 1e6,
+			// What this relay sends with on relay links (and to the
+			// clients of its relay listener): relay_socket.congestion,
+			// else the system default.
+			"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, ReadLimits().CongestionControl),
 		})
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
 	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
+	mux.Handle("GET /v1/tunnels", s.adminAuth(s.viaPeer(s.serveTunnels)))
 	// The traffic source and sink `relayctl bench` measures against
 	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload). Transfers may
 	// outlive the admin server's read and write timeouts.

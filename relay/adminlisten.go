@@ -70,7 +70,14 @@ func (c *sniffConn) decide() {
 	}
 	c.inner = &bufferedConn{Conn: c.Conn, r: br}
 	if first[0] == tlsRecordHandshake {
-		c.inner, c.isTLS = tls.Server(c.inner, c.tlsConf), true
+		// The handshake here, under the server's read deadline on the
+		// conn: written in small pieces (linktls.HTTPSServer).
+		tc, err := linktls.HTTPSServer(context.Background(), c.inner, c.tlsConf)
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.inner, c.isTLS = tc, true
 	}
 }
 

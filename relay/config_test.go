@@ -32,6 +32,13 @@ func TestParseConfig(t *testing.T) {
 				return c.Probe.Mode == ProbeCoordinates && cc.ProbesPerMinute == 30 && cc.Nearest == 5 && cc.Random == 4 &&
 					c.Probe.Timeout == DefaultProbeTimeout
 			}},
+		{"no shortcuts by default", "probe: {mode: coordinates}",
+			func(c Config) bool { return c.Probe.coordConfig().Shortcuts == 0 }},
+		{"shortcuts on request", "probe: {mode: coordinates, shortcuts: 16}",
+			func(c Config) bool {
+				cc, err := c.Probe.coordConfig().WithDefaults()
+				return err == nil && cc.Shortcuts == 16
+			}},
 		{"a fast budget", "probe: {mode: coordinates, per_minute: 6000}",
 			func(c Config) bool { return c.Probe.coordConfig().Interval() == 10*time.Millisecond }},
 	}
@@ -70,6 +77,7 @@ func TestParseConfig(t *testing.T) {
 		{"budget past 1 a 10 ms", "probe: {per_minute: 6001}", "probe.per_minute: must be 1..6000"},
 		{"no nearest", "probe: {mode: coordinates, nearest: 0}", "probe.nearest: must be 1..1000 peers, got 0"},
 		{"negative random", "probe: {mode: coordinates, random: -1}", "probe.random: must be 1..1000 peers, got -1"},
+		{"negative shortcuts", "probe: {mode: coordinates, shortcuts: -1}", "probe.shortcuts: must be 0..1000 peers (0: none), got -1"},
 		{"a set too slow to go round", "probe: {mode: coordinates, per_minute: 1}",
 			"probe.per_minute, probe.nearest, probe.random: going round 12 peers at 1 a minute takes 12m0s"},
 		{"per_minute misspelt", "probe: {per_minut: 3}", "per_minut"},

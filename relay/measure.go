@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,9 +37,12 @@ type measurer struct {
 	// publishEvery is how often the pairs (and coordinate) are published:
 	// every probe interval in mesh, every probe in coordinates.
 	publishEvery time.Duration
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	log          *zap.Logger
+	// loss is what the relay's tunnels taught it of each link's loss:
+	// published in place of the probes' where it knows.
+	loss   *dataLoss
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *zap.Logger
 }
 
 func (s *Server) startMeasuring() error {
@@ -83,15 +87,27 @@ func (s *Server) startMeasuring() error {
 			}
 		},
 	}
+	// Only routing by plan reads other relays' pairs; in probe mode
+	// coordinates a relay's own probing needs their coordinates, and
+	// fresh measurements of only the peers it probes.
+	sparse := s.cfg.Probe.Mode == ProbeCoordinates && s.cfg.Routing != "plan"
+	var probing atomic.Pointer[coord.Node]
+	var pullOnly func() []string
+	if sparse {
+		pullOnly = func() []string {
+			if n := probing.Load(); n != nil {
+				return n.ProbeSet()
+			}
+			return nil
+		}
+	}
 	// The bound addresses, not the configured ones: port 0 means "any".
 	reg, err := registry.Open(registry.Options{
 		Fleet: s.cfg.Fleet,
 		Consul: registry.ConsulOptions{
 			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
-			WatchCoalesce: s.cfg.Probe.PullInterval,
-			// Only routing by plan reads other relays' pairs; in probe mode
-			// coordinates a relay's own probing needs their coordinates.
-			CoordinatesOnly: s.cfg.Probe.Mode == ProbeCoordinates && s.cfg.Routing != "plan",
+			WatchCoalesce:   s.cfg.Probe.PullInterval,
+			CoordinatesOnly: sparse,
 		},
 		Self: &registry.SelfRegistration{
 			Name: s.cfg.Name, Region: s.cfg.Region,
@@ -101,6 +117,7 @@ func (s *Server) startMeasuring() error {
 		Admin:        s.adminClient(3 * time.Second),
 		PullInterval: s.cfg.Probe.PullInterval,
 		Events:       events,
+		PullOnly:     pullOnly,
 	})
 	if err != nil {
 		return err
@@ -113,7 +130,7 @@ func (s *Server) startMeasuring() error {
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
 	}
-	m := &measurer{self: s.cfg.Name, reg: reg, log: log}
+	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss}
 	where := []zap.Field{zap.String("fleet", s.cfg.Fleet)}
 	if s.cfg.Fleet == "" {
 		where = []zap.Field{zap.String("consul", s.cfg.Consul.Addr)}
@@ -127,6 +144,7 @@ func (s *Server) startMeasuring() error {
 			return fmt.Errorf("probe: %w", err)
 		}
 		m.probes, m.publishEvery = cp, cp.node.Interval()
+		probing.Store(cp.node)
 		log.Info("probing a budget of peers, estimating the rest from network coordinates", append(where,
 			zap.String("probe_mode", ProbeCoordinates), zap.Int("peers", max(len(relays)-1, 0)), zap.Int("per_minute", s.cfg.Probe.PerMinute),
 			zap.Int("nearest", s.cfg.Probe.Nearest), zap.Int("random", s.cfg.Probe.Random))...)
@@ -264,8 +282,14 @@ func (m *measurer) publish(ctx context.Context) error {
 			errs = append(errs, rc.PublishCoordinate(ctx, m.self, c.Coordinate()))
 		}
 	}
-	errs = append(errs, m.reg.Publish(ctx, m.self, m.probes.Snapshot()))
+	errs = append(errs, m.reg.Publish(ctx, m.self, m.pairs()))
 	return errors.Join(errs...)
+}
+
+// pairs is this relay's own measurements, with the loss its tunnels
+// taught it.
+func (m *measurer) pairs() []registry.Pair {
+	return m.loss.withLoss(m.probes.Snapshot(), time.Now())
 }
 
 // stop ends the measuring goroutines, then closes the registry: with
@@ -304,8 +328,10 @@ func (s *Server) ReloadFleet() error {
 }
 
 // serveMeasurements answers /v1/measurements: this relay's own pairs and
-// (probe mode coordinates) its coordinate as it is now, or with
-// scope=fleet every pair and coordinate it knows.
+// (probe mode coordinates) its coordinate as it is now, with scope=fleet
+// every pair and coordinate it knows, with scope=coordinates every
+// coordinate it knows and no pair (what a relay in probe mode coordinates
+// reads of the fleet once a minute).
 func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	var pairs []registry.Pair
 	var coords []registry.Coordinate
@@ -313,20 +339,22 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	switch scope := r.URL.Query().Get("scope"); scope {
 	case "", "local":
 		if s.measure != nil {
-			pairs = s.measure.probes.Snapshot()
+			pairs = s.measure.pairs()
 			if c, ok := s.measure.probes.(coordinated); ok {
 				coords = []registry.Coordinate{{Relay: s.cfg.Name, Coord: c.Coordinate(), UpdatedAt: now}}
 			}
 		}
-	case "fleet":
+	case "fleet", "coordinates":
 		if s.measure != nil {
-			pairs, _ = s.measure.reg.Pairs(r.Context())
+			if scope == "fleet" {
+				pairs, _ = s.measure.reg.Pairs(r.Context())
+			}
 			if rc, ok := s.measure.reg.(registry.Coordinates); ok {
 				coords, _ = rc.Coordinates(r.Context())
 			}
 		}
 	default:
-		http.Error(w, fmt.Sprintf("scope %q: want local or fleet", scope), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("scope %q: want local, fleet or coordinates", scope), http.StatusBadRequest)
 		return
 	}
 	m := registry.Serve(s.cfg.Name, s.cfg.Region, pairs, now)
@@ -414,9 +442,7 @@ func ReadLimits() SocketLimits {
 	l.WmemMaxBytes = readSysctlInt("net/core/wmem_max", 0)
 	l.TCPRmemMaxBytes = readSysctlInt("net/ipv4/tcp_rmem", 2)
 	l.TCPWmemMaxBytes = readSysctlInt("net/ipv4/tcp_wmem", 2)
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
-		l.CongestionControl = strings.TrimSpace(string(b))
-	}
+	l.CongestionControl = survey.LocalCongestionControl()
 	l.WindowBytesApprox = survey.WindowOfRmem(l.TCPRmemMaxBytes)
 	return l
 }

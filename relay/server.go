@@ -56,6 +56,8 @@ type Server struct {
 	nextID     atomic.Uint64
 
 	measure *measurer // nil without a fleet
+	recent  recentTunnels
+	loss    dataLoss // learned from tunnels; read by measure
 
 	secret []byte // fleet secret; nil without native relaying
 	// link is this relay's TLS identity for relay links; nil with
@@ -608,6 +610,9 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 		result = "error"
 	}
 	s.metrics.tunnelsClosed.WithLabelValues(frontend, result).Inc()
+	s.recent.add(tunnelRecord(frontend, result, start, res))
+	s.learnLoss(client, res.A)
+	s.learnLoss(up, res.B)
 	log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
 		zap.Duration("duration", time.Since(start)), zap.String("result", result), zap.NamedError("cause", res.Err))
 }

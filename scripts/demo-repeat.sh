@@ -34,25 +34,28 @@ for k in $(seq 1 "$n"); do
   esac
   # The self-check's verdict, not the calibration's trial runs before it.
   late=$(sed -n '/self-check FAILED/,$p' "$log" | grep -oE 'link [a-z0-9-]+: [^:]*: ([0-9]+ of [0-9]+ packets [^,]*, )?p99 lateness [0-9.]+ ms' | head -3 | tr '\n' ' ')
-  # bench's table rows: path, ttfb, download, predicted, ...
-  direct=$(awk '$1 == "direct" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)
-  chain=$(awk '$1 == "chain" && $3 == "ms" {print $4 " (predicted " $6 ")"}' "$log" | tail -1)
+  # bench's table rows: path, ttfb ms, download Mbit/s, steady Mbit/s,
+  # predicted Mbit/s, ...; then each stream's time against the model's.
+  direct=$(awk '$1 == "direct" && $3 == "ms" {print $4 " (steady " $6 ", predicted " $8 ")"}' "$log" | tail -1)
+  chain=$(awk '$1 == "chain" && $3 == "ms" {print $4 " (steady " $6 ", predicted " $8 ")"}' "$log" | tail -1)
+  dtime=$(grep -oE '^  direct down stream 1: .* modelled [0-9.]+ s \([0-9.]+×\)' "$log" | grep -oE 'modelled [0-9.]+ s \([0-9.]+×\)' | tail -1)
+  ctime=$(grep -oE '^  chain  down stream 1: .* modelled [0-9.]+ s \([0-9.]+×\)' "$log" | grep -oE 'modelled [0-9.]+ s \([0-9.]+×\)' | tail -1)
   speedup=$(grep -oE 'download [0-9.]+×' "$log" | tail -1)
-  rows+="| $k | $verdict | ${took:-?} s | ${direct:-—} | ${chain:-—} | ${speedup#download } | ${late:-—} |"$'\n'
+  rows+="| $k | $verdict | ${took:-?} s | ${direct:-—} | ${dtime:-—} | ${chain:-—} | ${ctime:-—} | ${speedup#download } | ${late:-—} |"$'\n'
 done
 {
   echo "# The demo, run $n times in a row"
   echo
   echo "Made by \`scripts/demo-repeat.sh $n\` (as root) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) CPUs, kernel $(uname -r)."
-  echo "Each run is \`scripts/demo.sh\`, what \`sudo make demo\` runs: the world lab, \`relayctl plan --dst tokyo\`, \`relayctl bench\` (10 s downloads, direct and through the plan)."
+  echo "Each run is \`scripts/demo.sh\`, what \`sudo make demo\` runs: the world lab, \`relayctl plan --dst tokyo --window-probe 4MB\`, \`relayctl bench\` (a 4 MB window probe on the client's first segment, then 10 s downloads, direct and through the plan)."
   echo "A run is valid when the link emulator's self-check held on every link (exit 0); an invalid run lists its late links."
   echo
   echo "**Valid: $valid of $n.**"
   echo
-  echo "| run | self-check | wall time | direct download Mbit/s | chain download Mbit/s | speed-up | late links (first 3) |"
-  echo "|---:|---|---:|---|---|---:|---|"
+  echo "| run | self-check | wall time | direct download Mbit/s | direct: 10 s against the model's time for its bytes | chain download Mbit/s | chain: 10 s against the model's time | speed-up | late links (first 3) |"
+  echo "|---:|---|---:|---|---|---|---|---:|---|"
   printf '%s' "$rows"
   echo
-  echo "The chain's download is under its prediction. The model leaves out TCP slow start over the chain's longest segment and the senders' send buffers; which of them holds it back is not measured apart yet."
+  echo "Download: over the whole 10 s; steady: over its second half; predicted: the plan's steady rate. The model's time: \`relayctl bench\`'s per-stream line, the model's completion time for the bytes the stream moved (a warm chain's setup or direct's, the admin API's TLS round trip, slow start over the longest segment, the predicted rate), and the measured time over it (above 1: slower than modelled)."
 } > "$out"
 echo "wrote $out: $valid of $n valid"

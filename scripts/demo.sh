@@ -33,8 +33,8 @@ set +e
 set -e
 echo '== lab world: the relays measure each other (10 s)'
 sleep 10
-echo '== relayctl plan --dst $dst'
-'$PWD/bin/relayctl' plan --dst '$dst'
+echo '== relayctl plan --dst $dst --window-probe 4MB'
+'$PWD/bin/relayctl' plan --dst '$dst' --window-probe 4MB
 echo
 echo '== relayctl bench --dst $dst: timed downloads, direct and through the plan'
 '$PWD/bin/relayctl' bench --dst '$dst' --transfers down --duration '$duration' --history ''

@@ -17,6 +17,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/pathbench"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
+	"github.com/relaymesh/relaymesh/planner"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -38,6 +39,79 @@ type benchJSON struct {
 	} `json:"predicted"`
 	SpeedupDown float64 `json:"speedup_down,omitempty"`
 	SpeedupUp   float64 `json:"speedup_up,omitempty"`
+	// Modelled is, for every stream measured, the model's completion time
+	// for the bytes it moved, next to the time it took.
+	Modelled []modelledStream `json:"modelled,omitempty"`
+	// Segments says, per segment of the chain and direction, which limit
+	// its sender met (from the relays' TCP_INFO on the bench's tunnels).
+	Segments []segmentLimit `json:"segments,omitempty"`
+	// WindowProbes are the receive-window probes the plan used
+	// (--window-probe).
+	WindowProbes []windowProbe `json:"window_probes,omitempty"`
+	// PlannedForSize: the plan was ranked by completion time for
+	// SizeBytes (--plan-for-size), not by steady rate.
+	PlannedForSize bool `json:"planned_for_size,omitempty"`
+}
+
+// modelledStream is one measured stream against the model's completion
+// time for its bytes (planner.PredictTransfer): setup, slow start over the
+// path's longest segment, then the predicted rate.
+type modelledStream struct {
+	Path      string  `json:"path"` // direct or chain
+	Direction string  `json:"direction"`
+	Stream    int     `json:"stream"` // from 1
+	Bytes     int64   `json:"bytes"`
+	MeasuredS float64 `json:"measured_s"`
+	// ModelS is the model's completion time, seconds: Transfer's plus
+	// TLSMs.
+	ModelS float64 `json:"model_s"`
+	// TLSMs is one round trip of the whole path when the traffic comes
+	// from a relay's admin API over TLS (its handshake, end to end), else
+	// 0; milliseconds.
+	TLSMs    float64           `json:"tls_ms"`
+	Transfer *planner.Transfer `json:"transfer"`
+}
+
+// benchSetup is the setup the bench's connections pay through the chain:
+// warm, as relayctl connect's without optimistic data. The bench's own
+// relay keeps a warm pool to the first relay (its time-to-first-byte
+// connections warm it before the transfers), the relays keep theirs, and
+// its dial waits for the chain's status before the request goes out.
+// Measured: 10 KB through split4's chain took 108 ms, warm models 100,
+// cold 175 (bench/results/sizes.md).
+const benchSetup = planner.SetupWarm
+
+// modelStreams fills out.Modelled from the measured streams: each
+// stream's bytes over its plan at the plan's per-stream predicted rate.
+// tlsTarget says the traffic came over TLS from a relay's admin API.
+func modelStreams(out *benchJSON, p *planned, tlsTarget bool) {
+	for _, path := range []struct {
+		name string
+		r    *pathbench.Result
+		plan planner.Plan
+	}{{"direct", out.Direct, p.Result.Direct}, {"chain", out.Chain, p.Result.Best}} {
+		if path.r == nil {
+			continue
+		}
+		extraMs := 0.0
+		if tlsTarget {
+			extraMs = path.plan.TotalRTTMs
+		}
+		for _, d := range []struct {
+			dir     string
+			streams []pathbench.Stream
+			bps     float64
+		}{{"down", path.r.DownStreams, path.plan.PredictedDownBps}, {"up", path.r.UpStreams, path.plan.PredictedUpBps}} {
+			for i, st := range d.streams {
+				t := planner.PredictTransfer(path.plan, planner.Model{Setup: benchSetup}, d.bps, st.Bytes)
+				if t == nil || st.Error != "" {
+					continue
+				}
+				out.Modelled = append(out.Modelled, modelledStream{Path: path.name, Direction: d.dir, Stream: i + 1, Bytes: st.Bytes,
+					MeasuredS: st.Seconds, ModelS: (t.CompletionMs + extraMs) / 1000, TLSMs: extraMs, Transfer: t})
+			}
+		}
+	}
 }
 
 // historyPath is where bench results are appended, one JSON line each.
@@ -72,6 +146,8 @@ func appendHistory(path string, v any) error {
 func benchCmd() *cobra.Command {
 	var f planFlags
 	var via, history string
+	var forced []string
+	var bySize bool
 	var size int64
 	var duration time.Duration
 	var streams int
@@ -84,12 +160,26 @@ time to first byte (median of 5 fresh connections: connect through the path,
 1-byte request, 1-byte answer), download and upload throughput (--streams
 parallel TCP connections, --size bytes each or for --duration), and per
 stream this host's TCP_INFO RTT and retransmissions; direct, through the
-chain (native protocol, as relayctl connect sends it), or both. Each
+chain (native protocol, as relayctl connect sends it), or both; --chain
+measures a chain of your choosing instead of the plan's (only its relays
+are surveyed, and the model's prediction for it is shown), to compare a
+plan with the alternatives it lists. Before the transfers it measures this
+host's receive window on its segment to the chain's first relay
+(--window-probe: it downloads that much from the relay's admin API) and
+plans with it: the share of tcp_rmem's max the kernel turns into window
+differs per path, and on that segment the client's window is often the
+bottleneck. After the chain's transfers, each
+segment's sender's TCP_INFO, as the relays recorded it, says which limit
+it met (the receiver's window, its send buffer, congestion control). Each
 transfer's rate is given over its whole time and over its second half
 ("steady": after slow start's ramp, which on long paths can take seconds).
-The prediction, a steady rate, is printed beside each measurement, every
-transfer is checked with SHA-256, and each run is appended as one JSON line
-to the history file.
+The prediction, a steady rate, is printed beside each measurement; and per
+stream, the model's completion time for the bytes it moved (planner's
+transfer model: the setup of a warm chain, or direct's, plus one round trip
+of the path for the admin API's TLS; slow start over the longest segment;
+then the predicted rate) beside the time it took. Every transfer is
+checked with SHA-256, and each run is appended as one JSON line to the
+history file ("modelled": the per-stream comparison).
 
 The traffic comes from the destination's traffic source: with a region or
 relay name, that relay's admin API (/v1/traffic/, with the admin token);
@@ -110,12 +200,40 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 			if size <= 0 || size > traffic.MaxBytes {
 				return fmt.Errorf("--size %d: want 1..%d bytes", size, int64(traffic.MaxBytes))
 			}
+			if bySize {
+				if duration > 0 {
+					return errors.New("--plan-for-size plans for --size bytes: not with --duration")
+				}
+				f.sizeBytes = size
+			}
+			if len(forced) > 0 {
+				if len(f.include) > 0 || len(f.exclude) > 0 {
+					return errors.New("--chain names the relays itself: leave out --include and --exclude")
+				}
+				if via == "direct" {
+					return errors.New("--chain measures a chain: not with --via direct")
+				}
+				f.include = forced
+			}
 			ctx := cmd.Context()
 			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			p, err := f.plan(pctx)
 			cancel()
 			if err != nil {
 				return err
+			}
+			if len(forced) > 0 {
+				if err := p.choose(forced); err != nil {
+					return err
+				}
+				// The chain chosen may start at a relay the plan's
+				// window probe did not measure.
+				if f.windowProbeBytes > 0 && via != "direct" {
+					p.probeWindow(ctx, &f, forced)
+					if err := p.choose(forced); err != nil {
+						return err
+					}
+				}
 			}
 			if f.matrixPath != "" {
 				return errors.New("--matrix plans offline; bench measures a live fleet (use --fleet or --consul)")
@@ -142,7 +260,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) && os.Getenv("TERM") != "dumb" {
 				run.Progress = cmd.ErrOrStderr()
 			}
-			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Streams: streams}
+			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Streams: streams, WindowProbes: p.Windows, PlannedForSize: bySize}
 			if duration > 0 {
 				out.DurationS = duration.Seconds()
 			} else {
@@ -163,7 +281,9 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				if err != nil {
 					return err
 				}
+				since := time.Now()
 				out.Chain = run.Measure(ctx, pathbench.Path{Name: "chain", Relays: b.Chain, Dial: dial})
+				out.Segments = benchSegments(ctx, f.reg.admin(5*time.Second), f.token(), b.Chain, p.Relays, out.Chain, since)
 			}
 			if out.Direct != nil && out.Chain != nil {
 				if out.Direct.DownBps > 0 {
@@ -173,6 +293,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 					out.SpeedupUp = out.Chain.UpBps / out.Direct.UpBps
 				}
 			}
+			modelStreams(&out, p, run.AdminTLS != nil)
 			if history != "" {
 				if err := appendHistory(history, out); err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "relayctl bench: history not written: %v\n", err)
@@ -194,9 +315,13 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 		},
 	}
 	f.register(cmd, true)
+	f.windowProbeFlag(cmd, 4_000_000)
 	fl := cmd.Flags()
 	fl.StringVar(&via, "via", "both", "direct, plan or both")
-	fl.Int64Var(&size, "size", 16<<20, "bytes per stream and direction")
+	fl.BoolVar(&bySize, "plan-for-size", false, "plan for the transfer at hand: rank plans by predicted completion time for --size bytes (as relayctl plan --size), which may be direct for small objects, instead of by steady rate")
+	fl.StringSliceVar(&forced, "chain", nil, "measure this chain (relay names in order, comma-separated) instead of the plan's pick")
+	size = 16 << 20
+	fl.Var(sizeValue{&size}, "size", "bytes per stream and direction (10KB, 1MB, 64MiB: KB/MB/GB decimal, KiB/MiB/GiB binary)")
 	fl.DurationVar(&duration, "duration", 0, "transfer for this long per direction instead of --size")
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
@@ -238,6 +363,14 @@ func chainDialer(p *planned, secretFile, transport string) (func(context.Context
 	return func(ctx context.Context) (net.Conn, error) { return ch.DialContext(ctx, "tcp", target) }, nil
 }
 
+// tlsNote says what the model added for the admin API's TLS handshake.
+func tlsNote(tlsMs float64) string {
+	if tlsMs > 0 {
+		return fmt.Sprintf(" + TLS %.0f ms", tlsMs)
+	}
+	return ""
+}
+
 func printBench(w io.Writer, out *benchJSON, p *planned) {
 	mbit := func(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
 	fmt.Fprintf(w, "bench %s (%s), %d stream(s)", out.Destination, out.Target, out.Streams)
@@ -246,7 +379,11 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 	} else {
 		fmt.Fprintf(w, " for %.0f s", out.DurationS)
 	}
-	fmt.Fprintf(w, "\nplan: %s\n\n", orDirect(p.Result.Best.Chain))
+	fmt.Fprintf(w, "\nplan: %s\n", orDirect(p.Result.Best.Chain))
+	for _, wp := range out.WindowProbes {
+		fmt.Fprintf(w, "%s\n", wp)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-8s %12s %16s %16s %16s %16s %16s %16s\n", "path", "ttfb", "download", "steady", "predicted", "upload", "steady", "predicted")
 	row := func(name string, r *pathbench.Result, pd, pu float64) {
 		if r == nil {
@@ -270,6 +407,15 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		fmt.Fprintf(w, "speed-up over direct: upload %.2f×\n", out.SpeedupUp)
 	}
 	fmt.Fprintf(w, "(steady: the rate over the second half of the transfer's time, after slow start's ramp; the prediction is of that)\n")
+	if len(out.Modelled) > 0 {
+		fmt.Fprintf(w, "\ntime per stream, measured against the model (setup %s, slow start over the longest segment, then the predicted rate):\n", benchSetup)
+		for _, m := range out.Modelled {
+			t := m.Transfer
+			fmt.Fprintf(w, "  %-6s %-4s stream %d: %.1f MiB in %.2f s, modelled %.2f s (%.2f×): setup %.0f ms%s, ramp %.0f ms (%d rounds of %.1f ms), steady %.0f ms\n",
+				m.Path, m.Direction, m.Stream, float64(m.Bytes)/(1<<20), m.MeasuredS, m.ModelS, m.MeasuredS/m.ModelS,
+				t.SetupMs, tlsNote(m.TLSMs), t.RampMs, t.Rounds, t.RampRTTMs, t.SteadyMs)
+		}
+	}
 	for _, r := range []*pathbench.Result{out.Direct, out.Chain} {
 		if r == nil {
 			continue
@@ -284,9 +430,15 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		}{{"down", r.DownStreams}, {"up", r.UpStreams}} {
 			dir := d.dir
 			for i, s := range d.streams {
-				fmt.Fprintf(w, "  %s %s stream %d: %.1f MiB in %.2f s, rtt %.1f ms, retransmits %d\n",
-					label, dir, i+1, float64(s.Bytes)/(1<<20), s.Seconds, s.RTTMs, s.Retransmits)
+				window := ""
+				if dir == "down" && s.RcvWindowBytes > 0 {
+					// The client's own window bounds the first hop.
+					window = fmt.Sprintf(", receive window %d KB", s.RcvWindowBytes/1000)
+				}
+				fmt.Fprintf(w, "  %s %s stream %d: %.1f MiB in %.2f s, rtt %.1f ms, retransmits %d%s\n",
+					label, dir, i+1, float64(s.Bytes)/(1<<20), s.Seconds, s.RTTMs, s.Retransmits, window)
 			}
 		}
 	}
+	printSegments(w, out.Segments)
 }

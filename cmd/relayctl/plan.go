@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,6 +46,14 @@ type planFlags struct {
 	sizeBytes int64
 	setup     string
 	survey    string
+	// windowProbeBytes: plan and bench only (windowProbeFlag).
+	windowProbeBytes int64
+}
+
+// windowProbeFlag registers --window-probe with its default, bytes.
+func (f *planFlags) windowProbeFlag(cmd *cobra.Command, defaultBytes int64) {
+	f.windowProbeBytes = defaultBytes
+	cmd.Flags().Var(sizeValue{&f.windowProbeBytes}, "window-probe", "download this much from the chain's first relay (its admin API, directly) and plan with the receive window this host's socket advertised on that segment, instead of assuming it from tcp_rmem (0: assume)")
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -77,6 +87,29 @@ type planned struct {
 	Notes  []string // from the survey
 	// FromHere names the relays this host reached itself in the survey.
 	FromHere []string
+	// Matrix and Request are what Result was searched from.
+	Matrix  *planner.Matrix
+	Request planner.Request
+	// Windows are the receive-window probes made (--window-probe).
+	Windows []windowProbe
+}
+
+// choose makes chain the plan to use: the plan's pick or one of its
+// alternatives (a plan searched with only chain's relays has it among
+// them, unless a segment of it is unusable).
+func (p *planned) choose(chain []string) error {
+	for _, c := range append([]planner.Plan{p.Result.Best}, p.Result.Alternatives...) {
+		if slices.Equal(c.Chain, chain) {
+			p.Result.Best = c
+			return nil
+		}
+	}
+	why := "no segment of it was measured"
+	if len(p.Result.Best.Reasons) > 0 {
+		why = strings.Join(p.Result.Best.Reasons, "; ")
+	}
+	return fmt.Errorf("--chain %s: not a usable chain (a segment of it is unmeasured or unreachable; `relayctl plan --include %s` shows the matrix): %s",
+		strings.Join(chain, ","), strings.Join(chain, ","), why)
 }
 
 // nextOf is the next-hop URLs of a plan's chain (native protocol).
@@ -169,7 +202,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		if err != nil {
 			return nil, err
 		}
-		return &planned{Result: res}, nil
+		return &planned{Result: res, Matrix: m, Request: req}, nil
 	}
 	reg, err := f.reg.open(ctx)
 	if err != nil {
@@ -211,7 +244,11 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	return &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: sr.FromHere()}, nil
+	p := &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: sr.FromHere(), Matrix: sr.Matrix, Request: req}
+	if f.windowProbeBytes > 0 {
+		p.probeWindow(ctx, f, res.Best.Chain)
+	}
+	return p, nil
 }
 
 // planJSON is `relayctl plan -o json`: the best plan's fields at the top
@@ -240,6 +277,8 @@ type planJSON struct {
 	Direct       planner.Plan       `json:"direct"`
 	Alternatives []planner.Plan     `json:"alternatives"`
 	Notes        []string           `json:"notes"`
+	// WindowProbes are the receive-window probes (--window-probe).
+	WindowProbes []windowProbe `json:"window_probes,omitempty"`
 }
 
 // hopJSON is where to reach one relay of the chain.
@@ -258,6 +297,7 @@ func (p *planned) json() planJSON {
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
 		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
+		WindowProbes: p.Windows,
 	}
 	if out.Chain == nil {
 		out.Chain = []string{}
@@ -345,6 +385,7 @@ finishes at least --min-gain sooner.`,
 		},
 	}
 	f.register(cmd, true)
+	f.windowProbeFlag(cmd, 0)
 	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "transfer size: rank plans by predicted completion time for this many bytes (100KB, 10MB, 1GiB; 0: by steady rate, for large transfers)")
 	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: how a chain sets up: warm (pooled relay connections), optimistic (request rides with the route header) or cold (new TCP+TLS per segment)")
 	return cmd

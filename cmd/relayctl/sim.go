@@ -87,12 +87,12 @@ the model and its limits: go doc ./pkg/netsim.`,
 				return enc.Encode(reports)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
+			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\tcandidates within 10%\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
 			for _, r := range reports {
 				p := r.Plans
-				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
 					r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
-					p.Count, 100*p.Within10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+					p.Count, 100*p.Within10, 100*p.CandidatesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
 					p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
 			}
 			if err := tw.Flush(); err != nil {
@@ -114,7 +114,11 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the world and the run")
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
+	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", shortlist.DefaultCandidates, "relays the planner sees after the coordinate search")
+	fl.IntVar(&cfg.Shortlist.FirstCut, "first-cut", shortlist.DefaultFirstCut, "relays picked on coordinates whose ends are measured before the candidates are ranked again (-1: the candidates only)")
+	fl.IntVar(&cfg.Shortlist.Neighbours, "neighbours", shortlist.DefaultNeighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
+	fl.IntVar(&cfg.Shortlist.Rounds, "rounds", shortlist.DefaultRounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
 	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")

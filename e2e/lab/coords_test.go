@@ -1,6 +1,9 @@
 package lab_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -57,18 +61,34 @@ func coordsTopology(t *testing.T, name string, n int, seed uint64, perMinute int
 // (relayctl nodes) estimate every relay pair's configured RTT with a median
 // relative error within 15 %, and relayctl plan, shortlisting from them,
 // picks a chain whose longest segment under the configured RTTs is within
-// 10 % of the best any chain of up to four relays has.
+// 10 % of the best any chain of up to four relays has. Then the chain's
+// first relay vanishes (every link of its host cut): a plan started after
+// that, within 10 s of the cut, leaves it out.
 func TestLabCoordinates(t *testing.T) {
-	labBins(t)
-	topo, truth, relays := coordsTopology(t, "e2e-coords", 12, 4, 300)
+	bins := labBins(t)
+	const name = "e2e-coords"
+	topo, truth, relays := coordsTopology(t, name, 12, 4, 300)
 	// The destination: the relay farthest from the client (its host).
 	dst := slices.MaxFunc(relays, func(a, b string) int {
 		return int(math.Round(truth[[2]string{"client", a}] - truth[[2]string{"client", b}]))
 	})
 	region := "reg-" + strings.TrimPrefix(dst, "r")
-	dir := inLab(t, topo, "sleep 60\n"+
-		"relayctl nodes -o json > $OUT/nodes.json\n"+
-		"relayctl plan --dst "+region+" --survey shortlist -o json > $OUT/plan.json\n")
+	st := labUp(t, topo, name)
+	inClient := func(args ...string) []byte {
+		t.Helper()
+		cmd, err := st.Command(context.Background(), "client", append([]string{filepath.Join(bins, "relayctl")}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("relayctl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out
+	}
+	time.Sleep(60 * time.Second)
 
 	var nodes struct {
 		Relays []struct {
@@ -76,7 +96,9 @@ func TestLabCoordinates(t *testing.T) {
 			Coordinate *coordinate.Coordinate
 		}
 	}
-	readJSON(t, filepath.Join(dir, "nodes.json"), &nodes)
+	if err := json.Unmarshal(inClient("nodes", "-o", "json"), &nodes); err != nil {
+		t.Fatal(err)
+	}
 	coords := map[string]*coordinate.Coordinate{}
 	for _, r := range nodes.Relays {
 		if r.Coordinate == nil {
@@ -102,17 +124,27 @@ func TestLabCoordinates(t *testing.T) {
 		t.Errorf("median relative error %.1f %%: want within 15 %%", 100*median)
 	}
 
-	var plan struct {
+	type planOut struct {
 		Chain []string `json:"chain"`
 		Notes []string `json:"notes"`
 	}
-	readJSON(t, filepath.Join(dir, "plan.json"), &plan)
-	if !strings.Contains(strings.Join(plan.Notes, "\n"), "shortlist: planned over") {
-		t.Errorf("the plan did not shortlist: %q", plan.Notes)
+	plan := func() planOut {
+		t.Helper()
+		var p planOut
+		if err := json.Unmarshal(inClient("plan", "--dst", region, "--survey", "shortlist", "-o", "json"), &p); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(p.Notes, "\n"), "shortlist: planned over") {
+			t.Errorf("the plan did not shortlist: %q", p.Notes)
+		}
+		return p
 	}
+	start := time.Now()
+	first := plan()
+	planTook := time.Since(start)
 	// The destination is dst's host: a chain may end at dst itself, and
 	// that last segment is inside the host.
-	hops := append(append([]string{"client"}, plan.Chain...), dst)
+	hops := append(append([]string{"client"}, first.Chain...), dst)
 	chosen := 0.0
 	for i := 1; i < len(hops); i++ {
 		if hops[i-1] == hops[i] {
@@ -120,14 +152,38 @@ func TestLabCoordinates(t *testing.T) {
 		}
 		rtt, ok := truth[[2]string{hops[i-1], hops[i]}]
 		if !ok {
-			t.Fatalf("the plan %v uses %s-%s, which has no link", plan.Chain, hops[i-1], hops[i])
+			t.Fatalf("the plan %v uses %s-%s, which has no link", first.Chain, hops[i-1], hops[i])
 		}
 		chosen = max(chosen, rtt)
 	}
 	best := bestBottleneckMs(truth, relays, dst, 4)
-	t.Logf("plan %v: longest segment %.1f ms; the best chain's %.1f ms; direct %.1f ms", plan.Chain, chosen, best, truth[[2]string{"client", dst}])
+	t.Logf("plan %v in %.1f s: longest segment %.1f ms; the best chain's %.1f ms; direct %.1f ms", first.Chain, planTook.Seconds(), chosen, best, truth[[2]string{"client", dst}])
 	if best/chosen < 0.9 {
 		t.Errorf("the plan's longest segment %.1f ms: the best chain's is %.1f ms, more than 10 %% faster", chosen, best)
+	}
+
+	// The first relay of the chain vanishes (not the destination's host).
+	if len(first.Chain) == 0 || first.Chain[0] == dst {
+		t.Fatalf("the plan %v has no relay to fail before the destination's host", first.Chain)
+	}
+	gone := first.Chain[0]
+	cutAt := time.Now()
+	for _, peer := range append([]string{"client"}, relays...) {
+		if peer == gone {
+			continue
+		}
+		if out, code := relayctl(t, filepath.Dir(st.Dir), "link", gone, peer, "--down"); code != 0 {
+			t.Fatalf("lab link %s %s --down: %d\n%s", gone, peer, code, out)
+		}
+	}
+	after := plan()
+	took := time.Since(cutAt)
+	t.Logf("%s vanished; the plan started after the cut, done %.1f s after it: %v; notes %q", gone, took.Seconds(), after.Chain, after.Notes)
+	if slices.Contains(after.Chain, gone) {
+		t.Errorf("the plan after %s vanished still goes through it: %v", gone, after.Chain)
+	}
+	if took > 10*time.Second {
+		t.Errorf("a plan without %s took %.1f s from the cut: want within 10 s", gone, took.Seconds())
 	}
 }
 

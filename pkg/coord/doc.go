@@ -21,10 +21,20 @@
 // endpoint that runs no Vivaldi (a client, a destination) is placed by Fit
 // from RTTs to a few Landmarks.
 //
+// A peer measured at ShortcutRatio of its estimate or less is a shortcut:
+// coordinates obey the triangle inequality and the internet does not, so
+// the direct route between two hubs can be far faster than any embedding
+// allows, and those are the long hops the best chains take. A relay may
+// keep publishing its Shortcuts lowest-ratio shortcuts (none by default)
+// for ShortcutMaxAge after their last probe, long after they left the
+// probe set, so that planners can use them (pkg/shortlist ranks candidates
+// by every published pair).
+//
 // Cost per relay per minute: ProbesPerMinute handshakes, O(len(fleet))
 // work per probe to pick it (NextTarget), O(Window) per result (Observe);
-// memory O(Nearest + Random + peers probed within MaxAge). What a relay
-// publishes (Measured) is at most Nearest + Random + wanted entries.
+// memory O(Nearest + Random + Shortcuts + peers probed within MaxAge).
+// What a relay publishes (Measured) is at most Nearest + Random +
+// Shortcuts + wanted entries.
 //
 // The package does no I/O and reads no clock: every function that needs the
 // time takes now, and randomness comes from a *rand.Rand the caller seeds,

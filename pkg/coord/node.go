@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,9 +65,12 @@ type Node struct {
 	drawnAt time.Time             // when random was last drawn whole
 	drawn   bool
 	wants   map[string]*want
-	set     []string // nearest, random, then the wanted peers in the fleet
-	seq     uint64   // counts picks (and Wants), to order them
-	gen     uint64   // counts rebuilds
+	// shortcuts are peers measured well below their estimate (see
+	// Config.Shortcuts), at most cfg.Shortcuts.
+	shortcuts map[string]shortcut
+	set       []string // nearest, random, then the wanted peers in the fleet
+	seq       uint64   // counts picks (and Wants), to order them
+	gen       uint64   // counts rebuilds
 	// rankedAt and rankedLen are when the nearest peers were last ranked
 	// and how many peers the fleet then listed (see rebuild).
 	rankedAt  time.Time
@@ -105,6 +109,13 @@ type result struct {
 	failed bool
 }
 
+// shortcut is a peer whose measurement beat its estimate: the peer's last
+// window as summarised, and measured/estimated RTT then.
+type shortcut struct {
+	m     Measurement
+	ratio float64
+}
+
 type want struct {
 	until   time.Time
 	seq     uint64 // when asked: wants still pending go in this order
@@ -137,13 +148,14 @@ func NewNode(name string, cfg Config, rnd *rand.Rand) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		name:   name,
-		cfg:    cfg,
-		rnd:    rnd,
-		client: client,
-		seed:   rnd.Uint64(),
-		peers:  map[string]*peerState{},
-		wants:  map[string]*want{},
+		name:      name,
+		cfg:       cfg,
+		rnd:       rnd,
+		client:    client,
+		seed:      rnd.Uint64(),
+		peers:     map[string]*peerState{},
+		wants:     map[string]*want{},
+		shortcuts: map[string]shortcut{},
 	}
 	n.restart()
 	return n, nil
@@ -177,6 +189,24 @@ func (n *Node) ProbeSetSize() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.set)
+}
+
+// ProbeSet is the peers of the probe set as NextTarget last made it, and
+// those asked for with Want whose time is not up: the peers whose
+// coordinates and measurements this node needs fresh. Sorted.
+func (n *Node) ProbeSet() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.probeSet()
+}
+
+func (n *Node) probeSet() []string {
+	names := slices.Clone(n.set)
+	for name := range n.wants {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // Stats are the node's counters.
@@ -252,6 +282,11 @@ func (n *Node) expire(now time.Time) {
 	for name, w := range n.wants {
 		if !now.Before(w.until) {
 			delete(n.wants, name)
+		}
+	}
+	for name, sc := range n.shortcuts {
+		if now.Sub(sc.m.LastAt) > n.cfg.ShortcutMaxAge {
+			delete(n.shortcuts, name)
 		}
 	}
 	if !now.After(n.expireAt) && !n.expireAt.IsZero() {
@@ -483,6 +518,7 @@ func (n *Node) Observe(now time.Time, peer Peer, rttMs float64, failed bool) {
 	if failed || peer.Coord == nil {
 		return
 	}
+	n.noteShortcut(peer, st.sum)
 	before := n.client.Stats().Resets
 	if _, err := n.client.Update(peer.Name, peer.Coord, time.Duration(rttMs*float64(time.Millisecond))); err != nil {
 		n.stats.Rejected++
@@ -493,6 +529,43 @@ func (n *Node) Observe(now time.Time, peer Peer, rttMs float64, failed bool) {
 		n.stats.Resets++
 		n.restart()
 	}
+}
+
+// noteShortcut keeps peer as a shortcut when m, its window's summary, is
+// at most ShortcutRatio of what the coordinates estimate (before this
+// probe moves them), and refreshes the measurement of one already kept.
+// Not while learning: the estimate then means nothing.
+func (n *Node) noteShortcut(peer Peer, m Measurement) {
+	m.Peer = peer.Name
+	old, kept := n.shortcuts[peer.Name]
+	if kept {
+		old.m = m
+		n.shortcuts[peer.Name] = old
+	}
+	if n.learning() || m.Samples == 0 || n.cfg.Shortcuts == 0 {
+		return
+	}
+	est, ok := EstimateMs(n.client.GetCoordinate(), peer.Coord)
+	if !ok || est <= 0 {
+		return
+	}
+	ratio := m.MedianMs / est
+	if ratio > ShortcutRatio || kept && ratio >= old.ratio {
+		return
+	}
+	n.shortcuts[peer.Name] = shortcut{m: m, ratio: ratio}
+	if len(n.shortcuts) <= n.cfg.Shortcuts {
+		return
+	}
+	// Over the bound: drop the highest ratio (ties: the name last).
+	var worst string
+	for name, sc := range n.shortcuts {
+		w, ok := n.shortcuts[worst]
+		if !ok || sc.ratio > w.ratio || sc.ratio == w.ratio && name > worst {
+			worst = name
+		}
+	}
+	delete(n.shortcuts, worst)
 }
 
 // Want asks for peer to be measured exactly until until (a plan needs this
@@ -512,19 +585,16 @@ func (n *Node) Want(peer string, until time.Time) {
 
 // Measured is this node's own measurements, for publishing: the peers of
 // the probe set as the last NextTarget made it, and those asked for with
-// Want whose time is not up, that have results under MaxAge old. At most
-// Nearest + Random + the number of wanted peers; sorted by peer name.
+// Want whose time is not up, that have results under MaxAge old; and the
+// shortcuts (Config.Shortcuts) under ShortcutMaxAge old, as last measured.
+// At most Nearest + Random + Shortcuts + the number of wanted peers; sorted
+// by peer name.
 func (n *Node) Measured(now time.Time) []Measurement {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.expire(now)
-	names := slices.Clone(n.set)
-	for name := range n.wants {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	out := make([]Measurement, 0, len(names))
+	names := n.probeSet()
+	out := make([]Measurement, 0, len(names)+len(n.shortcuts))
 	for _, name := range names {
 		st := n.peers[name]
 		if st == nil || len(st.results) == 0 {
@@ -534,6 +604,12 @@ func (n *Node) Measured(now time.Time) []Measurement {
 		m.Peer = name
 		out = append(out, m)
 	}
+	for name, sc := range n.shortcuts {
+		if !slices.ContainsFunc(out, func(m Measurement) bool { return m.Peer == name }) {
+			out = append(out, sc.m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Measurement) int { return strings.Compare(a.Peer, b.Peer) })
 	return out
 }
 

@@ -51,6 +51,13 @@ func picks(t *testing.T, n *Node, now *time.Time, fleet []Peer, k int) []string 
 	return out
 }
 
+// at is a coordinate on the first axis, ms from the origin.
+func at(ms float64) *coordinate.Coordinate {
+	c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	c.Vec[0] = ms / 1000
+	return c
+}
+
 func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
@@ -173,12 +180,6 @@ func TestNextTargetNearestByCoordinate(t *testing.T) {
 	n := newNode(t, "self", small, 5)
 	// Peers on a line at 1, 2, ... 30 ms from this node's coordinate,
 	// listed far first; this node is done learning.
-	cfg := coordinate.DefaultConfig()
-	at := func(ms float64) *coordinate.Coordinate {
-		c := coordinate.NewCoordinate(cfg)
-		c.Vec[0] = ms / 1000
-		return c
-	}
 	var fleet []Peer
 	for i := 30; i >= 1; i-- {
 		fleet = append(fleet, Peer{Name: fmt.Sprintf("p%02d", i), Coord: at(float64(i))})
@@ -375,6 +376,70 @@ func TestDeterministic(t *testing.T) {
 		if !slices.Equal(a[i].Coord.Vec, b[i].Coord.Vec) || a[i].Coord.Height != b[i].Coord.Height ||
 			a[i].Coord.Adjustment != b[i].Coord.Adjustment {
 			t.Fatalf("%s: %+v then %+v", a[i].Name, a[i].Coord, b[i].Coord)
+		}
+	}
+}
+
+// A peer measured well below its estimate is a shortcut: published after
+// it left the probe set and its results expired, the lowest ratios first,
+// at most Shortcuts of them, until ShortcutMaxAge after its last probe.
+func TestShortcuts(t *testing.T) {
+	cfg := small
+	cfg.Shortcuts, cfg.ShortcutMaxAge = 2, 30*time.Minute
+	// Peers on a line 10, 20, ... 300 ms from this node.
+	var fleet []Peer
+	for i := 1; i <= 30; i++ {
+		fleet = append(fleet, Peer{Name: fmt.Sprintf("p%02d", i), Coord: at(10 * float64(i))})
+	}
+	peer := func(name string) Peer {
+		return fleet[slices.IndexFunc(fleet, func(p Peer) bool { return p.Name == name })]
+	}
+	for _, learning := range []bool{true, false} {
+		n := newNode(t, "self", cfg, 9)
+		origin := func() {
+			if err := n.client.SetCoordinate(at(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		origin()
+		if !learning {
+			n.stats.Updates = 100
+		}
+		now := t0
+		set := sorted(picks(t, n, &now, fleet, 5))
+		// Four far peers out of the set, measured at 0.4, 0.58, 1.0 and
+		// 0.36 of their estimate. The coordinate is put back after each
+		// probe, so that every ratio is against the origin.
+		var far []string
+		for i := 20; i <= 30 && len(far) < 4; i++ {
+			if name := fmt.Sprintf("p%02d", i); !slices.Contains(set, name) {
+				far = append(far, name)
+			}
+		}
+		for i, ratio := range []float64{0.4, 0.58, 1.0, 0.36} {
+			est, _ := EstimateMs(at(0), peer(far[i]).Coord)
+			n.Observe(now, peer(far[i]), ratio*est, false)
+			origin()
+		}
+		var got []string
+		for _, m := range n.Measured(now.Add(cfg.MaxAge + time.Minute)) {
+			got = append(got, m.Peer)
+		}
+		if learning {
+			if len(got) != 0 {
+				t.Errorf("while learning: published %v, want no shortcuts (the estimates mean nothing yet)", got)
+			}
+			continue
+		}
+		if want := []string{far[0], far[3]}; !slices.Equal(got, want) {
+			t.Errorf("after the results expired: published %v, want the two lowest ratios %v", got, want)
+		}
+		est, _ := EstimateMs(at(0), peer(far[0]).Coord)
+		if m := measuredOf(n, now.Add(cfg.MaxAge+time.Minute), far[0]); math.Abs(m.MedianMs-0.4*est) > 1e-9 || m.Samples != 1 || !m.LastAt.Equal(now) {
+			t.Errorf("%s as published: %+v, want its measurement", far[0], m)
+		}
+		if got := n.Measured(now.Add(cfg.ShortcutMaxAge + time.Second)); len(got) != 0 {
+			t.Errorf("after ShortcutMaxAge: published %+v, want none", got)
 		}
 	}
 }

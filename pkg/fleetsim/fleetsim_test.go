@@ -36,6 +36,11 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	if p.QualityMedian > 1 || p.QualityP5 > p.QualityMedian || p.QualityP5 <= 0 {
 		t.Errorf("quality median %.3f, p5 %.3f: want 0 < p5 <= median <= 1", p.QualityMedian, p.QualityP5)
 	}
+	// A chosen chain is made of candidates: the candidates' best is at
+	// least as good.
+	if p.CandidatesWithin10 < p.Within10 {
+		t.Errorf("candidates within 10 %% of the optimum %.2f, plans %.2f: the plans beat their own candidates", p.CandidatesWithin10, p.Within10)
+	}
 	if p.OptimumGainMedian < 1 {
 		t.Errorf("the optimum's gain over direct %.2f: below 1, but direct is a candidate", p.OptimumGainMedian)
 	}

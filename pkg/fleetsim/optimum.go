@@ -71,3 +71,32 @@ func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []flo
 		best, next = next, best
 	}
 }
+
+// bestAmongMs is bestBottleneckMs with only the relays in set as hops:
+// the best the planner could have chosen from the candidates it saw.
+// O(maxHops·len(set)²).
+func (m *trueMatrix) bestAmongMs(set []int, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) float64 {
+	best := make([]float64, len(set))
+	next := make([]float64, len(set))
+	opt := directMs
+	for i, v := range set {
+		best[i] = toRelayMs[v]
+	}
+	for k := 1; ; k++ {
+		for i, v := range set {
+			opt = math.Min(opt, math.Max(best[i], fromRelayMs[v]))
+		}
+		if k == maxHops {
+			return opt
+		}
+		for i, v := range set {
+			next[i] = best[i]
+			for j, u := range set {
+				if b := best[j]; b < next[i] && b < opt {
+					next[i] = math.Min(next[i], math.Max(b, float64(m.rtt[v*m.n+u])))
+				}
+			}
+		}
+		best, next = next, best
+	}
+}

@@ -40,6 +40,7 @@ import (
 	"math/big"
 	"net"
 	"regexp"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -285,11 +286,17 @@ const AdminALPN = "http/1.1"
 // AdminServerConfig serves a relay's admin API over TLS with the relay's
 // certificate. It asks for no client certificate: the admin token
 // authenticates requests, and TLS keeps it and the answers from the path.
+//
+// Serve it with HTTPSServer, and records go out as large as each write
+// (as on relay links): the admin API is the traffic source relayctl bench
+// downloads from, and the small records of Go's dynamic sizing at the
+// start of a connection would set the client's receive window low.
 func (id *Identity) AdminServerConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{id.cert},
-		NextProtos:   []string{AdminALPN},
+		MinVersion:                  tls.VersionTLS13,
+		Certificates:                []tls.Certificate{id.cert},
+		NextProtos:                  []string{AdminALPN},
+		DynamicRecordSizingDisabled: true,
 	}
 }
 
@@ -411,6 +418,45 @@ func smallHandshake(c net.Conn, p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// smallWrites cuts writes into pieces of at most handshakeSegmentBytes
+// until done is set.
+type smallWrites struct {
+	net.Conn
+	done atomic.Bool
+}
+
+func (c *smallWrites) Write(p []byte) (int, error) {
+	if c.done.Load() {
+		return c.Conn.Write(p)
+	}
+	return smallHandshake(c.Conn, p)
+}
+
+// HTTPSServer and HTTPSClient are tls.Server and tls.Client over raw, the
+// handshake run within ctx and written in pieces below any MSS, as a relay
+// link's (see handshakeSegmentBytes): for the admin API, whose downloads
+// (the relays' traffic source, which relayctl bench times) would otherwise
+// get the window a handshake packet sets. They own raw: closed on failure.
+func HTTPSServer(ctx context.Context, raw net.Conn, conf *tls.Config) (*tls.Conn, error) {
+	return smallHandshakeTLS(ctx, raw, func(c net.Conn) *tls.Conn { return tls.Server(c, conf) })
+}
+
+// HTTPSClient: see HTTPSServer.
+func HTTPSClient(ctx context.Context, raw net.Conn, conf *tls.Config) (*tls.Conn, error) {
+	return smallHandshakeTLS(ctx, raw, func(c net.Conn) *tls.Conn { return tls.Client(c, conf) })
+}
+
+func smallHandshakeTLS(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn) (*tls.Conn, error) {
+	sw := &smallWrites{Conn: raw}
+	tc := side(sw)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	sw.done.Store(true)
+	return tc, nil
 }
 
 // HandshakeError is a failed TLS handshake toward a relay: the peer is not

@@ -278,3 +278,79 @@ func TestHandshakeWritesAreSmall(t *testing.T) {
 		t.Errorf("data after the handshake still written in pieces (largest write %d)", big)
 	}
 }
+
+// The admin API's HTTPS handshake goes out in small pieces too, both
+// ways, and its data in records as large as each write.
+func TestHTTPSHandshakeWritesAreSmall(t *testing.T) {
+	srvID, cliID := mustNew(t, secret, "r1", RoleRelay), mustNew(t, secret, "relayctl", RoleClient)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv := make(chan *sizes, 1)
+	srvHS := make(chan int, 1) // the server's writes in its handshake
+	errs := make(chan error, 1)
+	go func() {
+		raw, err := ln.Accept()
+		if err != nil {
+			errs <- err
+			return
+		}
+		s := &sizes{Conn: raw}
+		srv <- s
+		tc, err := HTTPSServer(ctx, s, srvID.AdminServerConfig())
+		s.mu.Lock()
+		srvHS <- len(s.w)
+		s.mu.Unlock()
+		if err == nil {
+			// Data: one 64 KiB write, which dynamic record sizing would
+			// have cut into MSS-sized records.
+			_, err = tc.Write(make([]byte, 64<<10))
+		}
+		errs <- err
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &sizes{Conn: raw}
+	tc, err := HTTPSClient(ctx, cli, cliID.AdminClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	cli.mu.Lock()
+	hs := len(cli.w)
+	cli.mu.Unlock()
+	if _, err := io.ReadFull(tc, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Write([]byte("GET / HTTP/1.1\r\n\r\n" + strings.Repeat("x", 4000))); err != nil {
+		t.Fatal(err)
+	}
+	s, shs := <-srv, <-srvHS
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	if slices.Max(cli.w[:hs]) > handshakeSegmentBytes || slices.Max(s.w[:shs]) > handshakeSegmentBytes {
+		t.Errorf("a handshake write over %d bytes: client %v, server %v", handshakeSegmentBytes, cli.w[:hs], s.w[:shs])
+	}
+	// The server's data: 64 KiB in whole 16 KiB records (Go writes each
+	// record, header and tag with it, as one write).
+	for _, w := range s.w[shs:] {
+		if w < 16<<10 {
+			t.Errorf("the server's data went out in writes of %v bytes: want whole 16 KiB records", s.w[shs:])
+			break
+		}
+	}
+	if big := slices.Max(cli.w[hs:]); big <= handshakeSegmentBytes {
+		t.Errorf("the client's data after the handshake still written in pieces (largest write %d)", big)
+	}
+}

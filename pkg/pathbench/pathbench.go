@@ -27,8 +27,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
+	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
 // TTFBSamples is how many 1-byte requests the time to first byte is
@@ -41,7 +43,13 @@ type Stream struct {
 	Seconds     float64 `json:"seconds"`
 	RTTMs       float64 `json:"rtt_ms"`      // TCP_INFO smoothed RTT of this host's socket (to the first hop)
 	Retransmits uint32  `json:"retransmits"` // TCP_INFO total retransmissions of this host's socket
-	Error       string  `json:"error,omitempty"`
+	// RcvWindowBytes is the receive window this host's socket advertised
+	// last while the transfer ran (TCP_INFO rcv_wnd, sampled every 100
+	// ms; rcv_ssthresh on kernels without it): on a download, what its
+	// own window let the first hop keep in flight once autotuning had
+	// settled.
+	RcvWindowBytes uint32 `json:"rcv_window_bytes,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Result is one path (direct or the chain) measured.
@@ -88,7 +96,7 @@ func (b *Run) request(ctx context.Context, method, path string, body io.Reader, 
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := p.Dial(ctx)
 			if err == nil && onConn != nil {
-				if tc, ok := c.(*net.TCPConn); ok {
+				if tc, ok := tunnel.TCPUnder(c); ok {
 					onConn(tc)
 				}
 			}
@@ -104,12 +112,7 @@ func (b *Run) request(ctx context.Context, method, path string, body io.Reader, 
 			if err != nil {
 				return nil, err
 			}
-			tc := tls.Client(c, b.AdminTLS)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				c.Close()
-				return nil, err
-			}
-			return tc, nil
+			return linktls.HTTPSClient(ctx, c, b.AdminTLS)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+b.Target+b.Prefix+path, body)
@@ -253,9 +256,10 @@ func (b *Run) stream(ctx context.Context, p Path, up bool, moved *atomic.Int64) 
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
 			for {
-				if rtt, retrans, ok := tcpInfo(c); ok {
+				if ti, ok := tcpInfo(c); ok {
 					mu.Lock()
-					res.RTTMs, res.Retransmits = rtt, retrans
+					res.RTTMs, res.Retransmits = ti.rttMs, ti.retrans
+					res.RcvWindowBytes = ti.rcvWindowBytes
 					mu.Unlock()
 				}
 				select {
@@ -329,18 +333,29 @@ type countingWriter struct{ moved *atomic.Int64 }
 
 func (c countingWriter) Write(p []byte) (int, error) { c.moved.Add(int64(len(p))); return len(p), nil }
 
-// tcpInfo reads this host's socket's smoothed RTT (ms) and retransmissions.
-func tcpInfo(c *net.TCPConn) (rttMs float64, retrans uint32, ok bool) {
+// socketInfo is what bench reads from this host's socket's TCP_INFO.
+type socketInfo struct {
+	rttMs          float64 // smoothed RTT
+	retrans        uint32  // total retransmissions
+	rcvWindowBytes uint32  // the receive window advertised now
+}
+
+// tcpInfo reads this host's socket's TCP_INFO.
+func tcpInfo(c *net.TCPConn) (si socketInfo, ok bool) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0, 0, false
+		return si, false
 	}
 	cerr := rc.Control(func(fd uintptr) {
 		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			rttMs, retrans, ok = float64(info.Rtt)/1000, info.Total_retrans, true
+			si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd}
+			if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
+				si.rcvWindowBytes = info.Rcv_ssthresh
+			}
+			ok = true
 		}
 	})
-	return rttMs, retrans, ok && cerr == nil
+	return si, ok && cerr == nil
 }
 
 // Measure runs TTFB, download and upload over one path.
@@ -405,4 +420,65 @@ func (b *Run) showProgress(what string, moved *atomic.Int64) func() {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// windowSampleEvery is how often ReceiveWindow reads the socket's window.
+const windowSampleEvery = 2 * time.Millisecond
+
+// ReceiveWindow downloads sizeBytes over p and returns the largest receive
+// window this host's socket advertised while they arrived (TCP_INFO
+// rcv_wnd, rcv_ssthresh before Linux 6.2), bytes: what autotuning let that
+// sender keep in flight on this path. The window advertised at any one
+// moment is the free space of the receive buffer then, smaller while the
+// reader is behind, so it samples every windowSampleEvery and keeps the
+// maximum; a single read at the end once came out at half the window the
+// next transfer ran at. It reads the socket before the last byte, while
+// the connection is still open.
+func (b *Run) ReceiveWindow(ctx context.Context, p Path, sizeBytes int64) (uint32, error) {
+	if sizeBytes < 2 {
+		return 0, fmt.Errorf("receive window: size %d bytes: want 2 or more", sizeBytes)
+	}
+	var sock *net.TCPConn
+	resp, err := b.request(ctx, http.MethodGet, fmt.Sprintf("/bytes/%d", sizeBytes), nil, p, func(c *net.TCPConn) { sock = c })
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if sock == nil {
+		return 0, errors.New("receive window: the path's connection is not over TCP")
+	}
+	var maxBytes atomic.Uint32
+	sample := func() {
+		if si, ok := tcpInfo(sock); ok && si.rcvWindowBytes > maxBytes.Load() {
+			maxBytes.Store(si.rcvWindowBytes)
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(windowSampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	_, err = io.CopyN(io.Discard, resp.Body, sizeBytes-1)
+	close(done)
+	wg.Wait()
+	if err != nil {
+		return 0, fmt.Errorf("receive window: %w", err)
+	}
+	sample()
+	if maxBytes.Load() == 0 {
+		return 0, errors.New("receive window: TCP_INFO not readable")
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return maxBytes.Load(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -42,6 +43,14 @@ func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
 	if tlsConf != nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = tlsConf
+		dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			raw, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return linktls.HTTPSClient(ctx, raw, tlsConf)
+		}
 		t.ForceAttemptHTTP2 = false
 		t.Proxy = nil // admin traffic goes to the relay, never through $HTTPS_PROXY
 		c.http.Transport = t

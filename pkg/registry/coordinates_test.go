@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +164,85 @@ func TestNewestCoords(t *testing.T) {
 	cs := n.sorted()
 	if len(cs) != 2 || cs[0].Relay != "a" || cs[1].Relay != "b" || cs[1].Coord.Vec[0] != 2 {
 		t.Fatalf("%+v, want a's and b's newest", cs)
+	}
+}
+
+// A relay with PullOnly (probe mode coordinates, not routing by plan)
+// pulls the own measurements of only the peers it names, and the fleet's
+// coordinates from one peer at most every CoordinatesEvery, rotating.
+func TestFleetSparsePulls(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	asked := map[string][]string{} // relay → scopes asked, in order
+	serve := func(name string) *httptest.Server {
+		local := Serve(name, "r-"+name, []Pair{{From: name, To: "a", RTTMs: 5, Samples: 3, UpdatedAt: now}}, now)
+		local.Coordinates = ServeCoordinates([]Coordinate{{Relay: name, Coord: vec(0.01), UpdatedAt: now}}, now)
+		coords := Serve(name, "r-"+name, nil, now)
+		coords.Coordinates = ServeCoordinates([]Coordinate{
+			{Relay: "b", Coord: vec(0.02), UpdatedAt: now},
+			{Relay: "c", Coord: vec(0.03), UpdatedAt: now},
+			{Relay: "d", Coord: vec(0.04), UpdatedAt: now},
+		}, now)
+		srv := scopedRelayAdmin(t, "tok", map[string]Measurements{"local": local, "coordinates": coords})
+		inner := srv.Config.Handler
+		srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			asked[name] = append(asked[name], r.URL.Query().Get("scope"))
+			mu.Unlock()
+			inner.ServeHTTP(w, r)
+		})
+		return srv
+	}
+	b, c, d := serve("b"), serve("c"), serve("d")
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, `admin_token: tok
+relays:
+  - {name: a, admin: 127.0.0.1:1}
+  - {name: b, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
+  - {name: c, admin: `+strings.TrimPrefix(c.URL, "http://")+`}
+  - {name: d, admin: `+strings.TrimPrefix(d.URL, "http://")+`}
+`)
+	reg, err := Open(Options{Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: NewAdminClient(3*time.Second, nil),
+		PullOnly: func() []string { return []string{"c"} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := reg.(*Fleet)
+	ctx := context.Background()
+	for range 2 {
+		if err := f.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := map[string][]string{"b": asked["b"], "c": asked["c"], "d": asked["d"]}
+	mu.Unlock()
+	// Two syncs: c's own measurements each time; the coordinates once,
+	// from the first peer in the rotation.
+	want := map[string][]string{"b": {"coordinates"}, "c": {"local", "local"}, "d": nil}
+	for name := range want {
+		if !slices.Equal(got[name], want[name]) {
+			t.Errorf("%s was asked for scopes %q, want %q", name, got[name], want[name])
+		}
+	}
+	pairs, _ := f.Pairs(ctx)
+	if len(pairs) != 1 || pairs[0].From != "c" {
+		t.Errorf("pairs %+v, want c's only", pairs)
+	}
+	cs, _ := f.Coordinates(ctx)
+	if byRelay := coordsByRelay(cs); len(byRelay) != 3 || byRelay["d"].Coord == nil {
+		t.Errorf("coordinates %+v, want b's, c's and d's", cs)
+	}
+	// Due again: the next peer in the rotation answers.
+	f.mu.Lock()
+	f.coordsAt = time.Now().Add(-CoordinatesEvery)
+	f.mu.Unlock()
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(asked["c"], []string{"local", "local", "local", "coordinates"}) {
+		t.Errorf("c was asked for %q: want its own three times, then the coordinates", asked["c"])
 	}
 }

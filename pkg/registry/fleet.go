@@ -75,6 +75,12 @@ type Fleet struct {
 	relayedCoords map[string]Coordinate
 	rotate        int // which reachable peer relays next
 	watchers      watchers
+	// pullOnly (Options.PullOnly) makes Sync sparse; coordsAt is when it
+	// last read the fleet's coordinates, coordsNext which peer it asks
+	// next.
+	pullOnly   func() []string
+	coordsAt   time.Time
+	coordsNext int
 }
 
 type pull struct {
@@ -261,12 +267,17 @@ func (f *Fleet) Watch(ctx context.Context) <-chan struct{} { return f.watchers.a
 // reachable relay is enough; relays keep in step with Sync. It returns the
 // relays that could not be reached, joined.
 func (f *Fleet) Pull(ctx context.Context, scope string) error {
+	return f.pull(ctx, scope, nil)
+}
+
+// pull is Pull, from only the relays named in only when it is not nil.
+func (f *Fleet) pull(ctx context.Context, scope string, only []string) error {
 	file := f.File()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
 	for _, r := range file.Relays {
-		if r.Name == f.self || r.Admin == "" {
+		if r.Name == f.self || r.Admin == "" || only != nil && !slices.Contains(only, r.Name) {
 			continue
 		}
 		wg.Add(1)
@@ -331,9 +342,12 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 	return out, coords, nil
 }
 
-// MinRTTMs is the smallest RTT believed from another relay: 10 us, below any
-// two hosts' round trip through a kernel's TCP stack.
-const MinRTTMs = 0.01
+// MinRTTMs is the smallest RTT believed from another relay: 1 us. Relays
+// on one host measure each other over loopback, where a TCP handshake has
+// taken 5-10 us on an idle machine; two hosts take tens of microseconds.
+// Below it the figure is a liar's (a zero RTT would pull every plan
+// through it).
+const MinRTTMs = 0.001
 
 // sane says whether a pair's figures are possible: an age (seconds) not in
 // the future, RTTs within [MinRTTMs, 60 s] when probes were answered, loss
@@ -366,6 +380,9 @@ func saneAge(ageS float64) bool { return !math.IsNaN(ageS) && ageS >= 0 && ageS 
 // have no path between them, and a fleet whose relays all reach each other
 // never moves the whole matrix.
 func (f *Fleet) Sync(ctx context.Context) error {
+	if f.pullOnly != nil {
+		return f.syncSparse(ctx)
+	}
 	err := f.Pull(ctx, "local")
 	file := f.File()
 	f.mu.Lock()
@@ -406,6 +423,53 @@ func (f *Fleet) Sync(ctx context.Context) error {
 	}
 	for _, c := range coords {
 		if slices.Contains(missing, c.Relay) {
+			f.relayedCoords[c.Relay] = c
+		}
+	}
+	f.mu.Unlock()
+	return err
+}
+
+// syncSparse is Sync with Options.PullOnly: the own measurements of the
+// relays it names, and every CoordinatesEvery every relay's coordinate
+// from one peer (scope=coordinates, rotating through the peers; one that
+// fails is passed over until the next time). A relay's cost no longer
+// grows with the fleet but for those coordinates, ~350 bytes a relay a
+// minute.
+func (f *Fleet) syncSparse(ctx context.Context) error {
+	only := f.pullOnly()
+	if only == nil {
+		only = []string{} // none yet: pull nobody's pairs
+	}
+	err := f.pull(ctx, "local", only)
+	f.mu.Lock()
+	due := f.coordsAt.IsZero() || time.Since(f.coordsAt) >= CoordinatesEvery
+	f.mu.Unlock()
+	if !due {
+		return err
+	}
+	file := f.File()
+	var peers []fleet.Relay
+	for _, r := range file.Relays {
+		if r.Name != f.self && r.Admin != "" {
+			peers = append(peers, r)
+		}
+	}
+	if len(peers) == 0 {
+		return err
+	}
+	f.mu.Lock()
+	from := peers[f.coordsNext%len(peers)]
+	f.coordsNext++
+	f.mu.Unlock()
+	_, coords, cerr := f.fetch(ctx, from, file.AdminToken, "coordinates")
+	if cerr != nil {
+		return errors.Join(err, fmt.Errorf("%s (%s), the fleet's coordinates: %w", from.Name, from.Admin, cerr))
+	}
+	f.mu.Lock()
+	f.coordsAt = time.Now()
+	for _, c := range coords {
+		if c.Relay != f.self {
 			f.relayedCoords[c.Relay] = c
 		}
 	}

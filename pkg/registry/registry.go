@@ -179,7 +179,20 @@ type Options struct {
 	PullInterval time.Duration
 	// Events hear what Run and Refresh do in the background.
 	Events Events
+	// PullOnly, with a fleet file, makes a relay's pulls sparse: each
+	// pull interval it pulls the own measurements of only the relays
+	// PullOnly names (a relay in probe mode coordinates: the peers it
+	// probes), and every CoordinatesEvery the coordinates of the whole
+	// fleet from one peer (rotating). Nil: every peer every interval.
+	// Pairs of the peers not pulled are not known, nor is their health
+	// (they read as unknown): for relays that do not route by plan.
+	PullOnly func() []string
 }
+
+// CoordinatesEvery is how often a fleet-file relay with Options.PullOnly
+// reads every relay's coordinate from a peer: enough for its ranking of
+// the nearest peers, which it redoes at most once a minute.
+const CoordinatesEvery = time.Minute
 
 // Open returns the registry opts choose. It contacts nothing: a fleet file
 // is read (so its relays are known at once), Consul is not asked until Run
@@ -213,6 +226,7 @@ func Open(opts Options) (Registry, error) {
 			f.pullEvery = opts.PullInterval
 		}
 		f.events = opts.Events
+		f.pullOnly = opts.PullOnly
 		return f, nil
 	case opts.Consul.Addr != "":
 		co := opts.Consul

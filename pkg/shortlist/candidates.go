@@ -16,6 +16,25 @@ type space struct {
 	hgt  []float64 // height, ms
 	adj  []float64 // adjustment, ms
 	name []string
+	// exact are the published relay pairs, both ways: exact[u] lists v
+	// and their RTT. A pair the coordinates cannot estimate (a direct
+	// route between hubs, far faster than the embedding allows) reaches
+	// the ranking through them.
+	exact [][]edge
+}
+
+type edge struct {
+	v  int
+	ms float64
+}
+
+// addExact adds a published pair by the relays' indices.
+func (s *space) addExact(u, v int, ms float64) {
+	if s.exact == nil {
+		s.exact = make([][]edge, s.n())
+	}
+	s.exact[u] = append(s.exact[u], edge{v, ms})
+	s.exact[v] = append(s.exact[v], edge{u, ms})
 }
 
 func (s *space) n() int { return len(s.name) }
@@ -35,28 +54,108 @@ func (s *space) ms(u, v int) float64 {
 	return d
 }
 
-// reach is, for every relay v and every k in 1..hops, the lowest
-// estimated bottleneck of a path from an endpoint that reaches v as its
-// k-th relay or sooner: reach[k-1][v]. endMs[v] is the endpoint's RTT to
-// v. bound prunes: paths whose bottleneck is already above it are not
-// extended (nothing through them can be a candidate).
-func (s *space) reach(endMs []float64, hops int, bound float64) [][]float64 {
+// subset is the space of the relays at idx (in that order), with the
+// published pairs between them.
+func (s *space) subset(idx []int) *space {
+	out := &space{dim: s.dim}
+	at := make(map[int]int, len(idx))
+	for i, u := range idx {
+		at[u] = i
+		out.vec = append(out.vec, s.vec[u*s.dim:(u+1)*s.dim]...)
+		out.hgt, out.adj = append(out.hgt, s.hgt[u]), append(out.adj, s.adj[u])
+		out.name = append(out.name, s.name[u])
+	}
+	if s.exact != nil {
+		for i, u := range idx {
+			for _, e := range s.exact[u] {
+				if j, ok := at[e.v]; ok && i < j {
+					out.addExact(i, j, e.ms)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nearest is the count relays with the lowest estimated RTT to u (u not
+// included), nearest first.
+func (s *space) nearest(u, count int) []string {
+	type near struct {
+		v  int
+		ms float64
+	}
+	var top []near
+	for v := 0; v < s.n(); v++ {
+		if v == u {
+			continue
+		}
+		ms := s.ms(u, v)
+		if len(top) == count && ms >= top[count-1].ms {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, ms, func(a near, ms float64) int { return cmp.Compare(a.ms, ms) })
+		top = slices.Insert(top, i, near{v, ms})
+		if len(top) > count {
+			top = top[:count]
+		}
+	}
+	out := make([]string, len(top))
+	for i, t := range top {
+		out[i] = s.name[t.v]
+	}
+	return out
+}
+
+// normCost is (ms/scaleMs)^8: a chain's cost for the candidate ranking is
+// the sum of its segments' (the 8-norm, to the 8th power). A chain's rate
+// is set by its longest segment, but ranking by that alone ties every
+// chain that shares one unavoidable segment (a client's slow access link
+// binds them all) and breaks the tie by name; the p-norm tends to the
+// longest segment as p grows and ranks those chains by the slack of their
+// other segments: the ones that an estimate's error is least likely to
+// spoil. In the fleet simulator (300 relays, 50 pairs) the candidates held
+// a chain within 10 % of the optimum for 84 % of pairs with p = 8, 56 %
+// ranked by the longest segment; p = 4 and 16 gave 74 % and 72 %.
+func normCost(ms, scaleMs float64) float64 {
+	x := ms / scaleMs
+	x *= x
+	x *= x
+	return x * x
+}
+
+// reach is, for every relay v and every k in 1..hops, the lowest cost
+// (normCost summed over segments) of a path from an endpoint that reaches
+// v as its k-th relay or sooner: reach[k-1][v]. endMs[v] is the
+// endpoint's RTT to v. A hop's RTT is the lower of its estimate and its
+// published figure: the ranking is optimistic, the rounds measure. Paths
+// with a segment longer than boundMs are not extended (nothing through
+// them can be a candidate).
+func (s *space) reach(endMs []float64, hops int, scaleMs, boundMs float64) [][]float64 {
 	n := s.n()
+	bound := normCost(boundMs, scaleMs)
 	out := make([][]float64, hops)
-	out[0] = slices.Clone(endMs)
+	out[0] = make([]float64, n)
+	for v, ms := range endMs {
+		out[0][v] = normCost(ms, scaleMs)
+	}
 	for k := 1; k < hops; k++ {
 		prev, cur := out[k-1], slices.Clone(out[k-1])
 		for u := 0; u < n; u++ {
-			bu := prev[u]
-			if bu > bound {
+			cu := prev[u]
+			if cu > bound {
 				continue
 			}
 			for v := 0; v < n; v++ {
-				if cur[v] <= bu {
-					continue // max(bu, ·) cannot improve it
+				if cur[v] <= cu {
+					continue // adding a segment cannot make it cheaper
 				}
-				if b := math.Max(bu, s.ms(u, v)); b < cur[v] {
-					cur[v] = b
+				if ms := s.ms(u, v); ms <= boundMs {
+					cur[v] = math.Min(cur[v], cu+normCost(ms, scaleMs))
+				}
+			}
+			if s.exact != nil {
+				for _, e := range s.exact[u] {
+					cur[e.v] = math.Min(cur[e.v], cu+normCost(e.ms, scaleMs))
 				}
 			}
 		}
@@ -65,42 +164,46 @@ func (s *space) reach(endMs []float64, hops int, bound float64) [][]float64 {
 	return out
 }
 
-// minimaxCandidates ranks relays by the estimated bottleneck of the best
-// chain of at most hops relays through them, from the client to the
+// rankCandidates ranks relays by the estimated cost (see normP) of the
+// best chain of at most hops relays through them, from the client to the
 // destination, and returns the best count (indices into s). A relay on the
 // chain that wins, or on one close to it, ranks high, however far off the
 // direct path it lies: with only the longest segment setting the rate, the
 // best chains often go the long way round.
-func (s *space) minimaxCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int) []int {
+func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int) []int {
 	if hops < 1 || s.n() == 0 {
 		return nil
 	}
-	// A chain through a relay is only a candidate if it could beat
-	// direct; with an estimate's error, allow twice direct.
-	bound := 2 * directMs
-	f := s.reach(fromClientMs, hops, bound)
-	g := s.reach(toDstMs, hops, bound)
+	// A chain is only a candidate if it could beat direct; with an
+	// estimate's error, allow segments up to twice direct.
+	scale, bound := directMs, 2*directMs
+	if math.IsInf(directMs, 1) {
+		scale = 100 // no direct path: any scale keeps the order
+	}
+	f := s.reach(fromClientMs, hops, scale, bound)
+	g := s.reach(toDstMs, hops, scale, bound)
 	type scored struct {
-		v  int
-		ms float64
+		v    int
+		cost float64
 	}
 	ranked := make([]scored, 0, s.n())
 	for v := 0; v < s.n(); v++ {
 		best := math.Inf(1)
 		// v as the i-th relay from the client and the j-th from the
-		// destination, i + j − 1 ≤ hops.
+		// destination, i + j − 1 ≤ hops; v's own segments are on one
+		// side each.
 		for i := 1; i <= hops; i++ {
 			j := hops + 1 - i
-			best = math.Min(best, math.Max(f[i-1][v], g[j-1][v]))
+			best = math.Min(best, f[i-1][v]+g[j-1][v])
 		}
 		ranked = append(ranked, scored{v, best})
 	}
 	slices.SortFunc(ranked, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(a.ms, b.ms), cmp.Compare(s.name[a.v], s.name[b.v]))
+		return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(s.name[a.v], s.name[b.v]))
 	})
 	out := make([]int, 0, count)
 	for _, r := range ranked[:min(count, len(ranked))] {
-		if !math.IsInf(r.ms, 1) {
+		if !math.IsInf(r.cost, 1) {
 			out = append(out, r.v)
 		}
 	}

@@ -9,21 +9,30 @@
 //     space, those relays probe the destination, and the client probes the
 //     destination (the direct path). The client and the destination get
 //     coordinates fitted to those RTTs (coord.Fit).
-//  2. Candidates: each relay is ranked by the estimated bottleneck (the
-//     longest segment) of the best chain through it, over every relay's
-//     coordinates; the best Candidates are what the planner sees. Not the
-//     relays nearest the direct path: with only the longest segment
+//  2. Candidates: each relay is ranked by the estimated cost of the best
+//     chain through it, over every relay's coordinates and every pair the
+//     relays published (see rankCandidates: the p-norm of the chain's
+//     segments, nearly its longest segment); the best FirstCut go on. Not
+//     the relays nearest the direct path: with only the longest segment
 //     setting the rate, the best chains often go the long way round.
-//  3. Ends: the client probes every candidate and every candidate probes
-//     the destination, in one round: the endpoints' coordinates, fitted
-//     from a few landmarks, are the least accurate estimates, and those
-//     segments start and end every chain.
+//  3. Ends: the client probes every relay of the first cut and each of
+//     them probes the destination, in one round: the endpoints'
+//     coordinates, fitted from a few landmarks, are the least accurate
+//     estimates, and those segments start and end every chain. Ranked
+//     again with those measurements, the best Candidates of the first cut
+//     are what the planner sees.
 //  4. Shortlist: the planner plans over the candidates (exact pairs where a
-//     relay published one, estimates elsewhere); the estimated segments of
-//     the best plan and its runners-up are probed, with the candidate pairs
-//     that would beat the best plan's bottleneck were their estimates
-//     Optimism times too high, and the planner plans again. That repeats
-//     until the best plan stands on measurements only, or Rounds run out.
+//     relay published one, estimates elsewhere). Each round probes the
+//     estimated segments of the best plan and its runners-up; the pairs
+//     between the Neighbours relays nearest each end of the best plan's
+//     longest segment, once per such segment (those relays join the
+//     candidates: a route between two hubs differs pair by pair by more
+//     than coordinates can tell, and the rest of the chain hardly cares
+//     which relay of a city it meets); and the candidate pairs that would
+//     beat the best plan's bottleneck were their estimates Optimism times
+//     too high. Then the planner plans again. That repeats until the best
+//     plan stands on measurements only and its longest segment's
+//     neighbourhood was searched, or Rounds run out.
 //
 // The planner stays pure; probing is the Prober's (relays' /v1/probe and
 // this host's handshakes in relayctl, the modelled network in the
@@ -56,6 +65,18 @@ const (
 	// whose true RTT is 0.6 of its estimate is rare, one at 0.8 is not.
 	DefaultOptimism        = 0.6
 	DefaultExplorePerRound = 400
+	// DefaultHandshakes: one handshake's RTT is within its queueing delay
+	// of the median of three, at a third of the wait, and a plan waits
+	// for its slowest probe once per round. In the simulator (1,000
+	// relays) one handshake per probe halved a plan's wall time and left
+	// its quality as it was.
+	DefaultHandshakes = 1
+	DefaultNeighbours = 12
+	// DefaultFirstCut: the endpoints' coordinates, fitted from a few
+	// landmarks, are the estimates most in error, and they start and end
+	// every chain; measuring four times the candidates' ends in the same
+	// round costs probes, not rounds.
+	DefaultFirstCut = 4 * DefaultCandidates
 )
 
 // Config tunes Plan. The zero value is the defaults.
@@ -75,6 +96,19 @@ type Config struct {
 	// plans' segments and the optimistic ones together; default
 	// DefaultExplorePerRound.
 	ExplorePerRound int
+	// FirstCut is how many relays the coordinates pick first: their ends
+	// are measured (round 3 of the package documentation), and the best
+	// Candidates of them ranked again on those measurements are the
+	// candidates. 0 = DefaultFirstCut; at most Candidates (negative, or
+	// less than Candidates) = no second ranking.
+	FirstCut int
+	// Neighbours is how many relays near each end of the best plan's
+	// bottleneck are tried in its place, once per bottleneck; 0 =
+	// DefaultNeighbours, negative = none.
+	Neighbours int
+	// Handshakes is how many TCP handshakes each probe times (its RTT is
+	// their median); default DefaultHandshakes.
+	Handshakes int
 	// Seed picks the landmarks (reproducibly: the same fleet, the same
 	// landmarks).
 	Seed uint64
@@ -88,9 +122,13 @@ func (c Config) withDefaults() Config {
 	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	c.Optimism = cmp.Or(c.Optimism, DefaultOptimism)
 	c.ExplorePerRound = cmp.Or(c.ExplorePerRound, DefaultExplorePerRound)
+	c.Handshakes = cmp.Or(c.Handshakes, DefaultHandshakes)
+	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
+	c.FirstCut = cmp.Or(c.FirstCut, DefaultFirstCut)
 	if c.Rounds < 0 {
 		c.Rounds = 0
 	}
+	c.Neighbours = max(c.Neighbours, 0)
 	if c.Vivaldi == nil {
 		c.Vivaldi = coordinate.DefaultConfig()
 	}
@@ -118,18 +156,25 @@ type Input struct {
 	// Describe, when set, is called once the candidates are chosen, with
 	// their names, and returns their nodes as they are now known (windows,
 	// limits: what is too costly to read for every relay of a large
-	// fleet); nodes it leaves out keep Relays' Node. An error fails the
-	// plan.
+	// fleet); nodes it leaves out keep Relays' Node. It may return the
+	// destination's node too, under its name, when it knows more of it
+	// (a relay's host: its windows). An error fails the plan.
 	Describe func(ctx context.Context, names []string) (map[string]planner.Node, error)
 }
 
 // Probe asks one node to measure its RTT to another: From is the client or
-// a relay, To a relay or the destination.
-type Probe struct{ From, To string }
+// a relay, To a relay or the destination. Handshakes is how many TCP
+// handshakes to time (the RTT is their median); Plan sets it from
+// Config.Handshakes, and 0 is the Prober's default.
+type Probe struct {
+	From, To   string
+	Handshakes int
+}
 
 // Prober measures RTTs, milliseconds. It answers one value per probe, in
-// order; a value <= 0 is a probe that failed (the pair stays unknown or
-// estimated). An error fails the whole plan.
+// order; a value <= 0 is a probe that failed: that pair is no segment of
+// the plan, whatever was published or estimated for it. An error fails
+// the whole plan.
 type Prober interface {
 	Probe(ctx context.Context, probes []Probe) ([]float64, error)
 }
@@ -141,6 +186,9 @@ type Stats struct {
 	Candidates int // relays the planner saw
 	// Measured and Estimated count the best plan's segments by source.
 	Measured, Estimated int
+	// Unreachable are the relays this host's probe could not reach, left
+	// out of the plan; sorted.
+	Unreachable []string
 }
 
 // Plan plans the path from in.Client to in.Destination: see the package
@@ -166,11 +214,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	slices.SortFunc(peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
 
-	// measured holds every RTT probed in this plan, by unordered pair.
+	// measured holds every RTT probed in this plan, by unordered pair;
+	// failed the pairs whose probe failed, no segment of this plan
+	// whatever was published or estimated for them; down the relays the
+	// client's own probe could not reach, no hop of this plan at all
+	// (their admin API, which makes their probes, is out of reach too; a
+	// relay that vanished still has its coordinate and its published
+	// pairs in the registry until they age out).
 	measured := map[[2]string]float64{}
+	failed := map[[2]string]bool{}
+	down := map[string]bool{}
 	probe := func(batch []Probe) error {
 		if len(batch) == 0 {
 			return nil
+		}
+		for i := range batch {
+			batch[i].Handshakes = cfg.Handshakes
 		}
 		rtts, err := p.Probe(ctx, batch)
 		if err != nil {
@@ -184,6 +243,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		for i, b := range batch {
 			if rtts[i] > 0 {
 				measured[key(b.From, b.To)] = rtts[i]
+			} else {
+				failed[key(b.From, b.To)] = true
+				if b.From == client && b.To != dst {
+					down[b.To] = true
+				}
 			}
 		}
 		return nil
@@ -191,9 +255,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 
 	// Round 1: the landmarks and the direct path.
 	landmarks := coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
-	batch := []Probe{{client, dst}}
+	batch := []Probe{{From: client, To: dst}}
 	for _, l := range landmarks {
-		batch = append(batch, Probe{client, l.Name}, Probe{l.Name, dst})
+		batch = append(batch, Probe{From: client, To: l.Name}, Probe{From: l.Name, To: dst})
 	}
 	if err := probe(batch); err != nil {
 		return nil, nil, st, err
@@ -222,11 +286,15 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 	}
 	// rtt is the best figure known for a pair: measured in this plan,
-	// else published, else estimated from coordinates.
+	// else published, else estimated from coordinates; none (ok false)
+	// once a probe of it failed.
 	rtt := func(a, b string) (ms float64, estimated, ok bool) {
 		k := key(a, b)
 		if ms, ok := measured[k]; ok {
 			return ms, false, true
+		}
+		if failed[k] || down[a] || down[b] {
+			return 0, false, false
 		}
 		if ms, ok := exact[k]; ok {
 			return ms, false, true
@@ -236,7 +304,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 
 	// The candidates: the relays on the chains with the lowest estimated
-	// bottleneck (see minimaxCandidates).
+	// cost (see rankCandidates).
 	sp := &space{dim: -1}
 	var fromClient, toDst []float64
 	for _, r := range in.Relays {
@@ -254,6 +322,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		sp.name = append(sp.name, r.Node.Name)
 		fromClient, toDst = append(fromClient, a), append(toDst, b)
 	}
+	at := make(map[string]int, sp.n())
+	for i, name := range sp.name {
+		at[name] = i
+	}
+	for k, ms := range exact {
+		u, okU := at[k[0]]
+		v, okV := at[k[1]]
+		if okU && okV {
+			sp.addExact(u, v, ms)
+		}
+	}
 	directMs, _, okDirect := rtt(client, dst)
 	if !okDirect {
 		directMs = math.Inf(1)
@@ -263,15 +342,20 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		hops = planner.DefaultMaxHops
 	}
 	var cands []string
-	for _, v := range sp.minimaxCandidates(fromClient, toDst, directMs, hops, cfg.Candidates) {
+	wide := sp.rankCandidates(fromClient, toDst, directMs, hops, max(cfg.FirstCut, cfg.Candidates))
+	for _, v := range wide {
 		cands = append(cands, sp.name[v])
 	}
 	slices.Sort(cands)
 	st.Candidates = len(cands)
-	if in.Describe != nil {
-		nodes, err := in.Describe(ctx, cands)
+	// describe asks Describe about relays that just became candidates.
+	describe := func(names []string) error {
+		if in.Describe == nil || len(names) == 0 {
+			return nil
+		}
+		nodes, err := in.Describe(ctx, names)
 		if err != nil {
-			return nil, nil, st, err
+			return err
 		}
 		for name, n := range nodes {
 			if r, ok := placed[name]; ok && n.Name == name {
@@ -280,8 +364,26 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				placed[name] = r
 			}
 		}
+		// The destination too, when it is known (a relay's host): the
+		// rounds then measure the plan the final search will choose.
+		if n, ok := nodes[dst]; ok && n.Name == dst {
+			n.Relay = false
+			in.Destination = n
+		}
+		return nil
 	}
-
+	// probeDescribing probes batch and describes names at once: the
+	// admin reads cost no round trip of their own. The two touch disjoint
+	// state (probe: the measurements; describe: the nodes).
+	probeDescribing := func(batch []Probe, names []string) error {
+		described := make(chan error, 1)
+		go func() { described <- describe(names) }()
+		err := probe(batch)
+		if derr := <-described; err == nil {
+			err = derr
+		}
+		return err
+	}
 	req := in.Request
 	req.Client, req.Destination = client, dst
 	build := func() *planner.Matrix {
@@ -310,31 +412,105 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		batch = batch[:0]
 		for _, c := range cands {
 			if _, est, _ := rtt(client, c); est {
-				batch = append(batch, Probe{client, c})
+				batch = append(batch, Probe{From: client, To: c})
 			}
 			if _, est, _ := rtt(c, dst); est {
-				batch = append(batch, Probe{c, dst})
+				batch = append(batch, Probe{From: c, To: dst})
 			}
 		}
-		if err := probe(batch); err != nil {
+		// The first cut is described while its ends are probed.
+		if err := probeDescribing(batch, cands); err != nil {
 			return nil, nil, st, err
 		}
 	}
+	if len(cands) > cfg.Candidates {
+		// Rank the first cut again on its measured ends: the candidates
+		// are its best Candidates.
+		sub := sp.subset(wide)
+		var fc, td []float64
+		for _, name := range sub.name {
+			a, _, okA := rtt(client, name)
+			b, _, okB := rtt(name, dst)
+			if !okA || !okB {
+				a, b = math.Inf(1), math.Inf(1)
+			}
+			fc, td = append(fc, a), append(td, b)
+		}
+		cands = cands[:0]
+		for _, v := range sub.rankCandidates(fc, td, directMs, hops, cfg.Candidates) {
+			cands = append(cands, sub.name[v])
+		}
+		slices.Sort(cands)
+		st.Candidates = len(cands)
+	}
 	var res *planner.Result
 	var m *planner.Matrix
+	isCand := map[string]bool{}
+	for _, c := range cands {
+		isCand[c] = true
+	}
+	// searched are the bottleneck segments whose neighbourhoods were
+	// probed (see below).
+	searched := map[[2]string]bool{}
 	for round := 0; ; round++ {
 		m = build()
 		var err error
 		if res, err = planner.Search(m, req); err != nil {
 			return nil, nil, st, err
 		}
-		if round == cfg.Rounds || !hasEstimate(res.Best) {
+		// necks are the best plan's longest segments (more than one when
+		// they tie) whose neighbourhoods were not searched yet. Searching
+		// those of its next-longest segments too, in the same round, left
+		// fewer probes for the rest of the round and planned worse in the
+		// simulator (1,000 relays).
+		var necks [][2]string
+		if b := res.Best.Bottleneck; b >= 0 && len(res.Best.Chain) > 0 && cfg.Neighbours > 0 {
+			for _, seg := range res.Best.Segments {
+				if k := key(seg.From, seg.To); seg.RTTMs >= res.Best.Segments[b].RTTMs && !searched[k] {
+					necks = append(necks, [2]string{seg.From, seg.To})
+				}
+			}
+		}
+		if round == cfg.Rounds || !hasEstimate(res.Best) && len(necks) == 0 {
 			break
+		}
+		seen := map[[2]string]bool{}
+		batch = batch[:0]
+		// The bottleneck's neighbourhood: relays close to either end of
+		// the best plan's longest segment are nearly interchangeable with
+		// it for the rest of the chain, but the segment itself differs
+		// pair by pair (routes, peering), by more than coordinates can
+		// tell. Probing the pairs between the two neighbourhoods finds
+		// the fast one; their relays join the candidates.
+		var added []string
+		near := func(end string) []string {
+			i, ok := at[end]
+			if !ok { // an endpoint
+				return []string{end}
+			}
+			return append(sp.nearest(i, cfg.Neighbours), end)
+		}
+		for _, neck := range necks {
+			searched[key(neck[0], neck[1])] = true
+			ends := near(neck[1])
+			for _, a := range near(neck[0]) {
+				for _, b := range ends {
+					k := key(a, b)
+					if _, est, ok := rtt(a, b); ok && est && !seen[k] && a != b {
+						seen[k] = true
+						batch = append(batch, orient(a, b, client, dst))
+					}
+					for _, r := range [2]string{a, b} {
+						if r != client && r != dst && !isCand[r] {
+							isCand[r] = true
+							added = append(added, r)
+						}
+					}
+				}
+			}
 		}
 		// Probe the estimated segments of every plan the result ranks:
 		// the runner-up that measurement promotes must be measured too.
-		seen := map[[2]string]bool{}
-		batch = batch[:0]
 		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
 			for _, seg := range pl.Segments {
 				k := key(seg.From, seg.To)
@@ -354,15 +530,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 					k := key(a, b)
 					if ms, est, ok := rtt(a, b); ok && est && ms*cfg.Optimism < bMs && !seen[k] && len(batch) < cfg.ExplorePerRound {
 						seen[k] = true
-						batch = append(batch, Probe{a, b})
+						batch = append(batch, Probe{From: a, To: b})
 					}
 				}
 			}
 		}
-		if err := probe(batch); err != nil {
+		// The new candidates are described while the round's probes run.
+		if err := probeDescribing(batch, added); err != nil {
 			return nil, nil, st, err
 		}
+		cands = append(cands, added...)
+		st.Candidates = len(cands)
 	}
+	for name := range down {
+		st.Unreachable = append(st.Unreachable, name)
+	}
+	slices.Sort(st.Unreachable)
 	for _, seg := range res.Best.Segments {
 		if seg.Estimated {
 			st.Estimated++
@@ -384,9 +567,9 @@ func validCoord(c *coordinate.Coordinate) bool {
 func orient(from, to, client, dst string) Probe {
 	switch {
 	case to == client, from == dst:
-		return Probe{to, from}
+		return Probe{From: to, To: from}
 	}
-	return Probe{from, to}
+	return Probe{From: from, To: to}
 }
 
 func hasEstimate(p planner.Plan) bool {

@@ -20,6 +20,7 @@ import (
 type plane struct {
 	pos    map[string][2]float64
 	detour map[[2]string]float64
+	down   map[string]bool // nodes whose probes fail (answer 0)
 	asked  [][]Probe
 }
 
@@ -32,7 +33,9 @@ func (p *plane) Probe(_ context.Context, probes []Probe) ([]float64, error) {
 	p.asked = append(p.asked, slices.Clone(probes))
 	out := make([]float64, len(probes))
 	for i, pr := range probes {
-		out[i] = p.trueMs(pr.From, pr.To)
+		if !p.down[pr.From] && !p.down[pr.To] {
+			out[i] = p.trueMs(pr.From, pr.To)
+		}
 	}
 	return out, nil
 }
@@ -154,6 +157,51 @@ func TestPlanMeasuresAwayAnEstimateThatLies(t *testing.T) {
 	}
 }
 
+// A relay that vanished keeps its coordinate and its published pairs in
+// the registry until they age out; its probes fail, and no plan uses it.
+func TestPlanLeavesOutARelayWhoseProbesFail(t *testing.T) {
+	p, in := newPlane(30, 5)
+	first, _, _, err := Plan(context.Background(), Config{}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Best.Chain) == 0 {
+		t.Fatal("want a chain to break, got direct")
+	}
+	gone := first.Best.Chain[0]
+	// What it published before it vanished still says it is close.
+	for _, r := range in.Relays {
+		if r.Node.Name != gone {
+			in.Exact = append(in.Exact, planner.Pair{A: gone, B: r.Node.Name, RTTMs: 1})
+		}
+	}
+	p.down = map[string]bool{gone: true}
+	p.asked = nil
+	res, m, st, err := Plan(context.Background(), Config{Handshakes: 2}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Unreachable, []string{gone}) {
+		t.Errorf("Stats.Unreachable %v, want [%s]", st.Unreachable, gone)
+	}
+	if slices.Contains(res.Best.Chain, gone) {
+		t.Errorf("the plan %v goes through %s, whose probes fail", res.Best.Chain, gone)
+	}
+	for _, pair := range m.Pairs {
+		if pair.A == gone || pair.B == gone {
+			t.Errorf("the matrix keeps %s-%s (%.1f ms) after its probes failed", pair.A, pair.B, pair.RTTMs)
+			break
+		}
+	}
+	for _, batch := range p.asked {
+		for _, pr := range batch {
+			if pr.Handshakes != 2 {
+				t.Fatalf("probe %+v: want Config.Handshakes (2)", pr)
+			}
+		}
+	}
+}
+
 type failing struct{ short bool }
 
 func (f failing) Probe(_ context.Context, probes []Probe) ([]float64, error) {
@@ -174,5 +222,123 @@ func TestPlanReportsAProberThatFails(t *testing.T) {
 	in.Relays[0].Node.Name = "client"
 	if _, _, _, err := Plan(context.Background(), Config{}, in, &plane{}); err == nil {
 		t.Error("a relay named like the client was accepted")
+	}
+}
+
+// Describe may tell the destination's node (a relay's host: its
+// windows): the rounds plan with it, and the matrix carries it.
+func TestDescribeKnowsTheDestination(t *testing.T) {
+	p, in := newPlane(20, 2)
+	var asked []string
+	in.Describe = func(_ context.Context, names []string) (map[string]planner.Node, error) {
+		asked = slices.Clone(names)
+		return map[string]planner.Node{"destination": {Name: "destination", Relay: true, WindowBytes: 65536, SendWindowBytes: 32768}}, nil
+	}
+	_, m, _, err := Plan(context.Background(), Config{}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) == 0 {
+		t.Fatal("Describe was not asked about the candidates")
+	}
+	i := slices.IndexFunc(m.Nodes, func(n planner.Node) bool { return n.Name == "destination" })
+	if i < 0 || m.Nodes[i].WindowBytes != 65536 || m.Nodes[i].SendWindowBytes != 32768 || m.Nodes[i].Relay {
+		t.Errorf("the matrix's destination %+v: want Describe's windows, not a relay", m.Nodes[max(i, 0)])
+	}
+}
+
+// clusters is a fleet of two tight clusters of relays between the client
+// (x=0) and the destination (x=200): west around x=60, east around x=140.
+// Every west–east pair is 80 ms by distance, and the coordinates say so;
+// one pair's route is 30 ms faster than that (a direct route between two
+// hubs, which no embedding shows). That pair's relays sit a little off
+// their clusters' centres, so that the estimates rank them last.
+func clusters() (*plane, Input, [2]string) {
+	p := &plane{pos: map[string][2]float64{"client": {0, 50}, "destination": {200, 50}}, detour: map[[2]string]float64{}}
+	in := Input{
+		Client:      planner.Node{Name: "client"},
+		Destination: planner.Node{Name: "destination"},
+		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: 3}},
+	}
+	for i := range 8 {
+		for _, side := range []struct {
+			prefix string
+			x      float64
+		}{{"w", 60}, {"e", 140}} {
+			name := fmt.Sprintf("%s%d", side.prefix, i)
+			dy := float64(i) * 0.3
+			p.pos[name] = [2]float64{side.x, 50 + dy}
+			in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(p.pos[name])})
+		}
+	}
+	fast := [2]string{"w7", "e7"}
+	p.detour[key(fast[0], fast[1])] = -30
+	return p, in, fast
+}
+
+// The best plan's bottleneck is a west–east hop; the relays near its ends
+// are tried in its place, and the fast pair is found although the
+// coordinates ranked neither of its relays among the candidates.
+func TestPlanSearchesTheBottlenecksNeighbourhood(t *testing.T) {
+	p, in, fast := clusters()
+	cfg := Config{Candidates: 4, Neighbours: -1}
+	blind, _, _, err := Plan(context.Background(), cfg, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(blind.Best.Chain, fast[0]) || slices.Contains(blind.Best.Chain, fast[1]) {
+		t.Fatalf("without the neighbourhood search the plan %v found the fast pair: the test proves nothing", blind.Best.Chain)
+	}
+	cfg.Neighbours = 0 // the default
+	res, _, st, err := Plan(context.Background(), cfg, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Best.Chain, fast[:]) {
+		t.Errorf("chose %v, want the fast pair %v", res.Best.Chain, fast)
+	}
+	if st.Estimated != 0 || st.Candidates <= 4 {
+		t.Errorf("stats %+v: want every segment measured and the neighbours among the candidates", st)
+	}
+}
+
+// A pair a relay measured and published counts in the candidates' ranking:
+// its relays become candidates, and a plan on estimates and published
+// pairs alone takes it.
+func TestPlanRanksByPublishedPairs(t *testing.T) {
+	p, in, fast := clusters()
+	cfg := Config{Candidates: 4, Neighbours: -1, Rounds: -1}
+	res, _, _, err := Plan(context.Background(), cfg, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(res.Best.Chain, fast[0]) {
+		t.Fatalf("without the published pair the plan %v took it: the test proves nothing", res.Best.Chain)
+	}
+	in.Exact = []planner.Pair{{A: fast[0], B: fast[1], RTTMs: p.trueMs(fast[0], fast[1])}}
+	res, _, _, err = Plan(context.Background(), cfg, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Best.Chain, fast[:]) {
+		t.Errorf("chose %v, want the published fast pair %v", res.Best.Chain, fast)
+	}
+}
+
+// Chains that share their longest segment are told apart by the rest: the
+// relay whose other segment has slack ranks first.
+func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {
+	sp := &space{dim: 1}
+	for i, x := range []float64{50, 50} {
+		sp.vec = append(sp.vec, x)
+		sp.hgt, sp.adj = append(sp.hgt, 0), append(sp.adj, 0)
+		sp.name = append(sp.name, fmt.Sprintf("r%d", i))
+	}
+	// Both relays' client segment is 60 ms (the client's slow access);
+	// r0 is 55 ms from the destination, r1 20 ms. Alone, the bottleneck
+	// ties them at 60 ms (and the name would pick r0).
+	got := sp.rankCandidates([]float64{60, 60}, []float64{55, 20}, 200, 1, 1)
+	if len(got) != 1 || sp.name[got[0]] != "r1" {
+		t.Errorf("ranked first %v, want r1 (its other segment has the slack)", got)
 	}
 }

@@ -151,11 +151,15 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 					res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, err))
 					return
 				}
-				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region,
-					WindowBytes: w.recvBytes, SendWindowBytes: w.sendBytes, LimitBps: w.capacityBps}
+				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
+				w.apply(&n)
 				out[r.Name] = n
 				if r.Name == res.Target.Relay {
 					dstWindow = &n
+					// The destination is this relay's host: its windows.
+					d := planner.Node{Name: dstNode.Name, Region: dstNode.Region}
+					w.apply(&d)
+					out[dstNode.Name] = d
 				}
 			})
 		}
@@ -185,6 +189,10 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
 		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+	if len(st.Unreachable) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: left out %s: this host's probe could not reach it (vanished, or its admin port is filtered from here)",
+			strings.Join(st.Unreachable, ", ")))
+	}
 	if dropped := len(usable) - len(in.Relays); dropped > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d usable relays have no coordinate yet; left out", dropped))
 	}
@@ -202,9 +210,9 @@ func containsNode(m *planner.Matrix, name string) bool {
 
 // surveyProber makes shortlist's probes: this host's own handshakes for
 // the client's, the relays' /v1/probe for theirs (to the destination, or
-// to a peer's admin address). Each probe's handshakes follow each other
-// without a gap: a round waits for its slowest probe, and a plan makes
-// several rounds.
+// to a peer's admin address), as many as the probe asks. Each probe's
+// handshakes follow each other without a gap: a round waits for its
+// slowest probe, and a plan makes several rounds.
 type surveyProber struct {
 	s      *Survey
 	relays map[string]registry.Relay
@@ -234,7 +242,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				if pr.To == p.dst && p.s.MeasureDst != nil {
 					measure = p.s.MeasureDst
 				}
-				sum = p.s.sample(ctx, addr, 0, measure)
+				sum = p.s.sample(ctx, addr, pr.Handshakes, 0, measure)
 			} else {
 				from, ok := p.relays[pr.From]
 				if !ok {
@@ -243,7 +251,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 				defer cancel()
 				var err error
-				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr, 0); err != nil {
+				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr, pr.Handshakes, 0); err != nil {
 					return
 				}
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -106,17 +107,22 @@ func (f *planeFleet) oracle(t *testing.T) []string {
 }
 
 // A fleet whose relays publish coordinates is surveyed by shortlist: only
-// the landmarks and the candidates are asked to probe, and the plan over
-// the candidates is the plan over the whole true matrix.
+// the landmarks and the candidates (and the first cut they came from) are
+// asked to probe, and the plan over the candidates is the plan over the
+// whole true matrix.
 func TestSurveyShortlistsALargeFleet(t *testing.T) {
-	f := newPlaneFleet(t, 120)
+	f := newPlaneFleet(t, 400)
 	res, err := f.survey(ModeAuto).Run(context.Background(), planeDst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	notes := strings.Join(res.Notes, "\n")
-	if !strings.Contains(notes, "shortlist: planned over 48 of 120 relays") {
+	// 48 candidates, and the relays the neighbourhood searches added.
+	var over, of int
+	if i := strings.Index(notes, "shortlist: planned over "); i < 0 {
 		t.Fatalf("notes %q: want the shortlist's", notes)
+	} else if _, err := fmt.Sscanf(notes[i:], "shortlist: planned over %d of %d relays", &over, &of); err != nil || over < 48 || over >= 400 || of != 400 {
+		t.Fatalf("notes %q: want the shortlist's, over 48 or more of 400 relays", notes)
 	}
 	relays := 0
 	for _, n := range res.Matrix.Nodes {
@@ -130,12 +136,13 @@ func TestSurveyShortlistsALargeFleet(t *testing.T) {
 			}
 		}
 	}
-	if relays != 48 || len(res.Relays) != 48 {
-		t.Errorf("%d relays in the matrix, %d in the result: want the 48 candidates", relays, len(res.Relays))
+	if relays != over || len(res.Relays) != over {
+		t.Errorf("%d relays in the matrix, %d in the result: want the %d candidates", relays, len(res.Relays), over)
 	}
-	// Only the landmarks and the candidates are asked to probe.
-	if n := len(f.asked); n == 0 || n > 8+48 {
-		t.Errorf("%d relays asked to probe: want the 8 landmarks and the 48 candidates at most", n)
+	// Only the landmarks, the coordinates' first cut (whose ends are
+	// measured) and the neighbours searched are asked to probe.
+	if n, most := len(f.asked), 8+shortlist.DefaultFirstCut+over-shortlist.DefaultCandidates; n == 0 || n > most {
+		t.Errorf("%d relays asked to probe: want the 8 landmarks, the first cut and the neighbours searched, %d at most", n, most)
 	}
 	plan, err := planner.Search(res.Matrix, planner.Request{Client: ClientNode, Destination: planeDst})
 	if err != nil {

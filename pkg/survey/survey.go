@@ -188,7 +188,8 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
 	now := s.now()
 	m := res.Matrix
-	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes()})
+	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes(),
+		CongestionControl: LocalCongestionControl()})
 	dstNode := planner.Node{Name: target.Name, Region: target.Region}
 	var usable []registry.Relay
 	for _, r := range relays {
@@ -233,13 +234,13 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	var direct probe.Summary
 	var wg sync.WaitGroup
 	for i, r := range usable {
-		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, probeGap, s.Measure) })
+		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, 0, probeGap, s.Measure) })
 	}
 	measureDst := s.MeasureDst
 	if measureDst == nil {
 		measureDst = s.Measure
 	}
-	wg.Go(func() { direct = s.sample(ctx, target.Addr, probeGap, measureDst) })
+	wg.Go(func() { direct = s.sample(ctx, target.Addr, 0, probeGap, measureDst) })
 	wg.Wait()
 	var reachable []registry.Relay
 	for i, r := range usable {
@@ -262,7 +263,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 			inner.Go(func() {
 				cctx, cancel := context.WithTimeout(ctx, s.timeout()+time.Duration(s.count())*probeGap)
 				defer cancel()
-				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr, relayProbeGap)
+				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr, 0, relayProbeGap)
 			})
 			inner.Wait()
 		})
@@ -296,15 +297,15 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	}
 	for i, r := range usable {
 		in := infos[i]
-		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region,
-			WindowBytes: in.window.recvBytes, SendWindowBytes: in.window.sendBytes, LimitBps: in.window.capacityBps}
+		node := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
+		in.window.apply(&node)
 		if in.infoErr != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, in.infoErr))
 		}
 		m.Nodes = append(m.Nodes, node)
 		if r.Name == target.Relay {
 			// The destination is that relay's host.
-			dstNode.WindowBytes, dstNode.SendWindowBytes, dstNode.LimitBps = in.window.recvBytes, in.window.sendBytes, in.window.capacityBps
+			in.window.apply(&dstNode)
 		}
 		addPair(ClientNode, r.Name, in.fromHere, "client -> "+r.Name)
 		if in.dstErr != nil {
@@ -336,12 +337,15 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 // ends it: a relay that vanished (its host down, its address gone) costs one
 // timeout or unreachable, not one per sample, so a re-plan after a relay
 // dies is quick.
-func (s *Survey) sample(ctx context.Context, addr string, gap time.Duration, measure func(context.Context, string) (time.Duration, error)) probe.Summary {
+//
+// count is the number of handshakes; 0 is Count.
+func (s *Survey) sample(ctx context.Context, addr string, count int, gap time.Duration, measure func(context.Context, string) (time.Duration, error)) probe.Summary {
 	if measure == nil {
 		measure = probe.HandshakeRTT
 	}
-	w := probe.NewWindow(s.count())
-	for i := 0; i < s.count() && ctx.Err() == nil; i++ {
+	count = cmp.Or(count, s.count())
+	w := probe.NewWindow(count)
+	for i := 0; i < count && ctx.Err() == nil; i++ {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
@@ -375,10 +379,13 @@ func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
 // probed one counts before an estimated one, then the newer. Pairs with no
 // answer are left out (unusable paths). A measurement the triangle check
 // does not believe (own: the witnesses' measurements) becomes its floor,
-// estimated, and a note says so.
+// estimated, and a note says so. The loss is the higher of the two ends'
+// measured ones: each learns what it sent (relays learn loss from their
+// tunnels), and one that sent nothing reports none.
 func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map[[2]string]float64, now time.Time) ([]planner.Pair, []string) {
 	type key [2]string
 	best := map[key]registry.Pair{}
+	worstLoss := map[key]float64{}
 	var notes []string
 	for _, p := range pairs {
 		if _, ok := usable[p.From]; !ok {
@@ -409,10 +416,17 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		if !ok || (old.Estimated && !p.Estimated) || (old.Estimated == p.Estimated && p.UpdatedAt.After(old.UpdatedAt)) {
 			best[k] = p
 		}
+		if !p.Estimated && p.Loss < 1 {
+			worstLoss[k] = max(worstLoss[k], p.Loss)
+		}
 	}
 	out := make([]planner.Pair, 0, len(best))
 	for k, p := range best {
-		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(p.Loss, 0), 1),
+		loss := p.Loss
+		if loss < 1 {
+			loss = max(loss, worstLoss[k])
+		}
+		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(loss, 0), 1),
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0)})
 	}
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
@@ -500,11 +514,18 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 	return err
 }
 
-// windows are a relay's receive and send windows, bytes, and its declared
-// capacity, bits/s; 0 = unknown.
+// windows are a relay's receive and send windows, bytes, its declared
+// capacity, bits/s (0 = unknown), and the congestion control it sends
+// with ("" = unknown).
 type windows struct {
 	recvBytes, sendBytes int64
 	capacityBps          float64
+	congestion           string
+}
+
+// apply sets n's windows, limit and congestion control to w's.
+func (w windows) apply(n *planner.Node) {
+	n.WindowBytes, n.SendWindowBytes, n.LimitBps, n.CongestionControl = w.recvBytes, w.sendBytes, w.capacityBps, w.congestion
 }
 
 // relayWindow is the receive window the relay's autotuning reaches, the
@@ -512,25 +533,30 @@ type windows struct {
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
 	var info struct {
 		SocketLimits struct {
-			WindowBytesApprox int64 `json:"window_bytes_approx"`
-			TCPWmemMaxBytes   int64 `json:"tcp_wmem_max_bytes"`
+			WindowBytesApprox int64  `json:"window_bytes_approx"`
+			TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
+			CongestionControl string `json:"congestion_control"` // the system default
 		} `json:"limits"`
 		CapacityBps float64 `json:"capacity_bps"`
+		// What it sends with on relay links; relays before it had only
+		// the system default.
+		CongestionControl string `json:"congestion_control"`
 	}
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return windows{}, err
 	}
 	l := info.SocketLimits
-	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0)}, nil
+	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
+		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}, nil
 }
 
-// relayProbe asks the relay for its RTT to addr: Count handshakes, gap
-// apart.
-func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, gap time.Duration) (probe.Summary, error) {
+// relayProbe asks the relay for its RTT to addr: count handshakes (0:
+// Count), gap apart.
+func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, count int, gap time.Duration) (probe.Summary, error) {
 	var out struct {
 		Summary probe.Summary `json:"summary"`
 	}
-	q := url.Values{"target": {addr}, "count": {strconv.Itoa(s.count())}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
+	q := url.Values{"target": {addr}, "count": {strconv.Itoa(cmp.Or(count, s.count()))}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
 	err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out)
 	return out.Summary, err
 }
@@ -573,6 +599,17 @@ func SendWindowOfWmem(wmemMaxBytes int64) int64 {
 // from tcp_rmem's max; 0 when it cannot be read.
 func LocalWindowBytes() int64 {
 	return WindowOfRmem(tcpMemMax("tcp_rmem"))
+}
+
+// LocalCongestionControl is this host's (network namespace's) default
+// TCP congestion control, net.ipv4.tcp_congestion_control; "" when it
+// cannot be read.
+func LocalCongestionControl() string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // LocalSendWindowBytes is this host's send window, from tcp_wmem's max; 0

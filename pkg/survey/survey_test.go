@@ -37,7 +37,8 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	now := time.Unix(1000, 0)
 	usable := map[string]registry.Relay{"a": {}, "b": {}, "c": {}}
 	pairs := []registry.Pair{
-		{From: "a", To: "b", RTTMs: 10, Samples: 5, UpdatedAt: now.Add(-30 * time.Second)},
+		// a learnt 2 % loss from what it sent to b; b sent nothing to a.
+		{From: "a", To: "b", RTTMs: 10, Samples: 5, Loss: 0.02, UpdatedAt: now.Add(-30 * time.Second)},
 		{From: "b", To: "a", RTTMs: 11, Samples: 5, UpdatedAt: now.Add(-2 * time.Second)},
 		{From: "a", To: "c", RTTMs: 20, Samples: 5, Loss: 1, UpdatedAt: now},               // no answer: unusable
 		{From: "c", To: "b", RTTMs: 30, Estimated: true, UpdatedAt: now.Add(-time.Minute)}, // a prior: used, marked
@@ -50,8 +51,8 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("pairs %+v, want a-b and b-c", got)
 	}
-	if got[0].A != "a" || got[0].B != "b" || got[0].RTTMs != 11 || got[0].AgeSec != 2 {
-		t.Fatalf("a-b: %+v, want b's newer 11 ms, 2 s old", got[0])
+	if got[0].A != "a" || got[0].B != "b" || got[0].RTTMs != 11 || got[0].AgeSec != 2 || got[0].Loss != 0.02 {
+		t.Fatalf("a-b: %+v, want b's newer 11 ms, 2 s old, and a's 2 %% loss", got[0])
 	}
 	if got[1].A != "b" || got[1].B != "c" || !got[1].Estimated || got[1].AgeSec != 60 {
 		t.Fatalf("b-c: %+v", got[1])

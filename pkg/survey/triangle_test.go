@@ -32,7 +32,7 @@ func claimingAdmin(t *testing.T, rttMs float64) string {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/info":
-			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000,"tcp_wmem_max_bytes":4194304},"capacity_bps":1e8}`))
+			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000,"tcp_wmem_max_bytes":4194304,"congestion_control":"cubic"},"capacity_bps":1e8,"congestion_control":"bbr"}`))
 		case "/v1/probe":
 			_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 3, MedianMs: rttMs, MinMs: rttMs}})
 		default:
@@ -90,10 +90,11 @@ func TestSurveyDoubtsDestinationClaim(t *testing.T) {
 	}
 	// Each relay's windows come from its /v1/info: the receive window it
 	// reports, the send window from its tcp_wmem max; and its declared
-	// capacity caps its segments.
+	// capacity caps its segments; it sends with the congestion control
+	// of its relay links, not the system default.
 	for _, n := range res.Matrix.Nodes {
-		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != SendWindowOfWmem(4194304) || n.LimitBps != 1e8) {
-			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s", n, SendWindowOfWmem(4194304))
+		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr") {
+			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr", n, SendWindowOfWmem(4194304))
 		}
 	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 // Result reports what moved. AToB counts bytes read from a and written to b.
 type Result struct {
 	AToB, BToA int64
+	// A and B are the kernel's view of a's and b's sockets as the tunnel
+	// ended (before they were closed); Valid is false for a conn not
+	// over TCP.
+	A, B SocketStats
 	// Err is the first error that ended the tunnel (nil for a clean close on
 	// both sides): ErrIdle, ErrDrain, or an I/O error.
 	Err error
@@ -49,6 +53,68 @@ var (
 	ErrIdle  = errors.New("tunnel idle timeout")
 	ErrDrain = errors.New("tunnel drain timeout after half-close")
 )
+
+// SocketStats is one socket's TCP_INFO, what says which limit a sender
+// ran into: its own congestion window, the receiver's window, or its send
+// buffer.
+type SocketStats struct {
+	Valid     bool   `json:"-"`
+	SentBytes uint64 `json:"sent_bytes"` // acknowledged by the peer
+	// RetransmittedBytes is what the socket sent again (lost, or taken
+	// for lost): over SentBytes, the segment's loss as this sender saw it.
+	RetransmittedBytes uint64  `json:"retransmitted_bytes"`
+	ReceivedBytes      uint64  `json:"received_bytes"` // from the peer
+	RTTMs              float64 `json:"rtt_ms"`         // smoothed
+	Retransmits        uint32  `json:"retransmits"`
+	// BusyMs is how long the socket had data in flight; RwndLimitedMs
+	// and SndbufLimitedMs how much of that the receiver's window and the
+	// send buffer held it back (the rest: congestion control).
+	BusyMs          uint64 `json:"busy_ms"`
+	RwndLimitedMs   uint64 `json:"rwnd_limited_ms"`
+	SndbufLimitedMs uint64 `json:"sndbuf_limited_ms"`
+	// PeerWindowBytes is the receive window the peer advertised last;
+	// WindowBytes the one this socket advertised last.
+	PeerWindowBytes uint32 `json:"peer_window_bytes"`
+	WindowBytes     uint32 `json:"window_bytes"`
+	// SendBufferBytes is the socket's send buffer (SO_SNDBUF, as
+	// autotuning left it, capped by tcp_wmem's max): what it may hold of
+	// sent-but-unacknowledged data and its overhead. The kernel counts
+	// SndbufLimitedMs only while nothing unsent is queued, so a sender
+	// held by its buffer can show 0 there; compare this with
+	// PeerWindowBytes.
+	SendBufferBytes int    `json:"send_buffer_bytes"`
+	DeliveryRateBps uint64 `json:"delivery_rate_bps"` // the kernel's most recent rate sample, bits/s
+}
+
+// Stats reads c's socket's TCP_INFO (through layers that offer NetConn);
+// Valid is false when c is not over TCP or the socket is gone.
+func Stats(c net.Conn) SocketStats {
+	tc, ok := TCPUnder(c)
+	if !ok {
+		return SocketStats{}
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return SocketStats{}
+	}
+	var st SocketStats
+	_ = rc.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return
+		}
+		st = SocketStats{
+			Valid: true, SentBytes: info.Bytes_acked, RetransmittedBytes: info.Bytes_retrans, ReceivedBytes: info.Bytes_received,
+			RTTMs: float64(info.Rtt) / 1000, Retransmits: info.Total_retrans,
+			// The kernel counts these three in microseconds.
+			BusyMs: info.Busy_time / 1000, RwndLimitedMs: info.Rwnd_limited / 1000, SndbufLimitedMs: info.Sndbuf_limited / 1000,
+			PeerWindowBytes: info.Snd_wnd, WindowBytes: info.Rcv_wnd,
+			DeliveryRateBps: info.Delivery_rate * 8, // bytes/s in TCP_INFO
+		}
+		st.SendBufferBytes, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	})
+	return st
+}
 
 // direction is one half of a tunnel.
 type direction struct {
@@ -78,6 +144,15 @@ func Pipe(a, b net.Conn, o Options) Result {
 	go proxyCopy(ab, done)
 	go proxyCopy(ba, done)
 
+	var res Result
+	read := false
+	// end reads both sockets once, before the first close loses them.
+	end := func() {
+		if !read {
+			res.A, res.B, read = Stats(a), Stats(b), true
+		}
+		closeBoth(a, b)
+	}
 	limit, timeoutErr := o.IdleTimeout, ErrIdle
 	live := []*direction{ab, ba}
 	var firstErr error
@@ -107,7 +182,7 @@ func Pipe(a, b net.Conn, o Options) Result {
 				// Already ending: the rest is the fallout of closing.
 			case d.err != nil:
 				firstErr = d.err
-				closeBoth(a, b)
+				end()
 			case len(live) == 1 && o.DrainTimeout > 0 && (o.IdleTimeout == 0 || o.DrainTimeout < o.IdleTimeout):
 				// Half-close propagated; the other direction drains
 				// under the shorter drain timeout.
@@ -121,15 +196,16 @@ func Pipe(a, b net.Conn, o Options) Result {
 			}
 			if quiet >= limit && firstErr == nil {
 				firstErr = timeoutErr
-				closeBoth(a, b)
+				end()
 			}
 		}
 	}
 	if ticker != nil {
 		ticker.Stop()
 	}
-	closeBoth(a, b)
-	return Result{AToB: ab.n, BToA: ba.n, Err: firstErr}
+	end()
+	res.AToB, res.BToA, res.Err = ab.n, ba.n, firstErr
+	return res
 }
 
 // proxyCopy is named so goroutine dumps show tunnels plainly.
@@ -161,7 +237,7 @@ func closeBoth(a, b net.Conn) {
 // io.Copy splice or batch. Any other conn is read through a timestamping
 // wrapper.
 func activity(c net.Conn) (func() time.Duration, net.Conn) {
-	if tc, ok := tcpUnder(c); ok {
+	if tc, ok := TCPUnder(c); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			return func() time.Duration { return lastRecv(rc) }, c
 		}
@@ -171,8 +247,9 @@ func activity(c net.Conn) (func() time.Duration, net.Conn) {
 	return func() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }, s
 }
 
-// tcpUnder finds the TCP conn c is or is layered over.
-func tcpUnder(c net.Conn) (*net.TCPConn, bool) {
+// TCPUnder finds the TCP conn c is or is layered over (through NetConn,
+// as TLS and a relay link's record layer offer it).
+func TCPUnder(c net.Conn) (*net.TCPConn, bool) {
 	for {
 		switch v := c.(type) {
 		case *net.TCPConn:

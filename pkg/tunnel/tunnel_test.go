@@ -206,3 +206,38 @@ func TestActivityReadsLayeredConnsAsIs(t *testing.T) {
 		t.Error("a conn with no socket under it was not wrapped: its idle time would be unknown")
 	}
 }
+
+// A tunnel reports each socket's TCP_INFO as it ended: on a download the
+// client side sent what the server side received, and both were read
+// before Pipe closed them; also when a timeout ended the tunnel.
+func TestResultCarriesSocketStats(t *testing.T) {
+	const size = 4 << 20
+	client, server, done := setup(t, Options{IdleTimeout: time.Minute, DrainTimeout: time.Minute})
+	go func() {
+		_, _ = server.Write(make([]byte, size))
+		_ = server.CloseWrite()
+	}()
+	if n, err := io.Copy(io.Discard, client); err != nil || n != size {
+		t.Fatalf("client read %d bytes, %v", n, err)
+	}
+	client.Close()
+	res := <-done
+	if !res.A.Valid || !res.B.Valid {
+		t.Fatalf("stats not read: %+v", res)
+	}
+	// bytes_acked may count the FIN's sequence number too.
+	if a := res.A.SentBytes; a < size || a > size+1 {
+		t.Fatalf("client side sent %d bytes, want %d", a, size)
+	}
+	if b := res.B.ReceivedBytes; b < size || b > size+1 {
+		t.Fatalf("server side received %d bytes, want %d", b, size)
+	}
+	if res.A.RTTMs <= 0 || res.A.PeerWindowBytes == 0 || res.B.WindowBytes == 0 {
+		t.Fatalf("client side %+v, server side %+v", res.A, res.B)
+	}
+
+	_, _, done = setup(t, Options{IdleTimeout: 50 * time.Millisecond})
+	if res := <-done; !errors.Is(res.Err, ErrIdle) || !res.A.Valid || !res.B.Valid {
+		t.Fatalf("after an idle timeout: %+v", res)
+	}
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Completion time against the model's, per object size: relayctl bench
+# --size N (10 KB, 100 KB, 1 MB, 64 MB), direct and through the plan, in
+# the lab topologies split4 (a 50 ms path cut into four 12.5 ms segments;
+# the traffic service on the server, plain HTTP) and world (the demo; the
+# traffic from tokyo's admin API over TLS). Each bench plans afresh, then
+# times one download per path; its "modelled" entries hold the model's
+# completion time for the bytes moved (planner.PredictTransfer, as
+# `relayctl bench` prints it). In world, direct (230 ms, 5 Mbit/s) is not
+# timed at 64 MB: it would take two minutes a run.
+# Writes OUT/sizes.jsonl (one bench a line, with its topology and whether
+# the emulator's self-check held) and OUT/sizes.md. Needs root; run alone
+# (the lab's self-check fails under other load). About 10 minutes.
+# Usage: sudo bench/run-size-bench.sh [RUNS] [OUT_DIR]     (default 5, bench/results)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+out=${2:-bench/results}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "run-size-bench.sh: the lab needs root: sudo bench/run-size-bench.sh" >&2
+  exit 1
+fi
+mkdir -p "$out"
+make -s build
+jsonl=$out/sizes.jsonl
+: > "$jsonl"
+for topo in split4 world; do
+  case $topo in
+    split4) dst=server:8000 ;;
+    world) dst=tokyo ;;
+  esac
+  for attempt in 1 2 3; do
+    tmp=$(mktemp -d)
+    set +e
+    ./bin/relayctl lab run -t "configs/lab/$topo.yaml" -- sh -c "
+      export PATH=$PWD/bin:\$PATH
+      sleep 10
+      for size in 10KB 100KB 1MB 64MB; do
+        via=both
+        [ $topo = world ] && [ \$size = 64MB ] && via=plan
+        for run in \$(seq 1 $runs); do
+          relayctl bench --dst $dst --size \$size --via \$via --transfers down --history '' -o json > $tmp/\$size-\$run.json || exit 1
+          # The plan for this size (direct, or the chain that finishes
+          # soonest), against direct's time above.
+          relayctl bench --dst $dst --size \$size --plan-for-size --via plan --transfers down --history '' -o json > $tmp/\$size-sized-\$run.json || exit 1
+        done
+      done"
+    code=$?
+    set -e
+    valid=true
+    [ "$code" -eq 3 ] && valid=false
+    if [ "$code" -ne 0 ] && [ "$code" -ne 3 ]; then
+      echo "run-size-bench.sh: $topo: the lab run failed (exit $code)" >&2
+      exit 1
+    fi
+    if [ "$valid" = true ] || [ "$attempt" -eq 3 ]; then
+      for f in "$tmp"/*.json; do
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['topology']=sys.argv[2]; d['valid']=sys.argv[3]=='true'; print(json.dumps(d))" "$f" "$topo" "$valid" >> "$jsonl"
+      done
+      rm -rf "$tmp"
+      break
+    fi
+    echo "run-size-bench.sh: $topo: the emulator's self-check failed; again ($attempt of 3)" >&2
+    rm -rf "$tmp"
+  done
+done
+python3 - "$jsonl" "$out/sizes.md" "$runs" <<'EOF'
+import json, statistics, sys, subprocess
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+sized = {}  # (topology, size) -> [(chain, measured_s, valid)]: the plan for that size
+for r in rows:
+    for m in r.get('modelled') or []:
+        if r.get('planned_for_size'):
+            sized.setdefault((r['topology'], r['size_bytes']), []).append((tuple(r['chain']['relays']), m['measured_s'], r['valid']))
+            continue
+        by.setdefault((r['topology'], r['size_bytes'], m['path']), []).append((m['measured_s'], m['model_s'], r['valid']))
+def human(n):
+    for unit, f in (('MB', 1e6), ('KB', 1e3)):
+        if n >= f:
+            return '%g %s' % (n / f, unit)
+    return '%d B' % n
+commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+with open(sys.argv[2], 'w') as f:
+    f.write('# Completion time against the model, per object size\n\n')
+    f.write('Made by `sudo bench/run-size-bench.sh %s` at commit %s; raw: [`sizes.jsonl`](sizes.jsonl).\n' % (sys.argv[3], commit))
+    f.write('Each row: the median over its runs of one download\'s time (from the first packet to the last byte: connect, request, transfer) and of the model\'s completion time for its bytes (`relayctl bench`\'s per-stream line: a warm chain\'s setup or direct\'s, one more round trip of the path for an admin API\'s TLS, slow start over the longest segment, then the predicted rate); ratio = measured / modelled, 1 = as modelled, above 1 slower.\n\n')
+    f.write('| topology | size | path | runs | measured, median | modelled, median | ratio, median (range) | self-check |\n|---|---:|---|---:|---:|---:|---|---|\n')
+    for (topo, size, path), v in sorted(by.items()):
+        meas = statistics.median(x[0] for x in v)
+        mod = statistics.median(x[1] for x in v)
+        ratios = [x[0] / x[1] for x in v]
+        valid = 'held' if all(x[2] for x in v) else 'failed: indicative only'
+        f.write('| %s | %s | %s | %d | %.3f s | %.3f s | %.2f (%.2f–%.2f) | %s |\n' % (topo, human(size), path, len(v), meas, mod, statistics.median(ratios), min(ratios), max(ratios), valid))
+    if sized:
+        f.write('\n## The plan for the size against direct\n\n')
+        f.write('`relayctl bench --size N --plan-for-size --via plan`: the plan ranked by predicted completion time for N bytes (direct, or the chain that finishes soonest), timed, against direct\'s time in the table above (the median of each; ratio above 1: the plan was slower than direct).\n\n')
+        f.write('| topology | size | the plan (runs) | runs | measured, median | direct, median | ratio | self-check |\n|---|---:|---|---:|---:|---:|---:|---|\n')
+        for (topo, size), v in sorted(sized.items()):
+            d = by.get((topo, size, 'direct'))
+            if not d:
+                continue
+            picks = {}
+            for c, _, _ in v:
+                picks[c] = picks.get(c, 0) + 1
+            pick = ', '.join('%s (%d)' % (' → '.join(c) if c else 'direct', n) for c, n in sorted(picks.items()))
+            meas = statistics.median(x[1] for x in v)
+            dmeas = statistics.median(x[0] for x in d)
+            valid = 'held' if all(x[2] for x in v) else 'failed: indicative only'
+            f.write('| %s | %s | %s | %d | %.3f s | %.3f s | %.2f | %s |\n' % (topo, human(size), pick, len(v), meas, dmeas, meas / dmeas, valid))
+print(open(sys.argv[2]).read())
+EOF
