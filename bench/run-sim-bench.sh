@@ -18,10 +18,10 @@ go build -o bench/.bin/relayctl ./cmd/relayctl
 out=bench/results
 {
   echo '{"command": "bench/run-sim-bench.sh '"$*"'", "date": "'"$(date -u +%FT%TZ)"'",'
-  echo '"candidates_48":'
+  echo '"candidates_96":'
   bench/.bin/relayctl sim --relays 100,1000,5000 -o json "$@"
-  echo ", \"candidates_96\":"
-  bench/.bin/relayctl sim --relays 100,1000 --candidates 96 -o json "$@"
+  echo ", \"candidates_48\":"
+  bench/.bin/relayctl sim --relays 100,1000 --candidates 48 --first-cut 192 -o json "$@"
   echo '}'
 } > "$out/sim.json.tmp"
 mv "$out/sim.json.tmp" "$out/sim.json"

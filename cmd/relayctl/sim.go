@@ -43,7 +43,7 @@ wall time each plan took. How it works and what it found: docs/planning.md;
 the model and its limits: go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
-  relayctl sim --relays 1000 --candidates 96 --seed 7
+  relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7
   relayctl sim --relays 1000 --churn --pairs 50`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

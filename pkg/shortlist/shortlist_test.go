@@ -342,3 +342,36 @@ func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {
 		t.Errorf("ranked first %v, want r1 (its other segment has the slack)", got)
 	}
 }
+
+// However few the rounds, the plan chosen stands on measurements (direct
+// is always measured): an estimate the rounds did not get to is no
+// segment of it.
+func TestPlanChoosesAmongMeasuredChainsWhenRoundsRunOut(t *testing.T) {
+	var sawEstimate bool
+	for seed := uint64(1); seed <= 8; seed++ {
+		p, in := newPlane(60, seed)
+		// Every route between relays twice what the coordinates say:
+		// one round cannot measure every promising pair away.
+		for i := 0; i < 60; i++ {
+			for j := i + 1; j < 60; j++ {
+				a, b := fmt.Sprintf("r%02d", i), fmt.Sprintf("r%02d", j)
+				p.detour[key(a, b)] = p.trueMs(a, b)
+			}
+		}
+		blind, _, blindSt, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sawEstimate = sawEstimate || blindSt.Estimated > 0 && len(blind.Best.Chain) > 0
+		res, _, st, err := Plan(context.Background(), Config{Rounds: 1, ExplorePerRound: 4}, in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Estimated > 0 || hasEstimate(res.Best) {
+			t.Fatalf("seed %d: plan %v stands on %d estimated segments: %+v", seed, res.Best.Chain, st.Estimated, res.Best.Segments)
+		}
+	}
+	if !sawEstimate {
+		t.Fatal("no plan on estimates alone used an estimated segment: the test proves nothing")
+	}
+}

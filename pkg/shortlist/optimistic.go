@@ -1,0 +1,107 @@
+package shortlist
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// bounded is an estimated pair, its optimistic RTT and the best chain
+// through it with that RTT, ms.
+type bounded struct {
+	a, b    string
+	lowMs   float64 // the pair's estimate times the optimism
+	boundMs float64
+}
+
+// optimisticPairs returns the estimated pairs among the client, the
+// destination and the candidates that would put a chain ahead of the best
+// plan (bottleneck bestMs) were that pair's estimate optimism times too
+// high, best chance first. rtt is a pair's best figure (measured,
+// published or estimated); ok false when the pair is no segment. A pair's
+// bound is the best chain of at most hops relays through it with its own
+// RTT at estimate × optimism and every other segment at its figure (a
+// minimax program over the candidates, from both ends): one good long hop
+// the coordinates missed is what a detour needs, and a pair whose every
+// chain has another slow segment is not worth a probe however low its
+// estimate. The round's budget then goes to the pairs that matter first.
+func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optimism float64,
+	rtt func(a, b string) (ms float64, estimated, ok bool)) []bounded {
+	if hops < 1 {
+		return nil
+	}
+	n := len(cands)
+	fig := make([]float64, n*n)
+	est := make([]bool, n*n)
+	fromClient, toDst := make([]float64, n), make([]float64, n)
+	estClient, estDst := make([]bool, n), make([]bool, n)
+	look := func(a, b string) (float64, bool) {
+		ms, e, ok := rtt(a, b)
+		if !ok {
+			return math.Inf(1), false
+		}
+		return ms, e
+	}
+	for i, a := range cands {
+		fromClient[i], estClient[i] = look(client, a)
+		toDst[i], estDst[i] = look(a, dst)
+		for j := i + 1; j < n; j++ {
+			ms, e := look(a, cands[j])
+			fig[i*n+j], fig[j*n+i] = ms, ms
+			est[i*n+j], est[j*n+i] = e, e
+		}
+	}
+	// reach[k-1][v]: the lowest bottleneck of a path from an end that
+	// reaches v as its k-th relay or sooner.
+	reach := func(endMs []float64) [][]float64 {
+		out := [][]float64{slices.Clone(endMs)}
+		for k := 1; k < hops; k++ {
+			prev, cur := out[k-1], slices.Clone(out[k-1])
+			for u := 0; u < n; u++ {
+				if prev[u] >= bestMs {
+					continue
+				}
+				for v := 0; v < n; v++ {
+					cur[v] = math.Min(cur[v], math.Max(prev[u], fig[u*n+v]))
+				}
+			}
+			out = append(out, cur)
+		}
+		return out
+	}
+	pre, suf := reach(fromClient), reach(toDst)
+	var out []bounded
+	add := func(a, b string, ms, restMs float64) {
+		low := ms * optimism
+		if bound := math.Max(low, restMs); bound < bestMs {
+			out = append(out, bounded{a, b, low, bound})
+		}
+	}
+	for v := 0; v < n; v++ {
+		if estClient[v] {
+			add(client, cands[v], fromClient[v], suf[hops-1][v])
+		}
+		if estDst[v] {
+			add(cands[v], dst, toDst[v], pre[hops-1][v])
+		}
+	}
+	for u := 0; u < n; u++ {
+		for v := u + 1; v < n; v++ {
+			if !est[u*n+v] {
+				continue
+			}
+			// The rest of the best chain through u then v, or v then u.
+			rest := math.Inf(1)
+			for i := 1; i < hops; i++ {
+				j := hops - i
+				rest = math.Min(rest, math.Max(pre[i-1][u], suf[j-1][v]))
+				rest = math.Min(rest, math.Max(pre[i-1][v], suf[j-1][u]))
+			}
+			add(cands[u], cands[v], fig[u*n+v], rest)
+		}
+	}
+	slices.SortFunc(out, func(x, y bounded) int {
+		return cmp.Or(cmp.Compare(x.boundMs, y.boundMs), cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
+	})
+	return out
+}
