@@ -6,7 +6,7 @@
 # plans) at 100 and 1,000.
 # Then 1,000 relays with churn, and 1,000 relays without each of the
 # parts of the shortlist (the search of the bottleneck's neighbourhood, the
-# wide first cut) and with the relays' shortcuts. Writes bench/results/sim.json,
+# wide first cut), with fewer rounds, and with the relays' shortcuts. Writes bench/results/sim.json,
 # sim-churn.json and sim-ablation.json; bench/results/sim.md is written by
 # hand from them.
 # No root, no network: the internet is modelled. About 15 minutes on 2 cores.
@@ -28,8 +28,8 @@ mv "$out/sim.json.tmp" "$out/sim.json"
 # Churn: relays leave, fail and join; how placed a joining relay is a minute on.
 bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/sim-churn.json"
 # Ablation: the same 1,000 relays (and the same pairs) with 16 shortcuts
-# a relay, without the neighbourhood search, and without the wide first
-# cut.
+# a relay, without the neighbourhood search, without the wide first cut,
+# and with 2 and 4 rounds instead of 6.
 {
   echo '{"shortcuts_16":'
   bench/.bin/relayctl sim --relays 1000 --shortcuts 16 -o json "$@"
@@ -37,6 +37,10 @@ bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/si
   bench/.bin/relayctl sim --relays 1000 --neighbours -1 -o json "$@"
   echo ', "no_first_cut":'
   bench/.bin/relayctl sim --relays 1000 --first-cut -1 -o json "$@"
+  echo ', "rounds_2":'
+  bench/.bin/relayctl sim --relays 1000 --rounds 2 -o json "$@"
+  echo ', "rounds_4":'
+  bench/.bin/relayctl sim --relays 1000 --rounds 4 -o json "$@"
   echo '}'
 } > "$out/sim-ablation.json.tmp"
 mv "$out/sim-ablation.json.tmp" "$out/sim-ablation.json"

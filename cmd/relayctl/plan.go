@@ -19,6 +19,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
@@ -46,8 +47,18 @@ type planFlags struct {
 	sizeBytes int64
 	setup     string
 	survey    string
+	// shortlist tunes --survey shortlist (--shortlist-*).
+	shortlist shortlist.Config
 	// windowProbeBytes: plan and bench only (windowProbeFlag).
 	windowProbeBytes int64
+}
+
+// checkShortlist refuses --shortlist-candidates below 1.
+func (f *planFlags) checkShortlist() error {
+	if f.shortlist.Candidates < 1 {
+		return fmt.Errorf("--shortlist-candidates %d: want 1 or more", f.shortlist.Candidates)
+	}
+	return nil
 }
 
 // windowProbeFlag registers --window-probe with its default, bytes.
@@ -76,6 +87,9 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
+	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
+	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", shortlist.DefaultFirstCut, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (-1: the candidates only)")
+	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }
 
@@ -216,8 +230,11 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := f.checkShortlist(); err != nil {
+		return nil, err
+	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: survey.CoordinatesOf(reg)}
+		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err

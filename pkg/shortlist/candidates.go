@@ -3,7 +3,9 @@ package shortlist
 import (
 	"cmp"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // space is the relays' coordinates laid out flat for the candidate
@@ -130,6 +132,11 @@ func normCost(ms, scaleMs float64) float64 {
 // published figure: the ranking is optimistic, the rounds measure. Paths
 // with a segment longer than boundMs are not extended (nothing through
 // them can be a candidate).
+//
+// Each step is O(n²) estimates, the bulk of a plan's computation at
+// thousands of relays, so the relays v are split among GOMAXPROCS
+// goroutines: each writes only its own v, and a minimum of the same sums
+// is the same whatever the order.
 func (s *space) reach(endMs []float64, hops int, scaleMs, boundMs float64) [][]float64 {
 	n := s.n()
 	bound := normCost(boundMs, scaleMs)
@@ -138,30 +145,52 @@ func (s *space) reach(endMs []float64, hops int, scaleMs, boundMs float64) [][]f
 	for v, ms := range endMs {
 		out[0][v] = normCost(ms, scaleMs)
 	}
+	workers := 1
+	if n >= parallelFrom {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	for k := 1; k < hops; k++ {
 		prev, cur := out[k-1], slices.Clone(out[k-1])
-		for u := 0; u < n; u++ {
-			cu := prev[u]
-			if cu > bound {
-				continue
-			}
-			for v := 0; v < n; v++ {
-				if cur[v] <= cu {
-					continue // adding a segment cannot make it cheaper
-				}
-				if ms := s.ms(u, v); ms <= boundMs {
-					cur[v] = math.Min(cur[v], cu+normCost(ms, scaleMs))
-				}
-			}
-			if s.exact != nil {
-				for _, e := range s.exact[u] {
-					cur[e.v] = math.Min(cur[e.v], cu+normCost(e.ms, scaleMs))
-				}
-			}
+		var wg sync.WaitGroup
+		for w := range workers {
+			lo, hi := w*n/workers, (w+1)*n/workers
+			wg.Go(func() { s.extend(prev, cur[lo:hi], lo, scaleMs, boundMs, bound) })
 		}
+		wg.Wait()
 		out[k] = cur
 	}
 	return out
+}
+
+// parallelFrom is the fleet size from which reach splits its work.
+const parallelFrom = 500
+
+// extend lowers cur (the costs of relays lo, lo+1, …) by one more hop
+// from any relay u with a cost in prev at most bound.
+func (s *space) extend(prev, cur []float64, lo int, scaleMs, boundMs, bound float64) {
+	for u, cu := range prev {
+		if cu > bound {
+			continue
+		}
+		for i := range cur {
+			if cur[i] <= cu {
+				continue // adding a segment cannot make it cheaper
+			}
+			if ms := s.ms(u, lo+i); ms <= boundMs {
+				cur[i] = math.Min(cur[i], cu+normCost(ms, scaleMs))
+			}
+		}
+	}
+	if s.exact == nil {
+		return
+	}
+	for i := range cur {
+		for _, e := range s.exact[lo+i] {
+			if cu := prev[e.v]; cu <= bound {
+				cur[i] = math.Min(cur[i], cu+normCost(e.ms, scaleMs))
+			}
+		}
+	}
 }
 
 // rankCandidates ranks relays by the estimated cost (see normP) of the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -373,5 +374,60 @@ func TestPlanChoosesAmongMeasuredChainsWhenRoundsRunOut(t *testing.T) {
 	}
 	if !sawEstimate {
 		t.Fatal("no plan on estimates alone used an estimated segment: the test proves nothing")
+	}
+}
+
+// reach splits its relays among goroutines from parallelFrom relays on:
+// the costs are the same as on one.
+func TestReachIsTheSameOnEveryCore(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	n := parallelFrom + 37
+	sp := &space{dim: 2}
+	end := make([]float64, n)
+	for i := range n {
+		sp.vec = append(sp.vec, rnd.Float64()*200, rnd.Float64()*100)
+		sp.hgt, sp.adj = append(sp.hgt, rnd.Float64()*5), append(sp.adj, 0)
+		sp.name = append(sp.name, fmt.Sprintf("r%d", i))
+		end[i] = 5 + rnd.Float64()*150
+	}
+	for range 200 {
+		sp.addExact(rnd.IntN(n), rnd.IntN(n), 1+rnd.Float64()*20)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one := sp.reach(end, 4, 100, 200)
+	runtime.GOMAXPROCS(7)
+	many := sp.reach(end, 4, 100, 200)
+	// The definition, written plainly: one more hop from any relay whose
+	// cost is within the bound, over an estimate within it or a
+	// published pair.
+	bound := normCost(200, 100)
+	ref := [][]float64{make([]float64, n)}
+	for v := range n {
+		ref[0][v] = normCost(end[v], 100)
+	}
+	for k := 1; k < 4; k++ {
+		prev, cur := ref[k-1], slices.Clone(ref[k-1])
+		for u := range n {
+			if prev[u] > bound {
+				continue
+			}
+			for v := range n {
+				if ms := sp.ms(u, v); ms <= 200 {
+					cur[v] = math.Min(cur[v], prev[u]+normCost(ms, 100))
+				}
+			}
+			for _, e := range sp.exact[u] {
+				cur[e.v] = math.Min(cur[e.v], prev[u]+normCost(e.ms, 100))
+			}
+		}
+		ref = append(ref, cur)
+	}
+	for k := range one {
+		if !slices.Equal(one[k], many[k]) {
+			t.Fatalf("hop %d: the costs differ between one goroutine and seven", k+1)
+		}
+		if !slices.Equal(one[k], ref[k]) {
+			t.Fatalf("hop %d: the costs differ from the definition's", k+1)
+		}
 	}
 }

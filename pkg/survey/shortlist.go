@@ -171,7 +171,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
 	pr := &surveyProber{s: s, relays: byName, target: res.Target, dst: dstNode.Name}
-	_, m, st, err := shortlist.Plan(ctx, shortlist.Config{}, in, pr)
+	_, m, st, err := shortlist.Plan(ctx, s.Shortlist, in, pr)
 	if err != nil {
 		return err
 	}

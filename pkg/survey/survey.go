@@ -25,6 +25,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -73,6 +74,9 @@ type Survey struct {
 	// relay name, for ModeShortlist and ModeAuto; nil: none known (every
 	// survey measures every relay).
 	Coordinates func(ctx context.Context) (map[string]*coordinate.Coordinate, error)
+	// Shortlist tunes a shortlist survey (candidates, first cut,
+	// rounds); the zero value is shortlist's defaults.
+	Shortlist shortlist.Config
 	// Plan is the request the matrix will be planned for (its direction,
 	// constraints and model; not its client and destination). A shortlist
 	// plans with it: its candidates are only relays Include and Exclude
