@@ -43,11 +43,11 @@ type Stream struct {
 	Seconds     float64 `json:"seconds"`
 	RTTMs       float64 `json:"rtt_ms"`      // TCP_INFO smoothed RTT of this host's socket (to the first hop)
 	Retransmits uint32  `json:"retransmits"` // TCP_INFO total retransmissions of this host's socket
-	// RcvWindowBytes is the receive window this host's socket advertised
-	// last while the transfer ran (TCP_INFO rcv_wnd, sampled every 100
-	// ms; rcv_ssthresh on kernels without it): on a download, what its
-	// own window let the first hop keep in flight once autotuning had
-	// settled.
+	// RcvWindowBytes is the largest receive window this host's socket
+	// advertised while the transfer ran (TCP_INFO rcv_wnd, sampled every
+	// 100 ms; rcv_ssthresh on kernels without it): on a download, what
+	// its own window let the first hop keep in flight once autotuning had
+	// grown it.
 	RcvWindowBytes uint32 `json:"rcv_window_bytes,omitempty"`
 	Error          string `json:"error,omitempty"`
 }
@@ -200,21 +200,31 @@ const progressEvery = 50 * time.Millisecond
 // returned function stops and returns the samples.
 func sampleProgress(start time.Time, moved *atomic.Int64) func() []progressSample {
 	var samples []progressSample
+	stop := every(progressEvery, func(now time.Time) {
+		samples = append(samples, progressSample{now.Sub(start).Seconds(), moved.Load()})
+	})
+	return func() []progressSample { stop(); return samples }
+}
+
+// every calls fn every interval, with the tick's time, on a goroutine of
+// its own until the returned stop is called; stop returns once fn has run
+// for the last time, so what fn wrote is then the caller's to read.
+func every(interval time.Duration, fn func(now time.Time)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(progressEvery)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-t.C:
-				samples = append(samples, progressSample{now.Sub(start).Seconds(), moved.Load()})
+				fn(now)
 			}
 		}
 	})
-	return func() []progressSample { close(done); wg.Wait(); return samples }
+	return func() { close(done); wg.Wait() }
 }
 
 // steadyBps is the rate over the second half of a transfer's time, bits/s,
@@ -247,28 +257,33 @@ func steadyBps(samples []progressSample) float64 {
 func (b *Run) stream(ctx context.Context, p Path, up bool, moved *atomic.Int64) Stream {
 	var res Stream
 	// TCP_INFO is sampled while the connection is open: the transport
-	// closes it as soon as the body ends.
+	// closes it as soon as the body ends. The window is the largest
+	// advertised: at any one moment it is the receive buffer's free space,
+	// smaller while the reader is behind (see ReceiveWindow).
 	var mu sync.Mutex
-	done := make(chan struct{})
-	defer close(done)
+	var stops []func()
+	defer func() {
+		// Not under mu: a sample may be waiting for it.
+		mu.Lock()
+		all := stops
+		mu.Unlock()
+		for _, stop := range all {
+			stop()
+		}
+	}()
 	onConn := func(c *net.TCPConn) {
-		go func() {
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				if ti, ok := tcpInfo(c); ok {
-					mu.Lock()
-					res.RTTMs, res.Retransmits = ti.rttMs, ti.retrans
-					res.RcvWindowBytes = ti.rcvWindowBytes
-					mu.Unlock()
-				}
-				select {
-				case <-done:
-					return
-				case <-t.C:
-				}
+		sample := func(time.Time) {
+			if ti, ok := tcpInfo(c); ok {
+				mu.Lock()
+				res.RTTMs, res.Retransmits = ti.rttMs, ti.retrans
+				res.RcvWindowBytes = max(res.RcvWindowBytes, ti.rcvWindowBytes)
+				mu.Unlock()
 			}
-		}()
+		}
+		sample(time.Now())
+		mu.Lock()
+		stops = append(stops, every(100*time.Millisecond, sample))
+		mu.Unlock()
 	}
 	size := b.Size
 	if b.Duration > 0 {
@@ -400,26 +415,12 @@ func (b *Run) showProgress(what string, moved *atomic.Int64) func() {
 	if b.Progress == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprintf(b.Progress, "\r\x1b[K")
-				return
-			case <-t.C:
-				secs := time.Since(start).Seconds()
-				fmt.Fprintf(b.Progress, "\r\x1b[K%s: %.1f MiB, %.1f Mbit/s", what, float64(moved.Load())/(1<<20), float64(moved.Load())*8/secs/1e6)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	start := time.Now()
+	stop := every(250*time.Millisecond, func(time.Time) {
+		secs := time.Since(start).Seconds()
+		fmt.Fprintf(b.Progress, "\r\x1b[K%s: %.1f MiB, %.1f Mbit/s", what, float64(moved.Load())/(1<<20), float64(moved.Load())*8/secs/1e6)
+	})
+	return func() { stop(); fmt.Fprintf(b.Progress, "\r\x1b[K") }
 }
 
 // windowSampleEvery is how often ReceiveWindow reads the socket's window.
@@ -448,34 +449,18 @@ func (b *Run) ReceiveWindow(ctx context.Context, p Path, sizeBytes int64) (uint3
 		return 0, errors.New("receive window: the path's connection is not over TCP")
 	}
 	var maxBytes atomic.Uint32
-	sample := func() {
+	sample := func(time.Time) {
 		if si, ok := tcpInfo(sock); ok && si.rcvWindowBytes > maxBytes.Load() {
 			maxBytes.Store(si.rcvWindowBytes)
 		}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(windowSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				sample()
-			}
-		}
-	}()
+	stop := every(windowSampleEvery, sample)
 	_, err = io.CopyN(io.Discard, resp.Body, sizeBytes-1)
-	close(done)
-	wg.Wait()
+	stop()
 	if err != nil {
 		return 0, fmt.Errorf("receive window: %w", err)
 	}
-	sample()
+	sample(time.Now())
 	if maxBytes.Load() == 0 {
 		return 0, errors.New("receive window: TCP_INFO not readable")
 	}

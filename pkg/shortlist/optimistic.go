@@ -6,11 +6,10 @@ import (
 	"slices"
 )
 
-// bounded is an estimated pair, its optimistic RTT and the best chain
-// through it with that RTT, ms.
+// bounded is an estimated pair and the bottleneck of the best chain
+// through it with its RTT at the optimistic figure, ms.
 type bounded struct {
 	a, b    string
-	lowMs   float64 // the pair's estimate times the optimism
 	boundMs float64
 }
 
@@ -74,7 +73,7 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 	add := func(a, b string, ms, restMs float64) {
 		low := ms * optimism
 		if bound := math.Max(low, restMs); bound < bestMs {
-			out = append(out, bounded{a, b, low, bound})
+			out = append(out, bounded{a, b, bound})
 		}
 	}
 	for v := 0; v < n; v++ {
