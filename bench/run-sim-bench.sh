@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The fleet simulator at 100, 1,000 and 5,000 relays (relayctl sim): probes
 # and bytes per relay per minute, coordinate error, plan quality against the
-# optimum, probes and wall time per plan; planning from a shortlist measured
-# with the default 48 candidates, and with 96 (more probes per plan, better
-# plans) at 100 and 1,000.
+# optimum, probes and wall time per plan; planning from a shortlist with the
+# defaults (96 candidates from a first cut of 384), and with 48 from 192
+# (fewer probes per plan, worse plans) at 100 and 1,000.
 # Then 1,000 relays with churn, and 1,000 relays without each of the
 # parts of the shortlist (the search of the bottleneck's neighbourhood, the
-# wide first cut), with fewer rounds, and with the relays' shortcuts. Writes bench/results/sim.json,
-# sim-churn.json and sim-ablation.json; bench/results/sim.md is written by
-# hand from them.
-# No root, no network: the internet is modelled. About 15 minutes on 2 cores.
+# wide first cut, the caution of its second ranking), with a higher
+# optimism (0.7), with fewer rounds, and with the relays' shortcuts. Writes
+# bench/results/sim.json, sim-churn.json and sim-ablation.json;
+# bench/results/sim.md is written by hand from them.
+# No root, no network: the internet is modelled. About 20 minutes on 2 cores.
 # Usage: bench/run-sim-bench.sh [relayctl sim flags, e.g. --pairs 100 --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ mv "$out/sim.json.tmp" "$out/sim.json"
 bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/sim-churn.json"
 # Ablation: the same 1,000 relays (and the same pairs) with 16 shortcuts
 # a relay, without the neighbourhood search, without the wide first cut,
-# and with 2 and 4 rounds instead of 6.
+# without caution, with optimism 0.7, and with 2 and 4 rounds instead of 6.
 {
   echo '{"shortcuts_16":'
   bench/.bin/relayctl sim --relays 1000 --shortcuts 16 -o json "$@"
@@ -37,6 +38,10 @@ bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/si
   bench/.bin/relayctl sim --relays 1000 --neighbours -1 -o json "$@"
   echo ', "no_first_cut":'
   bench/.bin/relayctl sim --relays 1000 --first-cut -1 -o json "$@"
+  echo ', "caution_1":'
+  bench/.bin/relayctl sim --relays 1000 --caution 1 -o json "$@"
+  echo ', "optimism_07":'
+  bench/.bin/relayctl sim --relays 1000 --optimism 0.7 -o json "$@"
   echo ', "rounds_2":'
   bench/.bin/relayctl sim --relays 1000 --rounds 2 -o json "$@"
   echo ', "rounds_4":'

@@ -23,6 +23,9 @@ type space struct {
 	// route between hubs, far faster than the embedding allows) reaches
 	// the ranking through them.
 	exact [][]edge
+	// scale multiplies every estimate, not the published pairs (1 when
+	// 0): Config.Caution.
+	scale float64
 }
 
 type edge struct {
@@ -52,6 +55,9 @@ func (s *space) ms(u, v int) float64 {
 	d := math.Sqrt(sum) + s.hgt[u] + s.hgt[v]
 	if adjusted := d + s.adj[u] + s.adj[v]; adjusted > 0 {
 		d = adjusted
+	}
+	if s.scale > 0 {
+		d *= s.scale
 	}
 	return d
 }

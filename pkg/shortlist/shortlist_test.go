@@ -344,6 +344,44 @@ func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {
 	}
 }
 
+// With caution, a chain that owes its rank to an estimated segment ranks
+// below one whose segments were all measured, unless it is clearly
+// better; published pairs are measurements and count as they are.
+func TestRankCandidatesWithCautionPrefersMeasuredSlack(t *testing.T) {
+	sp := &space{dim: 1}
+	// a at 0; b and e 38 ms apart (estimated); f 38 ms from b, published.
+	for i, x := range []float64{0, 100, 138, 300} {
+		sp.vec = append(sp.vec, x)
+		sp.hgt, sp.adj = append(sp.hgt, 0), append(sp.adj, 0)
+		sp.name = append(sp.name, []string{"a", "b", "e", "f"}[i])
+	}
+	sp.addExact(1, 3, 38)
+	// Measured ends: c→a 40, a→d 40; c→b 10, e→d 10, f→d 10; the rest
+	// far. Chains: c-a-d (40, 40), c-b-e-d (10, 38 estimated, 10),
+	// c-b-f-d (10, 38 published, 10).
+	inf := math.Inf(1)
+	fromClient := []float64{40, 10, inf, inf}
+	toDst := []float64{40, inf, 10, 10}
+	rank := func(scale float64) []string {
+		sp.scale = scale
+		var out []string
+		for _, v := range sp.rankCandidates(fromClient, toDst, 200, 2, 4) {
+			out = append(out, sp.name[v])
+		}
+		return out
+	}
+	// As estimated, b-e (38) beats a's two 40s, and so does b-f.
+	if got := rank(1); !slices.Equal(got[:2], []string{"b", "e"}) && !slices.Equal(got[:2], []string{"b", "f"}) {
+		t.Errorf("as estimated: ranked %v, want b and e or f ahead of a", got)
+	}
+	// At 1.25 b-e counts 47.5 and falls behind a; b-f, published, does
+	// not.
+	got := rank(1.25)
+	if want := []string{"b", "f", "a", "e"}; !slices.Equal(got, want) {
+		t.Errorf("with caution 1.25: ranked %v, want %v", got, want)
+	}
+}
+
 // However few the rounds, the plan chosen stands on measurements (direct
 // is always measured): an estimate the rounds did not get to is no
 // segment of it.
