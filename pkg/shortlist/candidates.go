@@ -23,9 +23,6 @@ type space struct {
 	// route between hubs, far faster than the embedding allows) reaches
 	// the ranking through them.
 	exact [][]edge
-	// scale multiplies every estimate, not the published pairs (1 when
-	// 0): Config.Caution.
-	scale float64
 }
 
 type edge struct {
@@ -56,21 +53,25 @@ func (s *space) ms(u, v int) float64 {
 	if adjusted := d + s.adj[u] + s.adj[v]; adjusted > 0 {
 		d = adjusted
 	}
-	if s.scale > 0 {
-		d *= s.scale
-	}
 	return d
 }
 
 // subset is the space of the relays at idx (in that order), with the
-// published pairs between them.
-func (s *space) subset(idx []int) *space {
+// published pairs between them, its estimates scaled times longer (the
+// coordinates scaled, so ms costs no more; the published pairs as they
+// are). A scale ≤ 0 is 1.
+func (s *space) subset(idx []int, scale float64) *space {
+	if scale <= 0 {
+		scale = 1
+	}
 	out := &space{dim: s.dim}
 	at := make(map[int]int, len(idx))
 	for i, u := range idx {
 		at[u] = i
-		out.vec = append(out.vec, s.vec[u*s.dim:(u+1)*s.dim]...)
-		out.hgt, out.adj = append(out.hgt, s.hgt[u]), append(out.adj, s.adj[u])
+		for _, x := range s.vec[u*s.dim : (u+1)*s.dim] {
+			out.vec = append(out.vec, x*scale)
+		}
+		out.hgt, out.adj = append(out.hgt, s.hgt[u]*scale), append(out.adj, s.adj[u]*scale)
 		out.name = append(out.name, s.name[u])
 	}
 	if s.exact != nil {
@@ -199,7 +200,7 @@ func (s *space) extend(prev, cur []float64, lo int, scaleMs, boundMs, bound floa
 	}
 }
 
-// rankCandidates ranks relays by the estimated cost (see normP) of the
+// rankCandidates ranks relays by the estimated cost (see normCost) of the
 // best chain of at most hops relays through them, from the client to the
 // destination, and returns the best count (indices into s). A relay on the
 // chain that wins, or on one close to it, ranks high, however far off the

@@ -363,10 +363,10 @@ func TestRankCandidatesWithCautionPrefersMeasuredSlack(t *testing.T) {
 	fromClient := []float64{40, 10, inf, inf}
 	toDst := []float64{40, inf, 10, 10}
 	rank := func(scale float64) []string {
-		sp.scale = scale
+		sub := sp.subset([]int{0, 1, 2, 3}, scale)
 		var out []string
-		for _, v := range sp.rankCandidates(fromClient, toDst, 200, 2, 4) {
-			out = append(out, sp.name[v])
+		for _, v := range sub.rankCandidates(fromClient, toDst, 200, 2, 4) {
+			out = append(out, sub.name[v])
 		}
 		return out
 	}
