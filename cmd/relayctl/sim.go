@@ -50,6 +50,9 @@ the model and its limits: go doc ./pkg/netsim.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
+			if cfg.Shortlist.Landmarks < 1 {
+				return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", cfg.Shortlist.Landmarks)
+			}
 			var ns []int
 			for _, f := range strings.Split(sizes, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -115,6 +118,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
+	fl.IntVar(&cfg.Shortlist.Landmarks, "landmarks", shortlist.DefaultLandmarks, "relays spread over the coordinate space that place the client and the destination: each costs two probes in the plan's first round")
 	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", shortlist.DefaultCandidates, "relays the planner sees after the coordinate search")
 	fl.IntVar(&cfg.Shortlist.FirstCut, "first-cut", shortlist.DefaultFirstCut, "relays picked on coordinates whose ends are measured before the candidates are ranked again (-1: the candidates only)")
 	fl.IntVar(&cfg.Shortlist.Neighbours, "neighbours", shortlist.DefaultNeighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
