@@ -53,10 +53,14 @@ type planFlags struct {
 	windowProbeBytes int64
 }
 
-// checkShortlist refuses --shortlist-candidates below 1.
+// checkShortlist refuses --shortlist-candidates and --shortlist-landmarks
+// below 1.
 func (f *planFlags) checkShortlist() error {
 	if f.shortlist.Candidates < 1 {
 		return fmt.Errorf("--shortlist-candidates %d: want 1 or more", f.shortlist.Candidates)
+	}
+	if f.shortlist.Landmarks < 1 {
+		return fmt.Errorf("--shortlist-landmarks %d: want 1 or more", f.shortlist.Landmarks)
 	}
 	return nil
 }
@@ -89,6 +93,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
 	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
 	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", shortlist.DefaultFirstCut, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (-1: the candidates only)")
+	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
 	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }

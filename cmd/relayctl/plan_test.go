@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
 
 func runPlan(args ...string) (string, error) {
@@ -77,6 +79,23 @@ func TestPlanSize(t *testing.T) {
 	for _, bad := range [][]string{{"--size", "ten"}, {"--size", "-1"}, {"--size", "1MB", "--setup", "hot"}} {
 		if _, err := runPlan(bad...); err == nil {
 			t.Errorf("plan %v: accepted", bad)
+		}
+	}
+}
+
+// The shortlist's counts that must be positive are refused with the flag's
+// name, before any probe.
+func TestCheckShortlistNamesTheFlag(t *testing.T) {
+	ok := planFlags{shortlist: shortlist.Config{Candidates: 96, Landmarks: 8}}
+	if err := ok.checkShortlist(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for flag, f := range map[string]planFlags{
+		"--shortlist-candidates": {shortlist: shortlist.Config{Candidates: 0, Landmarks: 8}},
+		"--shortlist-landmarks":  {shortlist: shortlist.Config{Candidates: 96, Landmarks: -1}},
+	} {
+		if err := f.checkShortlist(); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s: error %v, want one naming the flag", flag, err)
 		}
 	}
 }
