@@ -13,6 +13,7 @@
 # Usage: sudo bench/run-lossy-bench.sh [RUNS] [OUT_DIR]     (default 3, bench/results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 runs=${1:-3}
 out=${2:-bench/results}
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,30 +24,21 @@ mkdir -p "$out"
 make -s build
 jsonl=$out/lossy.jsonl
 : > "$jsonl"
-for topo in plan-lossy-cubic plan-lossy-bbr; do
-  for run in $(seq 1 "$runs"); do
-    for attempt in 1 2 3; do
-      tmp=$(mktemp -d)
-      set +e
-      ./bin/relayctl lab run -t "configs/lab/$topo.yaml" -- sh -c "
-        export PATH=$PWD/bin:\$PATH
-        sleep 8
-        relayctl plan --dst server:8000 -o json > $tmp/before.json &&
-        relayctl bench --dst server:8000 --chain r1,r2 --via plan --transfers down --size 3000000 --history '' -o json > $tmp/warm.json &&
-        sleep 5 &&
-        relayctl plan --dst server:8000 -o json > $tmp/after.json &&
-        relayctl bench --dst server:8000 --chain r1,r2 --via both --transfers down --duration 8s --history '' -o json > $tmp/a.json &&
-        relayctl bench --dst server:8000 --chain r3,r4 --via plan --transfers down --duration 8s --history '' -o json > $tmp/b.json"
-      code=$?
-      set -e
-      valid=true
-      [ "$code" -eq 3 ] && valid=false
-      if [ "$code" -ne 0 ] && [ "$code" -ne 3 ]; then
-        echo "run-lossy-bench.sh: $topo: the lab run failed (exit $code)" >&2
-        exit 1
-      fi
-      if [ "$valid" = true ] || [ "$attempt" -eq 3 ]; then
-        python3 - "$tmp" "$topo" "$run" "$valid" >> "$jsonl" <<'EOF'
+# lossy_script DIR: one run's plans and benches, each one's JSON in DIR.
+lossy_script() {
+  cat <<SCRIPT
+sleep 8
+relayctl plan --dst server:8000 -o json > $1/before.json &&
+relayctl bench --dst server:8000 --chain r1,r2 --via plan --transfers down --size 3000000 --history '' -o json > $1/warm.json &&
+sleep 5 &&
+relayctl plan --dst server:8000 -o json > $1/after.json &&
+relayctl bench --dst server:8000 --chain r1,r2 --via both --transfers down --duration 8s --history '' -o json > $1/a.json &&
+relayctl bench --dst server:8000 --chain r3,r4 --via plan --transfers down --duration 8s --history '' -o json > $1/b.json
+SCRIPT
+}
+# lossy_collect DIR VALID: the run's line of lossy.jsonl.
+lossy_collect() {
+  python3 - "$1" "$topo" "$run" "$2" >> "$jsonl" <<'EOF'
 import json, sys
 d, topo, run, valid = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == 'true'
 load = lambda n: json.load(open('%s/%s.json' % (d, n)))
@@ -59,12 +51,10 @@ print(json.dumps({'topology': topo, 'run': run, 'valid': valid,
     'r3,r4': {'predicted_bps': b['predicted']['down_bps'], 'steady_bps': b['chain']['down_steady_bps']},
     'direct': {'predicted_bps': a['predicted']['direct_down_bps'], 'steady_bps': a['direct']['down_steady_bps']}}}))
 EOF
-        rm -rf "$tmp"
-        break
-      fi
-      echo "run-lossy-bench.sh: $topo: the emulator's self-check failed; again ($attempt of 3)" >&2
-      rm -rf "$tmp"
-    done
+}
+for topo in plan-lossy-cubic plan-lossy-bbr; do
+  for run in $(seq 1 "$runs"); do
+    lab_try run-lossy-bench.sh "$topo" lossy_script lossy_collect
   done
 done
 python3 - "$jsonl" "$out/lossy.md" "$runs" <<'EOF'

@@ -14,6 +14,7 @@
 # Usage: sudo bench/run-size-bench.sh [RUNS] [OUT_DIR]     (default 5, bench/results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 runs=${1:-5}
 out=${2:-bench/results}
 if [ "$(id -u)" -ne 0 ]; then
@@ -24,45 +25,34 @@ mkdir -p "$out"
 make -s build
 jsonl=$out/sizes.jsonl
 : > "$jsonl"
+# sizes_script DIR: the downloads of one lab run, each bench's JSON in DIR.
+sizes_script() {
+  cat <<SCRIPT
+sleep 10
+for size in 10KB 100KB 1MB 64MB; do
+  via=both
+  [ $topo = world ] && [ \$size = 64MB ] && via=plan
+  for run in \$(seq 1 $runs); do
+    relayctl bench --dst $dst --size \$size --via \$via --transfers down --history '' -o json > $1/\$size-\$run.json || exit 1
+    # The plan for this size (direct, or the chain that finishes
+    # soonest), against direct's time above.
+    relayctl bench --dst $dst --size \$size --plan-for-size --via plan --transfers down --history '' -o json > $1/\$size-sized-\$run.json || exit 1
+  done
+done
+SCRIPT
+}
+# sizes_collect DIR VALID: one line of sizes.jsonl per bench.
+sizes_collect() {
+  for f in "$1"/*.json; do
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['topology']=sys.argv[2]; d['valid']=sys.argv[3]=='true'; print(json.dumps(d))" "$f" "$topo" "$2" >> "$jsonl"
+  done
+}
 for topo in split4 world; do
   case $topo in
     split4) dst=server:8000 ;;
     world) dst=tokyo ;;
   esac
-  for attempt in 1 2 3; do
-    tmp=$(mktemp -d)
-    set +e
-    ./bin/relayctl lab run -t "configs/lab/$topo.yaml" -- sh -c "
-      export PATH=$PWD/bin:\$PATH
-      sleep 10
-      for size in 10KB 100KB 1MB 64MB; do
-        via=both
-        [ $topo = world ] && [ \$size = 64MB ] && via=plan
-        for run in \$(seq 1 $runs); do
-          relayctl bench --dst $dst --size \$size --via \$via --transfers down --history '' -o json > $tmp/\$size-\$run.json || exit 1
-          # The plan for this size (direct, or the chain that finishes
-          # soonest), against direct's time above.
-          relayctl bench --dst $dst --size \$size --plan-for-size --via plan --transfers down --history '' -o json > $tmp/\$size-sized-\$run.json || exit 1
-        done
-      done"
-    code=$?
-    set -e
-    valid=true
-    [ "$code" -eq 3 ] && valid=false
-    if [ "$code" -ne 0 ] && [ "$code" -ne 3 ]; then
-      echo "run-size-bench.sh: $topo: the lab run failed (exit $code)" >&2
-      exit 1
-    fi
-    if [ "$valid" = true ] || [ "$attempt" -eq 3 ]; then
-      for f in "$tmp"/*.json; do
-        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['topology']=sys.argv[2]; d['valid']=sys.argv[3]=='true'; print(json.dumps(d))" "$f" "$topo" "$valid" >> "$jsonl"
-      done
-      rm -rf "$tmp"
-      break
-    fi
-    echo "run-size-bench.sh: $topo: the emulator's self-check failed; again ($attempt of 3)" >&2
-    rm -rf "$tmp"
-  done
+  lab_try run-size-bench.sh "$topo" sizes_script sizes_collect
 done
 python3 - "$jsonl" "$out/sizes.md" "$runs" <<'EOF'
 import json, statistics, sys, subprocess
