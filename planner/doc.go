@@ -11,8 +11,14 @@
 //
 //	rate_bps = min(flight_bytes·8 / (rtt_ms/1000),   the window bound
 //	               limit_bps of from and of to,       where known
-//	               mss_bytes·8·1.22 / ((rtt_ms/1000)·√loss))   Mathis, when loss > 0
+//	               mss_bytes·8·1.22 / ((rtt_ms/1000)·√loss),   Mathis, when loss > 0
 //	                                                  and the sender is loss-based
+//	               send_bps of the sender towards the receiver)   learnt, where known
+//
+// send_bps is the rate the sender's own traffic reached on this segment
+// while the network held it back (not a window, a buffer or a lack of
+// data): what a relay learns from the tunnels it carries. It bounds the
+// segment however large the windows.
 //
 // Loss 1 (no probe answered) makes a pair unusable: its rate is 0, where
 // the Mathis formula would still give a number. The Mathis bound is for
@@ -139,7 +145,9 @@
 // optional loss (fraction 0..1), estimated (bool), age_s (seconds since
 // measured) and a_window_bytes, b_window_bytes (the receive window a, b
 // was measured to advertise on this path; absent or 0 = the node's
-// window_bytes). Each unordered pair may appear once.
+// window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic
+// to the other end was learnt to reach, bits/s; absent or 0 = unknown).
+// Each unordered pair may appear once.
 //
 // Decoding is strict: unknown fields, duplicate keys, duplicate pairs,
 // pairs naming unknown nodes, non-positive RTTs and out-of-range numbers

@@ -161,6 +161,14 @@ func writeSegments(b *strings.Builder, p Plan) {
 		if seg.LimitBps > 0 {
 			limit = fmtBps(seg.LimitBps)
 		}
+		if seg.LearntBps > 0 {
+			learnt := fmtBps(seg.LearntBps) + " learnt (" + seg.Sender + ")"
+			if seg.LimitBps > 0 {
+				limit += ", " + learnt
+			} else {
+				limit = learnt
+			}
+		}
 		if seg.Loss > 0 {
 			loss = fmtPct(seg.Loss)
 		}

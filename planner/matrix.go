@@ -102,6 +102,9 @@ type filePair struct {
 	// AWindowBytes and BWindowBytes are Pair's.
 	AWindowBytes int64 `json:"a_window_bytes,omitempty"`
 	BWindowBytes int64 `json:"b_window_bytes,omitempty"`
+	// ASendBps and BSendBps are Pair's.
+	ASendBps float64 `json:"a_send_bps,omitempty"`
+	BSendBps float64 `json:"b_send_bps,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -114,7 +117,7 @@ func (m Matrix) MarshalJSON() ([]byte, error) {
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
-		if p.Loss == 0 && !p.Estimated && p.AgeSec == 0 && p.AWindowBytes == 0 && p.BWindowBytes == 0 {
+		if !p.hasExtras() && !p.Estimated && p.AgeSec == 0 {
 			pairs[i] = []any{p.A, p.B, p.RTTMs}
 		} else {
 			pairs[i] = filePair(p)
@@ -277,8 +280,12 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.AWindowBytes)
 			case "b_window_bytes":
 				err = dec.Decode(&p.BWindowBytes)
+			case "a_send_bps":
+				err = dec.Decode(&p.ASendBps)
+			case "b_send_bps":
+				err = dec.Decode(&p.BSendBps)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -424,6 +431,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("age_s %v: want seconds >= 0", p.AgeSec)
 	case p.AWindowBytes < 0 || p.BWindowBytes < 0:
 		return fmt.Errorf("a_window_bytes %d, b_window_bytes %d: want bytes >= 0 (0 = the node's)", p.AWindowBytes, p.BWindowBytes)
+	case !(p.ASendBps >= 0) || math.IsInf(p.ASendBps, 0) || !(p.BSendBps >= 0) || math.IsInf(p.BSendBps, 0):
+		return fmt.Errorf("a_send_bps %v, b_send_bps %v: want bits/s >= 0 (0 = unknown)", p.ASendBps, p.BSendBps)
 	}
 	return nil
 }

@@ -131,6 +131,19 @@ type Pair struct {
 	// window measured on a segment beats the node's estimate there.
 	AWindowBytes int64 `json:"a_window_bytes,omitempty"`
 	BWindowBytes int64 `json:"b_window_bytes,omitempty"`
+	// ASendBps is the rate A's traffic to B was learnt to reach while the
+	// path, not a window, a buffer or the application, held it back
+	// (a relay learns it from the tunnels it carries), bits/s; BSendBps
+	// the same from B to A. 0 = unknown. A segment's rate never exceeds
+	// its sender's: it is what the path gave, whatever the windows allow.
+	ASendBps float64 `json:"a_send_bps,omitempty"`
+	BSendBps float64 `json:"b_send_bps,omitempty"`
+}
+
+// hasExtras says p has more than an RTT that bounds a segment's rate
+// per direction: loss, measured windows or learnt send rates.
+func (p *Pair) hasExtras() bool {
+	return p.Loss > 0 || p.AWindowBytes > 0 || p.BWindowBytes > 0 || p.ASendBps > 0 || p.BSendBps > 0
 }
 
 // Matrix is what the planner knows: the nodes and the RTTs between them.
@@ -342,13 +355,16 @@ type Segment struct {
 	SenderCongestionControl string  `json:"sender_congestion_control,omitempty"`
 	LimitBps                float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
 	Loss                    float64 `json:"loss"`      // fraction 0..1
+	// LearntBps is the rate Sender's traffic to Receiver was learnt to
+	// reach (Pair.ASendBps, BSendBps), bits/s; 0 = unknown.
+	LearntBps float64 `json:"learnt_bps,omitempty"`
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
-	// Loss when the sender's congestion control is loss-based).
+	// Loss when the sender's congestion control is loss-based, LearntBps).
 	RateBps   float64 `json:"rate_bps"`
 	DownBps   float64 `json:"down_bps"`   // the ceiling for a download, bits/s
 	UpBps     float64 `json:"up_bps"`     // the ceiling for an upload, bits/s
-	LimitedBy string  `json:"limited_by"` // which term sets RateBps: "window", "send_window", "limit" or "loss"
+	LimitedBy string  `json:"limited_by"` // which term sets RateBps: "window", "send_window", "limit", "loss" or "learnt"
 	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
@@ -460,6 +476,7 @@ const (
 	limitedBySendWindow = "send_window"
 	limitedByLimit      = "limit"
 	limitedByLoss       = "loss"
+	limitedByLearnt     = "learnt"
 )
 
 // capBps is the direction-independent ceiling of a segment, bits/s: the

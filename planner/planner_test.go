@@ -298,6 +298,7 @@ func TestDeterministic(t *testing.T) {
 				p := &shuffled.Pairs[k]
 				p.A, p.B = p.B, p.A
 				p.AWindowBytes, p.BWindowBytes = p.BWindowBytes, p.AWindowBytes
+				p.ASendBps, p.BSendBps = p.BSendBps, p.ASendBps
 			}
 		}
 		for _, mm := range []*Matrix{m, shuffled} {
@@ -526,6 +527,54 @@ func TestSendWindowBottleneck(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no upload plan via r1, r2:\n%s", Explain(up))
+	}
+}
+
+// A rate learnt from traffic bounds its sender's segment one way only:
+// r1's short segments would carry the most on windows, but what r1 sent to
+// the client reached 28 Mbit/s, so the download goes via r2; the upload,
+// which r1 does not send towards the client, still goes via r1.
+func TestLearntRateBoundsItsSender(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{
+			{Name: "client", WindowBytes: 315 << 10},
+			{Name: "r1", Relay: true, WindowBytes: 4 << 20},
+			{Name: "r2", Relay: true, WindowBytes: 4 << 20},
+			{Name: "srv", WindowBytes: 315 << 10},
+		},
+		Pairs: []Pair{
+			{A: "client", B: "srv", RTTMs: 60},
+			{A: "client", B: "r1", RTTMs: 20, BSendBps: 28e6},
+			{A: "r1", B: "srv", RTTMs: 20},
+			{A: "client", B: "r2", RTTMs: 30},
+			{A: "r2", B: "srv", RTTMs: 30},
+		},
+	}
+	down := mustSearch(t, m, Request{Constraints: Constraints{Include: []string{"r1", "r2"}}})
+	wantChain(t, down, "r2")
+	var viaR1 *Plan
+	for i, p := range down.Alternatives {
+		if slices.Equal(p.Chain, []string{"r1"}) {
+			viaR1 = &down.Alternatives[i]
+		}
+	}
+	if viaR1 == nil {
+		t.Fatalf("no alternative via r1:\n%s", Explain(down))
+	}
+	seg := viaR1.Segments[0]
+	if seg.LimitedBy != "learnt" || seg.Sender != "r1" || seg.LearntBps != 28e6 || !near(viaR1.PredictedBps, 28e6*0.98) {
+		t.Fatalf("client→r1 %+v, predicted %v: want r1's learnt 28 Mbit/s", seg, viaR1.PredictedBps)
+	}
+	wantReason(t, down, viaR1.Reasons, "the rate r1's traffic to client reached, 28.0 Mbit/s")
+	// Without a direct path, r1's chain is the plan and its table shows it.
+	onlyR1 := mustSearch(t, &Matrix{Nodes: m.Nodes, Pairs: m.Pairs[1:]}, Request{Constraints: Constraints{Include: []string{"r1"}}})
+	if txt := Explain(onlyR1); !strings.Contains(txt, "28.0 Mbit/s learnt (r1)") {
+		t.Errorf("the segment table does not show the learnt rate:\n%s", txt)
+	}
+	up := mustSearch(t, m, Request{Direction: Up, Constraints: Constraints{Include: []string{"r1", "r2"}}})
+	wantChain(t, up, "r1")
+	if seg := up.Best.Segments[0]; seg.LearntBps != 0 || seg.LimitedBy != "window" {
+		t.Errorf("upload client→r1 %+v: r1's learnt rate is not the client's", seg)
 	}
 }
 

@@ -71,7 +71,7 @@ type search struct {
 	rtt []float64
 	// pairOf[u*n+v] is 1 + the index in m.Pairs of the pair u–v, in one of
 	// the two cells u→v and v→u (see pair); 0 = none. Negated for a pair
-	// whose loss or measured windows mirror must read (most pairs have
+	// whose loss, measured windows or learnt rates mirror must read (most pairs have
 	// neither, and mirror then reads only the dense tables).
 	pairOf []int32
 	// factor[k] is (1−RelayOverhead)^k: what k relays leave of a rate.
@@ -192,7 +192,7 @@ func (s *search) addPair(k, a, b int) {
 	s.rate[x] = s.capBps(da, db, p)
 	s.rtt[x] = p.RTTMs
 	s.pairOf[x] = int32(k + 1)
-	if p.Loss > 0 || p.AWindowBytes > 0 || p.BWindowBytes > 0 {
+	if p.hasExtras() {
 		s.pairOf[x] = -s.pairOf[x]
 	}
 }
@@ -227,6 +227,7 @@ func (s *search) mirror() {
 						if p.Loss > 0 {
 							wu, wv = min(wu, s.lossBps(v, rtt, p.Loss)), min(wv, s.lossBps(u, rtt, p.Loss))
 						}
+						wu, wv = min(wu, s.learntBps(v, p)), min(wv, s.learntBps(u, p))
 					}
 					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
 					s.rtt[x], s.rtt[y] = rtt, rtt
@@ -256,6 +257,19 @@ func (s *search) recvWindow(to int, p *Pair) int64 {
 		}
 	}
 	return s.windows[to]
+}
+
+// learntBps is the rate dense node sender's traffic over pair p was learnt
+// to reach, bits/s; +Inf when unknown.
+func (s *search) learntBps(sender int, p *Pair) float64 {
+	bps := p.BSendBps
+	if s.name(sender) == p.A {
+		bps = p.ASendBps
+	}
+	if bps <= 0 {
+		return math.Inf(1)
+	}
+	return bps
 }
 
 // capBps is capBps for the pair p between dense nodes u and v.
@@ -704,7 +718,8 @@ func (s *search) segment(u, v int) Segment {
 	// Each way's window bound, then with the sender's loss bound.
 	fu, fv := s.flightBps(v, u, pair), s.flightBps(u, v, pair)
 	lu, lv := s.lossBps(v, pair.RTTMs, pair.Loss), s.lossBps(u, pair.RTTMs, pair.Loss)
-	wu, wv := min(fu, lu), min(fv, lv)
+	tu, tv := s.learntBps(v, pair), s.learntBps(u, pair)
+	wu, wv := min(fu, lu, tu), min(fv, lv, tv)
 	seg := Segment{
 		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: pair.Loss,
 		LimitBps:  minLimit(s.limits[u], s.limits[v]),
@@ -717,15 +732,20 @@ func (s *search) segment(u, v int) Segment {
 	}
 	// The receiver whose window counts: the client side for a download,
 	// the destination side for an upload, the slower way for both.
-	recv, send, wBps, lossB := u, v, wu, lu
+	recv, send, wBps, lossB, learnt := u, v, wu, lu, tu
 	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
-		recv, send, wBps, lossB = v, u, wv, lv
+		recv, send, wBps, lossB, learnt = v, u, wv, lv, tv
+	}
+	if !math.IsInf(learnt, 1) {
+		seg.LearntBps = learnt
 	}
 	seg.Receiver, seg.Sender = s.name(recv), s.name(send)
 	seg.WindowBytes, seg.SendWindowBytes = s.recvWindow(recv, pair), s.sends[send]
 	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0 && seg.WindowBytes == s.windows[recv]
 	seg.SenderCongestionControl = s.ccs[send]
 	switch {
+	case wBps <= c && learnt <= wBps && learnt < lossB: // min took the learnt rate
+		seg.LimitedBy = limitedByLearnt
 	case wBps <= c && lossB <= wBps: // min took the loss bound
 		seg.LimitedBy = limitedByLoss
 	case wBps <= c && seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes:

@@ -146,6 +146,10 @@ func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
 		// Loss bounds a loss-based sender, and BBR from 15 %.
 		r = math.Min(r, bf.mss*8*1.22/(rttSec*math.Sqrt(p.Loss)))
 	}
+	// What the sender's traffic was learnt to reach bounds it too.
+	if learnt := map[string]float64{p.A: p.ASendBps, p.B: p.BSendBps}[send.Name]; learnt > 0 {
+		r = math.Min(r, learnt)
+	}
 	return r, true
 }
 
@@ -267,6 +271,12 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 			}
 			if rng.IntN(4) == 0 {
 				p.AgeSec = rng.Float64() * 600
+			}
+			if rng.IntN(6) == 0 {
+				p.ASendBps = 1e6 + rng.Float64()*500e6
+			}
+			if rng.IntN(6) == 0 {
+				p.BSendBps = 1e6 + rng.Float64()*500e6
 			}
 			m.Pairs = append(m.Pairs, p)
 		}
