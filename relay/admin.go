@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ func (s *Server) newAdmin() *http.Server {
 	})
 	mux.Handle("GET /metrics", s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/info", s.adminAuth(s.viaPeer(func(w http.ResponseWriter, r *http.Request) {
+		learntBps, learntAge := s.learntToAsker(r)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"name":    s.cfg.Name,
@@ -51,6 +53,12 @@ func (s *Server) newAdmin() *http.Server {
 			// clients of its relay listener): relay_socket.congestion,
 			// else the system default.
 			"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, ReadLimits().CongestionControl),
+			// The best rate this relay's tunnels to the asker's host
+			// sustained while the path held them back (datarate.go),
+			// bits/s, and how long ago; 0: none learnt, or the request
+			// was forwarded (?via=) and the asker is a relay.
+			"learnt_send_bps_to_you": learntBps,
+			"learnt_send_age_s":      learntAge.Seconds(),
 		})
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
@@ -67,6 +75,25 @@ func (s *Server) newAdmin() *http.Server {
 		WriteTimeout:      30 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
 	}
+}
+
+// forwardedHeader marks a request viaPeer forwarded: its remote address is
+// the forwarding relay's, not the asker's.
+const forwardedHeader = "X-Relaymesh-Forwarded-By"
+
+// learntToAsker is what this relay learnt of the rate its tunnels to r's
+// remote host sustained (bits/s, 0 = none) and how long ago; none for a
+// forwarded request.
+func (s *Server) learntToAsker(r *http.Request) (float64, time.Duration) {
+	if r.Header.Get(forwardedHeader) != "" {
+		return 0, 0
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return 0, 0
+	}
+	bps, age, _ := s.rates.learnt(ap.Addr(), time.Now())
+	return bps, age
 }
 
 // maxVia bounds ?via= paths.
@@ -120,6 +147,7 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 		if s.cfg.AdminToken != "" {
 			req.Header.Set("Authorization", "Bearer "+s.cfg.AdminToken)
 		}
+		req.Header.Set(forwardedHeader, s.cfg.Name)
 		resp, err := admin.Do(req, via)
 		if err != nil {
 			http.Error(w, "via "+via+": "+err.Error(), http.StatusBadGateway)

@@ -39,7 +39,10 @@ type measurer struct {
 	publishEvery time.Duration
 	// loss is what the relay's tunnels taught it of each link's loss:
 	// published in place of the probes' where it knows.
-	loss   *dataLoss
+	loss *dataLoss
+	// rates is what the relay's tunnels taught it of the rate each peer's
+	// path carries: published with the pairs.
+	rates  *sendRates
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	log    *zap.Logger
@@ -130,7 +133,7 @@ func (s *Server) startMeasuring() error {
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
 	}
-	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss}
+	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss, rates: &s.rates}
 	where := []zap.Field{zap.String("fleet", s.cfg.Fleet)}
 	if s.cfg.Fleet == "" {
 		where = []zap.Field{zap.String("consul", s.cfg.Consul.Addr)}
@@ -282,14 +285,19 @@ func (m *measurer) publish(ctx context.Context) error {
 			errs = append(errs, rc.PublishCoordinate(ctx, m.self, c.Coordinate()))
 		}
 	}
-	errs = append(errs, m.reg.Publish(ctx, m.self, m.pairs()))
+	errs = append(errs, m.reg.Publish(ctx, m.self, m.pairs(ctx)))
 	return errors.Join(errs...)
 }
 
-// pairs is this relay's own measurements, with the loss its tunnels
-// taught it.
-func (m *measurer) pairs() []registry.Pair {
-	return m.loss.withLoss(m.probes.Snapshot(), time.Now())
+// pairs is this relay's own measurements, with the loss and the send
+// rates its tunnels taught it.
+func (m *measurer) pairs(ctx context.Context) []registry.Pair {
+	now := time.Now()
+	pairs := m.loss.withLoss(m.probes.Snapshot(), now)
+	if relays, err := m.reg.Relays(ctx); err == nil {
+		pairs = m.rates.withSendRates(pairs, relays, now)
+	}
+	return pairs
 }
 
 // stop ends the measuring goroutines, then closes the registry: with
@@ -339,7 +347,7 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	switch scope := r.URL.Query().Get("scope"); scope {
 	case "", "local":
 		if s.measure != nil {
-			pairs = s.measure.pairs()
+			pairs = s.measure.pairs(r.Context())
 			if c, ok := s.measure.probes.(coordinated); ok {
 				coords = []registry.Coordinate{{Relay: s.cfg.Name, Coord: c.Coordinate(), UpdatedAt: now}}
 			}

@@ -57,7 +57,8 @@ type Server struct {
 
 	measure *measurer // nil without a fleet
 	recent  recentTunnels
-	loss    dataLoss // learned from tunnels; read by measure
+	loss    dataLoss  // learned from tunnels; read by measure
+	rates   sendRates // learned from tunnels; read by measure and /v1/info
 
 	secret []byte // fleet secret; nil without native relaying
 	// link is this relay's TLS identity for relay links; nil with
@@ -364,6 +365,7 @@ func (s *Server) Start() error {
 		}
 		return s.startFailed(err)
 	}
+	go s.rates.run(s.ctx)
 	// A static chain's first relay is known: warm up before the first
 	// client instead of after it.
 	s.warmFirstHop(s.chain.Load())
@@ -596,8 +598,12 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	start := time.Now()
 	s.metrics.active.WithLabelValues(frontend).Inc()
+	// Both sockets send: towards the client (a download) and on (an upload).
+	wc, wu := s.rates.watch(client, start), s.rates.watch(up, start)
 	res := tunnel.Pipe(client, up, tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout})
 	s.metrics.active.WithLabelValues(frontend).Dec()
+	s.rates.done(wc, time.Now())
+	s.rates.done(wu, time.Now())
 	s.metrics.bytes.WithLabelValues("up").Add(float64(res.AToB))
 	s.metrics.bytes.WithLabelValues("down").Add(float64(res.BToA))
 	result := "ok"

@@ -358,7 +358,11 @@ sets) and the RTTs the relays measure between each other, measures this
 host's RTT to every relay and to the destination (TCP handshakes), asks every
 relay for its RTT to the destination, and reads every relay's receive and send
 windows. Each segment moves at most window/RTT (the receiving side's window for
-the direction, or the sender's send window where smaller), a chain moves at its
+the direction, or the sender's send window where smaller), capped by a relay's
+declared capacity, the loss its sender's congestion control is bound by, and
+the rate the sender's tunnels over it sustained (relays learn loss and rate
+from the traffic they carry: a plan after a transfer may differ from one
+before it, and says why), a chain moves at its
 slowest segment minus a per-relay overhead, and the planner searches for the
 exact best chain under --max-hops. Chains predicting within --error-margin of
 the fastest are ties, won by the fewest relays. Direct wins unless a chain

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // planOut is the part of `relayctl plan -o json` the tests read.
@@ -233,6 +235,64 @@ relayctl bench --dst server:8000 --chain `+strings.Join(tc.other, ",")+` --via p
 					pick.Chain.DownSteadyBps/1e6, r, pick.Predicted.DownBps/1e6)
 			}
 		})
+	}
+}
+
+// TestLabPlanLearnsCapacity: plan-learnt is plan-capacity with nothing
+// declared. Before any traffic the plan takes r1, whose short segments
+// promise the most on windows; a download through r1 teaches r1 the rate
+// its sends to the client sustain (the 30 Mbit/s link's), and the plan
+// then takes r2 and says why r1 lost. r2 measures faster than r1 did, and
+// the rate r1 learnt is what its download measured.
+func TestLabPlanLearnsCapacity(t *testing.T) {
+	labBins(t)
+	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-learnt.yaml"), settle+
+		`relayctl plan --dst server:8000 -o json > "$OUT/before.json"
+relayctl bench --dst server:8000 --chain r1 --via plan --transfers down --size 16777216 --history "" -o json > "$OUT/r1.json"
+relayctl plan --dst server:8000 -o json > "$OUT/after.json"
+relayctl bench --dst server:8000 --via plan --transfers down --size 16777216 --history "" -o json > "$OUT/r2.json"`)
+	type plan struct {
+		planOut
+		Alternatives []planner.Plan `json:"alternatives"`
+	}
+	var before, after plan
+	var r1, r2 benchOut
+	readJSON(t, filepath.Join(dir, "before.json"), &before)
+	readJSON(t, filepath.Join(dir, "after.json"), &after)
+	readJSON(t, filepath.Join(dir, "r1.json"), &r1)
+	readJSON(t, filepath.Join(dir, "r2.json"), &r2)
+	var viaR1 *planner.Plan
+	for i, p := range after.Alternatives {
+		if slices.Equal(p.Chain, []string{"r1"}) {
+			viaR1 = &after.Alternatives[i]
+		}
+	}
+	learnt := 0.0
+	if viaR1 != nil && len(viaR1.Segments) > 0 {
+		learnt = viaR1.Segments[0].LearntBps
+	}
+	t.Logf("before: plan %v predicted %.1f Mbit/s; r1 measured %.1f (steady %.1f); learnt %.1f; after: plan %v predicted %.1f, measured %.1f (steady %.1f)",
+		before.Chain, before.PredictedDownBps/1e6, r1.Chain.DownBps/1e6, r1.Chain.DownSteadyBps/1e6, learnt/1e6,
+		after.Chain, after.PredictedDownBps/1e6, r2.Chain.DownBps/1e6, r2.Chain.DownSteadyBps/1e6)
+	if !slices.Equal(before.Chain, []string{"r1"}) {
+		t.Fatalf("before any traffic: plan %v, want [r1] (nothing tells it r1's links are narrow); reasons %q", before.Chain, before.Reasons)
+	}
+	if errs := slices.Concat(r1.Chain.Errors, r2.Chain.Errors); len(errs) > 0 {
+		t.Fatalf("bench errors: %v", errs)
+	}
+	if !slices.Equal(after.Chain, []string{"r2"}) {
+		t.Fatalf("after 16 MiB through r1: plan %v, want [r2]; reasons %q", after.Chain, after.Reasons)
+	}
+	if viaR1 == nil || viaR1.Segments[0].LimitedBy != "learnt" {
+		t.Fatalf("the alternative via r1 %+v: want its first segment limited by the rate r1 learnt", viaR1)
+	}
+	if r := learnt / r1.Chain.DownSteadyBps; r < 0.85 || r > 1.15 {
+		t.Fatalf("r1 learnt %.1f Mbit/s, %.2f of the %.1f its download measured: want within 15 %%",
+			learnt/1e6, r, r1.Chain.DownSteadyBps/1e6)
+	}
+	if r2.Chain.DownSteadyBps <= r1.Chain.DownSteadyBps {
+		t.Fatalf("the plan after learning (r2) measured %.1f Mbit/s, not faster than r1's %.1f",
+			r2.Chain.DownSteadyBps/1e6, r1.Chain.DownSteadyBps/1e6)
 	}
 }
 

@@ -349,9 +349,12 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 // through it).
 const MinRTTMs = 0.001
 
+// maxSendBps is the highest learnt send rate believed: 10 Tbit/s.
+const maxSendBps = 1e13
+
 // sane says whether a pair's figures are possible: an age (seconds) not in
 // the future, RTTs within [MinRTTMs, 60 s] when probes were answered, loss
-// in [0, 1], no negative counts.
+// in [0, 1], a send rate in [0, maxSendBps], no negative counts.
 func sane(sp Pair, ageS float64) bool {
 	ok := func(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
 	if !saneAge(ageS) || !ok(sp.Loss, 0, 1) || sp.Samples < 0 || sp.From == "" || sp.To == "" || sp.From == sp.To {
@@ -365,7 +368,7 @@ func sane(sp Pair, ageS float64) bool {
 			return false
 		}
 	}
-	return true
+	return ok(sp.SendBps, 0, maxSendBps)
 }
 
 // saneAge says whether an age (seconds) is possible: not in the future,

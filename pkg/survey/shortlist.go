@@ -132,6 +132,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	// The candidates' windows (and the destination's, when it is a
 	// relay's host), read once they are few.
 	var dstWindow *planner.Node
+	learnt := map[string]float64{}
 	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
 		out := map[string]planner.Node{}
 		var wg sync.WaitGroup
@@ -154,6 +155,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
 				w.apply(&n)
 				out[r.Name] = n
+				learnt[r.Name] = w.learntToUsBps
 				if r.Name == res.Target.Relay {
 					dstWindow = &n
 					// The destination is this relay's host: its windows.
@@ -180,6 +182,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			n.WindowBytes, n.SendWindowBytes, n.LimitBps = dstWindow.WindowBytes, dstWindow.SendWindowBytes, dstWindow.LimitBps
 		}
 	}
+	applyLearnt(m, learnt)
 	for name := range res.Relays {
 		if !containsNode(m, name) {
 			delete(res.Relays, name)

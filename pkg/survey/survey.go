@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -334,6 +335,11 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	rp, notes := relayPairs(pairs, res.Relays, own, now)
 	m.Pairs = append(m.Pairs, rp...)
 	res.Notes = append(res.Notes, notes...)
+	learnt := map[string]float64{}
+	for i, r := range usable {
+		learnt[r.Name] = infos[i].window.learntToUsBps
+	}
+	applyLearnt(m, learnt)
 	return res, nil
 }
 
@@ -390,6 +396,9 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 	type key [2]string
 	best := map[key]registry.Pair{}
 	worstLoss := map[key]float64{}
+	// sends[{from, to}] is the rate from's tunnels to to were learnt to
+	// sustain: only from learns it.
+	sends := map[key]float64{}
 	var notes []string
 	for _, p := range pairs {
 		if _, ok := usable[p.From]; !ok {
@@ -423,6 +432,9 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		if !p.Estimated && p.Loss < 1 {
 			worstLoss[k] = max(worstLoss[k], p.Loss)
 		}
+		if p.SendBps > 0 && !math.IsInf(p.SendBps, 0) {
+			sends[key{p.From, p.To}] = p.SendBps
+		}
 	}
 	out := make([]planner.Pair, 0, len(best))
 	for k, p := range best {
@@ -431,7 +443,8 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 			loss = max(loss, worstLoss[k])
 		}
 		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(loss, 0), 1),
-			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0)})
+			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0),
+			ASendBps: sends[k], BSendBps: sends[key{k[1], k[0]}]})
 	}
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
 	slices.Sort(notes)
@@ -519,17 +532,34 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 }
 
 // windows are a relay's receive and send windows, bytes, its declared
-// capacity, bits/s (0 = unknown), and the congestion control it sends
-// with ("" = unknown).
+// capacity, bits/s (0 = unknown), the congestion control it sends with
+// ("" = unknown), and the rate its tunnels to this host were learnt to
+// sustain, bits/s (0 = none learnt).
 type windows struct {
 	recvBytes, sendBytes int64
 	capacityBps          float64
 	congestion           string
+	learntToUsBps        float64
 }
 
 // apply sets n's windows, limit and congestion control to w's.
 func (w windows) apply(n *planner.Node) {
 	n.WindowBytes, n.SendWindowBytes, n.LimitBps, n.CongestionControl = w.recvBytes, w.sendBytes, w.capacityBps, w.congestion
+}
+
+// applyLearnt sets, on each pair between this host and a relay, the rate
+// the relay's tunnels to this host were learnt to sustain (learnt, by
+// relay name, bits/s; 0 = none).
+func applyLearnt(m *planner.Matrix, learnt map[string]float64) {
+	for i := range m.Pairs {
+		p := &m.Pairs[i]
+		switch {
+		case p.A == ClientNode && learnt[p.B] > 0:
+			p.BSendBps = learnt[p.B]
+		case p.B == ClientNode && learnt[p.A] > 0:
+			p.ASendBps = learnt[p.A]
+		}
+	}
 }
 
 // relayWindow is the receive window the relay's autotuning reaches, the
@@ -545,13 +575,19 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 		// What it sends with on relay links; relays before it had only
 		// the system default.
 		CongestionControl string `json:"congestion_control"`
+		// What its tunnels to this host sustained (0 through ?via=).
+		LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
 	}
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return windows{}, err
 	}
 	l := info.SocketLimits
-	return windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
-		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}, nil
+	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
+		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
+	if len(ap.via) == 0 && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
+		w.learntToUsBps = info.LearntToYouBps
+	}
+	return w, nil
 }
 
 // relayProbe asks the relay for its RTT to addr: count handshakes (0:

@@ -22,6 +22,7 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,7 +66,10 @@ type SocketStats struct {
 	RetransmittedBytes uint64  `json:"retransmitted_bytes"`
 	ReceivedBytes      uint64  `json:"received_bytes"` // from the peer
 	RTTMs              float64 `json:"rtt_ms"`         // smoothed
-	Retransmits        uint32  `json:"retransmits"`
+	// MinRTTMs is the least RTT the socket saw (its path without queues);
+	// RTTMs well above it means a standing queue on the path.
+	MinRTTMs    float64 `json:"min_rtt_ms"`
+	Retransmits uint32  `json:"retransmits"`
 	// BusyMs is how long the socket had data in flight; RwndLimitedMs
 	// and SndbufLimitedMs how much of that the receiver's window and the
 	// send buffer held it back (the rest: congestion control).
@@ -84,6 +88,10 @@ type SocketStats struct {
 	// PeerWindowBytes.
 	SendBufferBytes int    `json:"send_buffer_bytes"`
 	DeliveryRateBps uint64 `json:"delivery_rate_bps"` // the kernel's most recent rate sample, bits/s
+	// AppLimited says the most recent rate sample was taken while the
+	// socket had less to send than its congestion window allowed: the
+	// application, not the path, set the rate then.
+	AppLimited bool `json:"app_limited"`
 }
 
 // Stats reads c's socket's TCP_INFO (through layers that offer NetConn);
@@ -105,15 +113,25 @@ func Stats(c net.Conn) SocketStats {
 		}
 		st = SocketStats{
 			Valid: true, SentBytes: info.Bytes_acked, RetransmittedBytes: info.Bytes_retrans, ReceivedBytes: info.Bytes_received,
-			RTTMs: float64(info.Rtt) / 1000, Retransmits: info.Total_retrans,
+			RTTMs: float64(info.Rtt) / 1000, MinRTTMs: float64(info.Min_rtt) / 1000, Retransmits: info.Total_retrans,
 			// The kernel counts these three in microseconds.
 			BusyMs: info.Busy_time / 1000, RwndLimitedMs: info.Rwnd_limited / 1000, SndbufLimitedMs: info.Sndbuf_limited / 1000,
 			PeerWindowBytes: info.Snd_wnd, WindowBytes: info.Rcv_wnd,
 			DeliveryRateBps: info.Delivery_rate * 8, // bytes/s in TCP_INFO
+			AppLimited:      appLimited(info),
 		}
 		st.SendBufferBytes, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 	})
 	return st
+}
+
+// appLimited reads tcpi_delivery_rate_app_limited, a bit field x/sys's
+// TCPInfo has no field for: struct tcp_info's eighth byte (after state,
+// ca_state, retransmits, probes, backoff, options and the window scales),
+// bit 0, which Go's layout leaves in the padding before the 4-byte
+// aligned Rto. getsockopt wrote the kernel's bytes there.
+func appLimited(info *unix.TCPInfo) bool {
+	return (*[8]byte)(unsafe.Pointer(info))[7]&1 == 1
 }
 
 // direction is one half of a tunnel.

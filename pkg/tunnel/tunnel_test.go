@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpPair returns two connected TCP conns on loopback.
@@ -240,4 +243,66 @@ func TestResultCarriesSocketStats(t *testing.T) {
 	if res := <-done; !errors.Is(res.Err, ErrIdle) || !res.A.Valid || !res.B.Valid {
 		t.Fatalf("after an idle timeout: %+v", res)
 	}
+}
+
+// The app-limited bit sits in Go's padding of TCPInfo: a socket that sent a
+// little and waits for more has it set, one whose writer keeps its queue
+// full does not (at least once in a few samples), and the byte before it
+// holds the window scales, which proves the offset.
+func TestAppLimitedBit(t *testing.T) {
+	c, peer := tcpPair(t)
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(peer, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	var st SocketStats
+	for range 100 { // until the ACK of the five bytes arrived
+		if st = Stats(c); st.SentBytes >= 6 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !st.AppLimited {
+		t.Fatalf("after 5 bytes and their ACK: %+v, want app-limited", st)
+	}
+
+	stop := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, peer) }()
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	defer close(stop)
+	busy := false
+	for range 200 {
+		time.Sleep(time.Millisecond)
+		if st := Stats(c); st.Valid && !st.AppLimited {
+			busy = true
+			break
+		}
+	}
+	if !busy {
+		t.Errorf("a socket whose writer keeps it full was app-limited in every sample")
+	}
+	rc, _ := c.SyscallConn()
+	_ = rc.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Options&4 /* TCPI_OPT_WSCALE */ != 0 && (*[8]byte)(unsafe.Pointer(info))[6] == 0 {
+			t.Errorf("window scaling on but byte 6 (the scales) is 0: the layout is not the kernel's")
+		}
+	})
 }
