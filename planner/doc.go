@@ -146,7 +146,8 @@
 // measured) and a_window_bytes, b_window_bytes (the receive window a, b
 // was measured to advertise on this path; absent or 0 = the node's
 // window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic
-// to the other end was learnt to reach, bits/s; absent or 0 = unknown).
+// to the other end was learnt to reach, bits/s; absent or 0 = unknown;
+// a_send_age_s, b_send_age_s: how old, seconds).
 // Each unordered pair may appear once.
 //
 // Decoding is strict: unknown fields, duplicate keys, duplicate pairs,

@@ -162,7 +162,7 @@ func writeSegments(b *strings.Builder, p Plan) {
 			limit = fmtBps(seg.LimitBps)
 		}
 		if seg.LearntBps > 0 {
-			learnt := fmtBps(seg.LearntBps) + " learnt (" + seg.Sender + ")"
+			learnt := fmtBps(seg.LearntBps) + " learnt (" + seg.Sender + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
 			if seg.LimitBps > 0 {
 				limit += ", " + learnt
 			} else {
@@ -239,6 +239,14 @@ func fmtDur(ms float64) string {
 		return fmtNum(ms/1000) + " s"
 	}
 	return fmtMs(ms)
+}
+
+// fmtAge formats an age in seconds: "42 s", "7 min".
+func fmtAge(sec float64) string {
+	if sec < 120 {
+		return fmt.Sprintf("%.0f s", sec)
+	}
+	return fmt.Sprintf("%.0f min", sec/60)
 }
 
 // fmtSize formats a transfer size as given: decimal units, "100 KB".

@@ -102,9 +102,11 @@ type filePair struct {
 	// AWindowBytes and BWindowBytes are Pair's.
 	AWindowBytes int64 `json:"a_window_bytes,omitempty"`
 	BWindowBytes int64 `json:"b_window_bytes,omitempty"`
-	// ASendBps and BSendBps are Pair's.
-	ASendBps float64 `json:"a_send_bps,omitempty"`
-	BSendBps float64 `json:"b_send_bps,omitempty"`
+	// ASendBps, BSendBps and their ages are Pair's.
+	ASendBps    float64 `json:"a_send_bps,omitempty"`
+	BSendBps    float64 `json:"b_send_bps,omitempty"`
+	ASendAgeSec float64 `json:"a_send_age_s,omitempty"`
+	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -284,8 +286,12 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.ASendBps)
 			case "b_send_bps":
 				err = dec.Decode(&p.BSendBps)
+			case "a_send_age_s":
+				err = dec.Decode(&p.ASendAgeSec)
+			case "b_send_age_s":
+				err = dec.Decode(&p.BSendAgeSec)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -433,6 +439,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("a_window_bytes %d, b_window_bytes %d: want bytes >= 0 (0 = the node's)", p.AWindowBytes, p.BWindowBytes)
 	case !(p.ASendBps >= 0) || math.IsInf(p.ASendBps, 0) || !(p.BSendBps >= 0) || math.IsInf(p.BSendBps, 0):
 		return fmt.Errorf("a_send_bps %v, b_send_bps %v: want bits/s >= 0 (0 = unknown)", p.ASendBps, p.BSendBps)
+	case !(p.ASendAgeSec >= 0) || math.IsInf(p.ASendAgeSec, 0) || !(p.BSendAgeSec >= 0) || math.IsInf(p.BSendAgeSec, 0):
+		return fmt.Errorf("a_send_age_s %v, b_send_age_s %v: want seconds >= 0", p.ASendAgeSec, p.BSendAgeSec)
 	}
 	return nil
 }

@@ -138,6 +138,10 @@ type Pair struct {
 	// its sender's: it is what the path gave, whatever the windows allow.
 	ASendBps float64 `json:"a_send_bps,omitempty"`
 	BSendBps float64 `json:"b_send_bps,omitempty"`
+	// ASendAgeSec and BSendAgeSec are how old ASendBps and BSendBps are,
+	// seconds (since the newest tunnel that taught them ended).
+	ASendAgeSec float64 `json:"a_send_age_s,omitempty"`
+	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
 }
 
 // hasExtras says p has more than an RTT that bounds a segment's rate
@@ -358,6 +362,8 @@ type Segment struct {
 	// LearntBps is the rate Sender's traffic to Receiver was learnt to
 	// reach (Pair.ASendBps, BSendBps), bits/s; 0 = unknown.
 	LearntBps float64 `json:"learnt_bps,omitempty"`
+	// LearntAgeSec is how old LearntBps is, seconds.
+	LearntAgeSec float64 `json:"learnt_age_s,omitempty"`
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
 	// Loss when the sender's congestion control is loss-based, LearntBps).

@@ -299,6 +299,7 @@ func TestDeterministic(t *testing.T) {
 				p.A, p.B = p.B, p.A
 				p.AWindowBytes, p.BWindowBytes = p.BWindowBytes, p.AWindowBytes
 				p.ASendBps, p.BSendBps = p.BSendBps, p.ASendBps
+				p.ASendAgeSec, p.BSendAgeSec = p.BSendAgeSec, p.ASendAgeSec
 			}
 		}
 		for _, mm := range []*Matrix{m, shuffled} {
@@ -544,7 +545,7 @@ func TestLearntRateBoundsItsSender(t *testing.T) {
 		},
 		Pairs: []Pair{
 			{A: "client", B: "srv", RTTMs: 60},
-			{A: "client", B: "r1", RTTMs: 20, BSendBps: 28e6},
+			{A: "client", B: "r1", RTTMs: 20, BSendBps: 28e6, BSendAgeSec: 150},
 			{A: "r1", B: "srv", RTTMs: 20},
 			{A: "client", B: "r2", RTTMs: 30},
 			{A: "r2", B: "srv", RTTMs: 30},
@@ -562,13 +563,13 @@ func TestLearntRateBoundsItsSender(t *testing.T) {
 		t.Fatalf("no alternative via r1:\n%s", Explain(down))
 	}
 	seg := viaR1.Segments[0]
-	if seg.LimitedBy != "learnt" || seg.Sender != "r1" || seg.LearntBps != 28e6 || !near(viaR1.PredictedBps, 28e6*0.98) {
+	if seg.LimitedBy != "learnt" || seg.Sender != "r1" || seg.LearntBps != 28e6 || seg.LearntAgeSec != 150 || !near(viaR1.PredictedBps, 28e6*0.98) {
 		t.Fatalf("client→r1 %+v, predicted %v: want r1's learnt 28 Mbit/s", seg, viaR1.PredictedBps)
 	}
-	wantReason(t, down, viaR1.Reasons, "the rate r1's traffic to client reached, 28.0 Mbit/s")
+	wantReason(t, down, viaR1.Reasons, "the rate r1's traffic to client reached, 28.0 Mbit/s (learnt from its tunnels, 2 min ago)")
 	// Without a direct path, r1's chain is the plan and its table shows it.
 	onlyR1 := mustSearch(t, &Matrix{Nodes: m.Nodes, Pairs: m.Pairs[1:]}, Request{Constraints: Constraints{Include: []string{"r1"}}})
-	if txt := Explain(onlyR1); !strings.Contains(txt, "28.0 Mbit/s learnt (r1)") {
+	if txt := Explain(onlyR1); !strings.Contains(txt, "28.0 Mbit/s learnt (r1, 2 min ago)") {
 		t.Errorf("the segment table does not show the learnt rate:\n%s", txt)
 	}
 	up := mustSearch(t, m, Request{Direction: Up, Constraints: Constraints{Include: []string{"r1", "r2"}}})

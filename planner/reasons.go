@@ -233,7 +233,8 @@ func (s *search) limiter(seg Segment) string {
 	case limitedByLoss:
 		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
 	case limitedByLearnt:
-		return fmt.Sprintf("the rate %s's traffic to %s reached, %s (learnt from its tunnels)", seg.Sender, seg.Receiver, fmtBps(seg.LearntBps))
+		return fmt.Sprintf("the rate %s's traffic to %s reached, %s (learnt from its tunnels, %s ago)",
+			seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), fmtAge(seg.LearntAgeSec))
 	case limitedBySendWindow:
 		return fmt.Sprintf("the send window %s of %s over %s (below %s's window %s: raise its tcp_wmem)",
 			fmtBytes(seg.SendWindowBytes), seg.Sender, fmtMs(seg.RTTMs), seg.Receiver, fmtBytes(seg.WindowBytes))

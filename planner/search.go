@@ -738,6 +738,10 @@ func (s *search) segment(u, v int) Segment {
 	}
 	if !math.IsInf(learnt, 1) {
 		seg.LearntBps = learnt
+		seg.LearntAgeSec = pair.BSendAgeSec
+		if s.name(send) == pair.A {
+			seg.LearntAgeSec = pair.ASendAgeSec
+		}
 	}
 	seg.Receiver, seg.Sender = s.name(recv), s.name(send)
 	seg.WindowBytes, seg.SendWindowBytes = s.recvWindow(recv, pair), s.sends[send]

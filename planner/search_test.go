@@ -273,7 +273,7 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 				p.AgeSec = rng.Float64() * 600
 			}
 			if rng.IntN(6) == 0 {
-				p.ASendBps = 1e6 + rng.Float64()*500e6
+				p.ASendBps, p.ASendAgeSec = 1e6+rng.Float64()*500e6, rng.Float64()*600
 			}
 			if rng.IntN(6) == 0 {
 				p.BSendBps = 1e6 + rng.Float64()*500e6

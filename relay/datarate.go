@@ -227,8 +227,8 @@ func (r *sendRates) withSendRates(pairs []registry.Pair, relays []registry.Relay
 	}
 	for i := range pairs {
 		if h, ok := hostOf[pairs[i].To]; ok {
-			if bps, _, ok := r.learnt(h, now); ok {
-				pairs[i].SendBps = bps
+			if bps, age, ok := r.learnt(h, now); ok {
+				pairs[i].SendBps, pairs[i].SendAt = bps, now.Add(-age)
 			}
 		}
 	}

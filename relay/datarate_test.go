@@ -89,7 +89,7 @@ func TestLearntPerHost(t *testing.T) {
 
 	pairs := r.withSendRates([]registry.Pair{{From: "self", To: "ra"}, {From: "self", To: "rb"}, {From: "self", To: "gone"}},
 		[]registry.Relay{{Name: "ra", Relay: "10.0.0.1:7000"}, {Name: "rb", Relay: "10.0.0.2:7000"}}, now)
-	if pairs[0].SendBps != 30e6 || pairs[1].SendBps != 0 || pairs[2].SendBps != 0 {
+	if pairs[0].SendBps != 30e6 || !pairs[0].SendAt.Equal(now.Add(-time.Minute)) || pairs[1].SendBps != 0 || pairs[2].SendBps != 0 {
 		t.Errorf("pairs %+v: want 30 Mbit/s to ra only", pairs)
 	}
 }

@@ -57,7 +57,9 @@ type Pair struct {
 	// SendBps is the best rate From's tunnels to To sustained while the
 	// path held them back, bits/s, learnt from traffic in the last 10
 	// minutes; 0 = none learnt.
-	SendBps   float64   `json:"send_bps,omitempty"`
+	SendBps float64 `json:"send_bps,omitempty"`
+	// SendAt is when the newest tunnel that taught SendBps ended.
+	SendAt    time.Time `json:"send_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 

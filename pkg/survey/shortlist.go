@@ -132,7 +132,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	// The candidates' windows (and the destination's, when it is a
 	// relay's host), read once they are few.
 	var dstWindow *planner.Node
-	learnt := map[string]float64{}
+	learnt := map[string]windows{}
 	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
 		out := map[string]planner.Node{}
 		var wg sync.WaitGroup
@@ -155,7 +155,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
 				w.apply(&n)
 				out[r.Name] = n
-				learnt[r.Name] = w.learntToUsBps
+				learnt[r.Name] = w
 				if r.Name == res.Target.Relay {
 					dstWindow = &n
 					// The destination is this relay's host: its windows.

@@ -335,9 +335,9 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	rp, notes := relayPairs(pairs, res.Relays, own, now)
 	m.Pairs = append(m.Pairs, rp...)
 	res.Notes = append(res.Notes, notes...)
-	learnt := map[string]float64{}
+	learnt := map[string]windows{}
 	for i, r := range usable {
-		learnt[r.Name] = infos[i].window.learntToUsBps
+		learnt[r.Name] = infos[i].window
 	}
 	applyLearnt(m, learnt)
 	return res, nil
@@ -398,7 +398,7 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 	worstLoss := map[key]float64{}
 	// sends[{from, to}] is the rate from's tunnels to to were learnt to
 	// sustain: only from learns it.
-	sends := map[key]float64{}
+	sends := map[key]registry.Pair{}
 	var notes []string
 	for _, p := range pairs {
 		if _, ok := usable[p.From]; !ok {
@@ -433,7 +433,7 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 			worstLoss[k] = max(worstLoss[k], p.Loss)
 		}
 		if p.SendBps > 0 && !math.IsInf(p.SendBps, 0) {
-			sends[key{p.From, p.To}] = p.SendBps
+			sends[key{p.From, p.To}] = p
 		}
 	}
 	out := make([]planner.Pair, 0, len(best))
@@ -444,7 +444,13 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		}
 		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(loss, 0), 1),
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0),
-			ASendBps: sends[k], BSendBps: sends[key{k[1], k[0]}]})
+			ASendBps: sends[k].SendBps, BSendBps: sends[key{k[1], k[0]}].SendBps})
+		if a := sends[k]; a.SendBps > 0 {
+			out[len(out)-1].ASendAgeSec = max(now.Sub(a.SendAt).Seconds(), 0)
+		}
+		if b := sends[key{k[1], k[0]}]; b.SendBps > 0 {
+			out[len(out)-1].BSendAgeSec = max(now.Sub(b.SendAt).Seconds(), 0)
+		}
 	}
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
 	slices.Sort(notes)
@@ -540,6 +546,7 @@ type windows struct {
 	capacityBps          float64
 	congestion           string
 	learntToUsBps        float64
+	learntToUsAgeSec     float64
 }
 
 // apply sets n's windows, limit and congestion control to w's.
@@ -548,16 +555,16 @@ func (w windows) apply(n *planner.Node) {
 }
 
 // applyLearnt sets, on each pair between this host and a relay, the rate
-// the relay's tunnels to this host were learnt to sustain (learnt, by
-// relay name, bits/s; 0 = none).
-func applyLearnt(m *planner.Matrix, learnt map[string]float64) {
+// the relay's tunnels to this host were learnt to sustain and its age
+// (learnt, by relay name; windows' learntToUs*).
+func applyLearnt(m *planner.Matrix, learnt map[string]windows) {
 	for i := range m.Pairs {
 		p := &m.Pairs[i]
 		switch {
-		case p.A == ClientNode && learnt[p.B] > 0:
-			p.BSendBps = learnt[p.B]
-		case p.B == ClientNode && learnt[p.A] > 0:
-			p.ASendBps = learnt[p.A]
+		case p.A == ClientNode && learnt[p.B].learntToUsBps > 0:
+			p.BSendBps, p.BSendAgeSec = learnt[p.B].learntToUsBps, learnt[p.B].learntToUsAgeSec
+		case p.B == ClientNode && learnt[p.A].learntToUsBps > 0:
+			p.ASendBps, p.ASendAgeSec = learnt[p.A].learntToUsBps, learnt[p.A].learntToUsAgeSec
 		}
 	}
 }
@@ -577,6 +584,7 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 		CongestionControl string `json:"congestion_control"`
 		// What its tunnels to this host sustained (0 through ?via=).
 		LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
+		LearntAgeSec   float64 `json:"learnt_send_age_s"`
 	}
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return windows{}, err
@@ -585,7 +593,7 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
 	if len(ap.via) == 0 && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
-		w.learntToUsBps = info.LearntToYouBps
+		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
 	}
 	return w, nil
 }

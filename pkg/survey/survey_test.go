@@ -41,7 +41,7 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 		// a learnt 2 % loss from what it sent to b; b sent nothing to a.
 		// b's tunnels to a sustained 40 Mbit/s.
 		{From: "a", To: "b", RTTMs: 10, Samples: 5, Loss: 0.02, UpdatedAt: now.Add(-30 * time.Second)},
-		{From: "b", To: "a", RTTMs: 11, Samples: 5, SendBps: 40e6, UpdatedAt: now.Add(-2 * time.Second)},
+		{From: "b", To: "a", RTTMs: 11, Samples: 5, SendBps: 40e6, SendAt: now.Add(-time.Minute), UpdatedAt: now.Add(-2 * time.Second)},
 		{From: "a", To: "c", RTTMs: 20, Samples: 5, Loss: 1, UpdatedAt: now},               // no answer: unusable
 		{From: "c", To: "b", RTTMs: 30, Estimated: true, UpdatedAt: now.Add(-time.Minute)}, // a prior: used, marked
 		{From: "a", To: "gone", RTTMs: 5, Samples: 5, UpdatedAt: now},                      // not a usable relay
@@ -56,8 +56,8 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	if got[0].A != "a" || got[0].B != "b" || got[0].RTTMs != 11 || got[0].AgeSec != 2 || got[0].Loss != 0.02 {
 		t.Fatalf("a-b: %+v, want b's newer 11 ms, 2 s old, and a's 2 %% loss", got[0])
 	}
-	if got[0].BSendBps != 40e6 || got[0].ASendBps != 0 {
-		t.Fatalf("a-b: %+v, want b's learnt 40 Mbit/s to a, and none from a", got[0])
+	if got[0].BSendBps != 40e6 || got[0].BSendAgeSec != 60 || got[0].ASendBps != 0 {
+		t.Fatalf("a-b: %+v, want b's learnt 40 Mbit/s to a, a minute old, and none from a", got[0])
 	}
 	if got[1].A != "b" || got[1].B != "c" || !got[1].Estimated || got[1].AgeSec != 60 {
 		t.Fatalf("b-c: %+v", got[1])
@@ -73,9 +73,9 @@ func TestApplyLearnt(t *testing.T) {
 		{A: "r1", B: "r2", RTTMs: 5},
 		{A: ClientNode, B: "r3", RTTMs: 9},
 	}}
-	applyLearnt(m, map[string]float64{"r1": 28e6, "r2": 90e6})
+	applyLearnt(m, map[string]windows{"r1": {learntToUsBps: 28e6, learntToUsAgeSec: 30}, "r2": {learntToUsBps: 90e6}, "r3": {}})
 	want := []planner.Pair{
-		{A: ClientNode, B: "r1", RTTMs: 20, BSendBps: 28e6},
+		{A: ClientNode, B: "r1", RTTMs: 20, BSendBps: 28e6, BSendAgeSec: 30},
 		{A: "r2", B: ClientNode, RTTMs: 30, ASendBps: 90e6},
 		{A: "r1", B: "r2", RTTMs: 5},
 		{A: ClientNode, B: "r3", RTTMs: 9},
