@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt
 
 all: build
 
@@ -136,6 +136,12 @@ bench-sizes:
 # with BBR relays (root; ~8 min).
 bench-lossy:
 	./bench/run-lossy-bench.sh 3
+
+# Capacity learnt from traffic: plans before and after a download through a
+# relay whose links are narrower than anyone declared, with CUBIC and with
+# BBR relays (root; ~4 min).
+bench-learnt:
+	./bench/run-learnt-bench.sh 3
 
 # The lab's packet engines side by side (root; ~10 min): the load each holds
 # valid through 4 emulated links, and CPU per emulated Gbit.
