@@ -330,6 +330,25 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return ms, true, ok && ms > 0
 	}
 
+	// orient says which end of a segment measures it: the client its own
+	// segment, a relay its segment to the destination; between relays the
+	// end nearer the client (by the best figure known), whom the client
+	// asks: a relay's probe costs the round trip of asking it too.
+	orient := func(a, b string) Probe {
+		switch {
+		case b == client, a == dst:
+			return Probe{From: b, To: a}
+		case a == client, b == dst:
+			return Probe{From: a, To: b}
+		}
+		ma, _, okA := rtt(client, a)
+		mb, _, okB := rtt(client, b)
+		if okB && (!okA || mb < ma) {
+			return Probe{From: b, To: a}
+		}
+		return Probe{From: a, To: b}
+	}
+
 	// The candidates: the relays on the chains with the lowest estimated
 	// cost (see rankCandidates).
 	sp := &space{dim: -1}
@@ -527,7 +546,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 					k := key(a, b)
 					if _, est, ok := rtt(a, b); ok && est && !seen[k] && a != b {
 						seen[k] = true
-						batch = append(batch, orient(a, b, client, dst))
+						batch = append(batch, orient(a, b))
 					}
 					for _, r := range [2]string{a, b} {
 						if r != client && r != dst && !isCand[r] {
@@ -545,7 +564,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				k := key(seg.From, seg.To)
 				if seg.Estimated && !seen[k] {
 					seen[k] = true
-					batch = append(batch, orient(seg.From, seg.To, client, dst))
+					batch = append(batch, orient(seg.From, seg.To))
 				}
 			}
 		}
@@ -561,7 +580,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 				if k := key(pb.a, pb.b); !seen[k] {
 					seen[k] = true
-					batch = append(batch, orient(pb.a, pb.b, client, dst))
+					batch = append(batch, orient(pb.a, pb.b))
 				}
 			}
 		}
@@ -603,17 +622,6 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 // validCoord says c can be used in estimates.
 func validCoord(c *coordinate.Coordinate) bool {
 	return c != nil && len(c.Vec) > 0 && c.IsValid()
-}
-
-// orient says which end of a segment measures it: the client measures its
-// own segment, a relay its segment to the destination; between relays the
-// segment's client-side end.
-func orient(from, to, client, dst string) Probe {
-	switch {
-	case to == client, from == dst:
-		return Probe{From: to, To: from}
-	}
-	return Probe{From: from, To: to}
 }
 
 func hasEstimate(p planner.Plan) bool {
