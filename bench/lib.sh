@@ -1,5 +1,17 @@
 # Shared by the lab benchmark scripts: source it from the repository root.
 
+# lab_bench_start NAME: what every lab benchmark does first: refuse to run
+# without root (the lab needs it), make the output directory $out, and
+# build bin/ from this checkout. NAME is the script's, for the message.
+lab_bench_start() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "$1: the lab needs root: sudo bench/$1" >&2
+    exit 1
+  fi
+  mkdir -p "$out"
+  make -s build
+}
+
 # lab_try NAME TOPO SCRIPT_FN COLLECT_FN runs, inside a lab of
 # configs/lab/TOPO.yaml (relayctl lab run, with bin/ first on the PATH),
 # the shell script that `SCRIPT_FN DIR` prints, DIR being a fresh

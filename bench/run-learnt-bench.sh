@@ -15,12 +15,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 runs=${1:-3}
 out=${2:-bench/results}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "run-learnt-bench.sh: the lab needs root: sudo bench/run-learnt-bench.sh" >&2
-  exit 1
-fi
-mkdir -p "$out"
-make -s build
+lab_bench_start run-learnt-bench.sh
 jsonl=$out/learnt.jsonl
 : > "$jsonl"
 # learnt_script DIR: one run's plans and benches, each one's JSON in DIR.

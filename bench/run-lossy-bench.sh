@@ -16,12 +16,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 runs=${1:-3}
 out=${2:-bench/results}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "run-lossy-bench.sh: the lab needs root: sudo bench/run-lossy-bench.sh" >&2
-  exit 1
-fi
-mkdir -p "$out"
-make -s build
+lab_bench_start run-lossy-bench.sh
 jsonl=$out/lossy.jsonl
 : > "$jsonl"
 # lossy_script DIR: one run's plans and benches, each one's JSON in DIR.

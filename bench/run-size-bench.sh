@@ -17,12 +17,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 runs=${1:-5}
 out=${2:-bench/results}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "run-size-bench.sh: the lab needs root: sudo bench/run-size-bench.sh" >&2
-  exit 1
-fi
-mkdir -p "$out"
-make -s build
+lab_bench_start run-size-bench.sh
 jsonl=$out/sizes.jsonl
 : > "$jsonl"
 # sizes_script DIR: the downloads of one lab run, each bench's JSON in DIR.
