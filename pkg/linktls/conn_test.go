@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -234,4 +235,105 @@ func sockFD(t *testing.T, c net.Conn) int {
 	var fd int
 	_ = rc.Control(func(f uintptr) { fd = int(f) })
 	return fd
+}
+
+// recording keeps every byte written on a conn while on.
+type recording struct {
+	net.Conn
+	on  atomic.Bool
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (r *recording) Write(p []byte) (int, error) {
+	if r.on.Load() {
+		r.mu.Lock()
+		r.buf = append(r.buf, p...)
+		r.mu.Unlock()
+	}
+	return r.Conn.Write(p)
+}
+
+// records cuts what r recorded into TLS records and returns their sizes on
+// the wire, header included, and empties r.
+func (r *recording) records(t *testing.T) []int {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	b := r.buf
+	for len(b) > 0 {
+		if len(b) < 5 {
+			t.Fatalf("%d bytes left, less than a record header", len(b))
+		}
+		n := 5 + (int(b[3])<<8 | int(b[4]))
+		if len(b) < n {
+			t.Fatalf("a record of %d bytes, only %d written", n, len(b))
+		}
+		out = append(out, n)
+		b = b[n:]
+	}
+	r.buf = r.buf[:0]
+	return out
+}
+
+// A link ramping up sends records of one segment each, so that whatever a
+// flight of TCP carries can be decrypted, and forwarded, as it arrives;
+// after rampBytes it sends full records, and after an idle spell ramps
+// again.
+func TestRampRecordsFillOneSegment(t *testing.T) {
+	var rec *recording
+	c, s := pair(t, func(raw net.Conn) net.Conn { rec = &recording{Conn: raw}; return rec })
+	go func() { _, _ = io.Copy(io.Discard, s) }()
+	if c.rampRecord != defaultMSSBytes-recordOverheadBytes {
+		t.Fatalf("a link whose socket does not say its MSS ramps in records of %d bytes, want %d", c.rampRecord, defaultMSSBytes-recordOverheadBytes)
+	}
+	rec.on.Store(true)
+	msg := make([]byte, batchBytes)
+	write := func() {
+		t.Helper()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allSegments := func(when string) {
+		t.Helper()
+		got := rec.records(t)
+		for i, n := range got {
+			if n > defaultMSSBytes || (i < len(got)-1 && n != defaultMSSBytes) {
+				t.Fatalf("%s: record %d of %d is %d bytes on the wire, want %d (one segment) but for the last", when, i, len(got), n, defaultMSSBytes)
+			}
+		}
+	}
+	write()
+	allSegments("a new link")
+
+	// The rest of the ramp, then full records from the first byte after it.
+	for sent := batchBytes; sent < rampBytes; sent += batchBytes {
+		write()
+	}
+	rec.records(t)
+	write()
+	for i, n := range rec.records(t) {
+		if n != maxPlaintext+recordOverheadBytes {
+			t.Fatalf("after the ramp, record %d is %d bytes on the wire, want %d", i, n, maxPlaintext+recordOverheadBytes)
+		}
+	}
+
+	// Idle: the next answer ramps again.
+	c.lastWrite = c.lastWrite.Add(-writeIdleRestart)
+	write()
+	allSegments("after an idle spell")
+}
+
+// On a socket the ramp's records follow its MSS: loopback's is larger than
+// any record, so a loopback link sends full records throughout.
+func TestRampRecordFollowsTheSocket(t *testing.T) {
+	c, _ := pair(t)
+	if c.rampRecord != maxPlaintext {
+		t.Fatalf("loopback link ramps in records of %d bytes, want full records (%d)", c.rampRecord, maxPlaintext)
+	}
+	if got := rampRecordFor(1400); got != 1400-recordOverheadBytes {
+		t.Errorf("rampRecordFor(1400) = %d, want %d", got, 1400-recordOverheadBytes)
+	}
 }

@@ -43,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Roles a certificate names (its Subject's OrganizationalUnit).
@@ -389,7 +391,22 @@ func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn)
 		return nil, err
 	}
 	rc.handshaken.Store(true)
-	return &Conn{Conn: tc, raw: rc}, nil
+	return &Conn{Conn: tc, raw: rc, rampRecord: rampRecordFor(socketMSS(rc.rc))}, nil
+}
+
+// socketMSS is the segment size the socket under rc sends (TCP_MAXSEG), or
+// defaultMSSBytes when rc is nil or does not say.
+func socketMSS(rc syscall.RawConn) int {
+	mss := defaultMSSBytes
+	if rc == nil {
+		return mss
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil && v > 0 {
+			mss = v
+		}
+	})
+	return mss
 }
 
 // handshakeSegmentBytes bounds each write of the handshake. Why: Linux
