@@ -224,7 +224,18 @@ type Model struct {
 	// in segments of MSSBytes, for slow start (only with
 	// Request.SizeBytes); 0 = DefaultInitialWindowSegments.
 	InitialWindowSegments int `json:"initial_window_segments,omitempty"`
+	// LinkFramingBytes is what a relay link's framing takes of each TCP
+	// segment while a transfer ramps up, bytes: TLSLinkFramingBytes over
+	// TLS links, which send one record per segment while they ramp; 0
+	// over plain links. A chain's slow start then carries MSSBytes −
+	// LinkFramingBytes per segment of its window (only with
+	// Request.SizeBytes); direct carries MSSBytes. Below MSSBytes.
+	LinkFramingBytes int `json:"link_framing_bytes,omitempty"`
 }
+
+// TLSLinkFramingBytes is a TLS 1.3 record's overhead on a relay link: a
+// 5-byte header, the inner content type and a 16-byte AEAD tag.
+const TLSLinkFramingBytes = 22
 
 // SetupKind says how a chain is set up before its first byte arrives, in
 // round trips. S is the sum of the chain's segment RTTs, L the last
@@ -315,6 +326,9 @@ func (req Request) withDefaults() (Request, error) {
 		m.InitialWindowSegments = DefaultInitialWindowSegments
 	case m.InitialWindowSegments < 0:
 		return req, fmt.Errorf("model.initial_window_segments %d: want segments > 0 (0 = default)", m.InitialWindowSegments)
+	}
+	if m.LinkFramingBytes < 0 || m.LinkFramingBytes >= m.MSSBytes {
+		return req, fmt.Errorf("model.link_framing_bytes %d: want bytes from 0 to below the MSS (%d)", m.LinkFramingBytes, m.MSSBytes)
 	}
 	if req.SizeBytes < 0 {
 		return req, fmt.Errorf("size_bytes %d: want bytes >= 0 (0 = unknown: rank by steady rate)", req.SizeBytes)

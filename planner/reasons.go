@@ -222,7 +222,7 @@ func (s *search) transferReason(p Plan) string {
 	}
 	return fmt.Sprintf("%s in %s: setup %s (%s) + ramp %s (%d round%s of slow start at %s from %s)%s",
 		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), setup, fmtDur(t.RampMs),
-		t.Rounds, plural(t.Rounds), fmtMs(t.RampRTTMs), fmtBytes(int64(s.iwBytes())), steady)
+		t.Rounds, plural(t.Rounds), fmtMs(t.RampRTTMs), fmtBytes(int64(s.req.Model.iwBytes(len(p.Chain)))), steady)
 }
 
 // limiter names the term that sets segment seg's rate.

@@ -543,7 +543,7 @@ func (s *search) result() *Result {
 	if s.sized() {
 		direct.completionMs = math.Inf(1)
 		if directKnown {
-			direct.completionMs = s.flowOf(direct.chain).completionMs(req.SizeBytes, s.iwBytes())
+			direct.completionMs = s.flowOf(direct.chain).completionMs(req.SizeBytes)
 		}
 	}
 
@@ -632,7 +632,7 @@ func (s *search) result() *Result {
 	if steadyTop != nil && directKnown {
 		res.Crossover = &Crossover{Chain: s.names(steadyTop.chain), Kind: CrossoverAlways}
 		if direct.predictedBps > 0 {
-			res.Crossover.Kind, res.Crossover.Bytes = crossover(s.flowOf(steadyTop.chain), s.flowOf(direct.chain), s.iwBytes())
+			res.Crossover.Kind, res.Crossover.Bytes = crossover(s.flowOf(steadyTop.chain), s.flowOf(direct.chain))
 		}
 	}
 	res.Notes = s.notes(directKnown)
@@ -689,7 +689,7 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 		p.Speedup = p.PredictedBps / p.DirectPredictedBps
 	}
 	if s.sized() && p.PredictedBps > 0 {
-		t := s.flowOf(c.chain).transfer(s.req.SizeBytes, s.iwBytes())
+		t := s.flowOf(c.chain).transfer(s.req.SizeBytes)
 		if directKnown && direct.predictedBps > 0 {
 			t.Speedup = direct.completionMs / t.CompletionMs
 		}

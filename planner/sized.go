@@ -28,9 +28,15 @@ import (
 // sized reports whether plans are ranked by completion time.
 func (s *search) sized() bool { return s.req.SizeBytes > 0 }
 
-// iwBytes is the initial congestion window, bytes.
-func (s *search) iwBytes() float64 {
-	return float64(s.req.Model.InitialWindowSegments) * float64(s.req.Model.MSSBytes)
+// iwBytes is the payload of a path's initial congestion window through
+// the given number of relays, bytes: a chain's segments carry the links'
+// framing (Model.LinkFramingBytes).
+func (m Model) iwBytes(relays int) float64 {
+	payload := m.MSSBytes
+	if relays > 0 {
+		payload -= m.LinkFramingBytes
+	}
+	return float64(m.InitialWindowSegments) * float64(payload)
 }
 
 func (s *search) names(chain []int32) []string {
@@ -58,7 +64,7 @@ func (s *search) flowOf(chain []int32) flow {
 		bn = min(bn, s.rate[prev*n+next])
 		prev = next
 	}
-	return flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)]}
+	return flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain))}
 }
 
 // sizedCandidates returns the chains avoiding relay ban (−1: none) with
@@ -68,7 +74,7 @@ func (s *search) flowOf(chain []int32) flow {
 // them as the best known.
 func (s *search) sizedCandidates(ban int, known []candidate, all bool, origin func(k int) string) []candidate {
 	hops, n, r := s.maxHops(), s.n, s.relays
-	size, iw := s.req.SizeBytes, s.iwBytes()
+	size := s.req.SizeBytes
 	s.restBounds()
 	best := make([]candidate, hops+1)
 	has := make([]bool, hops+1)
@@ -79,7 +85,7 @@ func (s *search) sizedCandidates(ban int, known []candidate, all bool, origin fu
 		}
 	}
 	for _, c := range known {
-		c.completionMs = s.flowOf(c.chain).completionMs(size, iw)
+		c.completionMs = s.flowOf(c.chain).completionMs(size)
 		c.origin = origin(len(c.chain))
 		offer(c)
 	}
@@ -107,7 +113,7 @@ func (s *search) sizedCandidates(ban int, known []candidate, all bool, origin fu
 			default:
 				setup = 2 * sMs
 			}
-			lb := flow{setupMs: setup, rttMs: maxMs, rateBps: restBps * s.factor[k]}.completionMs(size, iw)
+			lb := flow{setupMs: setup, rttMs: maxMs, rateBps: restBps * s.factor[k], iwBytes: s.req.Model.iwBytes(k)}.completionMs(size)
 			if !has[k] || lb <= best[k].completionMs {
 				return true
 			}
@@ -122,7 +128,7 @@ func (s *search) sizedCandidates(ban int, known []candidate, all bool, origin fu
 			if rd := s.rate[u*n+s.dst]; rd > 0 {
 				f := s.flowOf(chain)
 				c := candidate{chain: chain, predictedBps: f.rateBps, rttMs: sumMs + s.rtt[u*n+s.dst]}
-				c.completionMs = f.completionMs(size, iw)
+				c.completionMs = f.completionMs(size)
 				if !has[j] || compareSized(c, best[j]) < 0 {
 					c.chain, c.origin = slices.Clone(chain), origin(j)
 					best[j], has[j] = c, true

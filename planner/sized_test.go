@@ -39,7 +39,7 @@ func TestSlowStartRounds(t *testing.T) {
 		{"no ramp, small", 8e6, 5000, 1, 0, 0, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := flow{setupMs: 100, rttMs: 10, rateBps: tc.rateBps}.transfer(tc.sizeBytes, iw)
+			got := flow{setupMs: 100, rttMs: 10, rateBps: tc.rateBps, iwBytes: iw}.transfer(tc.sizeBytes)
 			if got.Rounds != tc.rounds || !near(got.RampMs, tc.rampMs) || !near(got.SteadyMs, tc.steadyMs) ||
 				!near(got.CompletionMs, tc.completionM) || got.SetupMs != 100 || got.RampRTTMs != 10 {
 				t.Errorf("got %+v, want %d rounds, ramp %v ms, steady %v ms, completion %v ms",
@@ -158,6 +158,36 @@ func TestSizeHandComputed(t *testing.T) {
 	}
 }
 
+// TLS links' framing, by hand on split4 at 100 KB: direct's segments carry
+// 1,448 B each, so its IW10 and the two rounds after it carry 70 × 1,448 =
+// 101,360 B ≥ 100,000 (3 rounds: 100 + 2 × 50 ms); a chain's carry 1,426 B
+// each, 70 × 1,426 = 99,820 B < 100,000, so the chain needs a fourth round
+// (100 + 3 × 12.5 ms). The crossover stays at direct's first round,
+// 14,480 B: from 14,261 B up the chain needs a second round (112.5 ms)
+// while direct still delivers in its first (100 ms).
+func TestSizeLinkFraming(t *testing.T) {
+	m := splitMatrix()
+	framed := Model{LinkFramingBytes: TLSLinkFramingBytes}
+	res := mustSearch(t, m, Request{SizeBytes: 100000, Model: framed})
+	wantChain(t, res, "r1", "r2", "r3")
+	if d, c := res.Direct.Transfer, res.Best.Transfer; d.Rounds != 3 || !near(d.CompletionMs, 200) || c.Rounds != 4 || !near(c.CompletionMs, 137.5) {
+		t.Errorf("100 KB framed: direct %+v, chain %+v; want 200 ms in 3 rounds and 137.5 ms in 4", d, c)
+	}
+	if c := res.Crossover; c == nil || c.Kind != CrossoverAbove || c.Bytes != 14480 {
+		t.Errorf("framed crossover %+v, want above 14480 bytes", c)
+	}
+	if got := PredictTransfer(res.Best, framed, res.Best.PredictedBps, 100000); got == nil || got.Rounds != 4 {
+		t.Errorf("PredictTransfer with framing = %+v, want 4 rounds", got)
+	}
+	plain := mustSearch(t, m, Request{SizeBytes: 100000})
+	if c := plain.Best.Transfer; c.Rounds != 3 || !near(c.CompletionMs, 125) {
+		t.Errorf("100 KB unframed chain %+v, want 125 ms in 3 rounds", c)
+	}
+	if _, err := Search(m, Request{SizeBytes: 1, Model: Model{LinkFramingBytes: DefaultMSSBytes}}); err == nil || !strings.Contains(err.Error(), "model.link_framing_bytes") {
+		t.Errorf("framing of a whole MSS: err %v, want one naming model.link_framing_bytes", err)
+	}
+}
+
 // A chain that is a detour: one relay 5 ms off a 50 ms path doubles the
 // steady rate but adds 10 ms to every setup round trip. Small transfers
 // go direct, large ones through the relay, and the crossover separates
@@ -269,11 +299,20 @@ func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []f
 	return t
 }
 
+// bfIW is the initial window's payload of a path through the given number
+// of relays, bytes: a chain's segments carry the links' framing.
+func bfIW(bf *bruteForce, req Request, relays int) float64 {
+	payload := bf.mss
+	if relays > 0 {
+		payload -= float64(req.Model.LinkFramingBytes)
+	}
+	return float64(cmpOr(req.Model.InitialWindowSegments, 10)) * payload
+}
+
 // bfSized is every chain of the brute force with its completion time,
 // ranked by completion time with ties within the error margin going to
 // the fewest relays, and direct's.
 func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]float64, direct float64) {
-	iw := float64(cmpOr(req.Model.InitialWindowSegments, 10)) * bf.mss
 	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
 	times = map[string]float64{}
 	timeOf := func(p bfPlan) float64 {
@@ -282,7 +321,7 @@ func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]flo
 		for i := 0; i+1 < len(path); i++ {
 			rtts = append(rtts, bf.pairs[[2]string{path[i], path[i+1]}].RTTMs)
 		}
-		return bfCompletionMs(req.SizeBytes, kind, iw, rtts, p.bps)
+		return bfCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, p.bps)
 	}
 	chains = bf.chains()
 	for _, p := range chains {
@@ -358,6 +397,9 @@ func TestSizedSearchMatchesBruteForce(t *testing.T) {
 		req.Model.Setup = []SetupKind{"", SetupWarm, SetupOptimistic, SetupCold}[rng.IntN(4)]
 		if rng.IntN(4) == 0 {
 			req.Model.InitialWindowSegments = 1 + rng.IntN(40)
+		}
+		if rng.IntN(3) == 0 {
+			req.Model.LinkFramingBytes = rng.IntN(100) // below any MSS the cases draw (536 up)
 		}
 		res, err := Search(m, req)
 		if err != nil {
@@ -451,7 +493,7 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		}
 		return
 	}
-	iw := float64(cmpOr(req.Model.InitialWindowSegments, 10)) * bf.mss
+	chainIW, directIW := bfIW(bf, req, len(c.Chain)), bfIW(bf, req, 0)
 	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
 	rttsOf := func(chain []string) []float64 {
 		path := append(append([]string{req.Client}, chain...), req.Destination)
@@ -462,11 +504,11 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		return rtts
 	}
 	tie := func(size int64) bool {
-		return near(bfCompletionMs(size, kind, iw, rttsOf(c.Chain), p.bps), bfCompletionMs(size, kind, iw, rttsOf(nil), dPlan.bps))
+		return near(bfCompletionMs(size, kind, chainIW, rttsOf(c.Chain), p.bps), bfCompletionMs(size, kind, directIW, rttsOf(nil), dPlan.bps))
 	}
 	sooner := func(size int64) bool {
-		ct := bfCompletionMs(size, kind, iw, rttsOf(c.Chain), p.bps)
-		dt := bfCompletionMs(size, kind, iw, rttsOf(nil), dPlan.bps)
+		ct := bfCompletionMs(size, kind, chainIW, rttsOf(c.Chain), p.bps)
+		dt := bfCompletionMs(size, kind, directIW, rttsOf(nil), dPlan.bps)
 		if near(ct, dt) {
 			return false
 		}

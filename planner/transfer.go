@@ -23,6 +23,7 @@ type flow struct {
 	setupMs float64 // until the first byte (and the initial window) arrives, ms
 	rttMs   float64 // the RTT slow start doubles in, ms
 	rateBps float64 // the steady rate, bits/s; 0 = moves nothing
+	iwBytes float64 // the initial window's payload: the first round's bytes
 }
 
 // setupMs is the setup time of a path before its first byte, ms: direct
@@ -47,9 +48,9 @@ func setupMs(kind SetupKind, relays int, sumMs, lastMs float64) float64 {
 // whose window is below cap, and at least the first: the initial window
 // arrives with the first byte, whatever the rate. It returns the bytes the
 // ramp delivers and its number of rounds.
-func (f flow) rounds(iwBytes float64, visit func(j int, cumBytes float64) bool) (rampBytes float64, n int) {
+func (f flow) rounds(visit func(j int, cumBytes float64) bool) (rampBytes float64, n int) {
 	capBytes := f.rateBps * f.rttMs / 8000
-	w := iwBytes
+	w := f.iwBytes
 	for j := 0; ; j++ {
 		if j > 0 && w >= capBytes || j > 200 {
 			return rampBytes, j
@@ -62,15 +63,14 @@ func (f flow) rounds(iwBytes float64, visit func(j int, cumBytes float64) bool) 
 	}
 }
 
-// transfer is the completion of sizeBytes over f, with initial window
-// iwBytes. A size the ramp delivers takes the rounds it needs, the first
+// transfer is the completion of sizeBytes over f. A size the ramp delivers takes the rounds it needs, the first
 // arriving with the first byte; the bytes after the ramp move at the
 // steady rate. f.rateBps must be > 0.
-func (f flow) transfer(sizeBytes int64, iwBytes float64) Transfer {
+func (f flow) transfer(sizeBytes int64) Transfer {
 	t := Transfer{SizeBytes: sizeBytes, SetupMs: f.setupMs, RampRTTMs: f.rttMs}
 	size := float64(sizeBytes)
 	done := false
-	rampBytes, n := f.rounds(iwBytes, func(j int, cumBytes float64) bool {
+	rampBytes, n := f.rounds(func(j int, cumBytes float64) bool {
 		if cumBytes >= size {
 			t.Rounds, done = j+1, true
 			return false
@@ -90,11 +90,11 @@ func (f flow) transfer(sizeBytes int64, iwBytes float64) Transfer {
 }
 
 // completionMs is f.transfer's CompletionMs; +Inf when f moves nothing.
-func (f flow) completionMs(sizeBytes int64, iwBytes float64) float64 {
+func (f flow) completionMs(sizeBytes int64) float64 {
 	if f.rateBps <= 0 {
 		return math.Inf(1)
 	}
-	return f.transfer(sizeBytes, iwBytes).CompletionMs
+	return f.transfer(sizeBytes).CompletionMs
 }
 
 // maxCrossoverBytes bounds a reported crossover: far beyond any transfer.
@@ -112,13 +112,13 @@ const maxCrossoverBytes = 1 << 60
 // below, the pieces are searched from the largest down for the last size
 // where the chain is not sooner (bisection within a piece, where the
 // difference is monotone).
-func crossover(chain, direct flow, iwBytes float64) (string, int64) {
+func crossover(chain, direct flow) (string, int64) {
 	later := func(s int64) bool { // chain not sooner at size s
-		return chain.completionMs(s, iwBytes) >= direct.completionMs(s, iwBytes)
+		return chain.completionMs(s) >= direct.completionMs(s)
 	}
 	var bounds []int64
 	for _, f := range []flow{chain, direct} {
-		f.rounds(iwBytes, func(_ int, cumBytes float64) bool {
+		f.rounds(func(_ int, cumBytes float64) bool {
 			bounds = append(bounds, int64(min(math.Floor(cumBytes), maxCrossoverBytes)))
 			return true
 		})
@@ -138,7 +138,7 @@ func crossover(chain, direct flow, iwBytes float64) (string, int64) {
 		}
 		// The last size not sooner: the difference reaches 0 at about
 		// last+1 + diff/|slope|; float rounding is settled by search.
-		diff := chain.completionMs(last+1, iwBytes) - direct.completionMs(last+1, iwBytes)
+		diff := chain.completionMs(last+1) - direct.completionMs(last+1)
 		guess := float64(last+1) + diff/-slope
 		if guess >= maxCrossoverBytes {
 			return CrossoverAbove, maxCrossoverBytes
@@ -181,7 +181,7 @@ func lastLater(later func(int64) bool, lo, hi int64) int64 {
 
 // PredictTransfer is the completion of sizeBytes over p at rateBps (p's
 // predicted rate in the transfer's direction: PredictedDownBps or
-// PredictedUpBps), with m's setup kind, MSS and initial window (their
+// PredictedUpBps), with m's setup kind, MSS, initial window and link framing (their
 // defaults where zero, as a Request's): what Plan.Transfer holds when the
 // plan is made for that size, Speedup left 0. For a transfer whose size is
 // known only after it ran (relayctl bench --duration). Nil when p has no
@@ -198,7 +198,7 @@ func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfe
 		lastMs = s.RTTMs
 		maxMs = max(maxMs, s.RTTMs)
 	}
-	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps}
-	t := f.transfer(sizeBytes, float64(m.InitialWindowSegments)*float64(m.MSSBytes))
+	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps, iwBytes: m.iwBytes(len(p.Chain))}
+	t := f.transfer(sizeBytes)
 	return &t
 }

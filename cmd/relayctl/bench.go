@@ -103,7 +103,7 @@ func modelStreams(out *benchJSON, p *planned, tlsTarget bool) {
 			bps     float64
 		}{{"down", path.r.DownStreams, path.plan.PredictedDownBps}, {"up", path.r.UpStreams, path.plan.PredictedUpBps}} {
 			for i, st := range d.streams {
-				t := planner.PredictTransfer(path.plan, planner.Model{Setup: benchSetup}, d.bps, st.Bytes)
+				t := planner.PredictTransfer(path.plan, planner.Model{Setup: benchSetup, LinkFramingBytes: p.Request.Model.LinkFramingBytes}, d.bps, st.Bytes)
 				if t == nil || st.Error != "" {
 					continue
 				}

@@ -22,6 +22,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
+	"github.com/relaymesh/relaymesh/relay"
 )
 
 // envAdminToken is read when the registry does not carry the admin token
@@ -171,6 +172,10 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 		req.Model.Setup = s
 	default:
 		return req, fmt.Errorf("--setup %q: want warm, optimistic or cold", f.setup)
+	}
+	if f.reg.transport == relay.TransportTLS {
+		// A chain's slow start carries the links' record framing.
+		req.Model.LinkFramingBytes = planner.TLSLinkFramingBytes
 	}
 	return req, nil
 }

@@ -68,13 +68,19 @@ func TestPlanSize(t *testing.T) {
 	out, err = runPlan("--size", "100KB")
 	for _, want := range []string{
 		"(down, 100 KB: ranked by completion time)",
-		"100 KB in 125 ms (setup 100 ms + ramp 25.0 ms + steady 0 ms)",
+		// TLS links (the default transport): 1,426 B a segment, 4 rounds.
+		"100 KB in 138 ms (setup 100 ms + ramp 37.5 ms + steady 0 ms)",
 		"crossover: the chain via r1, r2, r3 (best steady rate) finishes sooner than direct above 14.5 KB (14480 bytes)",
 		"direct: client ──50.0 ms──▶ srv  671 Mbit/s, 100 KB in 200 ms",
 	} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("plan --size 100KB: %v: no %q in\n%s", err, want, out)
 		}
+	}
+	// Plain links carry whole segments: 3 rounds.
+	out, err = runPlan("--size", "100KB", "--transport", "plain")
+	if want := "100 KB in 125 ms (setup 100 ms + ramp 25.0 ms + steady 0 ms)"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("plan --size 100KB --transport plain: %v: no %q in\n%s", err, want, out)
 	}
 	for _, bad := range [][]string{{"--size", "ten"}, {"--size", "-1"}, {"--size", "1MB", "--setup", "hot"}} {
 		if _, err := runPlan(bad...); err == nil {
