@@ -2,15 +2,17 @@
 # Completion time against the model's, per object size: relayctl bench
 # --size N (10 KB, 100 KB, 1 MB, 64 MB), direct and through the plan, in
 # the lab topologies split4 (a 50 ms path cut into four 12.5 ms segments;
-# the traffic service on the server, plain HTTP) and world (the demo; the
-# traffic from tokyo's admin API over TLS). Each bench plans afresh, then
+# the traffic service on the server, plain HTTP), split2 (the same path
+# cut in two), plan-capacity (rate-limited links: 30 and 200 Mbit/s) and
+# world (the demo; the traffic from tokyo's admin API over TLS). Each
+# bench plans afresh, then
 # times one download per path; its "modelled" entries hold the model's
 # completion time for the bytes moved (planner.PredictTransfer, as
 # `relayctl bench` prints it). In world, direct (230 ms, 5 Mbit/s) is not
 # timed at 64 MB: it would take two minutes a run.
 # Writes OUT/sizes.jsonl (one bench a line, with its topology and whether
 # the emulator's self-check held) and OUT/sizes.md. Needs root; run alone
-# (the lab's self-check fails under other load). About 10 minutes.
+# (the lab's self-check fails under other load). About 20 minutes.
 # Usage: sudo bench/run-size-bench.sh [RUNS] [OUT_DIR]     (default 5, bench/results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +44,10 @@ sizes_collect() {
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['topology']=sys.argv[2]; d['valid']=sys.argv[3]=='true'; print(json.dumps(d))" "$f" "$topo" "$2" >> "$jsonl"
   done
 }
-for topo in split4 world; do
+for topo in split4 split2 plan-capacity world; do
   case $topo in
-    split4) dst=server:8000 ;;
     world) dst=tokyo ;;
+    *) dst=server:8000 ;;
   esac
   lab_try run-size-bench.sh "$topo" sizes_script sizes_collect
 done
