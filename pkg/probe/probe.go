@@ -31,12 +31,23 @@ const (
 	DefaultTimeout  = 2 * time.Second // a connect slower than this counts as lost
 )
 
+// OutageRun is how many lost samples in a row make an outage rather than
+// loss: the peer or the path was down (a restart, a failover, a cut), which
+// says nothing of how many packets the path drops once it is up. Random
+// loss of 1 % loses three probes in a row about once in a million tries;
+// at the default interval three are 6 s without an answer.
+const OutageRun = 3
+
 // Summary describes a window of samples. RTTs are in milliseconds over the
-// samples that were not lost; Loss is the lost fraction of all samples.
+// samples that were not lost. Lost counts every lost sample; those in runs
+// of at least OutageRun are OutageLost, and Loss is the lost fraction of
+// the other samples (1 when every sample was lost): an outage that ended
+// does not linger as loss, and one going on shows in LastErr.
 type Summary struct {
-	Samples  int       `json:"samples"`
-	Lost     int       `json:"lost"`
-	Loss     float64   `json:"loss"`
+	Samples    int     `json:"samples"`
+	Lost       int     `json:"lost"`
+	OutageLost int     `json:"outage_lost,omitempty"`
+	Loss       float64 `json:"loss"`
 	MinMs    float64   `json:"min_ms"`
 	MedianMs float64   `json:"median_ms"`
 	P90Ms    float64   `json:"p90_ms"`
@@ -111,14 +122,23 @@ func summarize(ordered []sample) Summary {
 	var rtts []int64
 	var jitterSum float64
 	var prev int64 = -1
+	run := 0 // lost samples in a row so far
+	endRun := func() {
+		if run >= OutageRun {
+			s.OutageLost += run
+		}
+		run = 0
+	}
 	for _, x := range ordered {
 		s.Samples++
 		s.LastAt = x.at
 		s.LastErr = x.err
 		if x.lost {
 			s.Lost++
+			run++
 			continue
 		}
+		endRun()
 		if prev >= 0 {
 			d := x.rttNs - prev
 			jitterSum += float64(max(d, -d))
@@ -126,8 +146,12 @@ func summarize(ordered []sample) Summary {
 		prev = x.rttNs
 		rtts = append(rtts, x.rttNs)
 	}
-	if s.Samples > 0 {
-		s.Loss = float64(s.Lost) / float64(s.Samples)
+	endRun()
+	switch {
+	case s.Samples > 0 && s.Lost == s.Samples:
+		s.Loss = 1 // unreachable throughout, whatever the runs
+	case s.Samples > s.OutageLost:
+		s.Loss = float64(s.Lost-s.OutageLost) / float64(s.Samples-s.OutageLost)
 	}
 	if len(rtts) == 0 {
 		return s

@@ -40,6 +40,34 @@ func TestWindowSummary(t *testing.T) {
 	}
 }
 
+// A run of OutageRun or more lost samples is an outage: it counts in Lost
+// and OutageLost, not in Loss; shorter runs are loss.
+func TestWindowOutageIsNotLoss(t *testing.T) {
+	w := NewWindow(12)
+	at := time.Unix(1000, 0)
+	// 10, lost, 11, lost, lost, lost, lost, 12, lost, lost, 13, 14: one
+	// outage of 4, loss 3 of the other 8.
+	for i, ms := range []float64{10, -1, 11, -1, -1, -1, -1, 12, -1, -1, 13, 14} {
+		var err error
+		if ms < 0 {
+			err = errors.New("timeout")
+		}
+		w.Add(time.Duration(ms*1e6), err, at.Add(time.Duration(i)*2*time.Second))
+	}
+	s := w.Summary()
+	if s.Samples != 12 || s.Lost != 7 || s.OutageLost != 4 || s.Loss != 3.0/8 || !s.Reachable() {
+		t.Fatalf("%+v: want 12 samples, 7 lost, 4 of them an outage, loss 3/8", s)
+	}
+	// An outage going on at the window's end: LastErr says so, Loss
+	// leaves it out.
+	for i := range OutageRun {
+		w.Add(0, errors.New("timeout"), at.Add(time.Duration(30+i)*time.Second))
+	}
+	if s := w.Summary(); s.OutageLost != 4+OutageRun || s.LastErr != "timeout" {
+		t.Fatalf("%+v: want the new run counted as an outage and LastErr set", s)
+	}
+}
+
 func TestWindowAllLost(t *testing.T) {
 	w := NewWindow(3)
 	w.Add(0, errors.New("connection refused"), time.Now())
