@@ -44,16 +44,16 @@ const OutageRun = 3
 // the other samples (1 when every sample was lost): an outage that ended
 // does not linger as loss, and one going on shows in LastErr.
 type Summary struct {
-	Samples    int     `json:"samples"`
-	Lost       int     `json:"lost"`
-	OutageLost int     `json:"outage_lost,omitempty"`
-	Loss       float64 `json:"loss"`
-	MinMs    float64   `json:"min_ms"`
-	MedianMs float64   `json:"median_ms"`
-	P90Ms    float64   `json:"p90_ms"`
-	JitterMs float64   `json:"jitter_ms"` // mean |difference| of consecutive RTTs (RFC 3550 style, unsmoothed)
-	LastAt   time.Time `json:"last_at"`   // time of the newest sample
-	LastErr  string    `json:"last_error,omitempty"`
+	Samples    int       `json:"samples"`
+	Lost       int       `json:"lost"`
+	OutageLost int       `json:"outage_lost,omitempty"`
+	Loss       float64   `json:"loss"`
+	MinMs      float64   `json:"min_ms"`
+	MedianMs   float64   `json:"median_ms"`
+	P90Ms      float64   `json:"p90_ms"`
+	JitterMs   float64   `json:"jitter_ms"` // mean |difference| of consecutive RTTs (RFC 3550 style, unsmoothed)
+	LastAt     time.Time `json:"last_at"`   // time of the newest sample
+	LastErr    string    `json:"last_error,omitempty"`
 }
 
 // Reachable says whether any sample in the window got an answer.
