@@ -33,7 +33,7 @@ type Conn struct {
 	// The writer's state: Write is called by one goroutine at a time.
 	rampRecord int       // plaintext of a record that fills one segment, at most maxPlaintext
 	rampLeft   int       // plaintext still to go in rampRecord-sized records
-	lastWrite  time.Time // the last Write's start
+	lastWrite  time.Time // when the last Write returned
 }
 
 // rampBytes is how much of a link's plaintext goes in records of one
@@ -44,8 +44,8 @@ type Conn struct {
 // flight of 10 (IW10); the small records before the data (a route header's
 // answer, an HTTP response's header) each take a segment of the flight too.
 // A record cut by the end of a flight waits at the next relay for the next
-// flight, a round trip of the segment, and every relay of a chain can lose
-// one so per round: measured in the lab, a 100 KB download through four
+// flight, a round trip of the segment, and each relay of a chain can lose a
+// round trip so in each round: measured in the lab, a 100 KB download through four
 // 12.5 ms segments arrived a round trip or two late in most runs, each
 // relay holding the data it had for 12 ms, then taking the rest of the
 // record from the next flight. Records of one segment end where the
@@ -105,14 +105,15 @@ func (wouldBlock) Temporary() bool { return true }
 // Write sends p's records a batch (batchBytes of plaintext) per socket
 // write, records of one segment while the link ramps up (rampBytes).
 func (c *Conn) Write(p []byte) (int, error) {
-	now := time.Now()
-	if now.Sub(c.lastWrite) >= writeIdleRestart {
+	// Idle is the time between writes, not a write's own: a write that
+	// waits for a slow path's window is not a pause.
+	if time.Since(c.lastWrite) >= writeIdleRestart {
 		c.rampLeft = rampBytes
 	}
-	c.lastWrite = now
+	defer func() { c.lastWrite = time.Now() }()
 	if len(p) <= c.recordBytes() {
 		n, err := c.Conn.Write(p) // one record: one write anyway
-		c.rampLeft -= n
+		c.sent(n)
 		return n, err
 	}
 	n := 0
@@ -124,7 +125,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 			var m int
 			m, err = c.Conn.Write(p[n:min(end, n+c.recordBytes())])
 			n += m
-			c.rampLeft -= m
+			c.sent(m)
 		}
 		if ferr := c.raw.flush(); err == nil {
 			err = ferr
@@ -134,6 +135,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// sent counts n bytes of plaintext written against the ramp.
+func (c *Conn) sent(n int) {
+	if c.rampLeft > 0 {
+		c.rampLeft = max(c.rampLeft-n, 0)
+	}
 }
 
 // recordBytes is the plaintext of the next record Write makes.

@@ -240,12 +240,14 @@ func sockFD(t *testing.T, c net.Conn) int {
 // recording keeps every byte written on a conn while on.
 type recording struct {
 	net.Conn
-	on  atomic.Bool
-	mu  sync.Mutex
-	buf []byte
+	on    atomic.Bool
+	delay atomic.Int64 // ns each write waits first, as a socket whose send buffer is full
+	mu    sync.Mutex
+	buf   []byte
 }
 
 func (r *recording) Write(p []byte) (int, error) {
+	time.Sleep(time.Duration(r.delay.Load()))
 	if r.on.Load() {
 		r.mu.Lock()
 		r.buf = append(r.buf, p...)
@@ -313,12 +315,24 @@ func TestRampRecordsFillOneSegment(t *testing.T) {
 		write()
 	}
 	rec.records(t)
-	write()
-	for i, n := range rec.records(t) {
-		if n != maxPlaintext+recordOverheadBytes {
-			t.Fatalf("after the ramp, record %d is %d bytes on the wire, want %d", i, n, maxPlaintext+recordOverheadBytes)
+	fullRecords := func(when string) {
+		t.Helper()
+		for i, n := range rec.records(t) {
+			if n != maxPlaintext+recordOverheadBytes {
+				t.Fatalf("%s, record %d is %d bytes on the wire, want %d", when, i, n, maxPlaintext+recordOverheadBytes)
+			}
 		}
 	}
+	write()
+	fullRecords("after the ramp")
+
+	// Writes that each wait longer than writeIdleRestart for the socket
+	// (a slow path's window) are busy, not idle: no new ramp.
+	rec.delay.Store(int64(writeIdleRestart + 50*time.Millisecond))
+	write()
+	write()
+	rec.delay.Store(0)
+	fullRecords("after slow writes")
 
 	// Idle: the next answer ramps again.
 	c.lastWrite = c.lastWrite.Add(-writeIdleRestart)
