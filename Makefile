@@ -127,7 +127,8 @@ bench-ttfb:
 	./bench/run-ttfb-bench.sh -runs 50
 
 # Completion time against the model per object size (10 KB to 64 MB), direct
-# and through the plan, in split4 and world (root; ~10 min).
+# and through the plan, in split2, split4, plan-capacity and world (root;
+# ~20 min).
 bench-sizes:
 	./bench/run-size-bench.sh 5
 
