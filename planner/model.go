@@ -225,17 +225,13 @@ type Model struct {
 	// Request.SizeBytes); 0 = DefaultInitialWindowSegments.
 	InitialWindowSegments int `json:"initial_window_segments,omitempty"`
 	// LinkFramingBytes is what a relay link's framing takes of each TCP
-	// segment while a transfer ramps up, bytes: TLSLinkFramingBytes over
-	// TLS links, which send one record per segment while they ramp; 0
-	// over plain links. A chain's slow start then carries MSSBytes −
+	// segment while a transfer ramps up, bytes: a TLS record's overhead
+	// (22, linktls.RecordOverheadBytes) over TLS links, which send one
+	// record per segment while they ramp; 0 over plain links. A chain's slow start then carries MSSBytes −
 	// LinkFramingBytes per segment of its window (only with
 	// Request.SizeBytes); direct carries MSSBytes. Below MSSBytes.
 	LinkFramingBytes int `json:"link_framing_bytes,omitempty"`
 }
-
-// TLSLinkFramingBytes is a TLS 1.3 record's overhead on a relay link: a
-// 5-byte header, the inner content type and a 16-byte AEAD tag.
-const TLSLinkFramingBytes = 22
 
 // SetupKind says how a chain is set up before its first byte arrives, in
 // round trips. S is the sum of the chain's segment RTTs, L the last

@@ -17,6 +17,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/bytesize"
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -175,7 +176,7 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 	}
 	if f.reg.transport == relay.TransportTLS {
 		// A chain's slow start carries the links' record framing.
-		req.Model.LinkFramingBytes = planner.TLSLinkFramingBytes
+		req.Model.LinkFramingBytes = linktls.RecordOverheadBytes
 	}
 	return req, nil
 }

@@ -60,10 +60,12 @@ const rampBytes = 1 << 20
 // the restart window.
 const writeIdleRestart = 200 * time.Millisecond
 
-// recordOverheadBytes is what TLS 1.3 adds to a record's plaintext with an
+// RecordOverheadBytes is what TLS 1.3 adds to a record's plaintext with an
 // AEAD of 16-byte tags (AES-GCM, ChaCha20-Poly1305): a 5-byte header, the
-// inner content type, the tag.
-const recordOverheadBytes = 5 + 1 + 16
+// inner content type, the tag. While a link ramps up each segment carries
+// one record, so this much less payload (what planner.Model's
+// LinkFramingBytes models).
+const RecordOverheadBytes = 5 + 1 + 16
 
 // defaultMSSBytes is the segment size assumed when the socket does not say:
 // Ethernet's 1500-byte MTU less IPv4, TCP and the timestamp option.
@@ -72,10 +74,10 @@ const defaultMSSBytes = 1448
 // rampRecordFor returns the plaintext of a record that fills one segment of
 // mssBytes, at most a full record.
 func rampRecordFor(mssBytes int) int {
-	if mssBytes <= recordOverheadBytes+256 { // nonsense: do not shred the data
+	if mssBytes <= RecordOverheadBytes+256 { // nonsense: do not shred the data
 		mssBytes = defaultMSSBytes
 	}
-	return min(mssBytes-recordOverheadBytes, maxPlaintext)
+	return min(mssBytes-RecordOverheadBytes, maxPlaintext)
 }
 
 // batchBytes is the most plaintext gathered into one write: four full
@@ -122,8 +124,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 		end := min(len(p), n+batchBytes)
 		var err error
 		for n < end && err == nil {
+			chunk := end // full records: crypto/tls cuts the batch itself
+			if c.rampLeft > 0 {
+				chunk = min(end, n+c.recordBytes())
+			}
 			var m int
-			m, err = c.Conn.Write(p[n:min(end, n+c.recordBytes())])
+			m, err = c.Conn.Write(p[n:chunk])
 			n += m
 			c.sent(m)
 		}

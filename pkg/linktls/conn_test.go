@@ -287,8 +287,8 @@ func TestRampRecordsFillOneSegment(t *testing.T) {
 	var rec *recording
 	c, s := pair(t, func(raw net.Conn) net.Conn { rec = &recording{Conn: raw}; return rec })
 	go func() { _, _ = io.Copy(io.Discard, s) }()
-	if c.rampRecord != defaultMSSBytes-recordOverheadBytes {
-		t.Fatalf("a link whose socket does not say its MSS ramps in records of %d bytes, want %d", c.rampRecord, defaultMSSBytes-recordOverheadBytes)
+	if c.rampRecord != defaultMSSBytes-RecordOverheadBytes {
+		t.Fatalf("a link whose socket does not say its MSS ramps in records of %d bytes, want %d", c.rampRecord, defaultMSSBytes-RecordOverheadBytes)
 	}
 	rec.on.Store(true)
 	msg := make([]byte, batchBytes)
@@ -318,8 +318,8 @@ func TestRampRecordsFillOneSegment(t *testing.T) {
 	fullRecords := func(when string) {
 		t.Helper()
 		for i, n := range rec.records(t) {
-			if n != maxPlaintext+recordOverheadBytes {
-				t.Fatalf("%s, record %d is %d bytes on the wire, want %d", when, i, n, maxPlaintext+recordOverheadBytes)
+			if n != maxPlaintext+RecordOverheadBytes {
+				t.Fatalf("%s, record %d is %d bytes on the wire, want %d", when, i, n, maxPlaintext+RecordOverheadBytes)
 			}
 		}
 	}
@@ -347,7 +347,7 @@ func TestRampRecordFollowsTheSocket(t *testing.T) {
 	if c.rampRecord != maxPlaintext {
 		t.Fatalf("loopback link ramps in records of %d bytes, want full records (%d)", c.rampRecord, maxPlaintext)
 	}
-	if got := rampRecordFor(1400); got != 1400-recordOverheadBytes {
-		t.Errorf("rampRecordFor(1400) = %d, want %d", got, 1400-recordOverheadBytes)
+	if got := rampRecordFor(1400); got != 1400-RecordOverheadBytes {
+		t.Errorf("rampRecordFor(1400) = %d, want %d", got, 1400-RecordOverheadBytes)
 	}
 }
