@@ -18,6 +18,9 @@ type space struct {
 	hgt  []float64 // height, ms
 	adj  []float64 // adjustment, ms
 	name []string
+	// scale is the factor subset multiplied the coordinates by (the
+	// caution); 0 means 1.
+	scale float64
 	// exact are the published relay pairs, both ways: exact[u] lists v
 	// and their RTT. A pair the coordinates cannot estimate (a direct
 	// route between hubs, far faster than the embedding allows) reaches
@@ -64,7 +67,7 @@ func (s *space) subset(idx []int, scale float64) *space {
 	if scale <= 0 {
 		scale = 1
 	}
-	out := &space{dim: s.dim}
+	out := &space{dim: s.dim, scale: scale * cmp.Or(s.scale, 1)}
 	at := make(map[int]int, len(idx))
 	for i, u := range idx {
 		at[u] = i
@@ -84,6 +87,21 @@ func (s *space) subset(idx []int, scale float64) *space {
 		}
 	}
 	return out
+}
+
+// apartMs is how far apart relays u and v sit in the coordinate space,
+// milliseconds as placed (the subset's scale undone): the vector distance
+// alone, without the heights and adjustments that stand for each relay's
+// own access link. Relays of one data centre or city are close by it
+// however slow their access.
+func (s *space) apartMs(u, v int) float64 {
+	a, b := s.vec[u*s.dim:(u+1)*s.dim], s.vec[v*s.dim:(v+1)*s.dim]
+	sum := 0.0
+	for i := range a {
+		d := a[i] - b[i]
+		sum += d * d
+	}
+	return math.Sqrt(sum) / cmp.Or(s.scale, 1)
 }
 
 // nearest is the count relays with the lowest estimated RTT to u (u not
@@ -200,13 +218,30 @@ func (s *space) extend(prev, cur []float64, lo int, scaleMs, boundMs, bound floa
 	}
 }
 
+// siteLimit bounds how many relays of one site rankCandidates takes: at
+// most perSite relays within radius × the direct path's RTT of each other
+// (apartMs); 0 perSite = no bound.
+type siteLimit struct {
+	perSite int
+	radius  float64
+}
+
 // rankCandidates ranks relays by the estimated cost (see normCost) of the
 // best chain of at most hops relays through them, from the client to the
 // destination, and returns the best count (indices into s). A relay on the
 // chain that wins, or on one close to it, ranks high, however far off the
 // direct path it lies: with only the longest segment setting the rate, the
 // best chains often go the long way round.
-func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int) []int {
+//
+// Relays of one city rank alike (their estimates differ by little more
+// than their access links), so in a large fleet the best count can be a
+// few cities' relays many times over; with a site limit, a relay with
+// site.perSite better-ranked relays around it already taken waits, and
+// the waiting fill what is left of count in rank order. Which relay of a
+// city pairs best with which of the next is for the rounds to measure
+// (the neighbourhood search); which cities are on the chain is what
+// coordinates can tell.
+func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int, site siteLimit) []int {
 	if hops < 1 || s.n() == 0 {
 		return nil
 	}
@@ -238,10 +273,25 @@ func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64
 		return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(s.name[a.v], s.name[b.v]))
 	})
 	out := make([]int, 0, count)
-	for _, r := range ranked[:min(count, len(ranked))] {
-		if !math.IsInf(r.cost, 1) {
-			out = append(out, r.v)
+	var waiting []int
+	radiusMs := site.radius * scale
+	for _, r := range ranked {
+		if len(out) == count || math.IsInf(r.cost, 1) {
+			break
 		}
+		if site.perSite > 0 {
+			near := 0
+			for _, u := range out {
+				if s.apartMs(u, r.v) < radiusMs {
+					near++
+				}
+			}
+			if near >= site.perSite {
+				waiting = append(waiting, r.v)
+				continue
+			}
+		}
+		out = append(out, r.v)
 	}
-	return out
+	return append(out, waiting[:min(len(waiting), count-len(out))]...)
 }

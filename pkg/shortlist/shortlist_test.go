@@ -338,9 +338,61 @@ func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {
 	// Both relays' client segment is 60 ms (the client's slow access);
 	// r0 is 55 ms from the destination, r1 20 ms. Alone, the bottleneck
 	// ties them at 60 ms (and the name would pick r0).
-	got := sp.rankCandidates([]float64{60, 60}, []float64{55, 20}, 200, 1, 1)
+	got := sp.rankCandidates([]float64{60, 60}, []float64{55, 20}, 200, 1, 1, siteLimit{})
 	if len(got) != 1 || sp.name[got[0]] != "r1" {
 		t.Errorf("ranked first %v, want r1 (its other segment has the slack)", got)
+	}
+}
+
+// A site limit takes a few relays of the best-ranked site, then the next
+// site's, and the rest of the first site's only to fill what is left;
+// within each, rank order. The subset's caution does not move the sites'
+// edges.
+func TestRankCandidatesTakesFewPerSite(t *testing.T) {
+	sp := &space{dim: 1}
+	// a0..a4 in one city (x 0–4 ms apart), b0 and b1 in another 100 ms
+	// away; a's chains are a little shorter.
+	var fromClient, toDst []float64
+	for i, x := range []float64{0, 1, 2, 3, 4, 100, 101} {
+		sp.vec = append(sp.vec, x)
+		sp.hgt, sp.adj = append(sp.hgt, 0), append(sp.adj, 0)
+		name := fmt.Sprintf("a%d", i)
+		ms := 30 + float64(i)
+		if i >= 5 {
+			name, ms = fmt.Sprintf("b%d", i-5), 40+float64(i)
+		}
+		sp.name = append(sp.name, name)
+		fromClient, toDst = append(fromClient, ms), append(toDst, ms)
+	}
+	names := func(s *space, idx []int) []string {
+		var out []string
+		for _, v := range idx {
+			out = append(out, s.name[v])
+		}
+		return out
+	}
+	site := siteLimit{perSite: 2, radius: 0.1} // 0.1 × 200 ms direct: 20 ms
+	for _, tc := range []struct {
+		count int
+		site  siteLimit
+		want  []string
+	}{
+		{4, siteLimit{}, []string{"a0", "a1", "a2", "a3"}},
+		{4, site, []string{"a0", "a1", "b0", "b1"}},
+		{6, site, []string{"a0", "a1", "b0", "b1", "a2", "a3"}},
+	} {
+		if got := names(sp, sp.rankCandidates(fromClient, toDst, 200, 1, tc.count, tc.site)); !slices.Equal(got, tc.want) {
+			t.Errorf("%d with %+v: ranked %v, want %v", tc.count, tc.site, got, tc.want)
+		}
+	}
+	// Scaled 1.25 times (the second ranking's caution), a site is no
+	// wider: b0, 12.5 ms from a0 as scaled, is 10 ms away as placed.
+	idx := []int{0, 5, 1}
+	sp.vec[5] = 10
+	sub := sp.subset(idx, 1.25)
+	fc, td := []float64{30, 45, 31}, []float64{30, 45, 31}
+	if got, want := names(sub, sub.rankCandidates(fc, td, 200, 1, 2, siteLimit{perSite: 1, radius: 0.06})), []string{"a0", "a1"}; !slices.Equal(got, want) {
+		t.Errorf("subset scaled 1.25, one a site within 12 ms: ranked %v, want %v (b0 is 10 ms from a0 as placed)", got, want)
 	}
 }
 
@@ -365,7 +417,7 @@ func TestRankCandidatesWithCautionPrefersMeasuredSlack(t *testing.T) {
 	rank := func(scale float64) []string {
 		sub := sp.subset([]int{0, 1, 2, 3}, scale)
 		var out []string
-		for _, v := range sub.rankCandidates(fromClient, toDst, 200, 2, 4) {
+		for _, v := range sub.rankCandidates(fromClient, toDst, 200, 2, 4, siteLimit{}) {
 			out = append(out, sub.name[v])
 		}
 		return out
