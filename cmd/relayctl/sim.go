@@ -126,6 +126,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
 	fl.IntVar(&cfg.Shortlist.PerSite, "per-site", shortlist.DefaultPerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fl.Float64Var(&cfg.Shortlist.SiteRadius, "site-radius", shortlist.DefaultSiteRadius, "a site's radius, as a share of the direct path's RTT")
+	fl.IntVar(&cfg.Shortlist.InFlight, "in-flight", shortlist.DefaultInFlight, "most probes of a plan's round in flight at once (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
 	fl.Float64Var(&cfg.Shortlist.Caution, "caution", shortlist.DefaultCaution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -363,7 +364,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		}
 		directMs := world.RTTMs(client, dst)
 		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			rnd: rand.New(rand.NewPCG(cfg.Seed, 0x9b0be+uint64(k)))}
+			inFlight: cmp.Or(max(cfg.Shortlist.InFlight, 0), shortlist.DefaultInFlight),
+			seed:     cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
 		t0 := time.Now()
 		res, m, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)
 		if err != nil {
@@ -440,15 +442,28 @@ func coordErrOf(world *netsim.World, relays []*relay, i int, rnd *rand.Rand) flo
 
 // prober answers shortlist's probes from the model: the median of each
 // probe's Handshakes samples, as relayd's /v1/probe and the survey take
-// them. wallMs adds up each batch's slowest probe.
+// them. wallMs adds up each batch's time: its probes start in order, at
+// most inFlight at a time (as the survey's prober makes them), and the
+// batch ends with the last.
 type prober struct {
 	world       *netsim.World
 	relays      []*relay
 	index       map[string]int
 	client, dst netsim.Point
-	rnd         *rand.Rand
+	seed        uint64 // of each probe's noise, with its pair
+	inFlight    int
 	wallMs      float64
+	// connected are the relays whose admin API this plan has asked
+	// already: the connection is kept, and asking again costs one
+	// round trip.
+	connected map[string]bool
 }
+
+// AdminSetupRTTs is what this host's first request to a relay's admin API
+// in a plan costs before the request's own round trip: a TCP handshake and
+// a TLS 1.3 handshake (relays' admin APIs are HTTPS on a TLS fleet, the
+// default), in round trips between this host and the relay.
+const AdminSetupRTTs = 2
 
 func (p *prober) point(name string) (netsim.Point, bool) {
 	switch name {
@@ -466,7 +481,9 @@ func (p *prober) point(name string) (netsim.Point, bool) {
 
 func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	slowestMs := 0.0
+	// free is when each of the inFlight slots is free again, ms into the
+	// batch; a probe takes the first free slot.
+	free := make([]float64, min(p.inFlight, len(probes)))
 	for k, pr := range probes {
 		a, okA := p.point(pr.From)
 		b, okB := p.point(pr.To)
@@ -475,8 +492,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		}
 		count := max(pr.Handshakes, 1)
 		var samples []float64
+		// A probe's noise comes from its pair, not its place in the
+		// batch: plans that order or batch their probes differently
+		// see the same samples.
+		h := fnv.New64a()
+		h.Write([]byte(pr.From + "\x00" + pr.To))
+		rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
 		for range count {
-			if ms, lost := p.world.Sample(a, b, p.rnd); !lost {
+			if ms, lost := p.world.Sample(a, b, rnd); !lost {
 				samples = append(samples, ms)
 			}
 		}
@@ -486,13 +509,25 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		askMs := 0.0
 		if pr.From != "client" {
 			askMs = p.world.RTTMs(p.client, a)
+			if !p.connected[pr.From] {
+				askMs *= 1 + AdminSetupRTTs
+				p.connected[pr.From] = true
+			}
 		}
-		slowestMs = math.Max(slowestMs, askMs+float64(count)*p.world.RTTMs(a, b))
+		slot := 0
+		for i, t := range free {
+			if t < free[slot] {
+				slot = i
+			}
+		}
+		free[slot] += askMs + float64(count)*p.world.RTTMs(a, b)
 		if len(samples) > 0 {
 			out[k] = quantile(samples, 0.5)
 		}
 	}
-	p.wallMs += slowestMs
+	if len(free) > 0 {
+		p.wallMs += slices.Max(free)
+	}
 	return out, nil
 }
 

@@ -3,10 +3,12 @@ package fleetsim
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/netsim"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
 
 func small() Config {
@@ -84,5 +86,59 @@ func TestRunAppliesChurn(t *testing.T) {
 	// themselves a minute later: not the error of no coordinate (1).
 	if rep.Joined == 0 || rep.JoinedErrMedian >= 1 || rep.JoinedErrMedian <= 0 {
 		t.Errorf("joined %d, their error a minute later %.3f", rep.Joined, rep.JoinedErrMedian)
+	}
+}
+
+// A round's modelled time: its probes start in order, at most inFlight at
+// a time, and the round ends with the last; the first request to a
+// relay's admin API pays for its connection (TCP and TLS handshakes).
+func TestProberWallCountsWavesAndConnections(t *testing.T) {
+	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	client, dst := world.RandomEndpoint(rnd), world.RandomServer(rnd)
+	relays := []*relay{{name: "r0", alive: true}, {name: "r1", alive: true}, {name: "r2", alive: true}}
+	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
+	newProber := func(inFlight int) *prober {
+		return &prober{world: world, relays: relays, index: index, client: client, dst: dst,
+			inFlight: inFlight, seed: 1, connected: map[string]bool{}}
+	}
+	rtt := func(a, b netsim.Point) float64 { return world.RTTMs(a, b) }
+	own := []shortlist.Probe{{From: "client", To: "r0"}, {From: "client", To: "r1"}, {From: "client", To: "r2"}}
+	ms := []float64{rtt(client, world.Relay(0)), rtt(client, world.Relay(1)), rtt(client, world.Relay(2))}
+	for _, tc := range []struct {
+		inFlight int
+		want     float64
+	}{
+		{1, ms[0] + ms[1] + ms[2]},                   // one after another
+		{3, math.Max(ms[0], math.Max(ms[1], ms[2]))}, // all at once
+		{2, math.Max(ms[0]+ms[2], ms[1])},            // r2 takes r0's slot when r0 is done, if first
+	} {
+		if tc.inFlight == 2 && ms[1] < ms[0] {
+			tc.want = math.Max(ms[1]+ms[2], ms[0])
+		}
+		p := newProber(tc.inFlight)
+		if _, err := p.Probe(context.Background(), own); err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(p.wallMs-tc.want) > 1e-9 {
+			t.Errorf("%d in flight: wall %.3f ms, want %.3f", tc.inFlight, p.wallMs, tc.want)
+		}
+	}
+	// r0 probes the destination: asking it costs 1 + AdminSetupRTTs round
+	// trips the first time, one after.
+	p := newProber(8)
+	ask := []shortlist.Probe{{From: "r0", To: "destination"}}
+	for i, rtts := range []float64{1 + AdminSetupRTTs, 1} {
+		before := p.wallMs
+		if _, err := p.Probe(context.Background(), ask); err != nil {
+			t.Fatal(err)
+		}
+		want := rtts*rtt(client, world.Relay(0)) + rtt(world.Relay(0), dst)
+		if got := p.wallMs - before; math.Abs(got-want) > 1e-9 {
+			t.Errorf("ask %d: %.3f ms, want %.3f", i+1, got, want)
+		}
 	}
 }

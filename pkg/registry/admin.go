@@ -33,15 +33,23 @@ type AdminClient struct {
 // (linktls.Identity.AdminClientConfig), or over plain HTTP when tlsConf is
 // nil.
 func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // admin traffic goes to the relay, never through $HTTP(S)_PROXY
+	// A plan over a large fleet asks hundreds of relays in one round and
+	// some of them again a round later: their connections stay open for
+	// it (Go's default keeps 100 idle connections in all, and a new one
+	// costs a round trip more, two over TLS). At most 2 a relay, as Go's
+	// default.
+	t.MaxIdleConns = 0
 	c := &AdminClient{
 		http: &http.Client{
 			Timeout:       timeout,
+			Transport:     t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		scheme: "http",
 	}
 	if tlsConf != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = tlsConf
 		dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -52,8 +60,6 @@ func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
 			return linktls.HTTPSClient(ctx, raw, tlsConf)
 		}
 		t.ForceAttemptHTTP2 = false
-		t.Proxy = nil // admin traffic goes to the relay, never through $HTTPS_PROXY
-		c.http.Transport = t
 		c.scheme = "https"
 	}
 	return c

@@ -100,6 +100,10 @@ const (
 	// optimum, 12 planned 85 %, 20 and 24 no better than 16, for about
 	// 250 more probes a plan than 12 and no more rounds.
 	DefaultNeighbours = 16
+	// DefaultInFlight: a round waits for its last probe, and the first
+	// cut's ends alone are 768 probes; with 32 in flight they went in
+	// waves, each as long as a probe of a far relay.
+	DefaultInFlight = 256
 	// DefaultPerSite and DefaultSiteRadius: the first cut and the
 	// candidates take at most 3 relays within 0.15 × the direct path's
 	// RTT of each other (by coordinates, access links aside) before the
@@ -158,6 +162,11 @@ type Config struct {
 	// bottleneck are tried in its place, once per bottleneck; 0 =
 	// DefaultNeighbours, negative = none.
 	Neighbours int
+	// InFlight is how many probes of a round the Prober has in flight at
+	// once (relayctl's, and the simulator's model of it); 0 =
+	// DefaultInFlight. Plan does not read it: it is here so that the
+	// prober and the simulator take it from one place.
+	InFlight int
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
 	Handshakes int
@@ -280,12 +289,31 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	measured := map[[2]string]float64{}
 	failed := map[[2]string]bool{}
 	down := map[string]bool{}
+	// rtt is defined below; probe orders a batch by it.
+	var rtt func(a, b string) (ms float64, estimated, ok bool)
 	probe := func(batch []Probe) error {
 		if len(batch) == 0 {
 			return nil
 		}
 		for i := range batch {
 			batch[i].Handshakes = cfg.Handshakes
+		}
+		// The longest probes first: the Prober has a bounded number in
+		// flight and the round lasts until its last one, so a long probe
+		// started late is the round's tail. A probe's length is the
+		// round trip of asking its maker (none for this host's own) and
+		// its handshakes, by the best figures known.
+		if rtt != nil {
+			length := func(pr Probe) float64 {
+				ms, _, _ := rtt(pr.From, pr.To)
+				ms *= float64(pr.Handshakes)
+				if pr.From != client {
+					ask, _, _ := rtt(client, pr.From)
+					ms += ask
+				}
+				return ms
+			}
+			slices.SortStableFunc(batch, func(x, y Probe) int { return cmp.Compare(length(y), length(x)) })
 		}
 		rtts, err := p.Probe(ctx, batch)
 		if err != nil {
@@ -344,7 +372,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// rtt is the best figure known for a pair: measured in this plan,
 	// else published, else estimated from coordinates; none (ok false)
 	// once a probe of it failed.
-	rtt := func(a, b string) (ms float64, estimated, ok bool) {
+	rtt = func(a, b string) (ms float64, estimated, ok bool) {
 		k := key(a, b)
 		if ms, ok := measured[k]; ok {
 			return ms, false, true

@@ -1,6 +1,7 @@
 package survey
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -66,10 +67,6 @@ func CoordinatesOf(reg registry.Store) func(context.Context) (map[string]*coordi
 		return out, nil
 	}
 }
-
-// maxParallelProbes bounds the probes and admin calls a shortlist round
-// has in flight.
-const maxParallelProbes = 32
 
 // shortlisting says whether to shortlist, and with which coordinates.
 func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map[string]*coordinate.Coordinate, bool, error) {
@@ -225,7 +222,7 @@ type surveyProber struct {
 
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	sem := make(chan struct{}, maxParallelProbes)
+	sem := make(chan struct{}, cmp.Or(max(p.s.Shortlist.InFlight, 0), shortlist.DefaultInFlight))
 	var wg sync.WaitGroup
 	for i, pr := range probes {
 		addr := p.target.Addr
@@ -236,8 +233,15 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			}
 			addr = r.Admin
 		}
+		// In the order given (shortlist puts the longest first): a slot
+		// is taken before the next probe starts.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return out, ctx.Err()
+		}
 		wg.Go(func() {
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			var sum probe.Summary
 			if pr.From == ClientNode {
