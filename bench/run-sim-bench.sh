@@ -7,7 +7,7 @@
 # Then 1,000 relays with churn, and 1,000 relays without each of the
 # parts of the shortlist (the search of the bottleneck's neighbourhood, the
 # wide first cut, the caution of its second ranking, the site limit), with
-# 12 neighbours instead of 16, with a higher
+# 16 neighbours instead of 12, with a higher
 # optimism (0.7), with fewer rounds, and with the relays' shortcuts. Writes
 # bench/results/sim.json, sim-churn.json and sim-ablation.json;
 # bench/results/sim.md is written by hand from them.
@@ -31,7 +31,7 @@ mv "$out/sim.json.tmp" "$out/sim.json"
 bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/sim-churn.json"
 # Ablation: the same 1,000 relays (and the same pairs) with 16 shortcuts
 # a relay, without the neighbourhood search, without the wide first cut,
-# without caution, without the site limit, with 12 neighbours, with optimism
+# without caution, without the site limit, with 16 neighbours, with optimism
 # 0.7, and with 2 and 4 rounds instead of 6.
 {
   echo '{"shortcuts_16":'
@@ -44,8 +44,8 @@ bench/.bin/relayctl sim --relays 1000 --churn --pairs 50 -o json "$@" > "$out/si
   bench/.bin/relayctl sim --relays 1000 --caution 1 -o json "$@"
   echo ', "no_site_limit":'
   bench/.bin/relayctl sim --relays 1000 --per-site -1 -o json "$@"
-  echo ', "neighbours_12":'
-  bench/.bin/relayctl sim --relays 1000 --neighbours 12 -o json "$@"
+  echo ', "neighbours_16":'
+  bench/.bin/relayctl sim --relays 1000 --neighbours 16 -o json "$@"
   echo ', "optimism_07":'
   bench/.bin/relayctl sim --relays 1000 --optimism 0.7 -o json "$@"
   echo ', "rounds_2":'

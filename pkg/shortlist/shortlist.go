@@ -95,11 +95,11 @@ const (
 	// relays) one handshake per probe halved a plan's wall time and left
 	// its quality as it was.
 	DefaultHandshakes = 1
-	// DefaultNeighbours: in the simulator (1,000 relays, 200 pairs, with
-	// the site limit) 16 planned 88 % of pairs within 10 % of the
-	// optimum, 12 planned 85 %, 20 and 24 no better than 16, for about
-	// 250 more probes a plan than 12 and no more rounds.
-	DefaultNeighbours = 16
+	// DefaultNeighbours: in the simulator (1,000 relays, 200 pairs, two
+	// seeds) 16 planned no better than 12 (88.5 % and 86 % of pairs
+	// within 10 % of the optimum against 88 % and 87 %) for about 250
+	// more probes a plan.
+	DefaultNeighbours = 12
 	// DefaultInFlight: a round waits for its last probe, and the first
 	// cut's ends alone are 768 probes; with 32 in flight they went in
 	// waves, each as long as a probe of a far relay.
@@ -107,11 +107,13 @@ const (
 	// DefaultPerSite and DefaultSiteRadius: the first cut and the
 	// candidates take at most 3 relays within 0.15 × the direct path's
 	// RTT of each other (by coordinates, access links aside) before the
-	// rest of their ranking. In the simulator the first cut held a chain
-	// within 10 % of the optimum for 98.5 % of 200 pairs at 1,000 relays
-	// instead of 92.5 %; with 16 neighbours the plans within 10 % went
-	// from 83 % to 88 % (seed 1) and from 85.5 % to 88 % (seed 7). 2 or
-	// 4 a site and radii of 0.1 and 0.2 planned 84.5–87.5 %.
+	// rest of their ranking. In the simulator at 1,000 relays (200
+	// pairs) the first cut held a chain within 10 % of the optimum for
+	// 98.5 % of pairs instead of 92.5 %, and the plans within 10 % went
+	// from 85 % to 87 % (seed 7) and from 83 % to 88.5 % (seed 1, 16
+	// neighbours), for 0.3–0.6 s more wall time a plan (the candidates
+	// are further apart, so are the relays asked). 2 or 4 a site and
+	// radii of 0.1 and 0.2 planned no better.
 	DefaultPerSite    = 3
 	DefaultSiteRadius = 0.15
 	// DefaultFirstCut: the endpoints' coordinates, fitted from a few
