@@ -44,15 +44,21 @@ func (s *space) addExact(u, v int, ms float64) {
 
 func (s *space) n() int { return len(s.name) }
 
-// ms is the estimated RTT between relays u and v, milliseconds.
-func (s *space) ms(u, v int) float64 {
+// vecMs is the Euclidean distance of relays u's and v's vectors, ms as
+// stored.
+func (s *space) vecMs(u, v int) float64 {
 	a, b := s.vec[u*s.dim:(u+1)*s.dim], s.vec[v*s.dim:(v+1)*s.dim]
 	sum := 0.0
 	for i := range a {
 		d := a[i] - b[i]
 		sum += d * d
 	}
-	d := math.Sqrt(sum) + s.hgt[u] + s.hgt[v]
+	return math.Sqrt(sum)
+}
+
+// ms is the estimated RTT between relays u and v, milliseconds.
+func (s *space) ms(u, v int) float64 {
+	d := s.vecMs(u, v) + s.hgt[u] + s.hgt[v]
 	if adjusted := d + s.adj[u] + s.adj[v]; adjusted > 0 {
 		d = adjusted
 	}
@@ -95,13 +101,7 @@ func (s *space) subset(idx []int, scale float64) *space {
 // own access link. Relays of one data centre or city are close by it
 // however slow their access.
 func (s *space) apartMs(u, v int) float64 {
-	a, b := s.vec[u*s.dim:(u+1)*s.dim], s.vec[v*s.dim:(v+1)*s.dim]
-	sum := 0.0
-	for i := range a {
-		d := a[i] - b[i]
-		sum += d * d
-	}
-	return math.Sqrt(sum) / cmp.Or(s.scale, 1)
+	return s.vecMs(u, v) / cmp.Or(s.scale, 1)
 }
 
 // nearest is the count relays with the lowest estimated RTT to u (u not
