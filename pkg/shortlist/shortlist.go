@@ -110,8 +110,8 @@ const (
 	// rest of their ranking. In the simulator at 1,000 relays (200
 	// pairs) the first cut held a chain within 10 % of the optimum for
 	// 98.5 % of pairs instead of 92.5 %, and the plans within 10 % went
-	// from 85 % to 87 % (seed 7) and from 83 % to 88.5 % (seed 1, 16
-	// neighbours), for 0.3–0.6 s more wall time a plan (the candidates
+	// from 81 % to 88 % (seed 1) and from 85 % to 87 % (seed 7), for
+	// 0.3–0.6 s more wall time a plan (the candidates
 	// are further apart, so are the relays asked). 2 or 4 a site and
 	// radii of 0.1 and 0.2 planned no better.
 	DefaultPerSite    = 3
