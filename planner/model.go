@@ -227,9 +227,10 @@ type Model struct {
 	// LinkFramingBytes is what a relay link's framing takes of each TCP
 	// segment while a transfer ramps up, bytes: a TLS record's overhead
 	// (22, linktls.RecordOverheadBytes) over TLS links, which send one
-	// record per segment while they ramp; 0 over plain links. A chain's slow start then carries MSSBytes −
-	// LinkFramingBytes per segment of its window (only with
-	// Request.SizeBytes); direct carries MSSBytes. Below MSSBytes.
+	// record per segment while they ramp; 0 over plain links. A chain's
+	// slow start then carries MSSBytes − LinkFramingBytes per segment of
+	// its window (only with Request.SizeBytes); direct carries MSSBytes.
+	// Below MSSBytes.
 	LinkFramingBytes int `json:"link_framing_bytes,omitempty"`
 }
 

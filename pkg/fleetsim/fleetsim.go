@@ -364,7 +364,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		}
 		directMs := world.RTTMs(client, dst)
 		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: cmp.Or(max(cfg.Shortlist.InFlight, 0), shortlist.DefaultInFlight),
+			inFlight: cfg.Shortlist.InFlightProbes(),
 			seed:     cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
 		t0 := time.Now()
 		res, m, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)

@@ -165,9 +165,9 @@ type Config struct {
 	// DefaultNeighbours, negative = none.
 	Neighbours int
 	// InFlight is how many probes of a round the Prober has in flight at
-	// once (relayctl's, and the simulator's model of it); 0 =
+	// once (relayctl's, and the simulator's model of it); 0 or negative =
 	// DefaultInFlight. Plan does not read it: it is here so that the
-	// prober and the simulator take it from one place.
+	// prober and the simulator take it from one place (InFlightProbes).
 	InFlight int
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
@@ -177,6 +177,14 @@ type Config struct {
 	Seed uint64
 	// Vivaldi configures the endpoints' fit; nil = coordinate.DefaultConfig().
 	Vivaldi *coordinate.Config
+}
+
+// InFlightProbes is c.InFlight, or its default.
+func (c Config) InFlightProbes() int {
+	if c.InFlight > 0 {
+		return c.InFlight
+	}
+	return DefaultInFlight
 }
 
 func (c Config) withDefaults() Config {

@@ -1,7 +1,6 @@
 package survey
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -222,7 +221,7 @@ type surveyProber struct {
 
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	sem := make(chan struct{}, cmp.Or(max(p.s.Shortlist.InFlight, 0), shortlist.DefaultInFlight))
+	sem := make(chan struct{}, p.s.Shortlist.InFlightProbes())
 	var wg sync.WaitGroup
 	for i, pr := range probes {
 		addr := p.target.Addr
