@@ -45,3 +45,50 @@ $("$script_fn" "$tmp")"
     rm -rf "$tmp"
   done
 }
+
+# install_peers NAME PKG...: install the Debian packages among PKG
+# (dante-server, squid, curl, proxychains4) that this machine lacks, then
+# stop the instances their packages start on their default configs (only
+# those: the benchmarks run their own). NAME prefixes the message.
+install_peers() {
+  local name=$1 pkg
+  shift
+  local need=()
+  for pkg in "$@"; do
+    case $pkg in
+      dante-server) [ -x /usr/sbin/danted ] || need+=(dante-server) ;;
+      squid) command -v squid >/dev/null || [ -x /usr/sbin/squid ] || need+=(squid) ;;
+      *) command -v "$pkg" >/dev/null || need+=("$pkg") ;;
+    esac
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  echo "$name: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # Debian may start the packages' own services: stop those instances
+  # (only them: the ones using the packages' default configs), the
+  # benchmark runs its own.
+  for s in danted squid; do
+    systemctl stop "$s" 2>/dev/null || service "$s" stop 2>/dev/null || true
+  done
+  if pgrep -x squid >/dev/null; then
+    squid -k shutdown -f /etc/squid/squid.conf 2>/dev/null || true
+    for _ in $(seq 1 50); do pgrep -x squid >/dev/null || break; sleep 0.2; done
+  fi
+  # Any instance left on the packages' default config (no -f, or /etc/...):
+  # those are the packages' own, never one with a lab config.
+  for svc in squid danted; do
+    # (pgrep finds none: no failure, under pipefail.)
+    { pgrep -x "$svc" -a 2>/dev/null || true; } | while read -r pid cmd; do
+      # Main processes only ("/usr/sbin/squid ..."), not children or kids
+      # ("danted: io-child", "(squid-1) ...") of anyone's instances.
+      case "$cmd" in "/usr/sbin/$svc"|"/usr/sbin/$svc "*|"$svc"|"$svc "*) ;; *) continue ;; esac
+      case "$cmd" in
+        *" -f /etc/"*) kill "$pid" 2>/dev/null || true ;;
+        *" -f "*) ;;
+        *) kill "$pid" 2>/dev/null || true ;;
+      esac
+    done
+  done
+}

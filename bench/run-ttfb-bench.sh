@@ -6,10 +6,11 @@
 # nested SOCKS5 through three dantes (proxychains4), glider's forward chain,
 # squid parents;
 # then download throughput of the native path against the SOCKS5 chains.
-# Writes bench/results/ttfb.{md,json}. Needs root (network namespaces, TUN),
-# danted, squid, proxychains4 and curl (apt-get install dante-server squid
-# proxychains4 curl). glider is built here from the Go module proxy into
-# bench/.bin (a throw-away module: nothing of glider is committed).
+# Writes bench/results/ttfb.{md,json}. Needs root (network namespaces, TUN);
+# installs danted, squid, proxychains4 and curl from Debian where missing
+# (and stops the services their packages start). glider is built here from
+# the Go module proxy into bench/.bin (a throw-away module: nothing of
+# glider is committed).
 # Usage: bench/run-ttfb-bench.sh [bench/ttfb flags, e.g. -runs 50 -out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,14 +23,9 @@ if [ "$report_only" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   echo "run-ttfb-bench.sh: the lab needs root: sudo make bench-ttfb" >&2
   exit 1
 fi
-missing=()
-[ -x /usr/sbin/danted ] || missing+=(dante-server)
-command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
-command -v curl >/dev/null || missing+=(curl)
-command -v proxychains4 >/dev/null || missing+=(proxychains4)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "run-ttfb-bench.sh: missing ${missing[*]}; install them (bench/run-split-bench.sh does, and stops their default services)" >&2
-  exit 1
+. bench/lib.sh
+if [ "$report_only" -eq 0 ]; then
+  install_peers run-ttfb-bench.sh dante-server squid curl proxychains4
 fi
 make build
 go build -o bench/.bin/ttfb ./bench/ttfb
