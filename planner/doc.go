@@ -83,7 +83,7 @@
 // Request.SizeBytes > 0 plans are ranked by predicted completion time
 // for that many bytes (ms):
 //
-//	completion_ms = setup_ms + ramp_ms + steady_ms
+//	completion_ms = setup_ms + ramp_ms + steady_ms (+ loss_ms)
 //
 // setup_ms is the time to the first byte. Direct: DirectSetupRTTs (2) ×
 // its RTT, the TCP handshake then the request. A chain with segment RTTs
@@ -103,13 +103,23 @@
 //
 // steady_ms is the rest, after the ramp's bytes, at P.
 //
+// A path with loss adds loss_ms, expected: a lost packet holds the bytes
+// behind it at its segment's receiver for about that segment's round trip
+// while it is sent again (whatever the congestion control; a loss-based
+// sender's lower rate is in P). Each round of the ramp that loses a
+// packet there costs that once, and a loss in the transfer's last flight
+// once more (no later packet reveals it); in the steady state the sender
+// keeps its rate and the pipeline catches up. With p the segment's loss
+// and n a round's packets, a round loses a packet with probability
+// 1 − (1 − p)^n.
+//
 // Ties are completion times within Model.ErrorMargin of the soonest, won
 // by the fewest relays; a chain beats direct only when direct's time is at
 // least (1 + MinGain) × its own. The search is exact (see sized.go: a
 // depth-first enumeration with bounds, seeded by the steady-rate search).
 // Result.Crossover is the size above which the chain with the best steady
-// rate finishes sooner than direct. Not modelled: loss and recovery,
-// congestion control other than slow start (no CUBIC or BBR growth, no
+// rate finishes sooner than direct. Not modelled: loss beyond the
+// above, congestion control other than slow start (no CUBIC or BBR growth, no
 // competing flows), pacing, delayed ACKs, TLS record and header bytes,
 // and the server's own time to first byte.
 //

@@ -105,8 +105,12 @@ func transferLine(p Plan) string {
 	if t == nil {
 		return ""
 	}
-	s := fmt.Sprintf("%s in %s (setup %s + ramp %s + steady %s), effective %s",
-		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), fmtDur(t.RampMs), fmtDur(t.SteadyMs), fmtBps(t.EffectiveBps))
+	loss := ""
+	if t.LossMs > 0 {
+		loss = " + loss " + fmtDur(t.LossMs)
+	}
+	s := fmt.Sprintf("%s in %s (setup %s + ramp %s + steady %s%s), effective %s",
+		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), fmtDur(t.RampMs), fmtDur(t.SteadyMs), loss, fmtBps(t.EffectiveBps))
 	if t.Speedup > 0 && len(p.Chain) > 0 {
 		s += fmt.Sprintf(", %.2f× sooner than direct", t.Speedup)
 	}

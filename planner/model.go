@@ -430,6 +430,11 @@ type Transfer struct {
 	RampMs float64 `json:"ramp_ms"`
 	// SteadyMs is the rest of the bytes at Plan.PredictedBps, milliseconds.
 	SteadyMs float64 `json:"steady_ms"`
+	// LossMs is what the segments' loss adds, expected, milliseconds: a
+	// round trip of a lossy segment for each round of the ramp that loses
+	// a packet there, and one more for a loss in the last flight (0 on
+	// paths without loss).
+	LossMs float64 `json:"loss_ms,omitempty"`
 	// RampRTTMs is the RTT the ramp is counted in: the longest segment's,
 	// the slowest to ramp up, milliseconds.
 	RampRTTMs float64 `json:"ramp_rtt_ms"`

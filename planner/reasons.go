@@ -220,6 +220,9 @@ func (s *search) transferReason(p Plan) string {
 	if t.SteadyMs > 0 {
 		steady = fmt.Sprintf(" + steady %s at %s", fmtDur(t.SteadyMs), fmtBps(p.PredictedBps))
 	}
+	if t.LossMs > 0 {
+		steady += fmt.Sprintf(" + loss %s (recovering lost packets: a round trip of a lossy segment per round that loses one)", fmtDur(t.LossMs))
+	}
 	return fmt.Sprintf("%s in %s: setup %s (%s) + ramp %s (%d round%s of slow start at %s from %s)%s",
 		fmtSize(t.SizeBytes), fmtDur(t.CompletionMs), fmtDur(t.SetupMs), setup, fmtDur(t.RampMs),
 		t.Rounds, plural(t.Rounds), fmtMs(t.RampRTTMs), fmtBytes(int64(s.req.Model.iwBytes(len(p.Chain)))), steady)

@@ -32,11 +32,17 @@ func (s *search) sized() bool { return s.req.SizeBytes > 0 }
 // the given number of relays, bytes: a chain's segments carry the links'
 // framing (Model.LinkFramingBytes).
 func (m Model) iwBytes(relays int) float64 {
+	return float64(m.InitialWindowSegments) * m.pktBytes(relays)
+}
+
+// pktBytes is one packet's payload through a path of that many relays,
+// bytes: MSSBytes, less LinkFramingBytes through relays.
+func (m Model) pktBytes(relays int) float64 {
 	payload := m.MSSBytes
 	if relays > 0 {
 		payload -= m.LinkFramingBytes
 	}
-	return float64(m.InitialWindowSegments) * float64(payload)
+	return float64(payload)
 }
 
 func (s *search) names(chain []int32) []string {
@@ -53,6 +59,7 @@ func (s *search) names(chain []int32) []string {
 func (s *search) flowOf(chain []int32) flow {
 	n := s.n
 	prev, sumMs, lastMs, maxMs, bn := s.client, 0.0, 0.0, 0.0, math.Inf(1)
+	var lossy []lossySegment
 	for i := 0; i <= len(chain); i++ {
 		next := s.dst
 		if i < len(chain) {
@@ -62,9 +69,26 @@ func (s *search) flowOf(chain []int32) flow {
 		sumMs += lastMs
 		maxMs = max(maxMs, lastMs)
 		bn = min(bn, s.rate[prev*n+next])
+		if loss := s.lossOf(prev, next); loss > 0 {
+			lossy = append(lossy, lossySegment{rttMs: lastMs, loss: loss})
+		}
 		prev = next
 	}
-	return flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain))}
+	return flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain)),
+		pktBytes: s.req.Model.pktBytes(len(chain)), lossy: lossy}
+}
+
+// lossOf is the loss of the usable pair u–v, a fraction (0 for most:
+// only pairs pairOf marks negative carry loss).
+func (s *search) lossOf(u, v int) float64 {
+	k := s.pairOf[u*s.n+v]
+	if k == 0 {
+		k = s.pairOf[v*s.n+u]
+	}
+	if k >= 0 {
+		return 0
+	}
+	return s.m.Pairs[-k-1].Loss
 }
 
 // sizedCandidates returns the chains avoiding relay ban (−1: none) with

@@ -268,6 +268,55 @@ func TestSizeZeroUnchanged(t *testing.T) {
 // round: time in ms for sizeBytes over a path whose RTTs are rttsMs
 // (client side first) at steady rate rateBps, set up as kind.
 func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
+	return bfLossyCompletionMs(sizeBytes, kind, iwBytes, rttsMs, nil, 0, rateBps)
+}
+
+// bfLossyCompletionMs is bfCompletionMs with each segment's loss (losses
+// beside rttsMs; nil: none) and packets of pktBytes: the rounds of the
+// ramp walked again, each segment with loss p adding its RTT times the
+// chance that a round of n packets lost one, 1 − (1 − p)ⁿ, for each round
+// of the ramp the transfer takes and once more for its last flight (the
+// last round's packets, or, past the ramp, a round trip of that segment
+// at the steady rate).
+func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs, losses []float64, pktBytes, rateBps float64) float64 {
+	t := bfRampedMs(sizeBytes, kind, iwBytes, rttsMs, rateBps)
+	if math.IsInf(t, 1) || pktBytes <= 0 {
+		return t
+	}
+	longest := slices.Max(rttsMs)
+	perRound := rateBps * longest / 8000
+	size := float64(sizeBytes)
+	var rounds []float64 // bytes of each ramp round the transfer takes
+	got, steady := 0.0, false
+	for w := iwBytes; got < size; w *= 2 {
+		if len(rounds) > 0 && w >= perRound {
+			steady = true
+			break
+		}
+		b := math.Min(math.Min(w, perRound), size-got)
+		rounds = append(rounds, b)
+		got += b
+	}
+	for i, p := range losses {
+		if p <= 0 || p >= 1 {
+			continue
+		}
+		lost := func(bytes float64) float64 { return 1 - math.Pow(1-p, math.Ceil(bytes/pktBytes)) }
+		last := rounds[len(rounds)-1]
+		if steady {
+			last = math.Min(size, rateBps*rttsMs[i]/8000)
+		}
+		n := lost(last)
+		for _, b := range rounds {
+			n += lost(b)
+		}
+		t += n * rttsMs[i]
+	}
+	return t
+}
+
+// bfRampedMs is bfCompletionMs without loss.
+func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
 	if rateBps <= 0 {
 		return math.Inf(1)
 	}
@@ -317,11 +366,16 @@ func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]flo
 	times = map[string]float64{}
 	timeOf := func(p bfPlan) float64 {
 		path := append(append([]string{req.Client}, p.chain...), req.Destination)
-		var rtts []float64
+		var rtts, losses []float64
 		for i := 0; i+1 < len(path); i++ {
-			rtts = append(rtts, bf.pairs[[2]string{path[i], path[i+1]}].RTTMs)
+			pair := bf.pairs[[2]string{path[i], path[i+1]}]
+			rtts, losses = append(rtts, pair.RTTMs), append(losses, pair.Loss)
 		}
-		return bfCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, p.bps)
+		pkt := bf.mss
+		if len(p.chain) > 0 {
+			pkt -= float64(req.Model.LinkFramingBytes)
+		}
+		return bfLossyCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, losses, pkt, p.bps)
 	}
 	chains = bf.chains()
 	for _, p := range chains {
@@ -536,5 +590,68 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		}
 	default:
 		fail("crossover kind %q", c.Kind)
+	}
+}
+
+// Loss, by hand: packets of 1,000 B, IW10, a 40 ms segment losing 1 %. A
+// 70,000 B transfer is three rounds of 10, 20 and 40 packets, the last
+// also its last flight: each round loses a packet with probability
+// 1 − 0.99ⁿ (0.0956, 0.1821, 0.3310), the last flight once more, and each
+// such round costs 40 ms: 40 × 0.9397 = 37.59 ms. In the steady state
+// only the last flight counts, so 64 MiB and 128 MiB add the same: at
+// 1 Gbit/s over 40 ms (5,000,000 B a round) the ramp is 9 rounds of 10 …
+// 2,560 packets, which lose one with probability summing to 5.92, and the
+// last flight of 5,000 packets surely: 40 × 6.92 = 276.8 ms.
+func TestLossStallHandComputed(t *testing.T) {
+	f := flow{setupMs: 100, rttMs: 40, rateBps: 1e9, iwBytes: 10000, pktBytes: 1000,
+		lossy: []lossySegment{{rttMs: 40, loss: 0.01}}}
+	got := f.transfer(70000)
+	if got.Rounds != 3 || math.Abs(got.LossMs-37.59) > 0.01 || !near(got.CompletionMs, 100+80+got.LossMs) {
+		t.Errorf("70 KB: %+v, want 3 rounds and 37.59 ms of loss", got)
+	}
+	clean := f
+	clean.lossy = nil
+	if c := clean.transfer(70000); c.LossMs != 0 || !near(c.CompletionMs, 180) {
+		t.Errorf("70 KB without loss: %+v", c)
+	}
+	a, b := f.transfer(64<<20), f.transfer(128<<20)
+	if a.LossMs != b.LossMs || math.Abs(a.LossMs-276.8) > 0.1 {
+		t.Errorf("64 MiB loss %.1f ms, 128 MiB %.1f ms: want both 276.8 ms", a.LossMs, b.LossMs)
+	}
+}
+
+// The search counts loss in completion times as PredictTransfer does: a
+// lossy first segment on the 1 MiB plan's chain (BBR senders: the loss
+// does not bound the rate), the plan carries LossMs, and PredictTransfer
+// from the plan alone agrees.
+func TestSizeCountsLoss(t *testing.T) {
+	m := splitMatrix()
+	for i := range m.Nodes {
+		m.Nodes[i].CongestionControl = "bbr"
+	}
+	first := mustSearch(t, m, Request{SizeBytes: 1 << 20}).Best.Chain
+	if len(first) == 0 {
+		t.Fatal("want a chain at 1 MiB")
+	}
+	for i := range m.Pairs {
+		if p := &m.Pairs[i]; p.A == "client" && p.B == first[0] || p.B == "client" && p.A == first[0] {
+			p.Loss = 0.01
+		}
+	}
+	res := mustSearch(t, m, Request{SizeBytes: 1 << 20})
+	var lossy *Plan
+	for _, p := range append([]Plan{res.Best}, res.Alternatives...) {
+		if len(p.Chain) > 0 && p.Chain[0] == first[0] {
+			lossy = &p
+			break
+		}
+	}
+	if lossy == nil || lossy.Transfer == nil || !(lossy.Transfer.LossMs > 0) {
+		t.Fatalf("no plan through the lossy client–%s with loss counted: best %v %+v, alternatives %d", first[0], res.Best.Chain, res.Best.Transfer, len(res.Alternatives))
+	}
+	want := *lossy.Transfer
+	want.Speedup = 0
+	if got := PredictTransfer(*lossy, Model{}, lossy.PredictedBps, 1<<20); got == nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("PredictTransfer(%v) = %+v, want %+v", lossy.Chain, got, want)
 	}
 }

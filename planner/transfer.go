@@ -9,7 +9,7 @@ import (
 //
 // A transfer's time is setup, then slow start, then the steady rate:
 //
-//	completion_ms = setup_ms + ramp_ms + steady_ms
+//	completion_ms = setup_ms + ramp_ms + steady_ms (+ loss_ms, see lossStallMs)
 //
 // It is computed for a flow: the setup time, the RTT slow start is
 // counted in, and the steady rate (Plan.PredictedBps). A chain's segments
@@ -24,6 +24,36 @@ type flow struct {
 	rttMs   float64 // the RTT slow start doubles in, ms
 	rateBps float64 // the steady rate, bits/s; 0 = moves nothing
 	iwBytes float64 // the initial window's payload: the first round's bytes
+	// pktBytes is one packet's payload, bytes (for lossy; 0 when none).
+	pktBytes float64
+	// lossy are the path's segments that lose packets (see lossStallMs).
+	lossy []lossySegment
+}
+
+// lossySegment is a segment's RTT, ms, and its packet loss, a fraction.
+type lossySegment struct{ rttMs, loss float64 }
+
+// lossStallMs is what l's loss adds to a transfer's time, ms, expected: a
+// lost packet holds the bytes behind it at the segment's receiver for
+// about one round trip of that segment while it is detected and sent
+// again, whatever the congestion control (a loss-based sender's lower
+// rate is in rateBps already). In slow start that is a round of the ramp
+// lost, once per round that loses a packet (rounds[j] packets in round
+// j); a loss in the transfer's last flight (last packets) costs a round
+// trip more, no later packet revealing it (a tail loss probe). In the
+// steady state the sender keeps its rate and the pipeline behind the
+// hole catches up: not counted. For BBR relays on a 40 ms link losing 1 %
+// this is 4 ms at 10 KB, 38 ms at 100 KB and 0.11 s at 1 MB.
+func lossStallMs(l lossySegment, rounds []float64, last float64) float64 {
+	if !(l.loss > 0 && l.loss < 1) {
+		return 0
+	}
+	p := func(packets float64) float64 { return 1 - math.Pow(1-l.loss, packets) }
+	n := p(last)
+	for _, r := range rounds {
+		n += p(r)
+	}
+	return n * l.rttMs
 }
 
 // setupMs is the setup time of a path before its first byte, ms: direct
@@ -82,7 +112,29 @@ func (f flow) transfer(sizeBytes int64) Transfer {
 		t.SteadyMs = (size - rampBytes) * 8000 / f.rateBps
 	}
 	t.RampMs = float64(t.Rounds-1) * f.rttMs
-	t.CompletionMs = t.SetupMs + t.RampMs + t.SteadyMs
+	if len(f.lossy) > 0 && f.pktBytes > 0 {
+		// Packets per round of the ramp, and in the last flight: the last
+		// round's, or a round trip of the lossy segment at the steady rate.
+		var rounds []float64
+		prev, lastBytes := 0.0, 0.0
+		f.rounds(func(j int, cumBytes float64) bool {
+			if j >= t.Rounds {
+				return false
+			}
+			sent := min(cumBytes, size) - prev
+			rounds = append(rounds, math.Ceil(sent/f.pktBytes))
+			prev, lastBytes = cumBytes, sent
+			return true
+		})
+		for _, l := range f.lossy {
+			last := lastBytes
+			if !done { // the steady state's last round trip of l
+				last = min(size, f.rateBps*l.rttMs/8000)
+			}
+			t.LossMs += lossStallMs(l, rounds, math.Ceil(last/f.pktBytes))
+		}
+	}
+	t.CompletionMs = t.SetupMs + t.RampMs + t.SteadyMs + t.LossMs
 	if t.CompletionMs > 0 {
 		t.EffectiveBps = size * 8000 / t.CompletionMs
 	}
@@ -112,7 +164,12 @@ const maxCrossoverBytes = 1 << 60
 // below, the pieces are searched from the largest down for the last size
 // where the chain is not sooner (bisection within a piece, where the
 // difference is monotone).
+//
+// The crossover is of the times without loss (lossStallMs): loss adds a
+// term that is neither constant nor linear within a round, and a
+// crossover is a size to read, not a prediction.
 func crossover(chain, direct flow) (string, int64) {
+	chain.lossy, direct.lossy = nil, nil
 	later := func(s int64) bool { // chain not sooner at size s
 		return chain.completionMs(s) >= direct.completionMs(s)
 	}
@@ -198,7 +255,13 @@ func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfe
 		lastMs = s.RTTMs
 		maxMs = max(maxMs, s.RTTMs)
 	}
-	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps, iwBytes: m.iwBytes(len(p.Chain))}
+	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps, iwBytes: m.iwBytes(len(p.Chain)),
+		pktBytes: m.pktBytes(len(p.Chain))}
+	for _, s := range p.Segments {
+		if s.Loss > 0 {
+			f.lossy = append(f.lossy, lossySegment{rttMs: s.RTTMs, loss: s.Loss})
+		}
+	}
 	t := f.transfer(sizeBytes)
 	return &t
 }
