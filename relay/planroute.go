@@ -65,8 +65,11 @@ var _ interface {
 // newPlanRouter is the relay's Router for routing: plan; its goroutines
 // end with s.ctx.
 func (s *Server) newPlanRouter() *planroute.PerDestination {
+	// A destination's surveys again start from the last one's (on a
+	// fleet that publishes coordinates), afresh every
+	// survey.DefaultFreshEvery.
 	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken, Admin: s.adminClient(10 * time.Second),
-		Coordinates: survey.CoordinatesOf(s.measure.reg)}
+		Coordinates: survey.CoordinatesOf(s.measure.reg), Replans: &survey.Replans{}}
 	// The survey connects to the destination only where a tunnel could.
 	dialer := s.policy.Dialer(net.Dialer{})
 	sv.MeasureDst = func(ctx context.Context, addr string) (time.Duration, error) {

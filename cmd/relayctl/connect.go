@@ -42,7 +42,7 @@ var dstOnlyFlags = []string{"matrix", "save-matrix", "from", "direction", "min-g
 func connectCmd() *cobra.Command {
 	var f planFlags
 	var listen, httpListen, logLevel string
-	var every, probeEvery time.Duration
+	var every, probeEvery, freshEvery time.Duration
 	cfg := relay.Defaults()
 	var open bool
 	cmd := &cobra.Command{
@@ -60,7 +60,11 @@ RTT to every relay and to the destination, every relay's RTT to it, their
 windows) and goes direct at once: no connection waits for a survey. Once the
 survey is in, connections to that host take its plan, with this host as the
 chain's start and at most --max-hops relays after it; the survey is redone
-after --replan, the last plan serving meanwhile. A survey serves the host on
+after --replan, the last plan serving meanwhile. On a fleet that publishes
+coordinates (a shortlist survey), a survey again starts from what the last
+one learnt (for the 256 hosts surveyed last): it measures the last plan's
+chains and what its answer rests on, in a round or two where a fresh survey
+takes several; every --fresh-plan-every a destination is surveyed afresh. A survey serves the host on
 every port, and a literal IPv4 address's /24 or IPv6 address's /48: the
 first connection's host:port is what is measured for all of them. At most
 1024 hosts are kept (the least recently used go) and 4 surveyed at once
@@ -71,7 +75,7 @@ within 5 % of the fastest go to the fewest relays: --direction, --min-gain,
 
 With --dst, it plans the path to --dst (as relayctl plan does) and sends
 every connection, whatever its destination, through that chain. It plans
-again every --replan.
+again every --replan (from the last plan, as above).
 
 Both modes plan again within seconds when a tunnel fails at a relay; new
 connections take the new chain, live ones stay on theirs. A relay
@@ -135,7 +139,16 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second)}
+			if freshEvery < 0 {
+				return fmt.Errorf("--fresh-plan-every %s: want 0 (every plan afresh) or more", freshEvery)
+			}
+			// Replans start from what the last plan of the destination
+			// learnt (shortlist surveys only); 0 = never.
+			f.replans = &survey.Replans{FreshEvery: freshEvery}
+			if freshEvery == 0 {
+				f.replans.FreshEvery = -1
+			}
+			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Replans: f.replans}
 			pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
 				SlowDial: relay.SlowDial, Log: log.Named("plan")}
 			if perDest {
@@ -168,6 +181,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.StringVar(&listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often (without --dst: survey a destination again when its survey is this old)")
+	fl.DurationVar(&freshEvery, "fresh-plan-every", survey.DefaultFreshEvery, "survey a destination afresh (landmarks, every round) at least this often; the surveys in between start from the last one's measurements, on fleets that publish coordinates (0: always afresh)")
 	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often (relayd: planning.check_every); it is used again after 3 passing checks in a row")
 	for old, now := range map[string]string{"listen": "socks", "http-listen": "http", "probe-every": "check-every"} {
 		f := *fl.Lookup(now)

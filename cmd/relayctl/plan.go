@@ -53,6 +53,9 @@ type planFlags struct {
 	shortlist shortlist.Config
 	// windowProbeBytes: plan and bench only (windowProbeFlag).
 	windowProbeBytes int64
+	// replans: connect only: its surveys start from the last plan's
+	// (survey.Survey.Replans); nil elsewhere.
+	replans *survey.Replans
 }
 
 // checkShortlist refuses --shortlist-candidates and --shortlist-landmarks
@@ -246,7 +249,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		return nil, err
 	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist}
+		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist, Replans: f.replans}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,8 @@ the model and its limits: go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7
-  relayctl sim --relays 1000 --churn --pairs 50`,
+  relayctl sim --relays 1000 --churn --pairs 50
+  relayctl sim --relays 1000 --replan --pairs 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -101,6 +102,17 @@ the model and its limits: go doc ./pkg/netsim.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if cfg.Replan {
+				for _, r := range reports {
+					p := r.Plans
+					how := "from the first plan"
+					if cfg.ReplanFresh {
+						how = "afresh"
+					}
+					fmt.Fprintf(out, "%d relays, each pair replanned %s over the connections kept: %.0f%% within 10%%, %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
+						r.Relays, how, 100*p.ReplanWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
+				}
+			}
 			if churn {
 				for _, r := range reports {
 					fmt.Fprintf(out, "%d relays: %d alive at the end; %d joined, their coordinate's median error a minute later %.1f%%\n",
@@ -128,6 +140,8 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.Float64Var(&cfg.Shortlist.SiteRadius, "site-radius", shortlist.DefaultSiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fl.IntVar(&cfg.Shortlist.InFlight, "in-flight", shortlist.DefaultInFlight, "most probes of a plan's round in flight at once (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
 	fl.Float64Var(&cfg.Shortlist.Caution, "caution", shortlist.DefaultCaution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
+	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
+	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")

@@ -73,6 +73,16 @@ type Config struct {
 	Coord       coord.Config
 	Shortlist   shortlist.Config
 	World       netsim.Config // Relays is set from Relays
+	// Replan plans each pair a second time, as relayctl connect replans
+	// a destination: over the admin connections the first plan opened
+	// (its admin client keeps idle connections 90 s, longer than its
+	// replan interval of a minute) and from the first plan's
+	// shortlist.Prior, with fresh probe noise. The report's Replan*
+	// figures are those plans'.
+	Replan bool
+	// ReplanFresh makes Replan's second plans without the Prior (over
+	// the kept connections still): what the Prior saves.
+	ReplanFresh bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -151,6 +161,14 @@ type Plans struct {
 	ComputeMsP95    float64 `json:"compute_ms_p95"`
 	WallMsMedian    float64 `json:"wall_ms_median"`
 	WallMsP95       float64 `json:"wall_ms_p95"`
+	// Replan* are the second plans of Config.Replan: the share within
+	// 10 % of the optimum and the modelled wall time, milliseconds (0
+	// without Replan).
+	ReplanWithin10     float64 `json:"replan_within_10pct,omitempty"`
+	ReplanWallMsMedian float64 `json:"replan_wall_ms_median,omitempty"`
+	ReplanWallMsP95    float64 `json:"replan_wall_ms_p95,omitempty"`
+	ReplanProbesMedian float64 `json:"replan_probes_per_plan_median,omitempty"`
+	ReplanRoundsMedian float64 `json:"replan_rounds_median,omitempty"`
 }
 
 type relay struct {
@@ -347,8 +365,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	var quality, gains, probesPer, rounds, computeMs, wallMs []float64
-	var chains, candsWithin int
+	var quality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
+	var chains, candsWithin, replanWithin int
 	// The pairs, and each pair's probe noise, come from their own
 	// sources: two runs that differ only in how they plan plan the same
 	// pairs, and their results compare pair by pair.
@@ -377,17 +395,42 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		rounds = append(rounds, float64(st.Rounds))
 		rep.Plans.EstimatedSegments += st.Estimated
 
-		chosen := directMs
-		if chain := res.Best.Chain; len(chain) > 0 {
-			chains++
-			first, last := index[chain[0]], index[chain[len(chain)-1]]
-			chosen = math.Max(to[first], from[last])
-			for h := 1; h < len(chain); h++ {
-				chosen = math.Max(chosen, float64(truth.rtt[index[chain[h-1]]*n+index[chain[h]]]))
+		// trueMs is a chain's true bottleneck RTT (direct's when empty).
+		trueMs := func(chain []string) float64 {
+			if len(chain) == 0 {
+				return directMs
 			}
+			ms := math.Max(to[index[chain[0]]], from[index[chain[len(chain)-1]]])
+			for h := 1; h < len(chain); h++ {
+				ms = math.Max(ms, float64(truth.rtt[index[chain[h-1]]*n+index[chain[h]]]))
+			}
+			return ms
+		}
+		if len(res.Best.Chain) > 0 {
+			chains++
 		}
 		opt := truth.bestBottleneckMs(aliveMask, to, from, directMs, cfg.MaxHops)
-		quality = append(quality, opt/chosen)
+		quality = append(quality, opt/trueMs(res.Best.Chain))
+		if cfg.Replan {
+			// The same pair again over the connections kept (see
+			// Config.Replan), its probes' noise drawn afresh.
+			p.wallMs, p.seed = 0, p.seed^0x2e91a7
+			rin := in
+			if !cfg.ReplanFresh {
+				rin.Prior = st.Prior
+			}
+			t0 := time.Now()
+			again, _, rst, err := shortlist.Plan(ctx, cfg.Shortlist, rin, p)
+			if err != nil {
+				return nil, fmt.Errorf("pair %d, replan: %w", k, err)
+			}
+			replanWallMs = append(replanWallMs, float64(time.Since(t0))/1e6+p.wallMs)
+			replanProbes = append(replanProbes, float64(rst.Probes))
+			replanRounds = append(replanRounds, float64(rst.Rounds))
+			if opt/trueMs(again.Best.Chain) >= 0.9 {
+				replanWithin++
+			}
+		}
 		var cands []int
 		for _, node := range m.Nodes {
 			if node.Relay {
@@ -416,6 +459,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 		pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
 		pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
+		if cfg.Replan {
+			pl.ReplanWithin10 = float64(replanWithin) / float64(pl.Count)
+			pl.ReplanWallMsMedian, pl.ReplanWallMsP95 = quantile(replanWallMs, 0.5), quantile(replanWallMs, 0.95)
+			pl.ReplanProbesMedian, pl.ReplanRoundsMedian = quantile(replanProbes, 0.5), quantile(replanRounds, 0.5)
+		}
 	}
 	return rep, nil
 }

@@ -40,6 +40,13 @@
 //     was searched, or Rounds run out; then the plan is the best of the
 //     chains measured throughout.
 //
+// A replan between the same endpoints can start from what a plan learnt
+// (Input.Prior, from its Stats.Prior): no landmarks, the earlier
+// measurements standing in for probes, and the chains the plan ranked
+// measured again in the first round with the first cut's ends not yet
+// known; a segment the replan's answer would rest on that only the Prior
+// knows is measured like an estimate. See Prior.
+//
 // The planner stays pure; probing is the Prober's (relays' /v1/probe and
 // this host's handshakes in relayctl, the modelled network in the
 // simulator). Each round is one batch of probes made in parallel, so a
@@ -235,6 +242,39 @@ type Input struct {
 	// destination's node too, under its name, when it knows more of it
 	// (a relay's host: its windows). An error fails the plan.
 	Describe func(ctx context.Context, names []string) (map[string]planner.Node, error)
+	// Prior, when set, is what an earlier plan between the same
+	// endpoints learnt (its Stats.Prior): the plan starts from it (see
+	// Prior).
+	Prior *Prior
+}
+
+// Prior is what a plan learnt that a replan between the same endpoints
+// can start from. A replan with a Prior places neither endpoint again
+// (no landmarks' round): its first round measures the direct path and
+// the segments of the chains the earlier plan ranked best, and the
+// earlier measurements stand in for probes until a plan rests on them: a
+// segment of the best plan or its runners-up known only from the Prior
+// is measured again in the next round, as an estimate would be. So a
+// replan costs a round or two where a plan costs several, and its answer
+// stands on measurements of this plan; what the Prior says of the rest
+// of the fleet ages with it: the caller decides how long to replan from
+// one before planning afresh.
+type Prior struct {
+	// Client and Destination are the endpoints' fitted coordinates.
+	Client, Destination *coordinate.Coordinate
+	// Pairs are the RTTs measured: the plan's own, and its Prior's that
+	// it did not measure again (a pair once). Some two thousand at 1,000
+	// relays: kept small.
+	Pairs []Measured
+	// Chains are the chains the plan ranked, best first: the replan's
+	// first round measures their segments again.
+	Chains [][]string
+}
+
+// Measured is one RTT a plan measured, ms (symmetric: A–B).
+type Measured struct {
+	A, B  string
+	RTTMs float64
 }
 
 // Probe asks one node to measure its RTT to another: From is the client or
@@ -264,6 +304,9 @@ type Stats struct {
 	// Unreachable are the relays this host's probe could not reach, left
 	// out of the plan; sorted.
 	Unreachable []string
+	// Prior is what a replan between the same endpoints can start from
+	// (Input.Prior); nil when the endpoints could not be placed.
+	Prior *Prior
 }
 
 // Plan plans the path from in.Client to in.Destination: see the package
@@ -347,14 +390,24 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return nil
 	}
 
-	// Round 1: the landmarks and the direct path.
-	landmarks := coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
-	batch := []Probe{{From: client, To: dst}}
-	for _, l := range landmarks {
-		batch = append(batch, Probe{From: client, To: l.Name}, Probe{From: l.Name, To: dst})
+	// A replan starts from its Prior (see Prior) when that places both
+	// endpoints.
+	prior := in.Prior
+	if prior != nil && !(validCoord(prior.Client) && validCoord(prior.Destination)) {
+		prior = nil
 	}
-	if err := probe(batch); err != nil {
-		return nil, nil, st, err
+	// Round 1: the landmarks and the direct path; a replan has none
+	// (its direct path is measured in its first round, below).
+	var landmarks []coord.Peer
+	batch := []Probe{{From: client, To: dst}}
+	if prior == nil {
+		landmarks = coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
+		for _, l := range landmarks {
+			batch = append(batch, Probe{From: client, To: l.Name}, Probe{From: l.Name, To: dst})
+		}
+		if err := probe(batch); err != nil {
+			return nil, nil, st, err
+		}
 	}
 	fit := func(end string) *coordinate.Coordinate {
 		var ls []coord.Landmark
@@ -369,7 +422,12 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		return c
 	}
-	coords := map[string]*coordinate.Coordinate{client: fit(client), dst: fit(dst)}
+	coords := map[string]*coordinate.Coordinate{}
+	if prior != nil {
+		coords[client], coords[dst] = prior.Client, prior.Destination
+	} else {
+		coords[client], coords[dst] = fit(client), fit(dst)
+	}
 	for _, r := range peers {
 		coords[r.Name] = r.Coord
 	}
@@ -379,9 +437,18 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			exact[key(e.A, e.B)] = e.RTTMs
 		}
 	}
+	// earlier are the Prior's measurements.
+	earlier := map[[2]string]float64{}
+	if prior != nil {
+		for _, e := range prior.Pairs {
+			if k := key(e.A, e.B); e.RTTMs > 0 && earlier[k] == 0 {
+				earlier[k] = e.RTTMs
+			}
+		}
+	}
 	// rtt is the best figure known for a pair: measured in this plan,
-	// else published, else estimated from coordinates; none (ok false)
-	// once a probe of it failed.
+	// else the Prior's, else published, else estimated from coordinates;
+	// none (ok false) once a probe of it failed.
 	rtt = func(a, b string) (ms float64, estimated, ok bool) {
 		k := key(a, b)
 		if ms, ok := measured[k]; ok {
@@ -389,6 +456,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		if failed[k] || down[a] || down[b] {
 			return 0, false, false
+		}
+		if ms, ok := earlier[k]; ok {
+			return ms, false, true
 		}
 		if ms, ok := exact[k]; ok {
 			return ms, false, true
@@ -414,6 +484,35 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			return Probe{From: b, To: a}
 		}
 		return Probe{From: a, To: b}
+	}
+	// unmeasured says a segment's figure is not this plan's measurement:
+	// an estimate, or the Prior's (published pairs count as measured).
+	unmeasured := func(s planner.Segment) bool {
+		k := key(s.From, s.To)
+		_, now := measured[k]
+		return s.Estimated || !now && earlier[k] > 0
+	}
+	unsettled := func(p planner.Plan) bool { return slices.ContainsFunc(p.Segments, unmeasured) }
+
+	// A replan's first round is the first cut's (below), with the direct
+	// path and the segments of the chains the Prior ranked (of relays
+	// still in the fleet): measured again, not taken from the Prior.
+	var recheck []Probe
+	if prior != nil {
+		recheck = append(recheck, batch...) // the direct path
+		seen := map[[2]string]bool{key(client, dst): true}
+		for _, chain := range prior.Chains {
+			if slices.ContainsFunc(chain, func(r string) bool { _, ok := placed[r]; return !ok }) {
+				continue
+			}
+			hops := slices.Concat([]string{client}, chain, []string{dst})
+			for i := 1; i < len(hops); i++ {
+				if k := key(hops[i-1], hops[i]); !seen[k] {
+					seen[k] = true
+					recheck = append(recheck, orient(hops[i-1], hops[i]))
+				}
+			}
+		}
 	}
 
 	// The candidates: the relays on the chains with the lowest estimated
@@ -523,9 +622,10 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// Round 2: every candidate's segments to the client and to the
 	// destination. The endpoints' coordinates are fitted from a few
 	// landmarks, the least accurate estimates there are, and those are the
-	// first and last segments of every chain.
+	// first and last segments of every chain. (A replan knows most of
+	// them from its Prior; its round measures the rest, and recheck.)
 	{
-		batch = batch[:0]
+		batch = append(batch[:0], recheck...)
 		for _, c := range cands {
 			if _, est, _ := rtt(client, c); est {
 				batch = append(batch, Probe{From: client, To: c})
@@ -587,7 +687,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 			}
 		}
-		if round == cfg.Rounds || !hasEstimate(res.Best) && len(necks) == 0 {
+		if round == cfg.Rounds || !unsettled(res.Best) && len(necks) == 0 {
 			break
 		}
 		seen := map[[2]string]bool{}
@@ -625,12 +725,13 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 			}
 		}
-		// Probe the estimated segments of every plan the result ranks:
-		// the runner-up that measurement promotes must be measured too.
+		// Probe the estimated segments of every plan the result ranks,
+		// and those known from the Prior only: the runner-up that
+		// measurement promotes must be measured too.
 		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
 			for _, seg := range pl.Segments {
 				k := key(seg.From, seg.To)
-				if seg.Estimated && !seen[k] {
+				if unmeasured(seg) && !seen[k] {
 					seen[k] = true
 					batch = append(batch, orient(seg.From, seg.To))
 				}
@@ -672,6 +773,26 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		if res, err = planner.Search(m, req); err != nil {
 			return nil, nil, st, err
 		}
+	}
+	// What a replan can start from: the endpoints' coordinates, every
+	// figure measured (this plan's, then the Prior's), the chains ranked.
+	if validCoord(coords[client]) && validCoord(coords[dst]) {
+		next := &Prior{Client: coords[client], Destination: coords[dst]}
+		for k, ms := range measured {
+			next.Pairs = append(next.Pairs, Measured{A: k[0], B: k[1], RTTMs: ms})
+		}
+		for k, ms := range earlier {
+			if _, now := measured[k]; !now && !failed[k] && !down[k[0]] && !down[k[1]] {
+				next.Pairs = append(next.Pairs, Measured{A: k[0], B: k[1], RTTMs: ms})
+			}
+		}
+		slices.SortFunc(next.Pairs, func(x, y Measured) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
+		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
+			if len(pl.Chain) > 0 {
+				next.Chains = append(next.Chains, slices.Clone(pl.Chain))
+			}
+		}
+		st.Prior = next
 	}
 	for name := range down {
 		st.Unreachable = append(st.Unreachable, name)

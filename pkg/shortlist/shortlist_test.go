@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -519,5 +520,99 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 		if !slices.Equal(one[k], ref[k]) {
 			t.Fatalf("hop %d: the costs differ from the definition's", k+1)
 		}
+	}
+}
+
+// A replan from the first plan's Prior places nobody again (no
+// landmarks), measures the chains the first plan ranked in its first
+// round, costs fewer rounds and probes, and finds the same chain.
+func TestReplanStartsFromThePrior(t *testing.T) {
+	for seed := range uint64(10) {
+		p, in := newPlane(30, seed)
+		first, _, st, err := Plan(context.Background(), Config{}, in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Prior == nil || len(st.Prior.Pairs) == 0 || len(st.Prior.Chains) == 0 && len(first.Best.Chain) > 0 {
+			t.Fatalf("seed %d: no prior to replan from: %+v", seed, st.Prior)
+		}
+		again := &plane{pos: p.pos, detour: p.detour}
+		rin := in
+		rin.Prior = st.Prior
+		res, _, rst, err := Plan(context.Background(), Config{}, rin, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Best.Chain, first.Best.Chain) {
+			t.Errorf("seed %d: the replan chose %v, the plan %v", seed, res.Best.Chain, first.Best.Chain)
+		}
+		// The first round: the direct path and the ranked chains'
+		// segments, nothing else.
+		want := map[[2]string]bool{key("client", "destination"): true}
+		for _, c := range st.Prior.Chains {
+			hops := slices.Concat([]string{"client"}, c, []string{"destination"})
+			for i := 1; i < len(hops); i++ {
+				want[key(hops[i-1], hops[i])] = true
+			}
+		}
+		got := map[[2]string]bool{}
+		for _, pr := range again.asked[0] {
+			got[key(pr.From, pr.To)] = true
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("seed %d: the replan's first round probed %v, want %v", seed, got, want)
+		}
+		if rst.Rounds >= st.Rounds || rst.Probes >= st.Probes {
+			t.Errorf("seed %d: the replan took %d rounds and %d probes, the plan %d and %d", seed, rst.Rounds, rst.Probes, st.Rounds, st.Probes)
+		}
+		if rst.Estimated != 0 {
+			t.Errorf("seed %d: the replan's plan stands on %d estimated segments", seed, rst.Estimated)
+		}
+	}
+}
+
+// What a replan's answer rests on is measured in it, not taken from the
+// Prior: when every chain the first plan ranked slowed since, the replan
+// moves off them, to a chain whose every segment it measured.
+func TestReplanMeasuresWhatItRestsOn(t *testing.T) {
+	p, in := newPlane(30, 3)
+	first, _, st, err := Plan(context.Background(), Config{}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Best.Chain) == 0 || len(st.Prior.Chains) < 2 {
+		t.Fatalf("want a chain and runners-up to break, got %v and %v", first.Best.Chain, st.Prior.Chains)
+	}
+	broken := map[[2]string]bool{}
+	for _, c := range st.Prior.Chains {
+		// Its first segment slows by 150 ms: estimates, and the Prior,
+		// still say it is short.
+		k := key("client", c[0])
+		p.detour[k], broken[k] = 150, true
+	}
+	rin := in
+	rin.Prior = st.Prior
+	again := &plane{pos: p.pos, detour: p.detour}
+	res, _, _, err := Plan(context.Background(), Config{}, rin, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := map[[2]string]bool{}
+	for _, b := range again.asked {
+		for _, pr := range b {
+			probed[key(pr.From, pr.To)] = true
+		}
+	}
+	for _, seg := range res.Best.Segments {
+		k := key(seg.From, seg.To)
+		if broken[k] {
+			t.Errorf("the replan chose %v, through the slowed segment %s–%s", res.Best.Chain, seg.From, seg.To)
+		}
+		if !probed[k] {
+			t.Errorf("the replan's plan %v rests on %s–%s, which it did not measure", res.Best.Chain, seg.From, seg.To)
+		}
+	}
+	if want := p.oracle(t, in); !slices.Equal(res.Best.Chain, want.Best.Chain) {
+		t.Errorf("the replan chose %v, the oracle %v", res.Best.Chain, want.Best.Chain)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -169,9 +170,16 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
 	pr := &surveyProber{s: s, relays: byName, target: res.Target, dst: dstNode.Name}
+	var freshAt time.Time
+	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
 	_, m, st, err := shortlist.Plan(ctx, s.Shortlist, in, pr)
 	if err != nil {
 		return err
+	}
+	s.Replans.put(res.Target.Name, st.Prior, freshAt, s.now())
+	if in.Prior != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
+			s.now().Sub(freshAt).Round(time.Second)))
 	}
 	for i := range m.Nodes {
 		if n := &m.Nodes[i]; n.Name == dstNode.Name && dstWindow != nil {

@@ -78,6 +78,13 @@ type Survey struct {
 	// Shortlist tunes a shortlist survey (candidates, first cut,
 	// rounds); the zero value is shortlist's defaults.
 	Shortlist shortlist.Config
+	// Replans, when set, keeps what each destination's shortlist plan
+	// learnt, and the next survey of that destination starts from it
+	// (shortlist.Prior): one round or two instead of several, until its
+	// FreshEvery. For a caller that surveys the same destinations again
+	// and again from one host (relayctl connect); nil: every survey
+	// plans afresh.
+	Replans *Replans
 	// Plan is the request the matrix will be planned for (its direction,
 	// constraints and model; not its client and destination). A shortlist
 	// plans with it: its candidates are only relays Include and Exclude
