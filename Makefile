@@ -127,10 +127,9 @@ bench-ttfb:
 	./bench/run-ttfb-bench.sh -runs 50
 
 # Completion time against the model per object size (10 KB to 64 MB), direct
-# and through the plan, in split2, split4, plan-capacity and world (root;
-# ~20 min).
+# and through the plan, in every shipped lab topology (root; ~60 min).
 bench-sizes:
-	./bench/run-size-bench.sh 5
+	./bench/run-size-bench.sh 3
 
 # Loss and congestion control: plans before and after the relays learnt a
 # lossy link's loss, against each path's measured rate, with CUBIC and
