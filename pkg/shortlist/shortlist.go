@@ -255,10 +255,10 @@ type Input struct {
 // earlier measurements stand in for probes until a plan rests on them: a
 // segment of the best plan or its runners-up known only from the Prior
 // is measured again in the next round, as an estimate would be. So a
-// replan costs a round or two where a plan costs several, and its answer
-// stands on measurements of this plan; what the Prior says of the rest
-// of the fleet ages with it: the caller decides how long to replan from
-// one before planning afresh.
+// replan costs about half a plan's rounds (in the simulator at 1,000
+// relays, 4 against 8), and its answer stands on measurements of this
+// plan; what the Prior says of the rest of the fleet ages with it: the
+// caller decides how long to replan from one before planning afresh.
 type Prior struct {
 	// Client and Destination are the endpoints' fitted coordinates.
 	Client, Destination *coordinate.Coordinate

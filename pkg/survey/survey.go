@@ -80,7 +80,7 @@ type Survey struct {
 	Shortlist shortlist.Config
 	// Replans, when set, keeps what each destination's shortlist plan
 	// learnt, and the next survey of that destination starts from it
-	// (shortlist.Prior): one round or two instead of several, until its
+	// (shortlist.Prior): about half a fresh plan's rounds, until its
 	// FreshEvery. For a caller that surveys the same destinations again
 	// and again from one host (relayctl connect); nil: every survey
 	// plans afresh.
