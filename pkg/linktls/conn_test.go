@@ -21,9 +21,28 @@ import (
 // given, wraps the client's socket, and then the server's.
 func pair(t *testing.T, wrap ...func(net.Conn) net.Conn) (client, server *Conn) {
 	t.Helper()
+	return pairMSS(t, 0, wrap...)
+}
+
+// pairMSS is pair with both sockets' MSS clamped to mssBytes (TCP_MAXSEG
+// before connecting; 0 leaves loopback's), as a 1500-byte MTU path has.
+func pairMSS(t *testing.T, mssBytes int, wrap ...func(net.Conn) net.Conn) (client, server *Conn) {
+	t.Helper()
 	r1 := mustNew(t, secret, "r1", RoleRelay)
 	r2 := mustNew(t, secret, "r2", RoleRelay)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	clamp := func(_, _ string, c syscall.RawConn) error {
+		if mssBytes == 0 {
+			return nil
+		}
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mssBytes)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	ln, err := (&net.ListenConfig{Control: clamp}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +65,7 @@ func pair(t *testing.T, wrap ...func(net.Conn) net.Conn) (client, server *Conn) 
 		got <- res{s, err}
 	}()
 	var raw net.Conn
-	if raw, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+	if raw, err = (&net.Dialer{Control: clamp}).Dial("tcp", ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
 	if len(wrap) > 0 {
@@ -349,5 +368,90 @@ func TestRampRecordFollowsTheSocket(t *testing.T) {
 	}
 	if got := rampRecordFor(1400); got != 1400-RecordOverheadBytes {
 		t.Errorf("rampRecordFor(1400) = %d, want %d", got, 1400-RecordOverheadBytes)
+	}
+}
+
+// A relay forwards what its upstream delivers, a segment of plaintext at a
+// time; a ramp record holds less than that (a segment less the record's
+// overhead). Each such write's tail waits, corked, for the next to fill
+// its segment: the link sends as many segments as its bytes need, not two
+// per upstream segment (a full one and a runt), which halved what each
+// round of slow start carried.
+func TestRampWritesFillSegments(t *testing.T) {
+	c, s := pairMSS(t, 1460)
+	if c.mssBytes == 0 || c.mssBytes > 1460 {
+		t.Fatalf("a link over a socket of MSS 1460 aligns to %d-byte segments, want its MSS", c.mssBytes)
+	}
+	c.pushAfter = time.Hour // deterministic: only the writes push
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(s); got <- b }()
+	segsOut := func() uint32 {
+		info, err := unix.GetsockoptTCPInfo(sockFD(t, c.NetConn()), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Data_segs_out
+	}
+	before := segsOut()
+	// The upstream's segments carry as much as the link's do (both MSS
+	// 1460 here), then the response's short end: it pushes what is held.
+	var want []byte
+	const upstreamSegments = 40
+	for i := 0; i < upstreamSegments; i++ {
+		p := make([]byte, c.mssBytes)
+		_, _ = rand.Read(p)
+		want = append(want, p...)
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tail := []byte("the end of the response")
+	want = append(want, tail...)
+	if _, err := c.Write(tail); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, want) {
+			t.Fatalf("received %d bytes, not the %d written", len(b), len(want))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the link did not deliver the writes: a partial segment was held")
+	}
+	// Each record adds RecordOverheadBytes: at most two records per
+	// upstream segment (one ends where a segment does, the rest starts the
+	// next), one for the tail, one for close_notify (19 bytes of it).
+	wire := len(want) + (2*upstreamSegments+2)*RecordOverheadBytes
+	need := uint32((wire + c.mssBytes - 1) / c.mssBytes)
+	if sent := segsOut() - before; sent > need+1 {
+		t.Errorf("%d upstream segments and a tail took %d segments, want at most %d (full segments)", upstreamSegments, sent, need+1)
+	}
+}
+
+// While aligned, a ramp record never spans a segment's end unless it ends
+// at the next one: whatever a flight carries, the next relay can decrypt.
+func TestRampRecordsEndWhereSegmentsDo(t *testing.T) {
+	var rec *recording
+	c, s := pair(t, func(raw net.Conn) net.Conn { rec = &recording{Conn: raw}; return rec })
+	go func() { _, _ = io.Copy(io.Discard, s) }()
+	c.mssBytes, c.pushAfter = defaultMSSBytes, time.Hour // as a 1500-byte MTU socket
+	rec.on.Store(true)
+	for i := 0; i < 200; i++ {
+		// Upstream reads of a segment or more, of varying sizes (a
+		// shorter one, an answer, goes out at once: a segment of its own).
+		if _, err := c.Write(make([]byte, defaultMSSBytes+i*37%2000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	off := 0
+	for i, n := range rec.records(t) {
+		start, end := off, off+n
+		off = end
+		if end%defaultMSSBytes != 0 && start/defaultMSSBytes != (end-1)/defaultMSSBytes {
+			t.Fatalf("record %d spans bytes %d-%d of the stream, across the segment end at %d", i, start, end, (start/defaultMSSBytes+1)*defaultMSSBytes)
+		}
 	}
 }

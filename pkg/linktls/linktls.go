@@ -391,7 +391,12 @@ func handshake(ctx context.Context, raw net.Conn, side func(net.Conn) *tls.Conn)
 		return nil, err
 	}
 	rc.handshaken.Store(true)
-	return &Conn{Conn: tc, raw: rc, rampRecord: rampRecordFor(socketMSS(rc.rc))}, nil
+	mss := socketMSS(rc.rc)
+	c := &Conn{Conn: tc, raw: rc, rampRecord: rampRecordFor(mss), pushAfter: pushAfter}
+	if rc.rc != nil && c.rampRecord < maxPlaintext && c.rampRecord == mss-RecordOverheadBytes {
+		c.mssBytes = mss // records can fill segments: align them
+	}
+	return c, nil
 }
 
 // socketMSS is the segment size the socket under rc sends (TCP_MAXSEG), or
