@@ -428,7 +428,8 @@ type Transfer struct {
 	// one RampRTTMs, the window doubling, until the size is delivered or
 	// the window carries the steady rate.
 	RampMs float64 `json:"ramp_ms"`
-	// SteadyMs is the rest of the bytes at Plan.PredictedBps, milliseconds.
+	// SteadyMs is the rest of the bytes at Plan.PredictedBps, in whole
+	// flights where a window holds it (Flights), milliseconds.
 	SteadyMs float64 `json:"steady_ms"`
 	// LossMs is what the segments' loss adds, expected, milliseconds: a
 	// round trip of a lossy segment for each round of the ramp that loses
@@ -441,6 +442,12 @@ type Transfer struct {
 	// Rounds is how many rounds of slow start the transfer uses, counting
 	// the first (the initial window).
 	Rounds int `json:"rounds"`
+	// Flights is how many round trips of the bottleneck segment SteadyMs
+	// is when a window holds the steady rate: a window's worth arrives
+	// per round trip, and the transfer ends with the flight that carries
+	// its last byte. 0 when a capacity or loss holds it (SteadyMs is the
+	// bytes at the rate) or the ramp delivered everything.
+	Flights int `json:"flights,omitempty"`
 	// EffectiveBps is SizeBytes × 8 / CompletionMs, bits/s: what a
 	// download timer would report.
 	EffectiveBps float64 `json:"effective_bps"`

@@ -219,6 +219,9 @@ func (s *search) transferReason(p Plan) string {
 	steady := ""
 	if t.SteadyMs > 0 {
 		steady = fmt.Sprintf(" + steady %s at %s", fmtDur(t.SteadyMs), fmtBps(p.PredictedBps))
+		if t.Flights > 0 {
+			steady += fmt.Sprintf(" (%d window flight%s, a round trip each)", t.Flights, plural(t.Flights))
+		}
 	}
 	if t.LossMs > 0 {
 		steady += fmt.Sprintf(" + loss %s (recovering lost packets: a round trip of a lossy segment per round that loses one)", fmtDur(t.LossMs))

@@ -20,6 +20,9 @@ type bfPlan struct {
 	chain []string
 	bps   float64 // prediction in the requested direction, bits/s
 	rttMs float64
+	// stepMs is the RTT of the first slowest segment when a window holds
+	// its rate, else 0 (see flow.stepMs).
+	stepMs float64
 }
 
 // bfEps is the relative tolerance between the brute force's arithmetic and
@@ -108,14 +111,28 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 // rate is segment from→to's rate in direction dir, bits/s; ok false
 // without a usable pair.
 func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
+	r, _, ok := bf.heldRate(from, to, dir)
+	return r, ok
+}
+
+// heldRate is rate, and whether the receiver's (or sender's send) window
+// sets it: no other bound is lower, nor equal but a limit (as
+// Segment.LimitedBy ranks ties).
+func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, bool) {
 	p, ok := bf.pairs[[2]string{from, to}]
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
 	if dir == Both {
-		down, _ := bf.rate(from, to, Down)
-		up, _ := bf.rate(from, to, Up)
-		return math.Min(down, up), true
+		down, dHeld, _ := bf.heldRate(from, to, Down)
+		up, uHeld, _ := bf.heldRate(from, to, Up)
+		switch {
+		case down < up:
+			return down, dHeld, true
+		case up < down:
+			return up, uHeld, true
+		}
+		return down, dHeld || uHeld, true
 	}
 	recv, send := bf.nodes[from], bf.nodes[to]
 	if dir == Up {
@@ -133,24 +150,26 @@ func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
 		w = min(w, send.SendWindowBytes)
 	}
 	rttSec := p.RTTMs / 1000
-	r := float64(w) * 8 / rttSec
+	r, held := float64(w)*8/rttSec, true
 	for _, lim := range []float64{bf.nodes[from].LimitBps, bf.nodes[to].LimitBps} {
-		if lim > 0 {
-			r = math.Min(r, lim)
+		if lim > 0 && lim < r {
+			r, held = lim, false
 		}
 	}
 	switch {
 	case p.Loss == 1: // nothing answered: unusable, not the Mathis value
-		r = 0
+		r, held = 0, false
 	case p.Loss > 0 && (p.Loss >= 0.15 || !strings.HasPrefix(send.CongestionControl, "bbr")):
 		// Loss bounds a loss-based sender, and BBR from 15 %.
-		r = math.Min(r, bf.mss*8*1.22/(rttSec*math.Sqrt(p.Loss)))
+		if mathis := bf.mss * 8 * 1.22 / (rttSec * math.Sqrt(p.Loss)); mathis <= r {
+			r, held = mathis, false
+		}
 	}
 	// What the sender's traffic was learnt to reach bounds it too.
-	if learnt := map[string]float64{p.A: p.ASendBps, p.B: p.BSendBps}[send.Name]; learnt > 0 {
-		r = math.Min(r, learnt)
+	if learnt := map[string]float64{p.A: p.ASendBps, p.B: p.BSendBps}[send.Name]; learnt > 0 && learnt <= r {
+		r, held = learnt, false
 	}
-	return r, true
+	return r, held, true
 }
 
 // plan rates the path through chain in the requested direction; ok false
@@ -162,12 +181,18 @@ func (bf *bruteForce) plan(chain []string, dir Direction) (bfPlan, bool) {
 	path := append(append([]string{bf.req.Client}, chain...), bf.req.Destination)
 	p := bfPlan{chain: chain, bps: math.Inf(1)}
 	for i := 0; i+1 < len(path); i++ {
-		r, ok := bf.rate(path[i], path[i+1], dir)
+		r, held, ok := bf.heldRate(path[i], path[i+1], dir)
 		if !ok {
 			return p, false
 		}
-		p.bps = math.Min(p.bps, r)
-		p.rttMs += bf.pairs[[2]string{path[i], path[i+1]}].RTTMs
+		rtt := bf.pairs[[2]string{path[i], path[i+1]}].RTTMs
+		if r < p.bps {
+			p.bps, p.stepMs = r, 0
+			if held {
+				p.stepMs = rtt
+			}
+		}
+		p.rttMs += rtt
 	}
 	p.bps *= math.Pow(1-bf.overhd, float64(len(chain)))
 	return p, len(chain) == 0 || p.bps > 0

@@ -59,6 +59,7 @@ func (s *search) names(chain []int32) []string {
 func (s *search) flowOf(chain []int32) flow {
 	n := s.n
 	prev, sumMs, lastMs, maxMs, bn := s.client, 0.0, 0.0, 0.0, math.Inf(1)
+	bu, bv := 0, 0 // the bottleneck segment: the first slowest
 	var lossy []lossySegment
 	for i := 0; i <= len(chain); i++ {
 		next := s.dst
@@ -68,14 +69,36 @@ func (s *search) flowOf(chain []int32) flow {
 		lastMs = s.rtt[prev*n+next]
 		sumMs += lastMs
 		maxMs = max(maxMs, lastMs)
-		bn = min(bn, s.rate[prev*n+next])
+		if r := s.rate[prev*n+next]; r < bn {
+			bn, bu, bv = r, prev, next
+		}
 		if loss := s.lossOf(prev, next); loss > 0 {
 			lossy = append(lossy, lossySegment{rttMs: lastMs, loss: loss})
 		}
 		prev = next
 	}
-	return flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain)),
+	f := flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain)),
 		pktBytes: s.req.Model.pktBytes(len(chain)), lossy: lossy}
+	if s.windowHeld(bu, bv) {
+		f.stepMs = s.rtt[bu*n+bv]
+	}
+	return f
+}
+
+// windowHeld reports whether a window holds the usable segment u→v's
+// rate (Segment.LimitedBy, without building the Segment for most pairs).
+func (s *search) windowHeld(u, v int) bool {
+	k := s.pairOf[u*s.n+v]
+	if k == 0 {
+		k = s.pairOf[v*s.n+u]
+	}
+	if k < 0 { // loss, learnt rates or measured windows: the full account
+		return windowHeld(s.segment(u, v).LimitedBy)
+	}
+	p := &s.m.Pairs[k-1]
+	wu := windowBps(flightBytes(s.windows[u], s.sends[v]), p.RTTMs)
+	wv := windowBps(flightBytes(s.windows[v], s.sends[u]), p.RTTMs)
+	return s.dirRate(wu, wv, math.Inf(1)) <= s.capBps(u, v, p)
 }
 
 // lossOf is the loss of the usable pair u–v, a fraction (0 for most:

@@ -105,10 +105,12 @@ func TestSizeHandComputed(t *testing.T) {
 	const big = 64 << 20
 	large := mustSearch(t, m, Request{SizeBytes: big})
 	wantChain(t, large, "r1", "r2", "r3")
-	wantDirect := 100 + 7*50 + (big-ramp)*8000/directBps
-	wantChainMs := 100 + 7*12.5 + (big-ramp)*8000/chainBps
+	// After the ramp, whole flights of a round trip (windows hold both
+	// rates): 20.6 of direct's 50 ms, 21.4 of the chain's 12.5 ms.
+	wantDirect := 100 + 7*50 + math.Ceil((big-ramp)*8000/directBps/50)*50
+	wantChainMs := 100 + 7*12.5 + math.Ceil((big-ramp)*8000/chainBps/12.5)*12.5
 	if d, c := large.Direct.Transfer, large.Best.Transfer; !near(d.CompletionMs, wantDirect) || !near(c.CompletionMs, wantChainMs) ||
-		c.Rounds != 8 || !near(c.RampMs, 87.5) || !near(c.Speedup, wantDirect/wantChainMs) {
+		c.Rounds != 8 || !near(c.RampMs, 87.5) || !near(c.Speedup, wantDirect/wantChainMs) || d.Flights != 21 || c.Flights != 22 {
 		t.Errorf("64 MiB: direct %+v, chain %+v; want %.2f and %.2f ms", d, c, wantDirect, wantChainMs)
 	}
 	// PredictTransfer, from the plans alone, says what the sized search did.
@@ -128,10 +130,10 @@ func TestSizeHandComputed(t *testing.T) {
 	txt := Explain(large)
 	for _, want := range []string{
 		"plan client → srv (down, 67.1 MB: ranked by completion time)",
-		"67.1 MB in 455 ms (setup 100 ms + ramp 87.5 ms + steady 268 ms)",
+		"67.1 MB in 462 ms (setup 100 ms + ramp 87.5 ms + steady 275 ms)",
 		"crossover: the chain via r1, r2, r3 (best steady rate) finishes sooner than direct above 14.5 KB (14480 bytes)",
-		"direct: client ──50.0 ms──▶ srv  503 Mbit/s, 67.1 MB in 1.46 s",
-		"setup 100 ms (warm: 2 × 50.0 ms total RTT) + ramp 87.5 ms (8 rounds of slow start at 12.5 ms from 14.1 KiB) + steady 268 ms at 1.89 Gbit/s",
+		"direct: client ──50.0 ms──▶ srv  503 Mbit/s, 67.1 MB in 1.50 s",
+		"setup 100 ms (warm: 2 × 50.0 ms total RTT) + ramp 87.5 ms (8 rounds of slow start at 12.5 ms from 14.1 KiB) + steady 275 ms at 1.89 Gbit/s (22 window flights, a round trip each)",
 	} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("explain lacks %q:\n%s", want, txt)
@@ -266,9 +268,10 @@ func TestSizeZeroUnchanged(t *testing.T) {
 
 // bfCompletionMs is the completion model written out again, round by
 // round: time in ms for sizeBytes over a path whose RTTs are rttsMs
-// (client side first) at steady rate rateBps, set up as kind.
+// (client side first) at steady rate rateBps, set up as kind, the steady
+// state flowing.
 func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
-	return bfLossyCompletionMs(sizeBytes, kind, iwBytes, rttsMs, nil, 0, rateBps)
+	return bfLossyCompletionMs(sizeBytes, kind, iwBytes, rttsMs, nil, 0, rateBps, 0)
 }
 
 // bfLossyCompletionMs is bfCompletionMs with each segment's loss (losses
@@ -277,9 +280,10 @@ func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []f
 // chance that a round of n packets lost one, 1 − (1 − p)ⁿ, for each round
 // of the ramp the transfer takes and once more for its last flight (the
 // last round's packets, or, past the ramp, a round trip of that segment
-// at the steady rate).
-func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs, losses []float64, pktBytes, rateBps float64) float64 {
-	t := bfRampedMs(sizeBytes, kind, iwBytes, rttsMs, rateBps)
+// at the steady rate). stepMs > 0: the steady state in whole flights of
+// that round trip (bfRampedMs).
+func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs, losses []float64, pktBytes, rateBps, stepMs float64) float64 {
+	t := bfRampedMs(sizeBytes, kind, iwBytes, rttsMs, rateBps, stepMs)
 	if math.IsInf(t, 1) || pktBytes <= 0 {
 		return t
 	}
@@ -315,8 +319,9 @@ func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsM
 	return t
 }
 
-// bfRampedMs is bfCompletionMs without loss.
-func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
+// bfRampedMs is bfCompletionMs without loss; with stepMs > 0 the bytes
+// after the ramp arrive rateBps × stepMs at a time, one flight per stepMs.
+func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps, stepMs float64) float64 {
 	if rateBps <= 0 {
 		return math.Inf(1)
 	}
@@ -340,6 +345,13 @@ func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float
 	size := float64(sizeBytes)
 	for w := iwBytes * 2; got < size; w *= 2 {
 		if w >= perRound {
+			if stepMs > 0 {
+				flight := rateBps * stepMs / 8000
+				for ; got < size && !near(got, size); got += flight {
+					t += stepMs
+				}
+				return t
+			}
 			return t + (size-got)*8/rateBps*1000
 		}
 		t += longest
@@ -375,7 +387,7 @@ func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]flo
 		if len(p.chain) > 0 {
 			pkt -= float64(req.Model.LinkFramingBytes)
 		}
-		return bfLossyCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, losses, pkt, p.bps)
+		return bfLossyCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, losses, pkt, p.bps, p.stepMs)
 	}
 	chains = bf.chains()
 	for _, p := range chains {
@@ -653,5 +665,47 @@ func TestSizeCountsLoss(t *testing.T) {
 	want.Speedup = 0
 	if got := PredictTransfer(*lossy, Model{}, lossy.PredictedBps, 1<<20); got == nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("PredictTransfer(%v) = %+v, want %+v", lossy.Chain, got, want)
+	}
+}
+
+// After the ramp a window-held rate delivers whole flights, one a round
+// trip of the bottleneck segment; a capacity-held one flows. By hand: 84
+// Mbit/s over 30 ms is 315,000 B a flight; the ramp's five rounds carry
+// 448,880 B (14,480 × 31); 1 MB leaves 551,120 B, 1.75 flights: two, 60
+// ms, where a flowing steady state takes 52.49.
+func TestWindowFlights(t *testing.T) {
+	f := flow{setupMs: 100, rttMs: 30, rateBps: 84e6, iwBytes: 14480, stepMs: 30}
+	if got := f.transfer(1e6); got.Flights != 2 || !near(got.SteadyMs, 60) || !near(got.CompletionMs, 280) {
+		t.Errorf("1 MB held by a window: %+v, want 2 flights, steady 60 ms, 280 ms", got)
+	}
+	if got := f.transfer(448880 + 315000); got.Flights != 1 || !near(got.CompletionMs, 250) {
+		t.Errorf("a size that ends a flight: %+v, want 1 flight, 250 ms", got)
+	}
+	f.stepMs = 0
+	if got := f.transfer(1e6); got.Flights != 0 || !near(got.SteadyMs, 551120*8000/84e6) {
+		t.Errorf("1 MB held by a capacity: %+v, want the rest at the rate, 52.49 ms", got)
+	}
+
+	// Through Search: split4's plans are held by windows; a limit on the
+	// destination below every window bound makes them flow.
+	m := splitMatrix()
+	if p := mustSearch(t, m, Request{SizeBytes: 64 << 20}).Best; p.Transfer.Flights == 0 {
+		t.Errorf("window-held plan %v: %+v, want whole flights", p.Chain, p.Transfer)
+	}
+	for i := range m.Nodes {
+		if m.Nodes[i].Name == "srv" {
+			m.Nodes[i].LimitBps = 100e6
+		}
+	}
+	res := mustSearch(t, m, Request{SizeBytes: 64 << 20})
+	for _, p := range []Plan{res.Best, res.Direct} {
+		if p.Transfer.Flights != 0 {
+			t.Errorf("limit-held plan %v: %+v, want the steady state flowing", p.Chain, p.Transfer)
+		}
+		want := *p.Transfer
+		want.Speedup = 0
+		if got := PredictTransfer(p, Model{}, p.PredictedBps, 64<<20); got == nil || !reflect.DeepEqual(*got, want) {
+			t.Errorf("PredictTransfer(%v) = %+v, want %+v", p.Chain, got, want)
+		}
 	}
 }

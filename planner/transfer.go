@@ -18,12 +18,32 @@ import (
 // doubles least often and has the largest window to fill. The flow is one
 // TCP flow with that RTT ramping up to the chain's steady rate.
 
+// After the ramp the bytes move at the steady rate, but how they arrive
+// depends on what holds the rate. A link's capacity (a limit, a learnt
+// rate) or loss keeps them flowing. A window does not: the bottleneck
+// segment's sender sends a window's worth, then waits a round trip of
+// that segment for its acknowledgements, so the bytes arrive a flight per
+// round trip, and a transfer that ends in a flight completes with it, not
+// a fraction of a round trip into it. Measured in the plan-capacity lab
+// (a 1 MB download through r2, its 30 ms client segment held by the
+// client's 315 KB window; tcpdump at the client): the ramp's five rounds,
+// then two flights of ~340 and ~270 KB, 30 ms apart, the last byte at six
+// round trips where a steady flow would have finished at 5.9. The model
+// counts such a steady state in whole flights (flow.stepMs); it does not
+// count a flight's own time on the wire (its bytes at the link's rate,
+// mostly unknown), so it stays a little early, by up to a flight's
+// serialization (11 ms of the 315 ms above).
+
 // flow is what a completion time depends on.
 type flow struct {
 	setupMs float64 // until the first byte (and the initial window) arrives, ms
 	rttMs   float64 // the RTT slow start doubles in, ms
 	rateBps float64 // the steady rate, bits/s; 0 = moves nothing
 	iwBytes float64 // the initial window's payload: the first round's bytes
+	// stepMs is the round trip of the segment whose window holds the
+	// steady rate, ms: after the ramp the bytes arrive a flight (rate ×
+	// stepMs) per stepMs. 0 = a capacity or loss holds it: they flow.
+	stepMs float64
 	// pktBytes is one packet's payload, bytes (for lossy; 0 when none).
 	pktBytes float64
 	// lossy are the path's segments that lose packets (see lossStallMs).
@@ -110,6 +130,12 @@ func (f flow) transfer(sizeBytes int64) Transfer {
 	if !done {
 		t.Rounds = n
 		t.SteadyMs = (size - rampBytes) * 8000 / f.rateBps
+		if f.stepMs > 0 {
+			// Whole flights; a hair under an integer is that integer
+			// (float rounding of a size that ends a flight exactly).
+			t.Flights = int(math.Ceil(t.SteadyMs/f.stepMs - 1e-9))
+			t.SteadyMs = float64(t.Flights) * f.stepMs
+		}
 	}
 	t.RampMs = float64(t.Rounds-1) * f.rttMs
 	if len(f.lossy) > 0 && f.pktBytes > 0 {
@@ -165,12 +191,14 @@ const maxCrossoverBytes = 1 << 60
 // where the chain is not sooner (bisection within a piece, where the
 // difference is monotone).
 //
-// The crossover is of the times without loss (lossStallMs): loss adds a
-// term that is neither constant nor linear within a round, and a
+// The crossover is of the times without loss (lossStallMs) and with the
+// steady state flowing (flow.stepMs): loss adds a term that is neither
+// constant nor linear within a round, whole flights a step at each, and a
 // crossover is a size to read, not a prediction.
 func crossover(chain, direct flow) (string, int64) {
 	chain.lossy, direct.lossy = nil, nil
-	later := func(s int64) bool { // chain not sooner at size s
+	chain.stepMs, direct.stepMs = 0, 0 // whole flights: not linear either
+	later := func(s int64) bool {      // chain not sooner at size s
 		return chain.completionMs(s) >= direct.completionMs(s)
 	}
 	var bounds []int64
@@ -256,7 +284,7 @@ func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfe
 		maxMs = max(maxMs, s.RTTMs)
 	}
 	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps, iwBytes: m.iwBytes(len(p.Chain)),
-		pktBytes: m.pktBytes(len(p.Chain))}
+		pktBytes: m.pktBytes(len(p.Chain)), stepMs: stepMs(p.Segments)}
 	for _, s := range p.Segments {
 		if s.Loss > 0 {
 			f.lossy = append(f.lossy, lossySegment{rttMs: s.RTTMs, loss: s.Loss})
@@ -264,4 +292,25 @@ func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfe
 	}
 	t := f.transfer(sizeBytes)
 	return &t
+}
+
+// stepMs is flow.stepMs for a plan's segments: the RTT of its bottleneck
+// (the first slowest, from the client side) when a window holds it.
+func stepMs(segs []Segment) float64 {
+	b := 0
+	for i, s := range segs {
+		if s.RateBps < segs[b].RateBps {
+			b = i
+		}
+	}
+	if windowHeld(segs[b].LimitedBy) {
+		return segs[b].RTTMs
+	}
+	return 0
+}
+
+// windowHeld reports whether a segment limited by that (Segment.LimitedBy)
+// moves a window per round trip.
+func windowHeld(limitedBy string) bool {
+	return limitedBy == limitedByWindow || limitedBy == limitedBySendWindow
 }

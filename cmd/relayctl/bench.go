@@ -411,13 +411,16 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		fmt.Fprintf(w, "\ntime per stream, measured against the model (setup %s, slow start over the longest segment, then the predicted rate):\n", benchSetup)
 		for _, m := range out.Modelled {
 			t := m.Transfer
-			loss := ""
+			loss, flights := "", ""
 			if t.LossMs > 0 {
 				loss = fmt.Sprintf(", loss %.0f ms", t.LossMs)
 			}
-			fmt.Fprintf(w, "  %-6s %-4s stream %d: %.1f MiB in %.2f s, modelled %.2f s (%.2f×): setup %.0f ms%s, ramp %.0f ms (%d rounds of %.1f ms), steady %.0f ms%s\n",
+			if t.Flights > 0 {
+				flights = fmt.Sprintf(" (%d window flights)", t.Flights)
+			}
+			fmt.Fprintf(w, "  %-6s %-4s stream %d: %.1f MiB in %.2f s, modelled %.2f s (%.2f×): setup %.0f ms%s, ramp %.0f ms (%d rounds of %.1f ms), steady %.0f ms%s%s\n",
 				m.Path, m.Direction, m.Stream, float64(m.Bytes)/(1<<20), m.MeasuredS, m.ModelS, m.MeasuredS/m.ModelS,
-				t.SetupMs, tlsNote(m.TLSMs), t.RampMs, t.Rounds, t.RampRTTMs, t.SteadyMs, loss)
+				t.SetupMs, tlsNote(m.TLSMs), t.RampMs, t.Rounds, t.RampRTTMs, t.SteadyMs, flights, loss)
 		}
 	}
 	for _, r := range []*pathbench.Result{out.Direct, out.Chain} {
