@@ -166,7 +166,11 @@ func writeSegments(b *strings.Builder, p Plan) {
 			limit = fmtBps(seg.LimitBps)
 		}
 		if seg.LearntBps > 0 {
-			learnt := fmtBps(seg.LearntBps) + " learnt (" + seg.Sender + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
+			by := seg.Sender
+			if seg.LearntSource == LearntFromBench {
+				by = "bench"
+			}
+			learnt := fmtBps(seg.LearntBps) + " learnt (" + by + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
 			if seg.LimitBps > 0 {
 				limit += ", " + learnt
 			} else {

@@ -107,6 +107,8 @@ type filePair struct {
 	BSendBps    float64 `json:"b_send_bps,omitempty"`
 	ASendAgeSec float64 `json:"a_send_age_s,omitempty"`
 	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
+	ASendSource string  `json:"a_send_source,omitempty"`
+	BSendSource string  `json:"b_send_source,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -290,8 +292,12 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.ASendAgeSec)
 			case "b_send_age_s":
 				err = dec.Decode(&p.BSendAgeSec)
+			case "a_send_source":
+				err = dec.Decode(&p.ASendSource)
+			case "b_send_source":
+				err = dec.Decode(&p.BSendSource)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s, a_send_source, b_send_source)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -441,6 +447,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("a_send_bps %v, b_send_bps %v: want bits/s >= 0 (0 = unknown)", p.ASendBps, p.BSendBps)
 	case !(p.ASendAgeSec >= 0) || math.IsInf(p.ASendAgeSec, 0) || !(p.BSendAgeSec >= 0) || math.IsInf(p.BSendAgeSec, 0):
 		return fmt.Errorf("a_send_age_s %v, b_send_age_s %v: want seconds >= 0", p.ASendAgeSec, p.BSendAgeSec)
+	case !knownSource(p.ASendSource) || !knownSource(p.BSendSource):
+		return fmt.Errorf("a_send_source %q, b_send_source %q: want %q or %q (or none)", p.ASendSource, p.BSendSource, LearntFromTunnels, LearntFromBench)
 	}
 	return nil
 }
@@ -490,4 +498,9 @@ func (m *Matrix) Resolve(dst string) (string, error) {
 	}
 	slices.Sort(inRegion)
 	return "", fmt.Errorf("destination %q: region has %d nodes (%s): name one", dst, len(inRegion), strings.Join(inRegion, ", "))
+}
+
+// knownSource reports whether s names who learnt a rate (or is empty).
+func knownSource(s string) bool {
+	return s == "" || s == LearntFromTunnels || s == LearntFromBench
 }

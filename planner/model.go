@@ -142,7 +142,18 @@ type Pair struct {
 	// seconds (since the newest tunnel that taught them ended).
 	ASendAgeSec float64 `json:"a_send_age_s,omitempty"`
 	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
+	// ASendSource and BSendSource say who learnt ASendBps and BSendBps:
+	// "" or LearntFromTunnels, the sender from the tunnels it carried;
+	// LearntFromBench, relayctl bench, from a download it timed.
+	ASendSource string `json:"a_send_source,omitempty"`
+	BSendSource string `json:"b_send_source,omitempty"`
 }
+
+// Sources of a learnt rate (Pair.ASendSource, Segment.LearntSource).
+const (
+	LearntFromTunnels = "tunnels"
+	LearntFromBench   = "bench"
+)
 
 // hasExtras says p has more than an RTT that bounds a segment's rate
 // per direction: loss, measured windows or learnt send rates.
@@ -375,6 +386,9 @@ type Segment struct {
 	LearntBps float64 `json:"learnt_bps,omitempty"`
 	// LearntAgeSec is how old LearntBps is, seconds.
 	LearntAgeSec float64 `json:"learnt_age_s,omitempty"`
+	// LearntSource is who learnt LearntBps (LearntFromTunnels or
+	// LearntFromBench).
+	LearntSource string `json:"learnt_source,omitempty"`
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
 	// Loss when the sender's congestion control is loss-based, LearntBps).

@@ -239,8 +239,12 @@ func (s *search) limiter(seg Segment) string {
 	case limitedByLoss:
 		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
 	case limitedByLearnt:
-		return fmt.Sprintf("the rate %s's traffic to %s reached, %s (learnt from its tunnels, %s ago)",
-			seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), fmtAge(seg.LearntAgeSec))
+		how := "learnt from its tunnels"
+		if seg.LearntSource == LearntFromBench {
+			how = "timed by relayctl bench"
+		}
+		return fmt.Sprintf("the rate %s's traffic to %s reached, %s (%s, %s ago)",
+			seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), how, fmtAge(seg.LearntAgeSec))
 	case limitedBySendWindow:
 		return fmt.Sprintf("the send window %s of %s over %s (below %s's window %s: raise its tcp_wmem)",
 			fmtBytes(seg.SendWindowBytes), seg.Sender, fmtMs(seg.RTTMs), seg.Receiver, fmtBytes(seg.WindowBytes))

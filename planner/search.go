@@ -738,9 +738,12 @@ func (s *search) segment(u, v int) Segment {
 	}
 	if !math.IsInf(learnt, 1) {
 		seg.LearntBps = learnt
-		seg.LearntAgeSec = pair.BSendAgeSec
+		seg.LearntAgeSec, seg.LearntSource = pair.BSendAgeSec, pair.BSendSource
 		if s.name(send) == pair.A {
-			seg.LearntAgeSec = pair.ASendAgeSec
+			seg.LearntAgeSec, seg.LearntSource = pair.ASendAgeSec, pair.ASendSource
+		}
+		if seg.LearntSource == "" {
+			seg.LearntSource = LearntFromTunnels
 		}
 	}
 	seg.Receiver, seg.Sender = s.name(recv), s.name(send)

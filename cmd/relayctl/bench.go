@@ -23,15 +23,18 @@ import (
 
 // benchJSON is `relayctl bench -o json`, and one line of the history file.
 type benchJSON struct {
-	Time        time.Time         `json:"time"`
-	Destination string            `json:"destination"`
-	Target      string            `json:"target"`
-	SizeBytes   int64             `json:"size_bytes,omitempty"`
-	DurationS   float64           `json:"duration_s,omitempty"`
-	Streams     int               `json:"streams"`
-	Direct      *pathbench.Result `json:"direct,omitempty"`
-	Chain       *pathbench.Result `json:"chain,omitempty"`
-	Predicted   struct {
+	Time        time.Time `json:"time"`
+	Destination string    `json:"destination"`
+	Target      string    `json:"target"`
+	// Registry names the fleet the bench ran in (registryFlags.id): a
+	// later plan reads its history only for the same one.
+	Registry  string            `json:"registry,omitempty"`
+	SizeBytes int64             `json:"size_bytes,omitempty"`
+	DurationS float64           `json:"duration_s,omitempty"`
+	Streams   int               `json:"streams"`
+	Direct    *pathbench.Result `json:"direct,omitempty"`
+	Chain     *pathbench.Result `json:"chain,omitempty"`
+	Predicted struct {
 		DownBps       float64 `json:"down_bps"`
 		UpBps         float64 `json:"up_bps"`
 		DirectDownBps float64 `json:"direct_down_bps"`
@@ -179,7 +182,10 @@ transfer model: the setup of a warm chain, or direct's, plus one round trip
 of the path for the admin API's TLS; slow start over the longest segment;
 then the predicted rate) beside the time it took. Every transfer is
 checked with SHA-256, and each run is appended as one JSON line to the
-history file ("modelled": the per-stream comparison).
+history file ("modelled": the per-stream comparison). Plans read it back
+(--bench-history): a direct download that something other than this
+host's window held (below 80 % of what the window allowed) bounds the
+direct path's prediction for an hour, in this fleet.
 
 The traffic comes from the destination's traffic source: with a region or
 relay name, that relay's admin API (/v1/traffic/, with the admin token);
@@ -260,7 +266,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) && os.Getenv("TERM") != "dumb" {
 				run.Progress = cmd.ErrOrStderr()
 			}
-			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Streams: streams, WindowProbes: p.Windows, PlannedForSize: bySize}
+			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Registry: f.reg.id(), Streams: streams, WindowProbes: p.Windows, PlannedForSize: bySize}
 			if duration > 0 {
 				out.DurationS = duration.Seconds()
 			} else {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -152,6 +153,23 @@ func (f *registryFlags) source() (consulAddr, fleetPath string) {
 		}
 	}
 	return consulAddr, fleetPath
+}
+
+// id names the registry the flags choose, for bench history lines
+// (benchJSON.Registry): "consul:ADDR" or "fleet:ABSOLUTE-PATH"; "" when
+// none is chosen.
+func (f *registryFlags) id() string {
+	consulAddr, fleetPath := f.source()
+	switch {
+	case fleetPath != "":
+		if abs, err := filepath.Abs(fleetPath); err == nil {
+			fleetPath = abs
+		}
+		return "fleet:" + fleetPath
+	case consulAddr != "":
+		return "consul:" + consulAddr
+	}
+	return ""
 }
 
 // options are the registry the flags choose, checked. Admin is left to

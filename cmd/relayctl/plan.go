@@ -56,6 +56,9 @@ type planFlags struct {
 	// replans: connect only: its surveys start from the last plan's
 	// (survey.Survey.Replans); nil elsewhere.
 	replans *survey.Replans
+	// benchHistory is the bench history file whose direct downloads bound
+	// the direct path (applyHistory); "" = none.
+	benchHistory string
 }
 
 // checkShortlist refuses --shortlist-candidates and --shortlist-landmarks
@@ -95,6 +98,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
+	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: the newest direct download from the destination in the last hour, timed with this registry, whose rate no window held bounds the direct path's prediction (\"\" ignores it)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
 	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
 	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", shortlist.DefaultFirstCut, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (-1: the candidates only)")
@@ -272,11 +276,19 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		req.Constraints.Include, req.Constraints.Exclude = nil, nil
 	}
 	req.Constraints.Exclude = append(req.Constraints.Exclude, sr.Matrix.RelaysAmong(avoid)...)
+	note, err := applyHistory(sr.Matrix, f.benchHistory, f.reg.id(), survey.ClientNode, sr.Target.Addr, sr.Target.Name, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("--bench-history: %w", err)
+	}
+	notes := sr.Notes
+	if note != "" {
+		notes = append(notes, note)
+	}
 	res, err := planner.Search(sr.Matrix, req)
 	if err != nil {
 		return nil, err
 	}
-	p := &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: sr.Notes, FromHere: sr.FromHere(), Matrix: sr.Matrix, Request: req}
+	p := &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: notes, FromHere: sr.FromHere(), Matrix: sr.Matrix, Request: req}
 	if f.windowProbeBytes > 0 {
 		p.probeWindow(ctx, f, res.Best.Chain)
 	}
