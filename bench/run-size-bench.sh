@@ -87,7 +87,7 @@ commit = sys.argv[4]
 with open(sys.argv[2], 'w') as f:
     f.write('# Completion time against the model, per object size\n\n')
     f.write('Made by `sudo bench/run-size-bench.sh %s` at commit %s; raw: [`sizes.jsonl`](sizes.jsonl).\n' % (sys.argv[3], commit))
-    f.write('Each row: the median over its runs of one download\'s time (from the first packet to the last byte: connect, request, transfer) and of the model\'s completion time for its bytes (`relayctl bench`\'s per-stream line: a warm chain\'s setup or direct\'s, one more round trip of the path for an admin API\'s TLS, slow start over the longest segment, then the predicted rate); ratio = measured / modelled, 1 = as modelled, above 1 slower.\n\n')
+    f.write('Each row: the median over its runs of one download\'s time (from the first packet to the last byte: connect, request, transfer) and of the model\'s completion time for its bytes (`relayctl bench`\'s per-stream line: a warm chain\'s setup or direct\'s, one more round trip of the path for an admin API\'s TLS, slow start over the slowest segment to ramp, then the predicted rate); ratio = measured / modelled, 1 = as modelled, above 1 slower.\n\n')
     f.write('| topology | size | path | runs | measured, median | modelled, median | ratio, median (range) | self-check |\n|---|---:|---|---:|---:|---:|---|---|\n')
     chains = lambda v: ', '.join(sorted({' → '.join(x[3]) if x[3] else 'direct' for x in v}))
     for (topo, size, path), v in sorted(by.items()):

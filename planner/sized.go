@@ -54,11 +54,12 @@ func (s *search) names(chain []int32) []string {
 }
 
 // flowOf is the flow of the path client → chain → destination, whose
-// pairs must all be usable: its setup, its longest segment's RTT, and its
-// predicted rate (bottleneck × relay overhead).
+// pairs must all be usable: its setup, its longest link's RTT and its
+// destination segment's, and its predicted rate (bottleneck × relay
+// overhead).
 func (s *search) flowOf(chain []int32) flow {
 	n := s.n
-	prev, sumMs, lastMs, maxMs, bn := s.client, 0.0, 0.0, 0.0, math.Inf(1)
+	prev, sumMs, lastMs, linkMs, bn := s.client, 0.0, 0.0, 0.0, math.Inf(1)
 	bu, bv := 0, 0 // the bottleneck segment: the first slowest
 	var lossy []lossySegment
 	for i := 0; i <= len(chain); i++ {
@@ -68,7 +69,9 @@ func (s *search) flowOf(chain []int32) flow {
 		}
 		lastMs = s.rtt[prev*n+next]
 		sumMs += lastMs
-		maxMs = max(maxMs, lastMs)
+		if i < len(chain) {
+			linkMs = max(linkMs, lastMs)
+		}
 		if r := s.rate[prev*n+next]; r < bn {
 			bn, bu, bv = r, prev, next
 		}
@@ -77,8 +80,8 @@ func (s *search) flowOf(chain []int32) flow {
 		}
 		prev = next
 	}
-	f := flow{setupMs: setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), rttMs: maxMs, rateBps: bn * s.factor[len(chain)], iwBytes: s.req.Model.iwBytes(len(chain)),
-		pktBytes: s.req.Model.pktBytes(len(chain)), lossy: lossy}
+	f := s.req.Model.pathFlow(len(chain), setupMs(s.req.Model.Setup, len(chain), sumMs, lastMs), linkMs, lastMs, bn*s.factor[len(chain)])
+	f.lossy = lossy
 	if s.windowHeld(bu, bv) {
 		f.stepMs = s.rtt[bu*n+bv]
 	}

@@ -267,28 +267,46 @@ func TestSizeZeroUnchanged(t *testing.T) {
 }
 
 // bfCompletionMs is the completion model written out again, round by
-// round: time in ms for sizeBytes over a path whose RTTs are rttsMs
-// (client side first) at steady rate rateBps, set up as kind, the steady
-// state flowing.
-func bfCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps float64) float64 {
-	return bfLossyCompletionMs(sizeBytes, kind, iwBytes, rttsMs, nil, 0, rateBps, 0)
+// round: time in ms for sizeBytes over a path through relays relays whose
+// RTTs are rttsMs (client side first) at steady rate rateBps, set up as
+// req's model says, the steady state flowing, without loss.
+func bfCompletionMs(bf *bruteForce, req Request, sizeBytes int64, relays int, rttsMs []float64, rateBps float64) float64 {
+	return bfPathMs(bf, req, sizeBytes, relays, rttsMs, nil, rateBps, 0)
 }
 
-// bfLossyCompletionMs is bfCompletionMs with each segment's loss (losses
-// beside rttsMs; nil: none) and packets of pktBytes: the rounds of the
-// ramp walked again, each segment with loss p adding its RTT times the
-// chance that a round of n packets lost one, 1 − (1 − p)ⁿ, for each round
-// of the ramp the transfer takes and once more for its last flight (the
-// last round's packets, or, past the ramp, a round trip of that segment
-// at the steady rate). stepMs > 0: the steady state in whole flights of
-// that round trip (bfRampedMs).
-func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs, losses []float64, pktBytes, rateBps, stepMs float64) float64 {
-	t := bfRampedMs(sizeBytes, kind, iwBytes, rttsMs, rateBps, stepMs)
+// bfPathMs is the time of the path's slowest ramp: each segment ramps on
+// its own, carrying mss bytes a packet, a relay link (every segment of a
+// chain but the destination's) LinkFramingBytes less; of segments that
+// carry alike, the longest is the slowest, so the path's time is the
+// later of its longest link's and its destination segment's (direct: its
+// one segment's). losses and stepMs as bfLossyCompletionMs.
+func bfPathMs(bf *bruteForce, req Request, sizeBytes int64, relays int, rttsMs, losses []float64, rateBps, stepMs float64) float64 {
+	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
+	segments := float64(cmpOr(req.Model.InitialWindowSegments, 10))
+	last := len(rttsMs) - 1
+	t := bfLossyCompletionMs(sizeBytes, kind, segments*bf.mss, rttsMs, rttsMs[last], losses, bf.mss, rateBps, stepMs)
+	if relays > 0 {
+		framed := bf.mss - float64(req.Model.LinkFramingBytes)
+		t = math.Max(t, bfLossyCompletionMs(sizeBytes, kind, segments*framed, rttsMs, slices.Max(rttsMs[:last]), losses, framed, rateBps, stepMs))
+	}
+	return t
+}
+
+// bfLossyCompletionMs is the time of a path whose RTTs are rttsMs as one
+// ramp of rampMs from iwBytes, with each segment's loss (losses beside
+// rttsMs; nil: none) and packets of pktBytes: the rounds of the ramp
+// walked again, each segment with loss p adding its RTT times the chance
+// that a round of n packets lost one, 1 − (1 − p)ⁿ, for each round of the
+// ramp the transfer takes and once more for its last flight (the last
+// round's packets, or, past the ramp, a round trip of that segment at the
+// steady rate). stepMs > 0: the steady state in whole flights of that
+// round trip (bfRampedMs).
+func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rampMs float64, losses []float64, pktBytes, rateBps, stepMs float64) float64 {
+	t := bfRampedMs(sizeBytes, kind, iwBytes, rttsMs, rampMs, rateBps, stepMs)
 	if math.IsInf(t, 1) || pktBytes <= 0 {
 		return t
 	}
-	longest := slices.Max(rttsMs)
-	perRound := rateBps * longest / 8000
+	perRound := rateBps * rampMs / 8000
 	size := float64(sizeBytes)
 	var rounds []float64 // bytes of each ramp round the transfer takes
 	got, steady := 0.0, false
@@ -319,17 +337,18 @@ func bfLossyCompletionMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsM
 	return t
 }
 
-// bfRampedMs is bfCompletionMs without loss; with stepMs > 0 the bytes
-// after the ramp arrive rateBps × stepMs at a time, one flight per stepMs.
-func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rateBps, stepMs float64) float64 {
+// bfRampedMs is bfLossyCompletionMs without loss; with stepMs > 0 the
+// bytes after the ramp arrive rateBps × stepMs at a time, one flight per
+// stepMs.
+func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float64, rampMs, rateBps, stepMs float64) float64 {
 	if rateBps <= 0 {
 		return math.Inf(1)
 	}
-	sum, longest := 0.0, 0.0
+	sum := 0.0
 	for _, r := range rttsMs {
 		sum += r
-		longest = math.Max(longest, r)
 	}
+	longest := rampMs
 	last := rttsMs[len(rttsMs)-1]
 	t := 2 * sum // direct: handshake + request; warm chain: header there, status back, request and response
 	if len(rttsMs) > 1 {
@@ -360,21 +379,10 @@ func bfRampedMs(sizeBytes int64, kind SetupKind, iwBytes float64, rttsMs []float
 	return t
 }
 
-// bfIW is the initial window's payload of a path through the given number
-// of relays, bytes: a chain's segments carry the links' framing.
-func bfIW(bf *bruteForce, req Request, relays int) float64 {
-	payload := bf.mss
-	if relays > 0 {
-		payload -= float64(req.Model.LinkFramingBytes)
-	}
-	return float64(cmpOr(req.Model.InitialWindowSegments, 10)) * payload
-}
-
 // bfSized is every chain of the brute force with its completion time,
 // ranked by completion time with ties within the error margin going to
 // the fewest relays, and direct's.
 func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]float64, direct float64) {
-	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
 	times = map[string]float64{}
 	timeOf := func(p bfPlan) float64 {
 		path := append(append([]string{req.Client}, p.chain...), req.Destination)
@@ -383,11 +391,7 @@ func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]flo
 			pair := bf.pairs[[2]string{path[i], path[i+1]}]
 			rtts, losses = append(rtts, pair.RTTMs), append(losses, pair.Loss)
 		}
-		pkt := bf.mss
-		if len(p.chain) > 0 {
-			pkt -= float64(req.Model.LinkFramingBytes)
-		}
-		return bfLossyCompletionMs(req.SizeBytes, kind, bfIW(bf, req, len(p.chain)), rtts, losses, pkt, p.bps, p.stepMs)
+		return bfPathMs(bf, req, req.SizeBytes, len(p.chain), rtts, losses, p.bps, p.stepMs)
 	}
 	chains = bf.chains()
 	for _, p := range chains {
@@ -559,8 +563,6 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		}
 		return
 	}
-	chainIW, directIW := bfIW(bf, req, len(c.Chain)), bfIW(bf, req, 0)
-	kind := SetupKind(cmpOr(string(req.Model.Setup), "warm"))
 	rttsOf := func(chain []string) []float64 {
 		path := append(append([]string{req.Client}, chain...), req.Destination)
 		var rtts []float64
@@ -570,11 +572,11 @@ func checkCrossover(t *testing.T, bf *bruteForce, req Request, res *Result, dire
 		return rtts
 	}
 	tie := func(size int64) bool {
-		return near(bfCompletionMs(size, kind, chainIW, rttsOf(c.Chain), p.bps), bfCompletionMs(size, kind, directIW, rttsOf(nil), dPlan.bps))
+		return near(bfCompletionMs(bf, req, size, len(c.Chain), rttsOf(c.Chain), p.bps), bfCompletionMs(bf, req, size, 0, rttsOf(nil), dPlan.bps))
 	}
 	sooner := func(size int64) bool {
-		ct := bfCompletionMs(size, kind, chainIW, rttsOf(c.Chain), p.bps)
-		dt := bfCompletionMs(size, kind, directIW, rttsOf(nil), dPlan.bps)
+		ct := bfCompletionMs(bf, req, size, len(c.Chain), rttsOf(c.Chain), p.bps)
+		dt := bfCompletionMs(bf, req, size, 0, rttsOf(nil), dPlan.bps)
 		if near(ct, dt) {
 			return false
 		}
@@ -706,6 +708,29 @@ func TestWindowFlights(t *testing.T) {
 		want.Speedup = 0
 		if got := PredictTransfer(p, Model{}, p.PredictedBps, 64<<20); got == nil || !reflect.DeepEqual(*got, want) {
 			t.Errorf("PredictTransfer(%v) = %+v, want %+v", p.Chain, got, want)
+		}
+	}
+}
+
+// The destination's segment carries full packets, the relay links framed
+// ones, so a shorter link can ramp as slowly as a longer destination
+// segment, or the other way round: the path takes the later. By hand, 100
+// KB: a 1,426 B link needs four rounds (99,820 B in three), a 1,448 B
+// destination segment three (101,360 B). sweep-20-30 (20 ms link, 30 ms
+// to the server): 3 × 20 = 2 × 30 = 60 ms of ramp; sweep-10-40: 3 × 10
+// against 2 × 40, 80 ms, the server's segment. Four rounds of the longest
+// segment, as before, said 90 and 120.
+func TestLastSegmentRampsOnFullPackets(t *testing.T) {
+	req, err := Request{Model: Model{LinkFramingBytes: 22}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		linkMs, lastMs, rampMs, rampRTTMs float64
+	}{{20, 30, 60, 20}, {10, 40, 80, 40}, {40, 10, 120, 40}} {
+		got := req.Model.pathFlow(1, 100, tc.linkMs, tc.lastMs, 1e10).transfer(100000)
+		if !near(got.RampMs, tc.rampMs) || !near(got.CompletionMs, 100+tc.rampMs) || got.RampRTTMs != tc.rampRTTMs {
+			t.Errorf("link %v ms, then %v ms: %+v, want a ramp of %v ms over the %v ms segment", tc.linkMs, tc.lastMs, got, tc.rampMs, tc.rampRTTMs)
 		}
 	}
 }

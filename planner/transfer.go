@@ -14,9 +14,17 @@ import (
 // It is computed for a flow: the setup time, the RTT slow start is
 // counted in, and the steady rate (Plan.PredictedBps). A chain's segments
 // ramp up in parallel, each doubling its window once per its own round
-// trip, so the chain ramps like its slowest segment: the longest, which
-// doubles least often and has the largest window to fill. The flow is one
-// TCP flow with that RTT ramping up to the chain's steady rate.
+// trip, so the chain delivers as its slowest segment does: of those that
+// carry the same per packet, the longest, which doubles least often and
+// has the largest window to fill. The relay links carry less per packet
+// than the destination's segment (their TLS framing, while they ramp:
+// Model.LinkFramingBytes), so the slowest is the longest link or the
+// destination's segment, whichever delivers later: each is one TCP flow
+// with its RTT ramping up to the chain's steady rate, and the transfer
+// takes the later one's time. In the sweep-20-30 lab (a 20 ms link, then
+// 30 ms to the server) 100 KB takes the server's segment three rounds of
+// 1,448 B segments, the link four rounds of 1,426 B ones: 60 ms either
+// way, where four rounds of the longest segment (90 ms) ran 0.85× early.
 
 // After the ramp the bytes move at the steady rate, but how they arrive
 // depends on what holds the rate. A link's capacity (a limit, a learnt
@@ -48,6 +56,12 @@ type flow struct {
 	pktBytes float64
 	// lossy are the path's segments that lose packets (see lossStallMs).
 	lossy []lossySegment
+	// The destination's segment, through relays: it carries full
+	// packets, not the links' framed ones (rttMs, iwBytes and pktBytes
+	// are the longest link's), so it may deliver later although shorter.
+	// lastRttMs, lastIwBytes and lastPktBytes are its; lastRttMs 0 =
+	// none (direct: rttMs is its one segment).
+	lastRttMs, lastIwBytes, lastPktBytes float64
 }
 
 // lossySegment is a segment's RTT, ms, and its packet loss, a fraction.
@@ -113,10 +127,39 @@ func (f flow) rounds(visit func(j int, cumBytes float64) bool) (rampBytes float6
 	}
 }
 
-// transfer is the completion of sizeBytes over f. A size the ramp delivers takes the rounds it needs, the first
-// arriving with the first byte; the bytes after the ramp move at the
-// steady rate. f.rateBps must be > 0.
+// ramps are the flows whose latest completion is f's: the longest link's
+// (or direct's one segment), and the destination's segment's when f has
+// one (see flow).
+func (f flow) ramps() (out [2]flow, n int) {
+	one := f
+	one.lastRttMs = 0
+	out[0], n = one, 1
+	if f.lastRttMs > 0 {
+		last := one
+		last.rttMs, last.iwBytes, last.pktBytes = f.lastRttMs, f.lastIwBytes, f.lastPktBytes
+		out[1], n = last, 2
+	}
+	return out, n
+}
+
+// transfer is the completion of sizeBytes over f: of its ramps, the one
+// that completes last. f.rateBps must be > 0.
 func (f flow) transfer(sizeBytes int64) Transfer {
+	rs, n := f.ramps()
+	t := rs[0].transferOne(sizeBytes)
+	for _, r := range rs[1:n] {
+		if u := r.transferOne(sizeBytes); u.CompletionMs > t.CompletionMs {
+			t = u
+		}
+	}
+	return t
+}
+
+// transferOne is the completion of sizeBytes over f as one ramp (f's
+// last segment left out). A size the ramp delivers takes the rounds it
+// needs, the first arriving with the first byte; the bytes after the ramp
+// move at the steady rate.
+func (f flow) transferOne(sizeBytes int64) Transfer {
 	t := Transfer{SizeBytes: sizeBytes, SetupMs: f.setupMs, RampRTTMs: f.rttMs}
 	size := float64(sizeBytes)
 	done := false
@@ -203,10 +246,13 @@ func crossover(chain, direct flow) (string, int64) {
 	}
 	var bounds []int64
 	for _, f := range []flow{chain, direct} {
-		f.rounds(func(_ int, cumBytes float64) bool {
-			bounds = append(bounds, int64(min(math.Floor(cumBytes), maxCrossoverBytes)))
-			return true
-		})
+		rs, n := f.ramps()
+		for _, r := range rs[:n] {
+			r.rounds(func(_ int, cumBytes float64) bool {
+				bounds = append(bounds, int64(min(math.Floor(cumBytes), maxCrossoverBytes)))
+				return true
+			})
+		}
 	}
 	bounds = append(bounds, 0)
 	slices.Sort(bounds)
@@ -277,14 +323,16 @@ func PredictTransfer(p Plan, m Model, rateBps float64, sizeBytes int64) *Transfe
 		return nil
 	}
 	m = req.Model
-	sumMs, lastMs, maxMs := 0.0, 0.0, 0.0
-	for _, s := range p.Segments {
+	sumMs, lastMs, linkMs := 0.0, 0.0, 0.0
+	for i, s := range p.Segments {
 		sumMs += s.RTTMs
 		lastMs = s.RTTMs
-		maxMs = max(maxMs, s.RTTMs)
+		if i < len(p.Segments)-1 {
+			linkMs = max(linkMs, s.RTTMs)
+		}
 	}
-	f := flow{setupMs: setupMs(m.Setup, len(p.Chain), sumMs, lastMs), rttMs: maxMs, rateBps: rateBps, iwBytes: m.iwBytes(len(p.Chain)),
-		pktBytes: m.pktBytes(len(p.Chain)), stepMs: stepMs(p.Segments)}
+	f := m.pathFlow(len(p.Chain), setupMs(m.Setup, len(p.Chain), sumMs, lastMs), linkMs, lastMs, rateBps)
+	f.stepMs = stepMs(p.Segments)
 	for _, s := range p.Segments {
 		if s.Loss > 0 {
 			f.lossy = append(f.lossy, lossySegment{rttMs: s.RTTMs, loss: s.Loss})
@@ -313,4 +361,15 @@ func stepMs(segs []Segment) float64 {
 // moves a window per round trip.
 func windowHeld(limitedBy string) bool {
 	return limitedBy == limitedByWindow || limitedBy == limitedBySendWindow
+}
+
+// pathFlow is the flow of a path through that many relays, set up in
+// setupMs, whose longest relay link is linkMs and whose destination
+// segment is lastMs (direct: its one segment), at rateBps.
+func (m Model) pathFlow(relays int, setupMs, linkMs, lastMs, rateBps float64) flow {
+	if relays == 0 {
+		return flow{setupMs: setupMs, rttMs: lastMs, rateBps: rateBps, iwBytes: m.iwBytes(0), pktBytes: m.pktBytes(0)}
+	}
+	return flow{setupMs: setupMs, rttMs: linkMs, rateBps: rateBps, iwBytes: m.iwBytes(relays), pktBytes: m.pktBytes(relays),
+		lastRttMs: lastMs, lastIwBytes: m.iwBytes(0), lastPktBytes: m.pktBytes(0)}
 }

@@ -58,7 +58,7 @@ type benchJSON struct {
 
 // modelledStream is one measured stream against the model's completion
 // time for its bytes (planner.PredictTransfer): setup, slow start over the
-// path's longest segment, then the predicted rate.
+// path's slowest segment to ramp, then the predicted rate.
 type modelledStream struct {
 	Path      string  `json:"path"` // direct or chain
 	Direction string  `json:"direction"`
@@ -179,7 +179,7 @@ transfer's rate is given over its whole time and over its second half
 The prediction, a steady rate, is printed beside each measurement; and per
 stream, the model's completion time for the bytes it moved (planner's
 transfer model: the setup of a warm chain, or direct's, plus one round trip
-of the path for the admin API's TLS; slow start over the longest segment;
+of the path for the admin API's TLS; slow start over the slowest segment to ramp;
 then the predicted rate) beside the time it took. Every transfer is
 checked with SHA-256, and each run is appended as one JSON line to the
 history file ("modelled": the per-stream comparison). Plans read it back
@@ -414,7 +414,7 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 	}
 	fmt.Fprintf(w, "(steady: the rate over the second half of the transfer's time, after slow start's ramp; the prediction is of that)\n")
 	if len(out.Modelled) > 0 {
-		fmt.Fprintf(w, "\ntime per stream, measured against the model (setup %s, slow start over the longest segment, then the predicted rate):\n", benchSetup)
+		fmt.Fprintf(w, "\ntime per stream, measured against the model (setup %s, slow start over the slowest segment to ramp, then the predicted rate):\n", benchSetup)
 		for _, m := range out.Modelled {
 			t := m.Transfer
 			loss, flights := "", ""

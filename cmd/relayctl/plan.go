@@ -403,8 +403,11 @@ binary) ranks plans by predicted completion time for that many bytes:
                route header; the default of connect), cold warm + 2 RTT
                per segment but the last (TCP and TLS handshakes)
     ramp       slow start from 10 segments (IW10), doubling every round
-               trip of the longest segment, until it carries the steady rate
-    steady     the rest at the predicted rate
+               trip of the slowest segment to ramp (the longest relay link,
+               or the destination's segment, which carries fuller packets),
+               until it carries the steady rate
+    steady     the rest at the predicted rate, in whole round trips of the
+               bottleneck when a window holds it
 
 Each plan shows its completion time and the three parts, and the crossover:
 the size above which the fastest chain by steady rate finishes sooner than
