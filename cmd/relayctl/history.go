@@ -2,13 +2,17 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -134,4 +138,52 @@ func applyHistory(m *planner.Matrix, path, registryID, client, target, dst strin
 	}
 	return fmt.Sprintf("direct: a download from %s reached %.1f Mbit/s in relayctl bench %s ago, below what the windows allow: the plan bounds direct by it (--bench-history %s)",
 		target, h.bps/1e6, time.Duration(h.ageSec*float64(time.Second)).Round(time.Second), path), nil
+}
+
+// plansDir is where plan and bench keep what their shortlist plans learnt
+// (--plans-dir), beside the bench history.
+func plansDir() string {
+	if h := historyPath(); h != "" {
+		return filepath.Join(filepath.Dir(h), "plans")
+	}
+	return ""
+}
+
+// plansFile names the file of one fleet's kept plans (registryFlags.id):
+// a plan of one fleet must not start from another's relays.
+func plansFile(registryID string) string {
+	sum := sha256.Sum256([]byte(registryID))
+	return hex.EncodeToString(sum[:8]) + ".json"
+}
+
+// keptPlans returns the plans kept at path (none when it does not exist
+// or does not parse: the next keep writes it anew) and keep, which writes
+// them back, whole, through a temporary file renamed over it (two runs at
+// once: the last one's stay).
+func keptPlans(path string) (*survey.Replans, func() error) {
+	r := &survey.Replans{}
+	if f, err := os.Open(path); err == nil {
+		if r.Load(f) != nil {
+			r = &survey.Replans{}
+		}
+		f.Close()
+	}
+	return r, func() error {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(path), ".plans-*")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		if err := r.Save(tmp); err != nil {
+			tmp.Close()
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp.Name(), path)
+	}
 }

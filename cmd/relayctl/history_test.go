@@ -117,3 +117,42 @@ func TestHistoryBoundsDirect(t *testing.T) {
 		}
 	}
 }
+
+// What a plan learnt is kept per fleet between runs of relayctl: written
+// whole, read back by the next run; a file that does not parse is
+// replaced, not fatal.
+func TestKeptPlans(t *testing.T) {
+	dir := t.TempDir()
+	if plansFile("fleet:/a/fleet.yaml") == plansFile("fleet:/b/fleet.yaml") {
+		t.Fatal("two fleets share a plans file")
+	}
+	path := filepath.Join(dir, "plans", plansFile("fleet:/a/fleet.yaml"))
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	kept := `{"version": 1, "plans": {"dst:tokyo": {"prior": {"Chains": [["r1", "r2"]]}, "fresh_at": "` + at + `", "put_at": "` + at + `"}}}`
+	r, keep := keptPlans(path)
+	if err := r.Load(strings.NewReader(kept)); err != nil {
+		t.Fatal(err)
+	}
+	if err := keep(); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := keptPlans(path)
+	var buf strings.Builder
+	if err := again.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"dst:tokyo"`) || !strings.Contains(buf.String(), `["r1","r2"]`) {
+		t.Fatalf("the next run read %s", buf.String())
+	}
+	if err := os.WriteFile(path, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	torn, keep := keptPlans(path)
+	buf.Reset()
+	if err := torn.Save(&buf); err != nil || strings.Contains(buf.String(), "tokyo") {
+		t.Fatalf("a torn file gave %s, %v", buf.String(), err)
+	}
+	if err := keep(); err != nil {
+		t.Fatalf("a torn file was not replaced: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ type planFlags struct {
 	// benchHistory is the bench history file whose direct downloads bound
 	// the direct path (applyHistory); "" = none.
 	benchHistory string
+	// plansDir keeps, between runs of plan and bench, what each
+	// shortlist plan learnt (keptPlans); "" = nothing kept.
+	plansDir string
 }
 
 // checkShortlist refuses --shortlist-candidates and --shortlist-landmarks
@@ -99,6 +103,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
 	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: the newest direct download from the destination in the last hour, timed with this registry, whose rate no window held bounds the direct path's prediction (\"\" ignores it)")
+	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "with a shortlist survey: where what each plan learnt (the endpoints' coordinates, the RTTs measured, the chains ranked) is kept per fleet, so that the next plan of the destination within 10 minutes starts from it in about half the rounds (\"\" keeps nothing; relayctl connect keeps its own in memory)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
 	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
 	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", shortlist.DefaultFirstCut, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (-1: the candidates only)")
@@ -252,11 +257,18 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err := f.checkShortlist(); err != nil {
 		return nil, err
 	}
+	replans, keep := f.replans, func() error { return nil }
+	if replans == nil && f.plansDir != "" {
+		replans, keep = keptPlans(filepath.Join(f.plansDir, plansFile(f.reg.id())))
+	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist, Replans: f.replans}
+		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist, Replans: replans}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err
+	}
+	if err := keep(); err != nil {
+		sr.Notes = append(sr.Notes, fmt.Sprintf("what this plan learnt was not kept for the next (--plans-dir %s): %v", f.plansDir, err))
 	}
 	if f.saveMatrix != "" {
 		data, err := json.MarshalIndent(sr.Matrix, "", "  ")

@@ -105,12 +105,15 @@ the model and its limits: go doc ./pkg/netsim.`,
 			if cfg.Replan {
 				for _, r := range reports {
 					p := r.Plans
-					how := "from the first plan"
+					how, conns := "from the first plan", "the connections kept"
 					if cfg.ReplanFresh {
 						how = "afresh"
 					}
-					fmt.Fprintf(out, "%d relays, each pair replanned %s over the connections kept: %.0f%% within 10%%, %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
-						r.Relays, how, 100*p.ReplanWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
+					if cfg.ReplanCold {
+						conns = "new connections"
+					}
+					fmt.Fprintf(out, "%d relays, each pair replanned %s over %s: %.0f%% within 10%%, %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
+						r.Relays, how, conns, 100*p.ReplanWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
 				}
 			}
 			if churn {
@@ -142,6 +145,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.Float64Var(&cfg.Shortlist.Caution, "caution", shortlist.DefaultCaution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
+	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")

@@ -83,6 +83,10 @@ type Config struct {
 	// ReplanFresh makes Replan's second plans without the Prior (over
 	// the kept connections still): what the Prior saves.
 	ReplanFresh bool
+	// ReplanCold makes Replan's second plans over new connections, as
+	// a relayctl plan run later in a new process makes them from the
+	// Prior its last run kept (--plans-dir).
+	ReplanCold bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -415,6 +419,9 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			// The same pair again over the connections kept (see
 			// Config.Replan), its probes' noise drawn afresh.
 			p.wallMs, p.seed = 0, p.seed^0x2e91a7
+			if cfg.ReplanCold {
+				p.connected = map[string]bool{}
+			}
 			rin := in
 			if !cfg.ReplanFresh {
 				rin.Prior = st.Prior

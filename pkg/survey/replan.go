@@ -1,6 +1,9 @@
 package survey
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -92,4 +95,59 @@ func (r *Replans) put(dst string, prior *shortlist.Prior, freshAt, now time.Time
 		}
 		delete(r.m, oldest)
 	}
+}
+
+// replansFile is what Save writes: per destination its kept plan.
+type replansFile struct {
+	Version int                    `json:"version"`
+	Plans   map[string]replansSave `json:"plans"`
+}
+
+type replansSave struct {
+	Prior   *shortlist.Prior `json:"prior"`
+	FreshAt time.Time        `json:"fresh_at"`
+	PutAt   time.Time        `json:"put_at"`
+}
+
+// replansVersion is replansFile's format; Load ignores another.
+const replansVersion = 1
+
+// Save writes what r keeps, for Load in a later process (relayctl plan
+// and bench keep it between runs: each run is a process of its own).
+func (r *Replans) Save(w io.Writer) error {
+	f := replansFile{Version: replansVersion, Plans: map[string]replansSave{}}
+	if r != nil {
+		r.mu.Lock()
+		for k, e := range r.m {
+			f.Plans[k] = replansSave{Prior: e.prior, FreshAt: e.freshAt, PutAt: e.putAt}
+		}
+		r.mu.Unlock()
+	}
+	return json.NewEncoder(w).Encode(f)
+}
+
+// Load adds what Save wrote to r, keeping r's own where both have a
+// destination and honouring r's bound on destinations. A file of another
+// format version is ignored (the plans start afresh); one that does not
+// parse is an error.
+func (r *Replans) Load(rd io.Reader) error {
+	var f replansFile
+	if err := json.NewDecoder(rd).Decode(&f); err != nil {
+		return fmt.Errorf("kept plans: %w", err)
+	}
+	if f.Version != replansVersion {
+		return nil
+	}
+	for k, e := range f.Plans {
+		if e.Prior == nil {
+			continue
+		}
+		r.mu.Lock()
+		_, have := r.m[k]
+		r.mu.Unlock()
+		if !have {
+			r.put(k, e.Prior, e.FreshAt, e.PutAt)
+		}
+	}
+	return nil
 }

@@ -1,9 +1,14 @@
 package survey
 
 import (
+	"bytes"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/serf/coordinate"
 
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
@@ -63,5 +68,43 @@ func TestReplansKeepTheMostRecentDestinations(t *testing.T) {
 		if kept := p != nil; kept != (i >= 2) {
 			t.Errorf("d%d kept %v, want the 3 planned last", i, kept)
 		}
+	}
+}
+
+// What one process kept, the next reads back: relayctl plan and bench
+// keep their plans between runs.
+func TestReplansSaveAndLoad(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &Replans{}
+	c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	c.Vec[0], c.Height, c.Error = 0.0123, 0.0004, 0.31
+	prior := &shortlist.Prior{Client: c, Pairs: []shortlist.Measured{{A: "client", B: "r1", RTTMs: 12.5}}, Chains: [][]string{{"r1", "r2"}}}
+	r.put("dst:tokyo", prior, t0, t0.Add(time.Minute))
+	var buf bytes.Buffer
+	if err := r.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	next := &Replans{}
+	if err := next.Load(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	got, fresh := next.get("dst:tokyo", t0.Add(2*time.Minute))
+	if !reflect.DeepEqual(got, prior) || !fresh.Equal(t0) {
+		t.Fatalf("loaded %+v from %v, want %+v from %v", got, fresh, prior, t0)
+	}
+	// Its age holds across processes: past FreshEvery, afresh.
+	if p, _ := next.get("dst:tokyo", t0.Add(DefaultFreshEvery)); p != nil {
+		t.Errorf("a plan kept %v ago started a replan", DefaultFreshEvery)
+	}
+	// Another format version is ignored; garbage is an error.
+	other := &Replans{}
+	if err := other.Load(strings.NewReader(`{"version": 99, "plans": {"dst:tokyo": {"prior": {}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := other.get("dst:tokyo", t0); p != nil {
+		t.Error("a file of another version was read")
+	}
+	if err := other.Load(strings.NewReader("not json")); err == nil {
+		t.Error("garbage loaded without an error")
 	}
 }
