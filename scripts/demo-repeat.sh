@@ -56,6 +56,6 @@ done
   echo "|---:|---|---:|---|---|---|---|---:|---|"
   printf '%s' "$rows"
   echo
-  echo "Download: over the whole 10 s; steady: over its second half; predicted: the plan's steady rate. The model's time: \`relayctl bench\`'s per-stream line, the model's completion time for the bytes the stream moved (a warm chain's setup or direct's, the admin API's TLS round trip, slow start over the longest segment, the predicted rate), and the measured time over it (above 1: slower than modelled)."
+  echo "Download: over the whole 10 s; steady: over its second half; predicted: the plan's steady rate. The model's time: \`relayctl bench\`'s per-stream line, the model's completion time for the bytes the stream moved (a warm chain's setup or direct's, the admin API's TLS round trip, slow start over the slowest segment to ramp, the predicted rate), and the measured time over it (above 1: slower than modelled)."
 } > "$out"
 echo "wrote $out: $valid of $n valid"
