@@ -49,6 +49,9 @@ type Conn struct {
 	held        bool
 	pushTimer   *time.Timer
 	pushAfter   time.Duration
+
+	// writing counts Writes in flight, for Close.
+	writing atomic.Int32
 }
 
 // rampBytes is how much of a link's plaintext goes in records of one
@@ -136,6 +139,8 @@ func (wouldBlock) Temporary() bool { return true }
 // Write sends p's records a batch (batchBytes of plaintext) per socket
 // write, records of one segment while the link ramps up (rampBytes).
 func (c *Conn) Write(p []byte) (int, error) {
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Idle is the time between writes, not a write's own: a write that
@@ -270,7 +275,9 @@ func (c *Conn) push() {
 	_ = c.raw.holdPartial(false) // an error here is the socket's: the next write reports it
 }
 
-// pushHeld is pushTimer's: no write came to fill the partial segment.
+// pushHeld is pushTimer's: no write came to fill the partial segment. A
+// timer that fires after Close finds the socket closed (the kernel sent
+// what it held before the FIN).
 func (c *Conn) pushHeld() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -286,13 +293,16 @@ func (c *Conn) CloseWrite() error {
 	return err
 }
 
-// Close closes the link; the kernel sends what it holds before the FIN.
+// Close closes the link. With a Write in flight it closes the socket
+// without a close_notify, as crypto/tls does for its own writes: closing
+// is how a tunnel ends a write stuck on a peer that stopped reading, and
+// Write's batches go to the socket outside crypto/tls's Write (rawConn's
+// flush), where the alert would wait for the stuck write's socket lock
+// until crypto/tls's 5 s deadline for it. Close takes no lock.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if c.pushTimer != nil {
-		c.pushTimer.Stop()
+	if c.writing.Load() > 0 {
+		return c.raw.Conn.Close()
 	}
-	c.mu.Unlock()
 	return c.Conn.Close()
 }
 

@@ -455,3 +455,30 @@ func TestRampRecordsEndWhereSegmentsDo(t *testing.T) {
 		}
 	}
 }
+
+// Closing is how a tunnel ends a write stuck on a peer that stopped
+// reading: Close must not wait for that write.
+func TestCloseEndsAStuckWrite(t *testing.T) {
+	c, _ := pairMSS(t, 1460) // the server end never reads
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(make([]byte, 64<<20)) // far more than both ends' buffers
+		wrote <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the write is blocked by now
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a write that only Close can end")
+	}
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Error("the stuck write returned no error after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stuck write did not end after Close")
+	}
+}
