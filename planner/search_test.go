@@ -108,16 +108,10 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 	return bf
 }
 
-// rate is segment from→to's rate in direction dir, bits/s; ok false
-// without a usable pair.
-func (bf *bruteForce) rate(from, to string, dir Direction) (float64, bool) {
-	r, _, ok := bf.heldRate(from, to, dir)
-	return r, ok
-}
-
-// heldRate is rate, and whether the receiver's (or sender's send) window
-// sets it: no other bound is lower, nor equal but a limit (as
-// Segment.LimitedBy ranks ties).
+// heldRate is segment from→to's rate in direction dir, bits/s; whether
+// the receiver's (or sender's send) window sets it: no other bound is
+// lower, nor equal but a limit (as Segment.LimitedBy ranks ties); and ok,
+// false without a usable pair.
 func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, bool) {
 	p, ok := bf.pairs[[2]string{from, to}]
 	if !ok {
