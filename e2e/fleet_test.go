@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/probe"
 )
 
 type fleetRelay struct {
@@ -200,11 +202,38 @@ func TestAdminProbe(t *testing.T) {
 	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "e2e-admin-token-0123"); code != http.StatusBadRequest {
 		t.Fatalf("count 500: %d %s", code, body)
 	}
-	// Without --allow-private, loopback is refused and nothing connects.
+	// Several targets in one request (a planner's round): each answered
+	// in order, one that cannot be measured with its error, the request
+	// itself fine; more than probe.MaxTargets refused.
+	var batch struct {
+		Results []struct {
+			Target  string
+			Summary *struct{ Samples int }
+			Error   string
+		}
+	}
+	code, body = get(open, "/v1/probe?target="+target.addr()+"&target=no-port&target="+target.addr()+"&count=2&gap_ms=0", "e2e-admin-token-0123")
+	if err := json.Unmarshal([]byte(body), &batch); code != 200 || err != nil || len(batch.Results) != 3 ||
+		batch.Results[0].Summary == nil || batch.Results[0].Summary.Samples != 2 || batch.Results[2].Summary == nil ||
+		batch.Results[1].Summary != nil || !strings.Contains(batch.Results[1].Error, "want host:port") || batch.Results[1].Target != "no-port" {
+		t.Fatalf("probe of 3 targets: %d %s", code, body)
+	}
+	many := "/v1/probe?count=1" + strings.Repeat("&target="+target.addr(), probe.MaxTargets+1)
+	if code, body := get(open, many, "e2e-admin-token-0123"); code != http.StatusBadRequest || !strings.Contains(body, "at most") {
+		t.Fatalf("probe of %d targets: %d %s", probe.MaxTargets+1, code, body)
+	}
+	// Without --allow-private, loopback is refused and nothing connects,
+	// one target or several.
 	before := target.conn.get()
 	strict := startRelayd(t)
 	if code, body := get(strict, "/v1/probe?target="+target.addr(), ""); code != http.StatusForbidden {
 		t.Fatalf("probe of loopback on a default relay: %d %s", code, body)
+	}
+	code, body = get(strict, "/v1/probe?target="+target.addr()+"&target="+target.addr(), "")
+	batch.Results = nil
+	if err := json.Unmarshal([]byte(body), &batch); code != 200 || err != nil || len(batch.Results) != 2 ||
+		batch.Results[0].Summary != nil || batch.Results[1].Summary != nil || !strings.Contains(batch.Results[0].Error, "target ") {
+		t.Fatalf("probe of loopback twice on a default relay: %d %s", code, body)
 	}
 	if n := target.conn.get() - before; n != 0 {
 		t.Fatalf("the denied probe reached the target %d times", n)

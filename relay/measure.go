@@ -377,19 +377,39 @@ const (
 	maxProbeGapMs = 1000
 )
 
+// targetProbe is one target's answer in /v1/probe's results.
+type targetProbe struct {
+	Target  string         `json:"target"`
+	Addr    string         `json:"addr,omitempty"`
+	Summary *probe.Summary `json:"summary,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
 // serveProbe answers /v1/probe?target=host:port&count=N&gap_ms=G: N TCP
-// handshakes from this relay to the target, G ms apart (default 200). The target passes the same
-// destination policy as tunnels: the admin API must not become a scanner of
-// the relay's private network.
+// handshakes from this relay to the target, G ms apart (default 200). The
+// target passes the same destination policy as tunnels: the admin API
+// must not become a scanner of the relay's private network.
+//
+// target may be given up to probe.MaxTargets times: the relay probes them
+// all at once and answers each in results, in order (a target refused or
+// unresolved has an error there, the others are measured). One request
+// for a planner's whole round of probes from this relay: a second request
+// in flight to the same relay would cost its asker a new connection. With
+// one target the answer also carries target, addr and summary at the top,
+// as before results existed, and a refusal is the request's status.
 func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
-	target := r.URL.Query().Get("target")
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
+	targets := r.URL.Query()["target"]
+	if len(targets) == 0 {
 		http.Error(w, "target: want host:port, e.g. /v1/probe?target=example.com:443&count=5", http.StatusBadRequest)
+		return
+	}
+	if len(targets) > probe.MaxTargets {
+		http.Error(w, fmt.Sprintf("target: %d given, at most %d a request", len(targets), probe.MaxTargets), http.StatusBadRequest)
 		return
 	}
 	count := 5
 	if c := r.URL.Query().Get("count"); c != "" {
+		var err error
 		if count, err = strconv.Atoi(c); err != nil || count < 1 || count > maxProbeCount {
 			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
 			return
@@ -404,26 +424,58 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		}
 		gap = time.Duration(ms) * time.Millisecond
 	}
+	results := make([]targetProbe, len(targets))
+	status := make([]int, len(targets))
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Go(func() {
+			results[i], status[i] = s.probeTarget(r.Context(), target, count, gap)
+		})
+	}
+	wg.Wait()
+	if len(targets) == 1 {
+		res := results[0]
+		if res.Error != "" {
+			http.Error(w, res.Error, status[0])
+			return
+		}
+		writeJSON(w, map[string]any{"from": s.cfg.Name, "target": res.Target, "addr": res.Addr, "summary": res.Summary, "results": results})
+		return
+	}
+	writeJSON(w, map[string]any{"from": s.cfg.Name, "results": results})
+}
+
+// probeTarget measures one /v1/probe target; a target it cannot measure
+// has an error in the result, with the HTTP status a request for it alone
+// answers.
+func (s *Server) probeTarget(ctx context.Context, target string, count int, gap time.Duration) (targetProbe, int) {
+	res := targetProbe{Target: target}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		res.Error = fmt.Sprintf("target %q: want host:port, e.g. /v1/probe?target=example.com:443&count=5", target)
+		return res, http.StatusBadRequest
+	}
 	// Resolve once, outside the timed connects; the policy checks the
 	// address actually connected to.
-	ips, err := net.DefaultResolver.LookupNetIP(r.Context(), "ip", host)
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
-		http.Error(w, fmt.Sprintf("resolving %s: %v", host, err), http.StatusBadGateway)
-		return
+		res.Error = fmt.Sprintf("resolving %s: %v", host, err)
+		return res, http.StatusBadGateway
 	}
 	addr := net.JoinHostPort(ips[0].Unmap().String(), port)
 	if err := s.policy.Check(ips[0].Unmap()); err != nil {
 		s.metrics.denials.WithLabelValues("policy").Inc()
 		s.log.Named("admin").Warn("probe denied by destination policy", zap.String("target", target), zap.Error(err))
-		http.Error(w, fmt.Sprintf("target %s: %v", target, err), http.StatusForbidden)
-		return
+		res.Error = fmt.Sprintf("target %s: %v", target, err)
+		return res, http.StatusForbidden
 	}
 	dialer := s.policy.Dialer(net.Dialer{})
 	measure := func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
-	sum := probe.Sample(r.Context(), addr, count, gap, s.cfg.Probe.Timeout, measure)
-	writeJSON(w, map[string]any{"from": s.cfg.Name, "target": target, "addr": addr, "summary": sum})
+	sum := probe.Sample(ctx, addr, count, gap, s.cfg.Probe.Timeout, measure)
+	res.Addr, res.Summary = addr, &sum
+	return res, http.StatusOK
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

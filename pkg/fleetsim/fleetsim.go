@@ -497,9 +497,10 @@ func coordErrOf(world *netsim.World, relays []*relay, i int, rnd *rand.Rand) flo
 
 // prober answers shortlist's probes from the model: the median of each
 // probe's Handshakes samples, as relayd's /v1/probe and the survey take
-// them. wallMs adds up each batch's time: its probes start in order, at
-// most inFlight at a time (as the survey's prober makes them), and the
-// batch ends with the last.
+// them. wallMs adds up each batch's time: its requests (this host's
+// probes one each, a relay's probes of the batch one together) start in
+// order, at most inFlight at a time (as the survey's prober makes them),
+// and the batch ends with the last.
 type prober struct {
 	world       *netsim.World
 	relays      []*relay
@@ -536,9 +537,14 @@ func (p *prober) point(name string) (netsim.Point, bool) {
 
 func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	// free is when each of the inFlight slots is free again, ms into the
-	// batch; a probe takes the first free slot.
-	free := make([]float64, min(p.inFlight, len(probes)))
+	// A round's requests: each of this host's own probes is one (its
+	// handshakes one after another); a relay's probes of the round are
+	// one request to it (relayctl asks each relay once a round, and the
+	// relay makes them at once), lasting the round trip of asking it
+	// and its longest probe. In the order of each request's first probe.
+	type request struct{ askMs, probeMs float64 }
+	var reqs []request
+	byRelay := map[string]int{}
 	for k, pr := range probes {
 		a, okA := p.point(pr.From)
 		b, okB := p.point(pr.To)
@@ -558,27 +564,37 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 				samples = append(samples, ms)
 			}
 		}
-		// The client makes its handshakes one after another; a relay is
-		// asked over the client's path to it, and makes its own likewise
-		// (a shortlist's probes have no gap: pkg/survey's surveyProber).
-		askMs := 0.0
-		if pr.From != "client" {
-			askMs = p.world.RTTMs(p.client, a)
-			if !p.connected[pr.From] {
-				askMs *= 1 + AdminSetupRTTs
-				p.connected[pr.From] = true
-			}
+		if len(samples) > 0 {
+			out[k] = quantile(samples, 0.5)
 		}
+		probeMs := float64(count) * p.world.RTTMs(a, b)
+		if pr.From == "client" {
+			reqs = append(reqs, request{probeMs: probeMs})
+			continue
+		}
+		if i, ok := byRelay[pr.From]; ok {
+			reqs[i].probeMs = max(reqs[i].probeMs, probeMs)
+			continue
+		}
+		askMs := p.world.RTTMs(p.client, a)
+		if !p.connected[pr.From] {
+			askMs *= 1 + AdminSetupRTTs
+			p.connected[pr.From] = true
+		}
+		byRelay[pr.From] = len(reqs)
+		reqs = append(reqs, request{askMs: askMs, probeMs: probeMs})
+	}
+	// free is when each of the inFlight slots is free again, ms into the
+	// batch; a request takes the first free slot.
+	free := make([]float64, min(p.inFlight, len(reqs)))
+	for _, r := range reqs {
 		slot := 0
 		for i, t := range free {
 			if t < free[slot] {
 				slot = i
 			}
 		}
-		free[slot] += askMs + float64(count)*p.world.RTTMs(a, b)
-		if len(samples) > 0 {
-			out[k] = quantile(samples, 0.5)
-		}
+		free[slot] += r.askMs + r.probeMs
 	}
 	if len(free) > 0 {
 		p.wallMs += slices.Max(free)

@@ -89,9 +89,10 @@ func TestRunAppliesChurn(t *testing.T) {
 	}
 }
 
-// A round's modelled time: its probes start in order, at most inFlight at
-// a time, and the round ends with the last; the first request to a
-// relay's admin API pays for its connection (TCP and TLS handshakes).
+// A round's modelled time: its requests start in order, at most inFlight
+// at a time, and the round ends with the last; the first request to a
+// relay's admin API pays for its connection (TCP and TLS handshakes); a
+// relay's probes of a round are one request.
 func TestProberWallCountsWavesAndConnections(t *testing.T) {
 	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
 	if err != nil {
@@ -140,5 +141,16 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 		if got := p.wallMs - before; math.Abs(got-want) > 1e-9 {
 			t.Errorf("ask %d: %.3f ms, want %.3f", i+1, got, want)
 		}
+	}
+	// A relay's probes of a round are one request: r0 probes r1 and r2
+	// at once, one slot for the round trip of asking and the longer.
+	p = newProber(1)
+	two := []shortlist.Probe{{From: "r0", To: "r1"}, {From: "r0", To: "r2"}}
+	if _, err := p.Probe(context.Background(), two); err != nil {
+		t.Fatal(err)
+	}
+	want := (1+AdminSetupRTTs)*rtt(client, world.Relay(0)) + math.Max(rtt(world.Relay(0), world.Relay(1)), rtt(world.Relay(0), world.Relay(2)))
+	if math.Abs(p.wallMs-want) > 1e-9 {
+		t.Errorf("two probes by r0: %.3f ms, want %.3f", p.wallMs, want)
 	}
 }

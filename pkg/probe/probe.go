@@ -38,6 +38,11 @@ const (
 // at the default interval three are 6 s without an answer.
 const OutageRun = 3
 
+// MaxTargets is how many targets one /v1/probe request may name: a
+// planner asks a relay for all of a round's probes from it at once, and
+// a relay makes them at once; larger batches are split.
+const MaxTargets = 64
+
 // Summary describes a window of samples. RTTs are in milliseconds over the
 // samples that were not lost. Lost counts every lost sample; those in runs
 // of at least OutageRun are OutageLost, and Loss is the lost fraction of

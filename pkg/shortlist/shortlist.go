@@ -171,8 +171,10 @@ type Config struct {
 	// bottleneck are tried in its place, once per bottleneck; 0 =
 	// DefaultNeighbours, negative = none.
 	Neighbours int
-	// InFlight is how many probes of a round the Prober has in flight at
-	// once (relayctl's, and the simulator's model of it); 0 or negative =
+	// InFlight is how many requests of a round the Prober has in flight
+	// at once (relayctl's, and the simulator's model of it): this host's
+	// own probes one each, a relay's probes of the round one together
+	// (up to probe.MaxTargets); 0 or negative =
 	// DefaultInFlight. Plan does not read it: it is here so that the
 	// prober and the simulator take it from one place (InFlightProbes).
 	InFlight int

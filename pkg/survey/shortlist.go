@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -219,7 +220,10 @@ func containsNode(m *planner.Matrix, name string) bool {
 // the client's, the relays' /v1/probe for theirs (to the destination, or
 // to a peer's admin address), as many as the probe asks. Each probe's
 // handshakes follow each other without a gap: a round waits for its
-// slowest probe, and a plan makes several rounds.
+// slowest probe, and a plan makes several rounds. A relay's probes of a
+// round go in one request (up to probe.MaxTargets): a second request in
+// flight to it would open a new connection, two round trips more over
+// TLS, and the neighbourhood searches ask one relay for a dozen.
 type surveyProber struct {
 	s      *Survey
 	relays map[string]registry.Relay
@@ -229,8 +233,17 @@ type surveyProber struct {
 
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	sem := make(chan struct{}, p.s.Shortlist.InFlightProbes())
-	var wg sync.WaitGroup
+	// requests: this host's probes one each, a relay's grouped, in the
+	// order of their first probe (shortlist puts the longest first).
+	type request struct {
+		from  string // "" for this host's own probe
+		addrs []string
+		at    []int // the probes' indices
+		count int
+		toDst bool // this host's probe of the destination
+	}
+	var reqs []*request
+	open := map[string]*request{}
 	for i, pr := range probes {
 		addr := p.target.Addr
 		if pr.To != p.dst {
@@ -240,8 +253,27 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			}
 			addr = r.Admin
 		}
-		// In the order given (shortlist puts the longest first): a slot
-		// is taken before the next probe starts.
+		if pr.From == ClientNode {
+			reqs = append(reqs, &request{addrs: []string{addr}, at: []int{i}, count: pr.Handshakes, toDst: pr.To == p.dst})
+			continue
+		}
+		if _, ok := p.relays[pr.From]; !ok {
+			continue
+		}
+		// One request a relay and handshake count, split at MaxTargets.
+		k := pr.From + "\x00" + strconv.Itoa(pr.Handshakes)
+		r := open[k]
+		if r == nil || len(r.addrs) == probe.MaxTargets {
+			r = &request{from: pr.From, count: pr.Handshakes}
+			open[k] = r
+			reqs = append(reqs, r)
+		}
+		r.addrs, r.at = append(r.addrs, addr), append(r.at, i)
+	}
+	sem := make(chan struct{}, p.s.Shortlist.InFlightProbes())
+	var wg sync.WaitGroup
+	for _, rq := range reqs {
+		// In order: a slot is taken before the next request starts.
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -250,27 +282,25 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			var sum probe.Summary
-			if pr.From == ClientNode {
+			var sums []probe.Summary
+			if rq.from == "" {
 				measure := p.s.Measure
-				if pr.To == p.dst && p.s.MeasureDst != nil {
+				if rq.toDst && p.s.MeasureDst != nil {
 					measure = p.s.MeasureDst
 				}
-				sum = p.s.sample(ctx, addr, pr.Handshakes, 0, measure)
+				sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.count, 0, measure)}
 			} else {
-				from, ok := p.relays[pr.From]
-				if !ok {
-					return
-				}
 				cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 				defer cancel()
 				var err error
-				if sum, err = p.s.relayProbe(cctx, adminPath{first: from}, addr, pr.Handshakes, 0); err != nil {
+				if sums, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.from]}, rq.addrs, rq.count, 0); err != nil {
 					return
 				}
 			}
-			if sum.Reachable() {
-				out[i] = sum.MedianMs
+			for j, sum := range sums {
+				if sum.Reachable() {
+					out[rq.at[j]] = sum.MedianMs
+				}
 			}
 		})
 	}

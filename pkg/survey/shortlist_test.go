@@ -33,12 +33,17 @@ type planeFleet struct {
 	probes atomic.Int64 // /v1/probe calls
 	mu     sync.Mutex
 	asked  map[string]bool // relays (admin addresses) that got a /v1/probe
+	// requests counts /v1/probe requests by relay (admin address);
+	// legacy makes the relays answer as a relayd from before batched
+	// probes (the first target only, no results).
+	requests map[string]int
+	legacy   bool
 }
 
 const planeDst = "dst.example:443"
 
 func newPlaneFleet(t *testing.T, n int) *planeFleet {
-	f := &planeFleet{pos: map[string][2]float64{"client": {0, 50}, planeDst: {200, 50}}, coords: map[string]*coordinate.Coordinate{}, asked: map[string]bool{}}
+	f := &planeFleet{pos: map[string][2]float64{"client": {0, 50}, planeDst: {200, 50}}, coords: map[string]*coordinate.Coordinate{}, asked: map[string]bool{}, requests: map[string]int{}}
 	rnd := rand.New(rand.NewPCG(5, 5))
 	for i := range n {
 		xy := [2]float64{rnd.Float64() * 200, rnd.Float64() * 100}
@@ -51,9 +56,23 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 				f.probes.Add(1)
 				f.mu.Lock()
 				f.asked[self] = true
+				f.requests[self]++
+				legacy := f.legacy
 				f.mu.Unlock()
-				ms := f.distance(self, r.URL.Query().Get("target"))
-				_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 1, MedianMs: ms, MinMs: ms}})
+				targets := r.URL.Query()["target"]
+				if legacy { // a relayd from before batched probes: the first target only
+					targets = targets[:1]
+				}
+				var results []map[string]any
+				for _, target := range targets {
+					ms := f.distance(self, target)
+					results = append(results, map[string]any{"target": target, "summary": probe.Summary{Samples: 1, MedianMs: ms, MinMs: ms}})
+				}
+				answer := map[string]any{"summary": results[0]["summary"], "results": results}
+				if legacy {
+					delete(answer, "results")
+				}
+				_ = json.NewEncoder(w).Encode(answer)
 			default:
 				http.NotFound(w, r)
 			}
@@ -177,5 +196,53 @@ func TestSurveyModes(t *testing.T) {
 	}
 	if _, err := ParseMode("mesh"); err == nil || !strings.Contains(err.Error(), "auto, full or shortlist") {
 		t.Errorf("ParseMode(mesh): %v", err)
+	}
+}
+
+// A round's probes from one relay go to it in one request, answered in
+// order; a relayd from before batched probes answers the first, and the
+// rest are asked one by one.
+func TestProberBatchesARelaysProbes(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		f := newPlaneFleet(t, 3)
+		f.legacy = legacy
+		s := f.survey(ModeShortlist)
+		relays := map[string]registry.Relay{}
+		for _, r := range f.reg.relays {
+			relays[r.Name] = r
+		}
+		p := &surveyProber{s: s, relays: relays, target: Target{Addr: planeDst}, dst: planeDst}
+		probes := []shortlist.Probe{
+			{From: "r00", To: planeDst}, {From: ClientNode, To: "r01"}, {From: "r00", To: "r01"},
+			{From: "r01", To: planeDst}, {From: "r00", To: "r02"}, {From: ClientNode, To: planeDst},
+		}
+		got, err := p.Probe(context.Background(), probes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := func(name string) string {
+			if name == ClientNode {
+				return "client"
+			}
+			if r, ok := relays[name]; ok {
+				return r.Admin
+			}
+			return name
+		}
+		for i, pr := range probes {
+			if want := f.distance(addr(pr.From), addr(pr.To)); math.Abs(got[i]-want) > 1e-6 {
+				t.Errorf("legacy %v: probe %d (%s→%s) = %.3f ms, want %.3f", legacy, i, pr.From, pr.To, got[i], want)
+			}
+		}
+		wantR00 := 1 // three targets, one request
+		if legacy {
+			wantR00 = 3 // the batch, then the two it did not answer
+		}
+		if n := f.requests[relays["r00"].Admin]; n != wantR00 {
+			t.Errorf("legacy %v: r00 got %d requests, want %d", legacy, n, wantR00)
+		}
+		if n := f.requests[relays["r01"].Admin]; n != 1 {
+			t.Errorf("legacy %v: r01 got %d requests, want 1", legacy, n)
+		}
 	}
 }

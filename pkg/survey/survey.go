@@ -616,6 +616,59 @@ func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, coun
 	return out.Summary, err
 }
 
+// relayProbes asks the relay for its RTT to each of addrs in one request
+// (/v1/probe with a target each, at most probe.MaxTargets): count
+// handshakes to each, gap apart, the targets at once. A target the relay
+// could not measure has a Summary with LastErr. A relayd from before
+// batched probes answers the first target only; the others are then asked
+// one request each.
+func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration) ([]probe.Summary, error) {
+	if len(addrs) == 1 {
+		sum, err := s.relayProbe(ctx, ap, addrs[0], count, gap)
+		return []probe.Summary{sum}, err
+	}
+	var out struct {
+		Summary probe.Summary `json:"summary"`
+		Results []struct {
+			Summary *probe.Summary `json:"summary"`
+			Error   string         `json:"error"`
+		} `json:"results"`
+	}
+	q := url.Values{"target": addrs, "count": {strconv.Itoa(cmp.Or(count, s.count()))}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
+	if err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out); err != nil {
+		return nil, err
+	}
+	sums := make([]probe.Summary, len(addrs))
+	if out.Results == nil {
+		// An older relayd: it measured the first target.
+		sums[0] = out.Summary
+		var wg sync.WaitGroup
+		for i := 1; i < len(addrs); i++ {
+			wg.Go(func() {
+				sum, err := s.relayProbe(ctx, ap, addrs[i], count, gap)
+				if err != nil {
+					sum.LastErr = err.Error()
+				}
+				sums[i] = sum
+			})
+		}
+		wg.Wait()
+		return sums, nil
+	}
+	if len(out.Results) != len(addrs) {
+		return nil, fmt.Errorf("/v1/probe answered %d of %d targets", len(out.Results), len(addrs))
+	}
+	for i, r := range out.Results {
+		switch {
+		case r.Summary != nil:
+			sums[i] = *r.Summary
+		default:
+			sums[i].LastErr = cmp.Or(r.Error, "no answer")
+		}
+	}
+	return sums, nil
+}
+
 // clientWindow is this host's receive window: configured, or what
 // autotuning reaches with net.ipv4.tcp_rmem's max (the relays report theirs
 // the same way).
