@@ -142,6 +142,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Shortlist.PerSite, "per-site", shortlist.DefaultPerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fl.Float64Var(&cfg.Shortlist.SiteRadius, "site-radius", shortlist.DefaultSiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fl.IntVar(&cfg.Shortlist.InFlight, "in-flight", shortlist.DefaultInFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
+	fl.Float64Var(&cfg.Shortlist.Quorum, "quorum", shortlist.DefaultQuorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
 	fl.Float64Var(&cfg.Shortlist.Caution, "caution", shortlist.DefaultCaution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")

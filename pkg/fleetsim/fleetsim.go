@@ -386,8 +386,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		}
 		directMs := world.RTTMs(client, dst)
 		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: cfg.Shortlist.InFlightProbes(),
-			seed:     cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
+			inFlight: cfg.Shortlist.InFlightProbes(), quorum: cfg.Shortlist.RoundQuorum(),
+			seed: cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
 		t0 := time.Now()
 		res, m, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)
 		if err != nil {
@@ -418,7 +418,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		if cfg.Replan {
 			// The same pair again over the connections kept (see
 			// Config.Replan), its probes' noise drawn afresh.
-			p.wallMs, p.seed = 0, p.seed^0x2e91a7
+			p.restart()
+			p.seed ^= 0x2e91a7
 			if cfg.ReplanCold {
 				p.connected = map[string]bool{}
 			}
@@ -497,10 +498,12 @@ func coordErrOf(world *netsim.World, relays []*relay, i int, rnd *rand.Rand) flo
 
 // prober answers shortlist's probes from the model: the median of each
 // probe's Handshakes samples, as relayd's /v1/probe and the survey take
-// them. wallMs adds up each batch's time: its requests (this host's
+// them, on the plan's clock (wallMs). A batch's requests (this host's
 // probes one each, a relay's probes of the batch one together) start in
-// order, at most inFlight at a time (as the survey's prober makes them),
-// and the batch ends with the last.
+// order, each in the first of inFlight slots to be free (as the survey's
+// prober makes them), and the batch ends once a quorum share of them has
+// answered: the rest are pending (NaN) and Late hands them over once the
+// clock has passed their answer. They keep their slots till then.
 type prober struct {
 	world       *netsim.World
 	relays      []*relay
@@ -508,11 +511,26 @@ type prober struct {
 	client, dst netsim.Point
 	seed        uint64 // of each probe's noise, with its pair
 	inFlight    int
-	wallMs      float64
+	quorum      float64   // share of a batch's requests it waits for (0 or >= 1: all)
+	wallMs      float64   // the plan's clock, ms
+	free        []float64 // when each slot is free again, on the clock
+	late        []lateAnswer
 	// connected are the relays whose admin API this plan has asked
 	// already: the connection is kept, and asking again costs one
 	// round trip.
 	connected map[string]bool
+}
+
+// lateAnswer is a pending probe's value and when it answers, on the clock.
+type lateAnswer struct {
+	shortlist.Answer
+	atMs float64
+}
+
+// restart sets the clock to 0 for another plan, nothing in flight; the
+// connections stay.
+func (p *prober) restart() {
+	p.wallMs, p.free, p.late = 0, nil, nil
 }
 
 // AdminSetupRTTs is what this host's first request to a relay's admin API
@@ -542,9 +560,12 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	// one request to it (relayctl asks each relay once a round, and the
 	// relay makes them at once), lasting the round trip of asking it
 	// and its longest probe. In the order of each request's first probe.
-	type request struct{ askMs, probeMs float64 }
-	var reqs []request
-	byRelay := map[string]int{}
+	type request struct {
+		askMs, probeMs, atMs float64
+		at                   []int // the probes' indices
+	}
+	var reqs []*request
+	byRelay := map[string]*request{}
 	for k, pr := range probes {
 		a, okA := p.point(pr.From)
 		b, okB := p.point(pr.To)
@@ -569,11 +590,12 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		}
 		probeMs := float64(count) * p.world.RTTMs(a, b)
 		if pr.From == "client" {
-			reqs = append(reqs, request{probeMs: probeMs})
+			reqs = append(reqs, &request{probeMs: probeMs, at: []int{k}})
 			continue
 		}
-		if i, ok := byRelay[pr.From]; ok {
-			reqs[i].probeMs = max(reqs[i].probeMs, probeMs)
+		if r, ok := byRelay[pr.From]; ok {
+			r.probeMs = max(r.probeMs, probeMs)
+			r.at = append(r.at, k)
 			continue
 		}
 		askMs := p.world.RTTMs(p.client, a)
@@ -581,24 +603,62 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			askMs *= 1 + AdminSetupRTTs
 			p.connected[pr.From] = true
 		}
-		byRelay[pr.From] = len(reqs)
-		reqs = append(reqs, request{askMs: askMs, probeMs: probeMs})
+		r := &request{askMs: askMs, probeMs: probeMs, at: []int{k}}
+		byRelay[pr.From] = r
+		reqs = append(reqs, r)
 	}
-	// free is when each of the inFlight slots is free again, ms into the
-	// batch; a request takes the first free slot.
-	free := make([]float64, min(p.inFlight, len(reqs)))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	if p.free == nil {
+		p.free = make([]float64, max(p.inFlight, 1))
+	}
+	var ends []float64
 	for _, r := range reqs {
 		slot := 0
-		for i, t := range free {
-			if t < free[slot] {
+		for i, t := range p.free {
+			if t < p.free[slot] {
 				slot = i
 			}
 		}
-		free[slot] += r.askMs + r.probeMs
+		r.atMs = max(p.free[slot], p.wallMs) + r.askMs + r.probeMs
+		p.free[slot] = r.atMs
+		ends = append(ends, r.atMs)
 	}
-	if len(free) > 0 {
-		p.wallMs += slices.Max(free)
+	slices.Sort(ends)
+	end := ends[len(ends)-1]
+	if p.quorum > 0 && p.quorum < 1 {
+		end = ends[max(int(math.Ceil(p.quorum*float64(len(ends))))-1, 0)]
 	}
+	for _, r := range reqs {
+		if r.atMs <= end {
+			continue
+		}
+		for _, k := range r.at {
+			p.late = append(p.late, lateAnswer{shortlist.Answer{Probe: probes[k], RTTMs: out[k]}, r.atMs})
+			out[k] = math.NaN()
+		}
+	}
+	p.wallMs = max(p.wallMs, end)
+	return out, nil
+}
+
+// Late hands over the pending probes answered by now; with wait, the
+// clock first moves on to the last of them.
+func (p *prober) Late(_ context.Context, wait bool) ([]shortlist.Answer, error) {
+	if wait {
+		for _, l := range p.late {
+			p.wallMs = max(p.wallMs, l.atMs)
+		}
+	}
+	var out []shortlist.Answer
+	p.late = slices.DeleteFunc(p.late, func(l lateAnswer) bool {
+		if l.atMs <= p.wallMs {
+			out = append(out, l.Answer)
+			return true
+		}
+		return false
+	})
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package survey
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,10 +171,13 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		return fmt.Errorf("none of the --include relays (%s) has published a coordinate; try --survey full", strings.Join(c.Include, ", "))
 	}
 	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
+	// The probes still in flight when the plan is made are abandoned.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	pr := &surveyProber{s: s, relays: byName, target: res.Target, dst: dstNode.Name}
 	var freshAt time.Time
 	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
-	_, m, st, err := shortlist.Plan(ctx, s.Shortlist, in, pr)
+	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, pr)
 	if err != nil {
 		return err
 	}
@@ -219,20 +223,63 @@ func containsNode(m *planner.Matrix, name string) bool {
 // surveyProber makes shortlist's probes: this host's own handshakes for
 // the client's, the relays' /v1/probe for theirs (to the destination, or
 // to a peer's admin address), as many as the probe asks. Each probe's
-// handshakes follow each other without a gap: a round waits for its
-// slowest probe, and a plan makes several rounds. A relay's probes of a
-// round go in one request (up to probe.MaxTargets): a second request in
-// flight to it would open a new connection, two round trips more over
-// TLS, and the neighbourhood searches ask one relay for a dozen.
+// handshakes follow each other without a gap. A relay's probes of a round
+// go in one request (up to probe.MaxTargets): a second request in flight
+// to it would open a new connection, two round trips more over TLS, and
+// the neighbourhood searches ask one relay for a dozen.
+//
+// A round ends once Shortlist.RoundQuorum of its requests have answered
+// (a round would otherwise wait for its slowest: a far relay asked over
+// a new connection, or one down, until its timeout); the others stay in
+// flight, holding their slots, and Late hands their answers over. It is a
+// shortlist.LateProber.
 type surveyProber struct {
 	s      *Survey
 	relays map[string]registry.Relay
 	target Target
 	dst    string
+
+	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
+	mu      sync.Mutex
+	late    []shortlist.Answer // answered after their round ended
+	flying  int                // requests of ended rounds still in flight
+	changed chan struct{}      // closed (and replaced) when a request answers
+}
+
+// proberRound is one Probe call's state, under the prober's mu.
+type proberRound struct {
+	out    []float64
+	done   int  // requests answered
+	closed bool // Probe returned: later answers are late
+}
+
+// signal wakes whoever waits on p.changed; p.mu held.
+func (p *surveyProber) signal() {
+	if p.changed != nil {
+		close(p.changed)
+	}
+	p.changed = make(chan struct{})
+}
+
+// wait waits, p.mu held, for the next answer or ctx's end; p.mu is held
+// again on return.
+func (p *surveyProber) wait(ctx context.Context) error {
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	ch := p.changed
+	p.mu.Unlock()
+	defer p.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
-	out := make([]float64, len(probes))
+	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
 	// requests: this host's probes one each, a relay's grouped, in the
 	// order of their first probe (shortlist puts the longest first).
 	type request struct {
@@ -241,6 +288,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		at    []int // the probes' indices
 		count int
 		toDst bool // this host's probe of the destination
+		done  bool // answered (under p.mu)
 	}
 	var reqs []*request
 	open := map[string]*request{}
@@ -270,40 +318,101 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		}
 		r.addrs, r.at = append(r.addrs, addr), append(r.at, i)
 	}
-	sem := make(chan struct{}, p.s.Shortlist.InFlightProbes())
-	var wg sync.WaitGroup
-	for _, rq := range reqs {
-		// In order: a slot is taken before the next request starts.
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return out, ctx.Err()
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var sums []probe.Summary
-			if rq.from == "" {
-				measure := p.s.Measure
-				if rq.toDst && p.s.MeasureDst != nil {
-					measure = p.s.MeasureDst
-				}
-				sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.count, 0, measure)}
-			} else {
-				cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
-				defer cancel()
-				var err error
-				if sums, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.from]}, rq.addrs, rq.count, 0); err != nil {
-					return
-				}
-			}
-			for j, sum := range sums {
-				if sum.Reachable() {
-					out[rq.at[j]] = sum.MedianMs
-				}
-			}
-		})
+	round := &proberRound{out: make([]float64, len(probes))}
+	need := len(reqs)
+	if q := p.s.Shortlist.RoundQuorum(); q < 1 && need > 0 {
+		need = max(int(math.Ceil(q*float64(len(reqs)))), 1)
 	}
-	wg.Wait()
-	return out, ctx.Err()
+	p.mu.Lock()
+	if p.sem == nil {
+		p.sem = make(chan struct{}, p.s.Shortlist.InFlightProbes())
+	}
+	p.mu.Unlock()
+	// answer records a request's summaries: in the round while it is
+	// open, else as late answers.
+	answer := func(rq *request, sums []probe.Summary) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for j, k := range rq.at {
+			ms := 0.0
+			if j < len(sums) && sums[j].Reachable() {
+				ms = sums[j].MedianMs
+			}
+			if round.closed {
+				p.late = append(p.late, shortlist.Answer{Probe: probes[k], RTTMs: ms})
+			} else {
+				round.out[k] = ms
+			}
+		}
+		rq.done = true
+		if round.closed {
+			p.flying--
+		} else {
+			round.done++
+		}
+		p.signal()
+	}
+	// The requests start in order, each when a slot is free (slots
+	// still held by earlier rounds' stragglers included); this round may
+	// end before the last has started.
+	go func() {
+		for _, rq := range reqs {
+			select {
+			case p.sem <- struct{}{}:
+			case <-ctx.Done():
+				answer(rq, nil)
+				continue
+			}
+			go func() {
+				defer func() { <-p.sem }()
+				var sums []probe.Summary
+				if rq.from == "" {
+					measure := p.s.Measure
+					if rq.toDst && p.s.MeasureDst != nil {
+						measure = p.s.MeasureDst
+					}
+					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.count, 0, measure)}
+				} else {
+					cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
+					defer cancel()
+					sums, _ = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.from]}, rq.addrs, rq.count, 0)
+				}
+				answer(rq, sums)
+			}()
+		}
+	}()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	for round.done < need && err == nil {
+		err = p.wait(ctx)
+	}
+	round.closed = true
+	p.flying += len(reqs) - round.done
+	if err != nil {
+		return round.out, err
+	}
+	// The requests not answered yet are pending.
+	for _, rq := range reqs {
+		if !rq.done {
+			for _, k := range rq.at {
+				round.out[k] = math.NaN()
+			}
+		}
+	}
+	return round.out, nil
+}
+
+// Late hands over the answers that came after their round ended; with
+// wait, once every request in flight has answered (or ctx ends).
+func (p *surveyProber) Late(ctx context.Context, wait bool) ([]shortlist.Answer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	for wait && p.flying > 0 && err == nil {
+		err = p.wait(ctx)
+	}
+	out := p.late
+	p.late = nil
+	return out, err
 }

@@ -38,6 +38,7 @@ type planeFleet struct {
 	// probes (the first target only, no results).
 	requests map[string]int
 	legacy   bool
+	delay    map[string]time.Duration // before a relay's /v1/probe answers, by admin address
 }
 
 const planeDst = "dst.example:443"
@@ -57,8 +58,9 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 				f.mu.Lock()
 				f.asked[self] = true
 				f.requests[self]++
-				legacy := f.legacy
+				legacy, delay := f.legacy, f.delay[self]
 				f.mu.Unlock()
+				time.Sleep(delay)
 				targets := r.URL.Query()["target"]
 				if legacy { // a relayd from before batched probes: the first target only
 					targets = targets[:1]
@@ -207,6 +209,7 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 		f := newPlaneFleet(t, 3)
 		f.legacy = legacy
 		s := f.survey(ModeShortlist)
+		s.Shortlist.Quorum = 1 // every answer in its round
 		relays := map[string]registry.Relay{}
 		for _, r := range f.reg.relays {
 			relays[r.Name] = r
@@ -244,5 +247,51 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 		if n := f.requests[relays["r01"].Admin]; n != 1 {
 			t.Errorf("legacy %v: r01 got %d requests, want 1", legacy, n)
 		}
+	}
+}
+
+// A round ends once its quorum of requests has answered: the slow relay's
+// probes are pending (NaN), and Late hands them over when they are in.
+func TestProberEndsARoundAtItsQuorum(t *testing.T) {
+	f := newPlaneFleet(t, 3)
+	s := f.survey(ModeShortlist)
+	s.Shortlist.Quorum = 0.5
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	slow := relays["r02"].Admin
+	f.delay = map[string]time.Duration{slow: 400 * time.Millisecond}
+	p := &surveyProber{s: s, relays: relays, target: Target{Addr: planeDst}, dst: planeDst}
+	probes := []shortlist.Probe{{From: "r02", To: planeDst}, {From: "r00", To: planeDst}, {From: "r02", To: "r01"}, {From: "r01", To: planeDst}}
+	start := time.Now()
+	got, err := p.Probe(context.Background(), probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= 400*time.Millisecond {
+		t.Errorf("the round took %v: it waited for the slow relay", took)
+	}
+	if !shortlist.Pending(got[0]) || !shortlist.Pending(got[2]) || got[1] <= 0 || got[3] <= 0 {
+		t.Fatalf("got %v: want the slow relay's two probes pending, the others answered", got)
+	}
+	late, err := p.Late(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(late) != 2 {
+		t.Fatalf("late answers %+v: want the slow relay's two", late)
+	}
+	for _, a := range late {
+		to := planeDst
+		if a.Probe.To != planeDst {
+			to = relays[a.Probe.To].Admin
+		}
+		if want := f.distance(slow, to); a.Probe.From != "r02" || math.Abs(a.RTTMs-want) > 1e-6 {
+			t.Errorf("late answer %+v: want r02's probe, %.3f ms", a, want)
+		}
+	}
+	if again, _ := p.Late(context.Background(), false); len(again) != 0 {
+		t.Errorf("late answers handed over twice: %+v", again)
 	}
 }
