@@ -882,6 +882,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		cands = append(cands, added...)
 		st.Candidates = len(cands)
 	}
+	// searchAgain plans over the candidates again (without the estimated
+	// pairs, with measuredOnly).
+	searchAgain := func(measuredOnly bool) (err error) {
+		m = build(measuredOnly)
+		res, err = planner.Search(m, req)
+		return err
+	}
+	// The best plan waiting on a probe in flight: wait for it.
+	if slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
+		if err := late(true); err != nil {
+			return nil, nil, st, err
+		}
+		if err := searchAgain(false); err != nil {
+			return nil, nil, st, err
+		}
+	}
 	// The rounds ran out with the best plan still standing on an
 	// estimate: choose among the chains measured throughout. An estimate
 	// the rounds did not get to is as likely too low as too high, and a
@@ -889,21 +905,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// simulator, a chain believed at 58 ms was 71; at 1,000 relays this
 	// took the plans within 10 % of the optimum from 60 % to 72 %).
 	// Without rounds the plan stands on the estimates, as configured.
-	// The best plan waiting on a probe in flight: wait for it.
-	if slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
-		if err := late(true); err != nil {
-			return nil, nil, st, err
-		}
-		m = build(false)
-		var err error
-		if res, err = planner.Search(m, req); err != nil {
-			return nil, nil, st, err
-		}
-	}
 	if cfg.Rounds > 0 && hasEstimate(res.Best) {
-		m = build(true)
-		var err error
-		if res, err = planner.Search(m, req); err != nil {
+		if err := searchAgain(true); err != nil {
 			return nil, nil, st, err
 		}
 	}

@@ -92,6 +92,15 @@ func (p *plane) oracle(t *testing.T, in Input) *planner.Result {
 	return res
 }
 
+// wantOracle checks that res chose the oracle's chain.
+func (p *plane) wantOracle(t *testing.T, seed uint64, in Input, res *planner.Result) {
+	t.Helper()
+	if want := p.oracle(t, in); !slices.Equal(res.Best.Chain, want.Best.Chain) {
+		t.Errorf("seed %d: chose %v (%.1f Mbit/s), the oracle %v (%.1f Mbit/s)", seed,
+			res.Best.Chain, res.Best.PredictedBps/1e6, want.Best.Chain, want.Best.PredictedBps/1e6)
+	}
+}
+
 func TestPlanFindsTheOracleChainOnMeasurements(t *testing.T) {
 	for seed := range uint64(20) {
 		p, in := newPlane(30, seed)
@@ -99,11 +108,7 @@ func TestPlanFindsTheOracleChainOnMeasurements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := p.oracle(t, in)
-		if !slices.Equal(res.Best.Chain, want.Best.Chain) {
-			t.Errorf("seed %d: chose %v (%.1f Mbit/s), the oracle %v (%.1f Mbit/s)", seed,
-				res.Best.Chain, res.Best.PredictedBps/1e6, want.Best.Chain, want.Best.PredictedBps/1e6)
-		}
+		p.wantOracle(t, seed, in, res)
 		if st.Estimated != 0 || st.Measured != len(res.Best.Segments) {
 			t.Errorf("seed %d: best plan stands on %d estimated and %d measured segments, want all %d measured",
 				seed, st.Estimated, st.Measured, len(res.Best.Segments))
@@ -670,11 +675,7 @@ func TestPlanTakesLateAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := p.oracle(t, in)
-		if !slices.Equal(res.Best.Chain, want.Best.Chain) {
-			t.Errorf("seed %d: chose %v (%.1f Mbit/s), the oracle %v (%.1f Mbit/s)", seed,
-				res.Best.Chain, res.Best.PredictedBps/1e6, want.Best.Chain, want.Best.PredictedBps/1e6)
-		}
+		p.wantOracle(t, seed, in, res)
 		if st.Estimated != 0 {
 			t.Errorf("seed %d: best plan stands on %d estimated segments", seed, st.Estimated)
 		}
