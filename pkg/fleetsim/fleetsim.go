@@ -34,6 +34,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/netsim"
+	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/planner"
 )
@@ -555,56 +556,54 @@ func (p *prober) point(name string) (netsim.Point, bool) {
 
 func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	// A round's requests: each of this host's own probes is one (its
-	// handshakes one after another); a relay's probes of the round are
-	// one request to it (relayctl asks each relay once a round, and the
-	// relay makes them at once), lasting the round trip of asking it
-	// and its longest probe. In the order of each request's first probe.
+	// A round's requests as relayctl makes them (shortlist.Requests):
+	// each of this host's own probes is one (its handshakes one after
+	// another); a relay's probes of the round are one request to it (the
+	// relay makes them at once), lasting the round trip of asking it and
+	// its longest probe. A relay's first request of the plan opens a
+	// connection to it, and so does a second request in flight beside
+	// another in the same round.
 	type request struct {
 		askMs, probeMs, atMs float64
 		at                   []int // the probes' indices
 	}
 	var reqs []*request
-	byRelay := map[string]*request{}
-	for k, pr := range probes {
-		a, okA := p.point(pr.From)
-		b, okB := p.point(pr.To)
-		if !okA || !okB {
-			continue
-		}
-		count := max(pr.Handshakes, 1)
-		var samples []float64
-		// A probe's noise comes from its pair, not its place in the
-		// batch: plans that order or batch their probes differently
-		// see the same samples.
-		h := fnv.New64a()
-		h.Write([]byte(pr.From + "\x00" + pr.To))
-		rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
-		for range count {
-			if ms, lost := p.world.Sample(a, b, rnd); !lost {
-				samples = append(samples, ms)
+	asked := map[string]bool{} // relays with a request in this round
+	for _, g := range shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
+		_, okA := p.point(pr.From)
+		_, okB := p.point(pr.To)
+		return okA && okB
+	}) {
+		r := &request{at: g.At}
+		a, _ := p.point(g.From)
+		for _, k := range g.At {
+			pr := probes[k]
+			b, _ := p.point(pr.To)
+			count := max(pr.Handshakes, 1)
+			var samples []float64
+			// A probe's noise comes from its pair, not its place in the
+			// batch: plans that order or batch their probes differently
+			// see the same samples.
+			h := fnv.New64a()
+			h.Write([]byte(pr.From + "\x00" + pr.To))
+			rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
+			for range count {
+				if ms, lost := p.world.Sample(a, b, rnd); !lost {
+					samples = append(samples, ms)
+				}
 			}
+			if len(samples) > 0 {
+				out[k] = quantile(samples, 0.5)
+			}
+			r.probeMs = max(r.probeMs, float64(count)*p.world.RTTMs(a, b))
 		}
-		if len(samples) > 0 {
-			out[k] = quantile(samples, 0.5)
+		if g.From != "client" {
+			r.askMs = p.world.RTTMs(p.client, a)
+			if !p.connected[g.From] || asked[g.From] {
+				r.askMs *= 1 + AdminSetupRTTs
+			}
+			p.connected[g.From], asked[g.From] = true, true
 		}
-		probeMs := float64(count) * p.world.RTTMs(a, b)
-		if pr.From == "client" {
-			reqs = append(reqs, &request{probeMs: probeMs, at: []int{k}})
-			continue
-		}
-		if r, ok := byRelay[pr.From]; ok {
-			r.probeMs = max(r.probeMs, probeMs)
-			r.at = append(r.at, k)
-			continue
-		}
-		askMs := p.world.RTTMs(p.client, a)
-		if !p.connected[pr.From] {
-			askMs *= 1 + AdminSetupRTTs
-			p.connected[pr.From] = true
-		}
-		r := &request{askMs: askMs, probeMs: probeMs, at: []int{k}}
-		byRelay[pr.From] = r
 		reqs = append(reqs, r)
 	}
 	if len(reqs) == 0 {

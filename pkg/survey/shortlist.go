@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -280,43 +279,33 @@ func (p *surveyProber) wait(ctx context.Context) error {
 
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
-	// requests: this host's probes one each, a relay's grouped, in the
-	// order of their first probe (shortlist puts the longest first).
+	// A request's addresses, in the order of its probes, and whether it
+	// is this host's probe of the destination.
 	type request struct {
-		from  string // "" for this host's own probe
+		shortlist.Request
 		addrs []string
-		at    []int // the probes' indices
-		count int
-		toDst bool // this host's probe of the destination
+		toDst bool
 		done  bool // answered (under p.mu)
 	}
+	addrOf := func(to string) (string, bool) {
+		if to == p.dst {
+			return p.target.Addr, true
+		}
+		r, ok := p.relays[to]
+		return r.Admin, ok
+	}
 	var reqs []*request
-	open := map[string]*request{}
-	for i, pr := range probes {
-		addr := p.target.Addr
-		if pr.To != p.dst {
-			r, ok := p.relays[pr.To]
-			if !ok {
-				continue
-			}
-			addr = r.Admin
+	for _, g := range shortlist.Requests(probes, ClientNode, probe.MaxTargets, func(pr shortlist.Probe) bool {
+		_, okTo := addrOf(pr.To)
+		_, okFrom := p.relays[pr.From]
+		return okTo && (okFrom || pr.From == ClientNode)
+	}) {
+		rq := &request{Request: g, toDst: g.From == ClientNode && probes[g.At[0]].To == p.dst}
+		for _, k := range g.At {
+			addr, _ := addrOf(probes[k].To)
+			rq.addrs = append(rq.addrs, addr)
 		}
-		if pr.From == ClientNode {
-			reqs = append(reqs, &request{addrs: []string{addr}, at: []int{i}, count: pr.Handshakes, toDst: pr.To == p.dst})
-			continue
-		}
-		if _, ok := p.relays[pr.From]; !ok {
-			continue
-		}
-		// One request a relay and handshake count, split at MaxTargets.
-		k := pr.From + "\x00" + strconv.Itoa(pr.Handshakes)
-		r := open[k]
-		if r == nil || len(r.addrs) == probe.MaxTargets {
-			r = &request{from: pr.From, count: pr.Handshakes}
-			open[k] = r
-			reqs = append(reqs, r)
-		}
-		r.addrs, r.at = append(r.addrs, addr), append(r.at, i)
+		reqs = append(reqs, rq)
 	}
 	round := &proberRound{out: make([]float64, len(probes))}
 	need := len(reqs)
@@ -333,7 +322,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	answer := func(rq *request, sums []probe.Summary) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		for j, k := range rq.at {
+		for j, k := range rq.At {
 			ms := 0.0
 			if j < len(sums) && sums[j].Reachable() {
 				ms = sums[j].MedianMs
@@ -366,16 +355,16 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			go func() {
 				defer func() { <-p.sem }()
 				var sums []probe.Summary
-				if rq.from == "" {
+				if rq.From == ClientNode {
 					measure := p.s.Measure
 					if rq.toDst && p.s.MeasureDst != nil {
 						measure = p.s.MeasureDst
 					}
-					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.count, 0, measure)}
+					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
 				} else {
 					cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 					defer cancel()
-					sums, _ = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.from]}, rq.addrs, rq.count, 0)
+					sums, _ = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0)
 				}
 				answer(rq, sums)
 			}()
@@ -395,7 +384,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// The requests not answered yet are pending.
 	for _, rq := range reqs {
 		if !rq.done {
-			for _, k := range rq.at {
+			for _, k := range rq.At {
 				round.out[k] = math.NaN()
 			}
 		}
