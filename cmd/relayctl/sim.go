@@ -138,6 +138,7 @@ the model and its limits: go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Shortlist.FirstCut, "first-cut", shortlist.DefaultFirstCut, "relays picked on coordinates whose ends are measured before the candidates are ranked again (-1: the candidates only)")
 	fl.IntVar(&cfg.Shortlist.Neighbours, "neighbours", shortlist.DefaultNeighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
 	fl.IntVar(&cfg.Shortlist.Rounds, "rounds", shortlist.DefaultRounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
+	fl.IntVar(&cfg.Shortlist.ExplorePerRound, "explore", shortlist.DefaultExplorePerRound, "at most this many probes a planning round")
 	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
 	fl.IntVar(&cfg.Shortlist.PerSite, "per-site", shortlist.DefaultPerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fl.Float64Var(&cfg.Shortlist.SiteRadius, "site-radius", shortlist.DefaultSiteRadius, "a site's radius, as a share of the direct path's RTT")

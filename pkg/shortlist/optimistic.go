@@ -15,15 +15,19 @@ type bounded struct {
 
 // optimisticPairs returns the estimated pairs among the client, the
 // destination and the candidates that would put a chain ahead of the best
-// plan (bottleneck bestMs) were that pair's estimate optimism times too
-// high, best chance first. rtt is a pair's best figure (measured,
-// published or estimated); ok false when the pair is no segment. A pair's
-// bound is the best chain of at most hops relays through it with its own
-// RTT at estimate × optimism and every other segment at its figure (a
-// minimax program over the candidates, from both ends): one good long hop
-// the coordinates missed is what a detour needs, and a pair whose every
-// chain has another slow segment is not worth a probe however low its
-// estimate. The round's budget then goes to the pairs that matter first.
+// plan (bottleneck bestMs) were the estimates optimism times too high,
+// best chance first. rtt is a pair's best figure (measured, published or
+// estimated); ok false when the pair is no segment. A pair's bound is the
+// best chain of at most hops relays through it with every estimated relay
+// pair, its own included, at estimate × optimism and every other segment
+// at its figure (a minimax program over the candidates, from both ends).
+// At optimism 0 only what was measured prunes: a pair is worth a probe
+// when a chain through it has no measured segment as slow as the best
+// plan, whatever the estimates say. A detour's good long hop is what
+// coordinates see worst, and the fast chains the coordinates miss often
+// need two such hops at once. At 1,000 relays that is a few thousand
+// probes a plan, which cost a round no more requests: each relay asked is
+// asked once a round, for all of its probes.
 func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optimism float64,
 	rtt func(a, b string) (ms float64, estimated, ok bool)) []bounded {
 	if hops < 1 {
@@ -46,6 +50,9 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 		toDst[i], estDst[i] = look(a, dst)
 		for j := i + 1; j < n; j++ {
 			ms, e := look(a, cands[j])
+			if e {
+				ms *= optimism
+			}
 			fig[i*n+j], fig[j*n+i] = ms, ms
 			est[i*n+j], est[j*n+i] = e, e
 		}
@@ -70,18 +77,18 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 	}
 	pre, suf := reach(fromClient), reach(toDst)
 	var out []bounded
-	add := func(a, b string, ms, restMs float64) {
-		low := ms * optimism
-		if bound := math.Max(low, restMs); bound < bestMs {
+	// add: lowMs is the pair's optimistic figure.
+	add := func(a, b string, lowMs, restMs float64) {
+		if bound := math.Max(lowMs, restMs); bound < bestMs {
 			out = append(out, bounded{a, b, bound})
 		}
 	}
 	for v := 0; v < n; v++ {
 		if estClient[v] {
-			add(client, cands[v], fromClient[v], suf[hops-1][v])
+			add(client, cands[v], fromClient[v]*optimism, suf[hops-1][v])
 		}
 		if estDst[v] {
-			add(cands[v], dst, toDst[v], pre[hops-1][v])
+			add(cands[v], dst, toDst[v]*optimism, pre[hops-1][v])
 		}
 	}
 	for u := 0; u < n; u++ {

@@ -2,6 +2,7 @@ package shortlist
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -45,5 +46,48 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 	// With one relay a chain, no pair of relays is a segment.
 	if got := optimisticPairs("c", "d", []string{"a", "b", "x"}, 1, 50, 0.6, rtt); len(got) != 0 {
 		t.Fatalf("one relay: got %+v, want none", got)
+	}
+}
+
+// A chain that beats the best plan only when two of its estimated pairs
+// are both well below their estimates: at optimism 0 only measured
+// segments rule a chain out, so both pairs are probed; trusting the
+// estimates (1), neither is.
+func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
+	// c→a and x→d measured at 10 ms; a→b and b→x estimated at 70 each,
+	// truly 20: c-a-b-x-d would beat the best plan's 50 ms.
+	measured := map[[2]string]float64{key("c", "a"): 10, key("x", "d"): 10,
+		key("c", "b"): 90, key("b", "d"): 90, key("c", "x"): 90, key("a", "d"): 90}
+	estimated := map[[2]string]float64{key("a", "b"): 70, key("b", "x"): 70, key("a", "x"): 200}
+	rtt := func(a, b string) (float64, bool, bool) {
+		if v, ok := measured[key(a, b)]; ok {
+			return v, false, true
+		}
+		if v, ok := estimated[key(a, b)]; ok {
+			return v, true, true
+		}
+		return 0, false, false
+	}
+	cands := []string{"a", "b", "x"}
+	got := optimisticPairs("c", "d", cands, 3, 50, 0, rtt)
+	var pairs [][2]string
+	for _, g := range got {
+		pairs = append(pairs, [2]string{g.a, g.b})
+		if g.boundMs != 10 {
+			t.Errorf("pair %s-%s bound %.0f ms, want 10 (its chain's measured segments)", g.a, g.b, g.boundMs)
+		}
+	}
+	want := [][2]string{{"a", "b"}, {"a", "x"}, {"b", "x"}}
+	if !slices.Equal(pairs, want) {
+		t.Fatalf("optimism 0: pairs %v, want %v", pairs, want)
+	}
+	// At 0.5 each pair alone would be 35 ms; with the other at its
+	// estimate (70) the chain is no better than 50: the bound must count
+	// the other pair at 0.5 too.
+	if got := optimisticPairs("c", "d", cands, 3, 50, 0.5, rtt); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
+		t.Fatalf("optimism 0.5: got %+v, want a-b and b-x at 35 ms", got)
+	}
+	if got := optimisticPairs("c", "d", cands, 3, 50, 1, rtt); len(got) != 0 {
+		t.Fatalf("optimism 1: got %+v, want none", got)
 	}
 }
