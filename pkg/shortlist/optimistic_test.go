@@ -23,15 +23,7 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 		key("a", "x"): 20, // at 0.6: 12, but c-a-x-d needs x→d (90), c-x-a-d a→d (60)
 		key("b", "x"): 70, // at 0.6: 42, on c-x-b-d (rest 10)
 	}
-	rtt := func(a, b string) (float64, bool, bool) {
-		if v, ok := measured[key(a, b)]; ok {
-			return v, false, true
-		}
-		if v, ok := estimated[key(a, b)]; ok {
-			return v, true, true
-		}
-		return 0, false, false
-	}
+	rtt := figures(measured, estimated)
 	// Two relays a chain at most (three would let x start c-x-a-b-d).
 	got := optimisticPairs("c", "d", []string{"a", "b", "x"}, 2, 50, 0.6, rtt)
 	want := []bounded{{"a", "b", 24}, {"b", "x", 42}}
@@ -59,15 +51,7 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	measured := map[[2]string]float64{key("c", "a"): 10, key("x", "d"): 10,
 		key("c", "b"): 90, key("b", "d"): 90, key("c", "x"): 90, key("a", "d"): 90}
 	estimated := map[[2]string]float64{key("a", "b"): 70, key("b", "x"): 70, key("a", "x"): 200}
-	rtt := func(a, b string) (float64, bool, bool) {
-		if v, ok := measured[key(a, b)]; ok {
-			return v, false, true
-		}
-		if v, ok := estimated[key(a, b)]; ok {
-			return v, true, true
-		}
-		return 0, false, false
-	}
+	rtt := figures(measured, estimated)
 	cands := []string{"a", "b", "x"}
 	got := optimisticPairs("c", "d", cands, 3, 50, 0, rtt)
 	var pairs [][2]string
@@ -89,5 +73,18 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	}
 	if got := optimisticPairs("c", "d", cands, 3, 50, 1, rtt); len(got) != 0 {
 		t.Fatalf("optimism 1: got %+v, want none", got)
+	}
+}
+
+// figures is optimisticPairs' rtt over measured and estimated pairs.
+func figures(measured, estimated map[[2]string]float64) func(a, b string) (float64, bool, bool) {
+	return func(a, b string) (float64, bool, bool) {
+		if v, ok := measured[key(a, b)]; ok {
+			return v, false, true
+		}
+		if v, ok := estimated[key(a, b)]; ok {
+			return v, true, true
+		}
+		return 0, false, false
 	}
 }
