@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sizes bench-lossy bench-learnt
 
 all: build
 
@@ -153,6 +153,10 @@ bench-lab-engine:
 # optimum. bench/results/sim.md is written by hand from bench/results/sim.json.
 bench-sim:
 	./bench/run-sim-bench.sh
+
+# Replans in the simulator (~5 min, no root): bench/results/sim-replan.json.
+bench-sim-replan:
+	./bench/run-sim-replan.sh
 
 # Planner search time per plan on random complete matrices of 1000 and 5000
 # relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).

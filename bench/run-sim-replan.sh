@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Replans in the fleet simulator (relayctl sim --replan): each pair planned,
+# then planned again at once from what the first plan learnt, over the
+# admin connections it opened (and afresh, and over new connections: see
+# relayctl sim --help). 1,000 relays, 200 pairs; 5,000 relays, 60 pairs.
+# Writes bench/results/sim-replan.json; bench/results/sim.md (Replans) is
+# written by hand from it. No root, no network. About 5 minutes on 2 cores.
+# Usage: bench/run-sim-replan.sh [relayctl sim flags, e.g. --seed 2]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/.bin bench/results
+go build -o bench/.bin/relayctl ./cmd/relayctl
+out=bench/results
+at=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+run() { # name, flags...
+  local name=$1
+  shift
+  echo "\"$name\": {\"command\": \"relayctl sim $* -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$at\", \"report\":"
+  bench/.bin/relayctl sim "$@" -o json
+  echo "}"
+}
+{
+  echo "{"
+  run replan_1000 --relays 1000 --pairs 200 --replan "$@"
+  echo ","
+  run replan_fresh_1000 --relays 1000 --pairs 200 --replan --replan-fresh "$@"
+  echo ","
+  run replan_cold_1000 --relays 1000 --pairs 200 --replan --replan-cold "$@"
+  echo ","
+  run replan_5000 --relays 5000 --pairs 60 --replan "$@"
+  echo "}"
+} > "$out/sim-replan.json.tmp"
+mv "$out/sim-replan.json.tmp" "$out/sim-replan.json"
+echo "wrote $out/sim-replan.json"
