@@ -607,14 +607,23 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 
 	// A replan's first round is the first cut's (below), with the direct
 	// path and the segments of the chains the Prior ranked (of relays
-	// still in the fleet): measured again, not taken from the Prior.
+	// still in the fleet): measured again, not taken from the Prior. Their
+	// relays are candidates whatever the ranking says (kept): the last
+	// plan's answer is the chain to beat, and its relays were often found
+	// by its rounds (a bottleneck's neighbours), not by the ranking.
 	var recheck []Probe
+	var kept []string
 	if prior != nil {
 		recheck = append(recheck, batch...) // the direct path
 		seen := map[[2]string]bool{key(client, dst): true}
 		for _, chain := range prior.Chains {
 			if slices.ContainsFunc(chain, func(r string) bool { _, ok := placed[r]; return !ok }) {
 				continue
+			}
+			for _, r := range chain {
+				if !slices.Contains(kept, r) {
+					kept = append(kept, r)
+				}
 			}
 			hops := slices.Concat([]string{client}, chain, []string{dst})
 			for i := 1; i < len(hops); i++ {
@@ -670,8 +679,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	for _, v := range wide {
 		cands = append(cands, sp.name[v])
 	}
-	slices.Sort(cands)
-	st.Candidates = len(cands)
+	// keep adds the kept relays the candidates lack, and sorts them.
+	keep := func() {
+		for _, r := range kept {
+			if !slices.Contains(cands, r) {
+				cands = append(cands, r)
+			}
+		}
+		slices.Sort(cands)
+		st.Candidates = len(cands)
+	}
+	keep()
 	// describe asks Describe about relays that just became candidates.
 	describe := func(names []string) error {
 		if in.Describe == nil || len(names) == 0 {
@@ -779,8 +797,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		for _, v := range sub.rankCandidates(fc, td, directMs, hops, cfg.Candidates, site) {
 			cands = append(cands, sub.name[v])
 		}
-		slices.Sort(cands)
-		st.Candidates = len(cands)
+		keep()
 	}
 	var res *planner.Result
 	var m *planner.Matrix

@@ -622,6 +622,37 @@ func TestReplanMeasuresWhatItRestsOn(t *testing.T) {
 	}
 }
 
+// A replan keeps the relays of the chains its Prior ranked among its
+// candidates, whatever their coordinates say: the last plan's chain was
+// often found by its rounds, not by the ranking, and measuring it again
+// is no use if the planner may not choose it.
+func TestReplanKeepsThePriorsChains(t *testing.T) {
+	p, in := newPlane(30, 5)
+	// za, zb and zc lie on the direct path, a quarter of it apart (the
+	// best chain there is: 50 ms a segment), but publish coordinates a
+	// second away, so no ranking takes them.
+	for i, name := range []string{"za", "zb", "zc"} {
+		p.pos[name] = [2]float64{50 * float64(i+1), 50}
+		in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true},
+			Coord: exactCoord([2]float64{50 * float64(i+1), 1000})})
+	}
+	want := []string{"za", "zb", "zc"}
+	if got := p.oracle(t, in).Best.Chain; !slices.Equal(got, want) {
+		t.Fatalf("the oracle chose %v, want %v", got, want)
+	}
+	cfg := Config{FirstCut: 8, Candidates: 8}
+	rin := in
+	rin.Prior = &Prior{Client: exactCoord(p.pos["client"]), Destination: exactCoord(p.pos["destination"]),
+		Chains: [][]string{want}}
+	res, _, _, err := Plan(context.Background(), cfg, rin, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Best.Chain, want) {
+		t.Errorf("the replan chose %v, not the Prior's chain (the oracle's) %v", res.Best.Chain, want)
+	}
+}
+
 // latePlane answers every probe that touches a slow relay late (NaN in its
 // round, the value at the next Late), as a LateProber whose quorum leaves
 // the slow relays' requests behind; twice counts pairs asked again while
