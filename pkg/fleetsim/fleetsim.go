@@ -387,7 +387,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		}
 		directMs := world.RTTMs(client, dst)
 		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: cfg.Shortlist.InFlightProbes(), quorum: cfg.Shortlist.RoundQuorum(),
+			inFlight: cfg.Shortlist.InFlightProbes(), shortlist: cfg.Shortlist,
 			seed: cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
 		t0 := time.Now()
 		res, m, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)
@@ -512,9 +512,9 @@ type prober struct {
 	client, dst netsim.Point
 	seed        uint64 // of each probe's noise, with its pair
 	inFlight    int
-	quorum      float64   // share of a batch's requests it waits for (0 or >= 1: all)
-	wallMs      float64   // the plan's clock, ms
-	free        []float64 // when each slot is free again, on the clock
+	shortlist   shortlist.Config // its RoundNeeds: how many of a batch's requests end it
+	wallMs      float64          // the plan's clock, ms
+	free        []float64        // when each slot is free again, on the clock
 	late        []lateAnswer
 	// connected are the relays whose admin API this plan has asked
 	// already: the connection is kept, and asking again costs one
@@ -625,10 +625,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		ends = append(ends, r.atMs)
 	}
 	slices.Sort(ends)
-	end := ends[len(ends)-1]
-	if p.quorum > 0 && p.quorum < 1 {
-		end = ends[max(int(math.Ceil(p.quorum*float64(len(ends))))-1, 0)]
-	}
+	end := ends[p.shortlist.RoundNeeds(len(ends))-1]
 	for _, r := range reqs {
 		if r.atMs <= end {
 			continue

@@ -238,6 +238,15 @@ func (c Config) RoundQuorum() float64 {
 	return DefaultQuorum
 }
 
+// RoundNeeds is how many of a round's n requests a LateProber waits for
+// before it ends the round: RoundQuorum of them, rounded up, at least one.
+func (c Config) RoundNeeds(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return max(int(math.Ceil(c.RoundQuorum()*float64(n))), 1)
+}
+
 // InFlightProbes is c.InFlight, or its default.
 func (c Config) InFlightProbes() int {
 	if c.InFlight > 0 {

@@ -308,10 +308,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		reqs = append(reqs, rq)
 	}
 	round := &proberRound{out: make([]float64, len(probes))}
-	need := len(reqs)
-	if q := p.s.Shortlist.RoundQuorum(); q < 1 && need > 0 {
-		need = max(int(math.Ceil(q*float64(len(reqs)))), 1)
-	}
+	need := p.s.Shortlist.RoundNeeds(len(reqs))
 	p.mu.Lock()
 	if p.sem == nil {
 		p.sem = make(chan struct{}, p.s.Shortlist.InFlightProbes())
