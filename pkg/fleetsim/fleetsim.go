@@ -146,6 +146,14 @@ type Plans struct {
 	QualityMedian float64 `json:"quality_median"`
 	QualityP5     float64 `json:"quality_p5"`
 	Within10      float64 `json:"within_10pct"` // share of plans with quality >= 0.9
+	// ModelQuality is the chosen plan's rate over the best possible by
+	// the planner's model with equal windows (planner.Model: the
+	// bottleneck's rate times 1 − RelayOverhead for each relay), under
+	// the true RTTs. The planner ranks chains so, and takes the one with
+	// fewer relays among chains within its ErrorMargin; a bottleneck a
+	// few percent lower through more relays is no faster by that model.
+	ModelQualityMedian float64 `json:"model_quality_median"`
+	ModelWithin10      float64 `json:"model_within_10pct"` // share of plans with ModelQuality >= 0.9
 	// CandidatesWithin10 is the share of plans whose candidates held a
 	// chain within 10 % of the optimum (under the true RTTs): what the
 	// coordinate search left the measured rounds to find. Within10 can be
@@ -169,11 +177,12 @@ type Plans struct {
 	// Replan* are the second plans of Config.Replan: the share within
 	// 10 % of the optimum and the modelled wall time, milliseconds (0
 	// without Replan).
-	ReplanWithin10     float64 `json:"replan_within_10pct,omitempty"`
-	ReplanWallMsMedian float64 `json:"replan_wall_ms_median,omitempty"`
-	ReplanWallMsP95    float64 `json:"replan_wall_ms_p95,omitempty"`
-	ReplanProbesMedian float64 `json:"replan_probes_per_plan_median,omitempty"`
-	ReplanRoundsMedian float64 `json:"replan_rounds_median,omitempty"`
+	ReplanWithin10      float64 `json:"replan_within_10pct,omitempty"`
+	ReplanModelWithin10 float64 `json:"replan_model_within_10pct,omitempty"`
+	ReplanWallMsMedian  float64 `json:"replan_wall_ms_median,omitempty"`
+	ReplanWallMsP95     float64 `json:"replan_wall_ms_p95,omitempty"`
+	ReplanProbesMedian  float64 `json:"replan_probes_per_plan_median,omitempty"`
+	ReplanRoundsMedian  float64 `json:"replan_rounds_median,omitempty"`
 }
 
 type relay struct {
@@ -370,8 +379,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	var quality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
-	var chains, candsWithin, replanWithin int
+	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
+	var chains, candsWithin, replanWithin, replanModelWithin int
 	// The pairs, and each pair's probe noise, come from their own
 	// sources: two runs that differ only in how they plan plan the same
 	// pairs, and their results compare pair by pair.
@@ -414,8 +423,14 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		if len(res.Best.Chain) > 0 {
 			chains++
 		}
-		opt := truth.bestBottleneckMs(aliveMask, to, from, directMs, cfg.MaxHops)
+		byHops := truth.bestByHopsMs(aliveMask, to, from, directMs, cfg.MaxHops)
+		opt, optRate := byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
+		// modelQuality is a chain's model rate over the best's.
+		modelQualityOf := func(chain []string) float64 {
+			return modelRate(trueMs(chain), len(chain), planner.DefaultRelayOverhead) / optRate
+		}
 		quality = append(quality, opt/trueMs(res.Best.Chain))
+		modelQuality = append(modelQuality, modelQualityOf(res.Best.Chain))
 		if cfg.Replan {
 			// The same pair again over the connections kept (see
 			// Config.Replan), its probes' noise drawn afresh.
@@ -439,6 +454,9 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			if opt/trueMs(again.Best.Chain) >= 0.9 {
 				replanWithin++
 			}
+			if modelQualityOf(again.Best.Chain) >= 0.9 {
+				replanModelWithin++
+			}
 		}
 		var cands []int
 		for _, node := range m.Nodes {
@@ -455,13 +473,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	pl.Count = len(quality)
 	if pl.Count > 0 {
 		pl.QualityMedian, pl.QualityP5 = quantile(quality, 0.5), quantile(quality, 0.05)
-		within := 0
-		for _, q := range quality {
-			if q >= 0.9 {
-				within++
-			}
-		}
-		pl.Within10 = float64(within) / float64(pl.Count)
+		pl.Within10, pl.ModelWithin10 = shareAtLeast(quality, 0.9), shareAtLeast(modelQuality, 0.9)
+		pl.ModelQualityMedian = quantile(modelQuality, 0.5)
 		pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
 		pl.ChainShare = float64(chains) / float64(pl.Count)
 		pl.OptimumGainMedian = quantile(gains, 0.5)
@@ -470,6 +483,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
 		if cfg.Replan {
 			pl.ReplanWithin10 = float64(replanWithin) / float64(pl.Count)
+			pl.ReplanModelWithin10 = float64(replanModelWithin) / float64(pl.Count)
 			pl.ReplanWallMsMedian, pl.ReplanWallMsP95 = quantile(replanWallMs, 0.5), quantile(replanWallMs, 0.95)
 			pl.ReplanProbesMedian, pl.ReplanRoundsMedian = quantile(replanProbes, 0.5), quantile(replanRounds, 0.5)
 		}
@@ -656,6 +670,17 @@ func (p *prober) Late(_ context.Context, wait bool) ([]shortlist.Answer, error) 
 		return false
 	})
 	return out, nil
+}
+
+// shareAtLeast is the share of v that is at least atLeast.
+func shareAtLeast(v []float64, atLeast float64) float64 {
+	n := 0
+	for _, x := range v {
+		if x >= atLeast {
+			n++
+		}
+	}
+	return float64(n) / float64(len(v))
 }
 
 // quantile is the q-quantile of v (nearest rank), sorting a copy.

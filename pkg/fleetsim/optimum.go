@@ -27,16 +27,27 @@ func newTrueMatrix(n int, rttMs func(a, b int) float64) *trueMatrix {
 // to relay v, fromRelayMs[v] relay v's to the destination, directMs the
 // direct path's. With equal windows a chain's rate is window/bottleneck,
 // so this is the optimum every plan is judged against.
+func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) float64 {
+	byHops := m.bestByHopsMs(alive, toRelayMs, fromRelayMs, directMs, maxHops)
+	return byHops[len(byHops)-1]
+}
+
+// bestByHopsMs is bestBottleneckMs for each most relays k = 0..maxHops
+// (0: direct): out[k] is the lowest bottleneck of a path through at most k
+// relays wherever that is below out[k−1] (a path through more relays that
+// is no faster is never the better chain, so the program does not look
+// for it: out[k] = out[k−1] then, or more).
 //
 // It is a minimax dynamic program over hop counts: best[v] is the lowest
 // bottleneck of a path from the client that ends at relay v after k
 // relays. A path that repeats a relay is never better than the one that
 // skips the loop, so allowing repeats does not change the optimum.
-func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) float64 {
+func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) []float64 {
 	n := m.n
 	best := make([]float64, n)
 	next := make([]float64, n)
 	opt := directMs
+	out := []float64{directMs}
 	for v := 0; v < n; v++ {
 		best[v] = math.Inf(1)
 		if alive[v] {
@@ -49,8 +60,9 @@ func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []flo
 				opt = math.Min(opt, math.Max(best[v], fromRelayMs[v]))
 			}
 		}
-		if k == maxHops {
-			return opt
+		out = append(out, opt)
+		if k >= maxHops {
+			return out
 		}
 		for v := 0; v < n; v++ {
 			next[v] = best[v]
@@ -70,6 +82,22 @@ func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []flo
 		}
 		best, next = next, best
 	}
+}
+
+// modelRate is a path's rate by the planner's model with equal windows,
+// in windows per ms: the bottleneck's, times (1 − overhead) for each
+// relay (planner.Model.RelayOverhead: the throughput each relay costs).
+func modelRate(bottleneckMs float64, relays int, overhead float64) float64 {
+	return math.Pow(1-overhead, float64(relays)) / bottleneckMs
+}
+
+// bestModelRate is the highest modelRate of any path, from bestByHopsMs.
+func bestModelRate(byHopsMs []float64, overhead float64) float64 {
+	best := 0.0
+	for k, ms := range byHopsMs {
+		best = math.Max(best, modelRate(ms, k, overhead))
+	}
+	return best
 }
 
 // bestAmongMs is bestBottleneckMs with only the relays in set as hops:

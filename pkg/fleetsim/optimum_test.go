@@ -53,3 +53,40 @@ func TestBestBottleneckIsTheBruteForceOptimum(t *testing.T) {
 		}
 	}
 }
+
+// TestBestByHopsIsTheBruteForceOptimumOfEachLength checks each entry that
+// can win against brute force, and the model's best rate against the best
+// of brute force's.
+func TestBestByHopsIsTheBruteForceOptimumOfEachLength(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(8, 8))
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + rnd.IntN(7)
+		m := newTrueMatrix(n, func(a, b int) float64 { return 1 + rnd.Float64()*200 })
+		alive := make([]bool, n)
+		to, from := make([]float64, n), make([]float64, n)
+		for v := range n {
+			alive[v] = rnd.IntN(5) > 0
+			to[v], from[v] = 1+rnd.Float64()*200, 1+rnd.Float64()*200
+		}
+		direct := 1 + rnd.Float64()*300
+		hops := 1 + rnd.IntN(4)
+		got := m.bestByHopsMs(alive, to, from, direct, hops)
+		if len(got) != hops+1 {
+			t.Fatalf("trial %d: %d entries for %d hops", trial, len(got), hops)
+		}
+		want := []float64{direct}
+		for k := 1; k <= hops; k++ {
+			want = append(want, bruteBottleneckMs(m, alive, to, from, direct, k))
+		}
+		bestRate := 0.0
+		for k := range want {
+			if got[k] < want[k] || (k > 0 && want[k] < want[k-1] && got[k] != want[k]) {
+				t.Fatalf("trial %d (n %d, hops %d): by hops %v, brute force %v", trial, n, hops, got, want)
+			}
+			bestRate = math.Max(bestRate, modelRate(want[k], k, 0.02))
+		}
+		if r := bestModelRate(got, 0.02); r != bestRate {
+			t.Fatalf("trial %d: best model rate %v, brute force %v", trial, r, bestRate)
+		}
+	}
+}
