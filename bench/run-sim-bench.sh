@@ -19,7 +19,7 @@ mkdir -p bench/.bin bench/results
 go build -o bench/.bin/relayctl ./cmd/relayctl
 out=bench/results
 {
-  echo '{"command": "bench/run-sim-bench.sh '"$*"'", "date": "'"$(date -u +%FT%TZ)"'",'
+  echo '{"command": "bench/run-sim-bench.sh '"$*"'", "date": "'"$(date -u +%FT%TZ)"'", "commit": "'"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"'",'
   echo '"defaults":'
   bench/.bin/relayctl sim --relays 100,1000,5000 -o json "$@"
   echo ", \"candidates_96\":"
