@@ -33,19 +33,34 @@ func bruteBottleneckMs(m *trueMatrix, alive []bool, to, from []float64, directMs
 	return best
 }
 
+// instance is a small random fleet, its ends and a hop limit.
+type instance struct {
+	m        *trueMatrix
+	alive    []bool
+	to, from []float64
+	directMs float64
+	hops     int
+}
+
+func randomInstance(rnd *rand.Rand) instance {
+	n := 1 + rnd.IntN(7)
+	in := instance{m: newTrueMatrix(n, func(a, b int) float64 { return 1 + rnd.Float64()*200 }),
+		alive: make([]bool, n), to: make([]float64, n), from: make([]float64, n)}
+	for v := range n {
+		in.alive[v] = rnd.IntN(5) > 0
+		in.to[v], in.from[v] = 1+rnd.Float64()*200, 1+rnd.Float64()*200
+	}
+	in.directMs = 1 + rnd.Float64()*300
+	in.hops = 1 + rnd.IntN(4)
+	return in
+}
+
 func TestBestBottleneckIsTheBruteForceOptimum(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 7))
 	for trial := 0; trial < 300; trial++ {
-		n := 1 + rnd.IntN(7)
-		m := newTrueMatrix(n, func(a, b int) float64 { return 1 + rnd.Float64()*200 })
-		alive := make([]bool, n)
-		to, from := make([]float64, n), make([]float64, n)
-		for v := range n {
-			alive[v] = rnd.IntN(5) > 0
-			to[v], from[v] = 1+rnd.Float64()*200, 1+rnd.Float64()*200
-		}
-		direct := 1 + rnd.Float64()*300
-		hops := 1 + rnd.IntN(4)
+		in := randomInstance(rnd)
+		m, alive, to, from, direct, hops := in.m, in.alive, in.to, in.from, in.directMs, in.hops
+		n := m.n
 		got := m.bestBottleneckMs(alive, to, from, direct, hops)
 		want := bruteBottleneckMs(m, alive, to, from, direct, hops)
 		if got != want {
@@ -60,16 +75,9 @@ func TestBestBottleneckIsTheBruteForceOptimum(t *testing.T) {
 func TestBestByHopsIsTheBruteForceOptimumOfEachLength(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(8, 8))
 	for trial := 0; trial < 300; trial++ {
-		n := 1 + rnd.IntN(7)
-		m := newTrueMatrix(n, func(a, b int) float64 { return 1 + rnd.Float64()*200 })
-		alive := make([]bool, n)
-		to, from := make([]float64, n), make([]float64, n)
-		for v := range n {
-			alive[v] = rnd.IntN(5) > 0
-			to[v], from[v] = 1+rnd.Float64()*200, 1+rnd.Float64()*200
-		}
-		direct := 1 + rnd.Float64()*300
-		hops := 1 + rnd.IntN(4)
+		in := randomInstance(rnd)
+		m, alive, to, from, direct, hops := in.m, in.alive, in.to, in.from, in.directMs, in.hops
+		n := m.n
 		got := m.bestByHopsMs(alive, to, from, direct, hops)
 		if len(got) != hops+1 {
 			t.Fatalf("trial %d: %d entries for %d hops", trial, len(got), hops)
