@@ -42,8 +42,9 @@ bottleneck (its longest segment) against the best any chain of at most
 wall time each plan took. "By the model" judges the chosen chain as the
 planner ranks chains: its bottleneck's rate less 2 % for each relay (the
 measured cost of a relay), against the best any chain has by that rule; the
-planner takes the chain with fewer relays among those within 5 % of the best. How it works and what it found: docs/planning.md;
-the model and its limits: go doc ./pkg/netsim.`,
+planner takes the chain with fewer relays among those within 5 % of the best.
+How it works and what it found: docs/planning.md; the model and its limits:
+go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7

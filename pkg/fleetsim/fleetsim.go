@@ -175,8 +175,9 @@ type Plans struct {
 	WallMsMedian    float64 `json:"wall_ms_median"`
 	WallMsP95       float64 `json:"wall_ms_p95"`
 	// Replan* are the second plans of Config.Replan: the share within
-	// 10 % of the optimum and the modelled wall time, milliseconds (0
-	// without Replan).
+	// 10 % of the optimum (by the bottleneck, and by the model as
+	// ModelWithin10) and the modelled wall time, milliseconds (0 without
+	// Replan).
 	ReplanWithin10      float64 `json:"replan_within_10pct,omitempty"`
 	ReplanModelWithin10 float64 `json:"replan_model_within_10pct,omitempty"`
 	ReplanWallMsMedian  float64 `json:"replan_wall_ms_median,omitempty"`
