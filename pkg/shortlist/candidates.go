@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // space is the relays' coordinates laid out flat for the candidate
@@ -56,10 +57,13 @@ func (s *space) vecMs(u, v int) float64 {
 	return math.Sqrt(sum)
 }
 
-// ms is the estimated RTT between relays u and v, milliseconds.
+// ms is the estimated RTT between relays u and v, milliseconds. It is
+// symmetric to the last bit (the pairs' sums are formed before they are
+// added, and IEEE addition commutes), so reach can compute each pair once
+// for both directions.
 func (s *space) ms(u, v int) float64 {
-	d := s.vecMs(u, v) + s.hgt[u] + s.hgt[v]
-	if adjusted := d + s.adj[u] + s.adj[v]; adjusted > 0 {
+	d := s.vecMs(u, v) + (s.hgt[u] + s.hgt[v])
+	if adjusted := d + (s.adj[u] + s.adj[v]); adjusted > 0 {
 		d = adjusted
 	}
 	return d
@@ -152,67 +156,117 @@ func normCost(ms, scaleMs float64) float64 {
 
 // reach is, for every relay v and every k in 1..hops, the lowest cost
 // (normCost summed over segments) of a path from an endpoint that reaches
-// v as its k-th relay or sooner: reach[k-1][v]. endMs[v] is the
-// endpoint's RTT to v. A hop's RTT is the lower of its estimate and its
-// published figure: the ranking is optimistic, the rounds measure. Paths
-// with a segment longer than boundMs are not extended (nothing through
-// them can be a candidate).
+// v as its k-th relay or sooner: from[k-1][v] from the endpoint whose RTT
+// to v is fromMs[v], to[k-1][v] from the one whose RTT is toMs[v]. A hop's
+// RTT is the lower of its estimate and its published figure: the ranking
+// is optimistic, the rounds measure. Paths with a segment longer than
+// boundMs are not extended (nothing through them can be a candidate).
 //
-// Each step is O(n²) estimates, the bulk of a plan's computation at
-// thousands of relays, so the relays v are split among GOMAXPROCS
-// goroutines: each writes only its own v, and a minimum of the same sums
-// is the same whatever the order.
-func (s *space) reach(endMs []float64, hops int, scaleMs, boundMs float64) [][]float64 {
+// Each hop is O(n²) estimates, the bulk of a plan's computation at
+// thousands of relays. Both endpoints' costs are extended in one pass
+// that estimates each unordered pair once (ms is symmetric), so a hop
+// costs n²/2 estimates, not 2n². The pass's rows are shared among
+// GOMAXPROCS goroutines, each lowering its own copy of the costs; the
+// copies are merged by their minimum, and a minimum of the same sums is
+// the same whatever the order, so the result does not depend on the
+// cores.
+func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64) (from, to [][]float64) {
 	n := s.n()
 	bound := normCost(boundMs, scaleMs)
-	out := make([][]float64, hops)
-	out[0] = make([]float64, n)
-	for v, ms := range endMs {
-		out[0][v] = normCost(ms, scaleMs)
+	from, to = make([][]float64, hops), make([][]float64, hops)
+	from[0], to[0] = make([]float64, n), make([]float64, n)
+	for v := range n {
+		from[0][v], to[0][v] = normCost(fromMs[v], scaleMs), normCost(toMs[v], scaleMs)
 	}
 	workers := 1
 	if n >= parallelFrom {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	for k := 1; k < hops; k++ {
-		prev, cur := out[k-1], slices.Clone(out[k-1])
+		prevA, prevB := from[k-1], to[k-1]
+		curA, curB := slices.Clone(prevA), slices.Clone(prevB)
+		var next atomic.Int64 // the next block of rows to take
+		own := make([][2][]float64, workers)
 		var wg sync.WaitGroup
 		for w := range workers {
-			lo, hi := w*n/workers, (w+1)*n/workers
-			wg.Go(func() { s.extend(prev, cur[lo:hi], lo, scaleMs, boundMs, bound) })
+			own[w] = [2][]float64{curA, curB}
+			if w > 0 {
+				own[w] = [2][]float64{slices.Clone(prevA), slices.Clone(prevB)}
+			}
+			wg.Go(func() {
+				for {
+					lo := int(next.Add(reachBlock)) - reachBlock
+					if lo >= n {
+						return
+					}
+					s.extend(prevA, prevB, own[w][0], own[w][1], lo, min(lo+reachBlock, n), scaleMs, boundMs, bound)
+				}
+			})
 		}
 		wg.Wait()
-		out[k] = cur
+		for _, o := range own[1:] {
+			for v := range n {
+				curA[v], curB[v] = min(curA[v], o[0][v]), min(curB[v], o[1][v])
+			}
+		}
+		if s.exact != nil {
+			for v := range n {
+				for _, e := range s.exact[v] {
+					c := normCost(e.ms, scaleMs)
+					if a := prevA[e.v]; a <= bound && a+c < curA[v] {
+						curA[v] = a + c
+					}
+					if b := prevB[e.v]; b <= bound && b+c < curB[v] {
+						curB[v] = b + c
+					}
+				}
+			}
+		}
+		from[k], to[k] = curA, curB
 	}
-	return out
+	return from, to
 }
 
-// parallelFrom is the fleet size from which reach splits its work.
-const parallelFrom = 500
+// parallelFrom is the fleet size from which reach splits its work;
+// reachBlock is how many rows a goroutine takes at a time (rows differ in
+// length: row u pairs u with the relays after it).
+const (
+	parallelFrom = 500
+	reachBlock   = 32
+)
 
-// extend lowers cur (the costs of relays lo, lo+1, …) by one more hop
-// from any relay u with a cost in prev at most bound.
-func (s *space) extend(prev, cur []float64, lo int, scaleMs, boundMs, bound float64) {
-	for u, cu := range prev {
-		if cu > bound {
-			continue
-		}
-		for i := range cur {
-			if cur[i] <= cu {
-				continue // adding a segment cannot make it cheaper
+// extend lowers curA and curB by one more hop, over the pairs (u, v) with
+// lo ≤ u < hi and u < v, in either direction, from a relay whose cost in
+// prevA or prevB is at most bound and over an estimate of at most boundMs.
+func (s *space) extend(prevA, prevB, curA, curB []float64, lo, hi int, scaleMs, boundMs, bound float64) {
+	n := s.n()
+	for u := lo; u < hi; u++ {
+		au, bu := prevA[u], prevB[u]
+		fromAu, fromBu := au <= bound, bu <= bound
+		for v := u + 1; v < n; v++ {
+			av, bv := prevA[v], prevB[v]
+			// Adding a segment never lowers a cost, so an update can only
+			// help where the target's cost is above the source's.
+			if !(fromAu && curA[v] > au || fromBu && curB[v] > bu ||
+				av <= bound && curA[u] > av || bv <= bound && curB[u] > bv) {
+				continue
 			}
-			if ms := s.ms(u, lo+i); ms <= boundMs {
-				cur[i] = math.Min(cur[i], cu+normCost(ms, scaleMs))
+			ms := s.ms(u, v)
+			if ms > boundMs {
+				continue
 			}
-		}
-	}
-	if s.exact == nil {
-		return
-	}
-	for i := range cur {
-		for _, e := range s.exact[lo+i] {
-			if cu := prev[e.v]; cu <= bound {
-				cur[i] = math.Min(cur[i], cu+normCost(e.ms, scaleMs))
+			c := normCost(ms, scaleMs)
+			if x := au + c; fromAu && x < curA[v] {
+				curA[v] = x
+			}
+			if x := bu + c; fromBu && x < curB[v] {
+				curB[v] = x
+			}
+			if x := av + c; av <= bound && x < curA[u] {
+				curA[u] = x
+			}
+			if x := bv + c; bv <= bound && x < curB[u] {
+				curB[u] = x
 			}
 		}
 	}
@@ -251,8 +305,7 @@ func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64
 	if math.IsInf(directMs, 1) {
 		scale = 100 // no direct path: any scale keeps the order
 	}
-	f := s.reach(fromClientMs, hops, scale, bound)
-	g := s.reach(toDstMs, hops, scale, bound)
+	f, g := s.reach(fromClientMs, toDstMs, hops, scale, bound)
 	type scored struct {
 		v    int
 		cost float64

@@ -479,51 +479,62 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	n := parallelFrom + 37
 	sp := &space{dim: 2}
-	end := make([]float64, n)
+	from, to := make([]float64, n), make([]float64, n)
 	for i := range n {
-		sp.vec = append(sp.vec, rnd.Float64()*200, rnd.Float64()*100)
-		sp.hgt, sp.adj = append(sp.hgt, rnd.Float64()*5), append(sp.adj, 0)
+		x := rnd.Float64() * 1500
+		sp.vec = append(sp.vec, x, rnd.Float64()*100)
+		sp.hgt, sp.adj = append(sp.hgt, rnd.Float64()*5), append(sp.adj, rnd.Float64()*4-2)
 		sp.name = append(sp.name, fmt.Sprintf("r%d", i))
-		end[i] = 5 + rnd.Float64()*150
+		// The endpoints at either end of the line: the far relays' ends,
+		// and their nearer relays', are beyond the bound.
+		from[i], to[i] = 5+x/5+rnd.Float64()*20, 5+(1500-x)/5+rnd.Float64()*20
 	}
 	for range 200 {
 		sp.addExact(rnd.IntN(n), rnd.IntN(n), 1+rnd.Float64()*20)
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	one := sp.reach(end, 4, 100, 200)
+	oneFrom, oneTo := sp.reach(from, to, 4, 100, 200)
 	runtime.GOMAXPROCS(7)
-	many := sp.reach(end, 4, 100, 200)
+	manyFrom, manyTo := sp.reach(from, to, 4, 100, 200)
 	// The definition, written plainly: one more hop from any relay whose
-	// cost is within the bound, over an estimate within it or a
-	// published pair.
+	// cost is within the bound, over an estimate within it (u to v, as
+	// estimated from u) or a published pair.
 	bound := normCost(200, 100)
-	ref := [][]float64{make([]float64, n)}
-	for v := range n {
-		ref[0][v] = normCost(end[v], 100)
-	}
-	for k := 1; k < 4; k++ {
-		prev, cur := ref[k-1], slices.Clone(ref[k-1])
-		for u := range n {
-			if prev[u] > bound {
-				continue
-			}
-			for v := range n {
-				if ms := sp.ms(u, v); ms <= 200 {
-					cur[v] = math.Min(cur[v], prev[u]+normCost(ms, 100))
+	ref := func(end []float64) [][]float64 {
+		out := [][]float64{make([]float64, n)}
+		for v := range n {
+			out[0][v] = normCost(end[v], 100)
+		}
+		for k := 1; k < 4; k++ {
+			prev, cur := out[k-1], slices.Clone(out[k-1])
+			for u := range n {
+				if prev[u] > bound {
+					continue
+				}
+				for v := range n {
+					if ms := sp.ms(u, v); ms <= 200 {
+						cur[v] = math.Min(cur[v], prev[u]+normCost(ms, 100))
+					}
+				}
+				for _, e := range sp.exact[u] {
+					cur[e.v] = math.Min(cur[e.v], prev[u]+normCost(e.ms, 100))
 				}
 			}
-			for _, e := range sp.exact[u] {
-				cur[e.v] = math.Min(cur[e.v], prev[u]+normCost(e.ms, 100))
-			}
+			out = append(out, cur)
 		}
-		ref = append(ref, cur)
+		return out
 	}
-	for k := range one {
-		if !slices.Equal(one[k], many[k]) {
-			t.Fatalf("hop %d: the costs differ between one goroutine and seven", k+1)
-		}
-		if !slices.Equal(one[k], ref[k]) {
-			t.Fatalf("hop %d: the costs differ from the definition's", k+1)
+	for side, got := range map[string][3][][]float64{
+		"from": {oneFrom, manyFrom, ref(from)},
+		"to":   {oneTo, manyTo, ref(to)},
+	} {
+		for k := range got[0] {
+			if !slices.Equal(got[0][k], got[1][k]) {
+				t.Fatalf("%s, hop %d: the costs differ between one goroutine and seven", side, k+1)
+			}
+			if !slices.Equal(got[0][k], got[2][k]) {
+				t.Fatalf("%s, hop %d: the costs differ from the definition's", side, k+1)
+			}
 		}
 	}
 }
