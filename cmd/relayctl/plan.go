@@ -31,6 +31,9 @@ import (
 // (Consul): the relays' admin APIs need it for /v1/probe and /v1/info.
 const envAdminToken = envvar.AdminToken
 
+// firstCutDefault says what a first cut of 0 (the flags' default) takes.
+var firstCutDefault = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultFirstCut, 100*shortlist.DefaultFirstCutShare)
+
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {
 	reg         registryFlags
@@ -106,7 +109,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "with a shortlist survey: where what each plan learnt (the endpoints' coordinates, the RTTs measured, the chains ranked) is kept per fleet, so that the next plan of the destination within 10 minutes starts from it in about half the rounds (\"\" keeps nothing; relayctl connect keeps its own in memory)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
 	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
-	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", shortlist.DefaultFirstCut, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (-1: the candidates only)")
+	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
 	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
 	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
 	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")

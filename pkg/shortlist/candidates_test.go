@@ -26,3 +26,18 @@ func BenchmarkRankCandidates5000(b *testing.B) {
 		sp.rankCandidates(from, to, 150, 4, 768, siteLimit{3, 0.15})
 	}
 }
+
+func TestFirstCutGrowsWithTheFleet(t *testing.T) {
+	for _, c := range []struct{ set, placed, want int }{
+		{0, 100, DefaultFirstCut},
+		{0, 1000, DefaultFirstCut},
+		{0, 5000, 750},
+		{0, 5001, 751}, // rounded up
+		{768, 5000, 768},
+		{-1, 5000, -1},
+	} {
+		if got := (Config{FirstCut: c.set}).firstCut(c.placed); got != c.want {
+			t.Errorf("first cut %d of %d placed relays: %d, want %d", c.set, c.placed, got, c.want)
+		}
+	}
+}
