@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sizes bench-lossy bench-learnt
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sizes bench-lossy bench-learnt
 
 all: build
 
@@ -157,6 +157,11 @@ bench-sim:
 # Replans in the simulator (~5 min, no root): bench/results/sim-replan.json.
 bench-sim-replan:
 	./bench/run-sim-replan.sh
+
+# The first cut's and the candidates' sizes at 5,000 relays in the simulator
+# (~35 min, no root): bench/results/sim-5000.json.
+bench-sim-5000:
+	./bench/run-sim-5000.sh
 
 # Planner search time per plan on random complete matrices of 1000 and 5000
 # relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).

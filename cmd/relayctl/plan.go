@@ -31,8 +31,12 @@ import (
 // (Consul): the relays' admin APIs need it for /v1/probe and /v1/info.
 const envAdminToken = envvar.AdminToken
 
-// firstCutDefault says what a first cut of 0 (the flags' default) takes.
-var firstCutDefault = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultFirstCut, 100*shortlist.DefaultFirstCutShare)
+// firstCutDefault and candidatesDefault say what a first cut and
+// candidates of 0 (the flags' defaults) take.
+var (
+	firstCutDefault   = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultFirstCut, 100*shortlist.DefaultFirstCutShare)
+	candidatesDefault = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultCandidates, 100*shortlist.DefaultCandidatesShare)
+)
 
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {
@@ -68,11 +72,11 @@ type planFlags struct {
 	plansDir string
 }
 
-// checkShortlist refuses --shortlist-candidates and --shortlist-landmarks
-// below 1.
+// checkShortlist refuses --shortlist-candidates below 0 and
+// --shortlist-landmarks below 1.
 func (f *planFlags) checkShortlist() error {
-	if f.shortlist.Candidates < 1 {
-		return fmt.Errorf("--shortlist-candidates %d: want 1 or more", f.shortlist.Candidates)
+	if f.shortlist.Candidates < 0 {
+		return fmt.Errorf("--shortlist-candidates %d: want 1 or more, or 0 for %s", f.shortlist.Candidates, candidatesDefault)
 	}
 	if f.shortlist.Landmarks < 1 {
 		return fmt.Errorf("--shortlist-landmarks %d: want 1 or more", f.shortlist.Landmarks)
@@ -108,7 +112,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: the newest direct download from the destination in the last hour, timed with this registry, whose rate no window held bounds the direct path's prediction (\"\" ignores it)")
 	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "with a shortlist survey: where what each plan learnt (the endpoints' coordinates, the RTTs measured, the chains ranked) is kept per fleet, so that the next plan of the destination within 10 minutes starts from it in about half the rounds (\"\" keeps nothing; relayctl connect keeps its own in memory)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
-	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", shortlist.DefaultCandidates, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes)")
+	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", 0, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes; 0: "+candidatesDefault+")")
 	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
 	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
 	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")

@@ -89,15 +89,17 @@ func TestPlanSize(t *testing.T) {
 	}
 }
 
-// The shortlist's counts that must be positive are refused with the flag's
-// name, before any probe.
+// The shortlist's counts out of range are refused with the flag's name,
+// before any probe.
 func TestCheckShortlistNamesTheFlag(t *testing.T) {
-	ok := planFlags{shortlist: shortlist.Config{Candidates: 96, Landmarks: 8}}
-	if err := ok.checkShortlist(); err != nil {
-		t.Fatalf("defaults refused: %v", err)
+	for _, c := range []int{0, 96} { // 0: the default, grown with the fleet
+		ok := planFlags{shortlist: shortlist.Config{Candidates: c, Landmarks: 8}}
+		if err := ok.checkShortlist(); err != nil {
+			t.Fatalf("candidates %d refused: %v", c, err)
+		}
 	}
 	for flag, f := range map[string]planFlags{
-		"--shortlist-candidates": {shortlist: shortlist.Config{Candidates: 0, Landmarks: 8}},
+		"--shortlist-candidates": {shortlist: shortlist.Config{Candidates: -1, Landmarks: 8}},
 		"--shortlist-landmarks":  {shortlist: shortlist.Config{Candidates: 96, Landmarks: -1}},
 	} {
 		if err := f.checkShortlist(); err == nil || !strings.Contains(err.Error(), flag) {

@@ -138,7 +138,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	fl.IntVar(&cfg.Shortlist.Landmarks, "landmarks", shortlist.DefaultLandmarks, "relays spread over the coordinate space that place the client and the destination: each costs two probes in the plan's first round")
-	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", shortlist.DefaultCandidates, "relays the planner sees after the coordinate search")
+	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", 0, "relays the planner sees after the coordinate search (0: "+candidatesDefault+")")
 	fl.IntVar(&cfg.Shortlist.FirstCut, "first-cut", 0, "relays picked on coordinates whose ends are measured before the candidates are ranked again (0: "+firstCutDefault+"; -1: the candidates only)")
 	fl.IntVar(&cfg.Shortlist.Neighbours, "neighbours", shortlist.DefaultNeighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
 	fl.IntVar(&cfg.Shortlist.Rounds, "rounds", shortlist.DefaultRounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")

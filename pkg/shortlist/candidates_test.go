@@ -27,17 +27,22 @@ func BenchmarkRankCandidates5000(b *testing.B) {
 	}
 }
 
-func TestFirstCutGrowsWithTheFleet(t *testing.T) {
-	for _, c := range []struct{ set, placed, want int }{
-		{0, 100, DefaultFirstCut},
-		{0, 1000, DefaultFirstCut},
-		{0, 5000, 750},
-		{0, 5001, 751}, // rounded up
-		{768, 5000, 768},
-		{-1, 5000, -1},
+func TestFirstCutAndCandidatesGrowWithTheFleet(t *testing.T) {
+	for _, c := range []struct {
+		set          Config
+		placed       int
+		first, cands int
+	}{
+		{Config{}, 100, DefaultFirstCut, DefaultCandidates},
+		{Config{}, 1000, DefaultFirstCut, DefaultCandidates},
+		{Config{}, 5000, 750, 400},
+		{Config{}, 5001, 751, 401}, // rounded up
+		{Config{FirstCut: 768, Candidates: 96}, 5000, 768, 96},
+		{Config{FirstCut: -1}, 5000, -1, 400},
 	} {
-		if got := (Config{FirstCut: c.set}).firstCut(c.placed); got != c.want {
-			t.Errorf("first cut %d of %d placed relays: %d, want %d", c.set, c.placed, got, c.want)
+		first, cands := c.set.sizes(c.placed)
+		if first != c.first || cands != c.cands {
+			t.Errorf("%+v, %d placed relays: first cut %d, candidates %d; want %d and %d", c.set, c.placed, first, cands, c.first, c.cands)
 		}
 	}
 }
