@@ -154,7 +154,7 @@ bench-lab-engine:
 bench-sim:
 	./bench/run-sim-bench.sh
 
-# Replans in the simulator (~5 min, no root): bench/results/sim-replan.json.
+# Replans in the simulator (~9 min, no root): bench/results/sim-replan.json.
 bench-sim-replan:
 	./bench/run-sim-replan.sh
 

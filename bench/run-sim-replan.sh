@@ -4,7 +4,7 @@
 # admin connections it opened (and afresh, and over new connections: see
 # relayctl sim --help). 1,000 relays, 200 pairs; 5,000 relays, 60 pairs.
 # Writes bench/results/sim-replan.json; bench/results/sim.md (Replans) is
-# written by hand from it. No root, no network. About 5 minutes on 2 cores.
+# written by hand from it. No root, no network. About 9 minutes on 2 cores.
 # Usage: bench/run-sim-replan.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
