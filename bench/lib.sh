@@ -1,4 +1,4 @@
-# Shared by the lab benchmark scripts: source it from the repository root.
+# Shared by the benchmark scripts: source it from the repository root.
 
 # lab_bench_start NAME: what every lab benchmark does first: refuse to run
 # without root (the lab needs it), make the output directory $out, and
@@ -91,4 +91,24 @@ install_peers() {
       esac
     done
   done
+}
+
+# sim_bench_start: what the simulator benchmarks that record several runs
+# do first: build bench/.bin/relayctl from this checkout, make $out, and
+# note this checkout's commit for sim_run.
+sim_bench_start() {
+  mkdir -p bench/.bin "$out"
+  go build -o bench/.bin/relayctl ./cmd/relayctl
+  sim_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+}
+
+# sim_run NAME FLAGS... prints "NAME": {the command, date, commit and
+# "report": relayctl sim's JSON report}, a member of the JSON object the
+# calling script writes.
+sim_run() {
+  local name=$1
+  shift
+  echo "\"$name\": {\"command\": \"relayctl sim $* -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$sim_commit\", \"report\":"
+  bench/.bin/relayctl sim "$@" -o json
+  echo "}"
 }

@@ -9,28 +9,20 @@
 # Usage: bench/run-sim-5000.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p bench/.bin bench/results
-go build -o bench/.bin/relayctl ./cmd/relayctl
+. bench/lib.sh
 out=bench/results
-at=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-run() { # name, flags...
-  local name=$1
-  shift
-  echo "\"$name\": {\"command\": \"relayctl sim $* -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$at\", \"report\":"
-  bench/.bin/relayctl sim "$@" -o json
-  echo "}"
-}
+sim_bench_start
 {
   echo "{"
-  run first_cut_384_candidates_192 --relays 5000 --first-cut 384 --candidates 192 "$@"
+  sim_run first_cut_384_candidates_192 --relays 5000 --first-cut 384 --candidates 192 "$@"
   echo ","
-  run candidates_192 --relays 5000 --candidates 192 "$@"
+  sim_run candidates_192 --relays 5000 --candidates 192 "$@"
   echo ","
-  run first_cut_1024_candidates_192 --relays 5000 --first-cut 1024 --candidates 192 "$@"
+  sim_run first_cut_1024_candidates_192 --relays 5000 --first-cut 1024 --candidates 192 "$@"
   echo ","
-  run candidates_512 --relays 5000 --candidates 512 "$@"
+  sim_run candidates_512 --relays 5000 --candidates 512 "$@"
   echo ","
-  run rounds_12 --relays 5000 --rounds 12 "$@"
+  sim_run rounds_12 --relays 5000 --rounds 12 "$@"
   echo "}"
 } > "$out/sim-5000.json.tmp"
 mv "$out/sim-5000.json.tmp" "$out/sim-5000.json"

@@ -8,26 +8,18 @@
 # Usage: bench/run-sim-replan.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p bench/.bin bench/results
-go build -o bench/.bin/relayctl ./cmd/relayctl
+. bench/lib.sh
 out=bench/results
-at=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-run() { # name, flags...
-  local name=$1
-  shift
-  echo "\"$name\": {\"command\": \"relayctl sim $* -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$at\", \"report\":"
-  bench/.bin/relayctl sim "$@" -o json
-  echo "}"
-}
+sim_bench_start
 {
   echo "{"
-  run replan_1000 --relays 1000 --pairs 200 --replan "$@"
+  sim_run replan_1000 --relays 1000 --pairs 200 --replan "$@"
   echo ","
-  run replan_fresh_1000 --relays 1000 --pairs 200 --replan --replan-fresh "$@"
+  sim_run replan_fresh_1000 --relays 1000 --pairs 200 --replan --replan-fresh "$@"
   echo ","
-  run replan_cold_1000 --relays 1000 --pairs 200 --replan --replan-cold "$@"
+  sim_run replan_cold_1000 --relays 1000 --pairs 200 --replan --replan-cold "$@"
   echo ","
-  run replan_5000 --relays 5000 --pairs 60 --replan "$@"
+  sim_run replan_5000 --relays 5000 --pairs 60 --replan "$@"
   echo "}"
 } > "$out/sim-replan.json.tmp"
 mv "$out/sim-replan.json.tmp" "$out/sim-replan.json"
