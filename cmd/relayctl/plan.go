@@ -34,9 +34,15 @@ const envAdminToken = envvar.AdminToken
 // firstCutDefault and candidatesDefault say what a first cut and
 // candidates of 0 (the flags' defaults) take.
 var (
-	firstCutDefault   = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultFirstCut, 100*shortlist.DefaultFirstCutShare)
-	candidatesDefault = fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", shortlist.DefaultCandidates, 100*shortlist.DefaultCandidatesShare)
+	firstCutDefault   = grownWithTheFleet(shortlist.DefaultFirstCut, shortlist.DefaultFirstCutShare)
+	candidatesDefault = grownWithTheFleet(shortlist.DefaultCandidates, shortlist.DefaultCandidatesShare)
 )
+
+// grownWithTheFleet says "the larger of least and share of the placed
+// relays".
+func grownWithTheFleet(least int, share float64) string {
+	return fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", least, 100*share)
+}
 
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {

@@ -186,13 +186,13 @@ func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64
 		prevA, prevB := from[k-1], to[k-1]
 		curA, curB := slices.Clone(prevA), slices.Clone(prevB)
 		var next atomic.Int64 // the next block of rows to take
-		own := make([][2][]float64, workers)
+		// own are the workers' costs: the first lowers cur itself.
+		own := [][2][]float64{{curA, curB}}
+		for range workers - 1 {
+			own = append(own, [2][]float64{slices.Clone(prevA), slices.Clone(prevB)})
+		}
 		var wg sync.WaitGroup
 		for w := range workers {
-			own[w] = [2][]float64{curA, curB}
-			if w > 0 {
-				own[w] = [2][]float64{slices.Clone(prevA), slices.Clone(prevB)}
-			}
 			wg.Go(func() {
 				for {
 					lo := int(next.Add(reachBlock)) - reachBlock
