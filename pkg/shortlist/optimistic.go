@@ -13,43 +13,35 @@ type bounded struct {
 	boundMs float64
 }
 
-// optimisticPairs returns the estimated pairs among the client, the
-// destination and the candidates that would put a chain ahead of the best
+// optimisticPairs returns the estimated pairs of g (the client, the
+// destination and the candidates) that would put a chain ahead of the best
 // plan (bottleneck bestMs) were the estimates optimism times too high,
-// best chance first. rtt is a pair's best figure (measured, published or
-// estimated); ok false when the pair is no segment. A pair's bound is the
-// best chain of at most hops relays through it with every estimated relay
-// pair, its own included, at estimate × optimism and every other segment
-// at its figure (a minimax program over the candidates, from both ends).
-// At optimism 0 only what was measured prunes: a pair is worth a probe
-// when a chain through it has no measured segment as slow as the best
-// plan, whatever the estimates say. A detour's good long hop is what
-// coordinates see worst, and the fast chains the coordinates miss often
-// need two such hops at once. At 1,000 relays that is a few thousand
-// probes a plan, which cost a round no more requests: each relay asked is
-// asked once a round, for all of its probes.
-func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optimism float64,
-	rtt func(a, b string) (ms float64, estimated, ok bool)) []bounded {
+// best chance first. A pair's bound is the best chain of at most hops
+// relays through it with every estimated relay pair, its own included, at
+// estimate × optimism and every other segment at its figure (a minimax
+// program over the candidates, from both ends). At optimism 0 only what
+// was measured prunes: a pair is worth a probe when a chain through it has
+// no measured segment as slow as the best plan, whatever the estimates
+// say. A detour's good long hop is what coordinates see worst, and the
+// fast chains the coordinates miss often need two such hops at once. At
+// 1,000 relays that is a few thousand probes a plan, which cost a round no
+// more requests: each relay asked is asked once a round, for all of its
+// probes.
+func optimisticPairs(g *grid, hops int, bestMs, optimism float64) []bounded {
 	if hops < 1 {
 		return nil
 	}
-	n := len(cands)
+	const ends = 2 // the grid's client and destination come first
+	n := g.n() - ends
 	fig := make([]float64, n*n)
 	est := make([]bool, n*n)
 	fromClient, toDst := make([]float64, n), make([]float64, n)
 	estClient, estDst := make([]bool, n), make([]bool, n)
-	look := func(a, b string) (float64, bool) {
-		ms, e, ok := rtt(a, b)
-		if !ok {
-			return math.Inf(1), false
-		}
-		return ms, e
-	}
-	for i, a := range cands {
-		fromClient[i], estClient[i] = look(client, a)
-		toDst[i], estDst[i] = look(a, dst)
+	for i := range n {
+		fromClient[i], estClient[i], _ = g.fig(gridClient, ends+i)
+		toDst[i], estDst[i], _ = g.fig(ends+i, gridDst)
 		for j := i + 1; j < n; j++ {
-			ms, e := look(a, cands[j])
+			ms, e, _ := g.fig(ends+i, ends+j)
 			if e {
 				ms *= optimism
 			}
@@ -57,6 +49,7 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 			est[i*n+j], est[j*n+i] = e, e
 		}
 	}
+	client, dst, cands := g.name[gridClient], g.name[gridDst], g.name[ends:]
 	// reach[k-1][v]: the lowest bottleneck of a path from an end that
 	// reaches v as its k-th relay or sooner.
 	reach := func(endMs []float64) [][]float64 {
@@ -68,7 +61,7 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 					continue
 				}
 				for v := 0; v < n; v++ {
-					cur[v] = math.Min(cur[v], math.Max(prev[u], fig[u*n+v]))
+					cur[v] = min(cur[v], max(prev[u], fig[u*n+v]))
 				}
 			}
 			out = append(out, cur)
@@ -79,7 +72,7 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 	var out []bounded
 	// add: lowMs is the pair's optimistic figure.
 	add := func(a, b string, lowMs, restMs float64) {
-		if bound := math.Max(lowMs, restMs); bound < bestMs {
+		if bound := max(lowMs, restMs); bound < bestMs {
 			out = append(out, bounded{a, b, bound})
 		}
 	}
@@ -100,14 +93,18 @@ func optimisticPairs(client, dst string, cands []string, hops int, bestMs, optim
 			rest := math.Inf(1)
 			for i := 1; i < hops; i++ {
 				j := hops - i
-				rest = math.Min(rest, math.Max(pre[i-1][u], suf[j-1][v]))
-				rest = math.Min(rest, math.Max(pre[i-1][v], suf[j-1][u]))
+				rest = min(rest, max(pre[i-1][u], suf[j-1][v]))
+				rest = min(rest, max(pre[i-1][v], suf[j-1][u]))
 			}
 			add(cands[u], cands[v], fig[u*n+v], rest)
 		}
 	}
+	// The names break ties only: cmp.Or would compare them every time.
 	slices.SortFunc(out, func(x, y bounded) int {
-		return cmp.Or(cmp.Compare(x.boundMs, y.boundMs), cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
+		if c := cmp.Compare(x.boundMs, y.boundMs); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
 	})
 	return out
 }

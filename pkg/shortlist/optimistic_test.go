@@ -25,7 +25,7 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 	}
 	rtt := figures(measured, estimated)
 	// Two relays a chain at most (three would let x start c-x-a-b-d).
-	got := optimisticPairs("c", "d", []string{"a", "b", "x"}, 2, 50, 0.6, rtt)
+	got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6)
 	want := []bounded{{"a", "b", 24}, {"b", "x", 42}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -36,7 +36,7 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 		}
 	}
 	// With one relay a chain, no pair of relays is a segment.
-	if got := optimisticPairs("c", "d", []string{"a", "b", "x"}, 1, 50, 0.6, rtt); len(got) != 0 {
+	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 1, 50, 0.6); len(got) != 0 {
 		t.Fatalf("one relay: got %+v, want none", got)
 	}
 }
@@ -53,7 +53,7 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	estimated := map[[2]string]float64{key("a", "b"): 70, key("b", "x"): 70, key("a", "x"): 200}
 	rtt := figures(measured, estimated)
 	cands := []string{"a", "b", "x"}
-	got := optimisticPairs("c", "d", cands, 3, 50, 0, rtt)
+	got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0)
 	var pairs [][2]string
 	for _, g := range got {
 		pairs = append(pairs, [2]string{g.a, g.b})
@@ -68,15 +68,15 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	// At 0.5 each pair alone would be 35 ms; with the other at its
 	// estimate (70) the chain is no better than 50: the bound must count
 	// the other pair at 0.5 too.
-	if got := optimisticPairs("c", "d", cands, 3, 50, 0.5, rtt); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0.5); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
 		t.Fatalf("optimism 0.5: got %+v, want a-b and b-x at 35 ms", got)
 	}
-	if got := optimisticPairs("c", "d", cands, 3, 50, 1, rtt); len(got) != 0 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 1); len(got) != 0 {
 		t.Fatalf("optimism 1: got %+v, want none", got)
 	}
 }
 
-// figures is optimisticPairs' rtt over measured and estimated pairs.
+// figures is a pair's figure by name over measured and estimated pairs.
 func figures(measured, estimated map[[2]string]float64) func(a, b string) (float64, bool, bool) {
 	return func(a, b string) (float64, bool, bool) {
 		if v, ok := measured[key(a, b)]; ok {
@@ -87,4 +87,13 @@ func figures(measured, estimated map[[2]string]float64) func(a, b string) (float
 		}
 		return 0, false, false
 	}
+}
+
+// gridOf is the grid of the client "c", the destination "d" and cands by
+// rtt.
+func gridOf(cands []string, rtt func(a, b string) (float64, bool, bool)) *grid {
+	names := append([]string{"c", "d"}, cands...)
+	g := &grid{}
+	g.fill(names, func(i, j int) (float64, bool, bool) { return rtt(names[i], names[j]) })
+	return g
 }

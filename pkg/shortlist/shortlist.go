@@ -443,16 +443,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	slices.SortFunc(peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
 
-	// measured holds every RTT probed in this plan, by unordered pair;
-	// failed the pairs whose probe failed, no segment of this plan
-	// whatever was published or estimated for them; down the relays the
-	// client's own probe could not reach, no hop of this plan at all
-	// (their admin API, which makes their probes, is out of reach too; a
-	// relay that vanished still has its coordinate and its published
-	// pairs in the registry until they age out).
-	measured := map[[2]string]float64{}
-	failed := map[[2]string]bool{}
-	down := map[string]bool{}
+	// l holds every RTT probed in this plan, by unordered pair, with the
+	// pairs whose probe failed, no segment of this plan whatever was
+	// published or estimated for them, and the relays the client's own
+	// probe could not reach, no hop of this plan at all (their admin API,
+	// which makes their probes, is out of reach too; a relay that
+	// vanished still has its coordinate and its published pairs in the
+	// registry until they age out).
+	l := newLedger()
 	// pending are the pairs probed and not answered yet (LateProber).
 	pending := map[[2]string]bool{}
 	record := func(b Probe, ms float64) {
@@ -462,11 +460,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			pending[k] = true
 			return
 		case ms > 0:
-			measured[k] = ms
+			l.update(b.From, b.To, func(f *sources) { f.measuredMs = ms })
 		default:
-			failed[k] = true
+			l.update(b.From, b.To, func(f *sources) { f.failed = true })
 			if b.From == client && b.To != dst {
-				down[b.To] = true
+				l.down[l.intern(b.To)] = true
 			}
 		}
 		delete(pending, k)
@@ -563,8 +561,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		// answered for an end, wait for those in flight.
 		short := func(end string) bool {
 			n := 0
-			for _, l := range landmarks {
-				if _, ok := measured[key(end, l.Name)]; ok || failed[key(end, l.Name)] {
+			for _, lm := range landmarks {
+				if f := l.at(end, lm.Name); f.measuredMs > 0 || f.failed {
 					n++
 				}
 			}
@@ -578,9 +576,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	fit := func(end string) *coordinate.Coordinate {
 		var ls []coord.Landmark
-		for _, l := range landmarks {
-			if ms, ok := measured[key(end, l.Name)]; ok {
-				ls = append(ls, coord.Landmark{Coord: l.Coord, RTTMs: ms})
+		for _, lm := range landmarks {
+			if ms := l.at(end, lm.Name).measuredMs; ms > 0 {
+				ls = append(ls, coord.Landmark{Coord: lm.Coord, RTTMs: ms})
 			}
 		}
 		c, err := coord.Fit(ls, cfg.Vivaldi)
@@ -589,49 +587,31 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		return c
 	}
-	coords := map[string]*coordinate.Coordinate{}
+	clientID, dstID := l.intern(client), l.intern(dst)
 	if prior != nil {
-		coords[client], coords[dst] = prior.Client, prior.Destination
+		l.coord[clientID], l.coord[dstID] = prior.Client, prior.Destination
 	} else {
-		coords[client], coords[dst] = fit(client), fit(dst)
+		l.coord[clientID], l.coord[dstID] = fit(client), fit(dst)
 	}
 	for _, r := range peers {
-		coords[r.Name] = r.Coord
+		l.coord[l.intern(r.Name)] = r.Coord
 	}
-	exact := map[[2]string]float64{}
 	for _, e := range in.Exact {
 		if !e.Estimated && e.RTTMs > 0 {
-			exact[key(e.A, e.B)] = e.RTTMs
+			l.update(e.A, e.B, func(f *sources) { f.exactMs = e.RTTMs })
 		}
 	}
-	// earlier are the Prior's measurements.
-	earlier := map[[2]string]float64{}
+	// The Prior's measurements, the first of a pair's.
 	if prior != nil {
 		for _, e := range prior.Pairs {
-			if k := key(e.A, e.B); e.RTTMs > 0 && earlier[k] == 0 {
-				earlier[k] = e.RTTMs
+			if e.RTTMs > 0 {
+				l.update(e.A, e.B, func(f *sources) { f.earlierMs = cmp.Or(f.earlierMs, e.RTTMs) })
 			}
 		}
 	}
-	// rtt is the best figure known for a pair: measured in this plan,
-	// else the Prior's, else published, else estimated from coordinates;
-	// none (ok false) once a probe of it failed.
+	// rtt is the best figure known for a pair (see ledger.rtt).
 	rtt = func(a, b string) (ms float64, estimated, ok bool) {
-		k := key(a, b)
-		if ms, ok := measured[k]; ok {
-			return ms, false, true
-		}
-		if failed[k] || down[a] || down[b] {
-			return 0, false, false
-		}
-		if ms, ok := earlier[k]; ok {
-			return ms, false, true
-		}
-		if ms, ok := exact[k]; ok {
-			return ms, false, true
-		}
-		ms, ok = coord.EstimateMs(coords[a], coords[b])
-		return ms, true, ok && ms > 0
+		return l.rtt(l.intern(a), l.intern(b))
 	}
 
 	// orient says which end of a segment measures it: the client its own
@@ -655,9 +635,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// unmeasured says a segment's figure is not this plan's measurement:
 	// an estimate, or the Prior's (published pairs count as measured).
 	unmeasured := func(s planner.Segment) bool {
-		k := key(s.From, s.To)
-		_, now := measured[k]
-		return s.Estimated || !now && earlier[k] > 0
+		f := l.at(s.From, s.To)
+		return s.Estimated || f.measuredMs == 0 && f.earlierMs > 0
 	}
 	unsettled := func(p planner.Plan) bool { return slices.ContainsFunc(p.Segments, unmeasured) }
 
@@ -714,11 +693,12 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	for i, name := range sp.name {
 		at[name] = i
 	}
-	for k, ms := range exact {
-		u, okU := at[k[0]]
-		v, okV := at[k[1]]
-		if okU && okV {
-			sp.addExact(u, v, ms)
+	for k, f := range l.pairs {
+		a, b := pairOf(k)
+		u, okU := at[l.name[a]]
+		v, okV := at[l.name[b]]
+		if f.exactMs > 0 && okU && okV {
+			sp.addExact(u, v, f.exactMs)
 		}
 	}
 	directMs, _, okDirect := rtt(client, dst)
@@ -785,22 +765,35 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	req := in.Request
 	req.Client, req.Destination = client, dst
+	// g is the figures between the endpoints and the candidates as of
+	// the last build: a round's optimisticPairs reads them too.
+	var g grid
+	// pairs is the last matrix's pairs, whose memory the next reuses: a
+	// round's matrix at thousands of relays is a few hundred thousand
+	// pairs, and the planner keeps none of them past its search.
+	var pairs []planner.Pair
 	// build is the candidates' matrix; with measuredOnly, without the
-	// estimated pairs.
+	// estimated pairs. It invalidates the matrix it built before.
 	build := func(measuredOnly bool) *planner.Matrix {
-		m := &planner.Matrix{Nodes: []planner.Node{in.Client, in.Destination}}
+		m := &planner.Matrix{Nodes: []planner.Node{in.Client, in.Destination}, Pairs: pairs[:0]}
 		m.Nodes[0].Relay, m.Nodes[1].Relay = false, false
 		names := append([]string{client, dst}, cands...)
+		ids := make([]int32, len(names))
+		for i, name := range names {
+			ids[i] = l.intern(name)
+		}
+		g.fill(names, func(i, j int) (float64, bool, bool) { return l.rtt(ids[i], ids[j]) })
 		for _, c := range cands {
 			m.Nodes = append(m.Nodes, placed[c].Node)
 		}
 		for i, a := range names {
-			for _, b := range names[i+1:] {
-				if ms, est, ok := rtt(a, b); ok && !(est && measuredOnly) {
-					m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: max(ms, 0.001), Estimated: est})
+			for j := i + 1; j < len(names); j++ {
+				if ms, est, ok := g.fig(i, j); ok && !(est && measuredOnly) {
+					m.Pairs = append(m.Pairs, planner.Pair{A: a, B: names[j], RTTMs: max(ms, 0.001), Estimated: est})
 				}
 			}
 		}
+		pairs = m.Pairs
 		slices.SortFunc(m.Nodes, func(x, y planner.Node) int { return cmp.Compare(x.Name, y.Name) })
 		return m
 	}
@@ -945,7 +938,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		// coordinates see worst.
 		if res.Best.Bottleneck >= 0 {
 			bMs := res.Best.Segments[res.Best.Bottleneck].RTTMs
-			for _, pb := range optimisticPairs(client, dst, cands, hops, bMs, cfg.Optimism, rtt) {
+			for _, pb := range optimisticPairs(&g, hops, bMs, cfg.Optimism) {
 				if len(batch) >= cfg.ExplorePerRound {
 					break
 				}
@@ -998,14 +991,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	// What a replan can start from: the endpoints' coordinates, every
 	// figure measured (this plan's, then the Prior's), the chains ranked.
-	if validCoord(coords[client]) && validCoord(coords[dst]) {
-		next := &Prior{Client: coords[client], Destination: coords[dst]}
-		for k, ms := range measured {
-			next.Pairs = append(next.Pairs, Measured{A: k[0], B: k[1], RTTMs: ms})
-		}
-		for k, ms := range earlier {
-			if _, now := measured[k]; !now && !failed[k] && !down[k[0]] && !down[k[1]] {
-				next.Pairs = append(next.Pairs, Measured{A: k[0], B: k[1], RTTMs: ms})
+	if validCoord(l.coord[clientID]) && validCoord(l.coord[dstID]) {
+		next := &Prior{Client: l.coord[clientID], Destination: l.coord[dstID]}
+		for k, f := range l.pairs {
+			u, v := pairOf(k)
+			ms := f.measuredMs
+			if ms == 0 && !f.failed && !l.down[u] && !l.down[v] {
+				ms = f.earlierMs
+			}
+			if ms > 0 {
+				a, b := l.name[u], l.name[v]
+				next.Pairs = append(next.Pairs, Measured{A: min(a, b), B: max(a, b), RTTMs: ms})
 			}
 		}
 		slices.SortFunc(next.Pairs, func(x, y Measured) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
@@ -1016,8 +1012,10 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		st.Prior = next
 	}
-	for name := range down {
-		st.Unreachable = append(st.Unreachable, name)
+	for id, down := range l.down {
+		if down {
+			st.Unreachable = append(st.Unreachable, l.name[id])
+		}
 	}
 	slices.Sort(st.Unreachable)
 	for _, seg := range res.Best.Segments {
