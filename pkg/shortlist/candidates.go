@@ -239,10 +239,13 @@ const (
 // lo ≤ u < hi and u < v, in either direction, from a relay whose cost in
 // prevA or prevB is at most bound and over an estimate of at most boundMs.
 func (s *space) extend(prevA, prevB, curA, curB []float64, lo, hi int, scaleMs, boundMs, bound float64) {
-	n := s.n()
+	n, dim := s.n(), s.dim
 	for u := lo; u < hi; u++ {
 		au, bu := prevA[u], prevB[u]
 		fromAu, fromBu := au <= bound, bu <= bound
+		// s.ms(u, v) inlined, u's part read once a row: the same
+		// operations in the same order, so the same figure to the bit.
+		vecU, hgtU, adjU := s.vec[u*dim:(u+1)*dim], s.hgt[u], s.adj[u]
 		for v := u + 1; v < n; v++ {
 			av, bv := prevA[v], prevB[v]
 			// Adding a segment never lowers a cost, so an update can only
@@ -251,7 +254,17 @@ func (s *space) extend(prevA, prevB, curA, curB []float64, lo, hi int, scaleMs, 
 				av <= bound && curA[u] > av || bv <= bound && curB[u] > bv) {
 				continue
 			}
-			ms := s.ms(u, v)
+			vecV := s.vec[v*dim : (v+1)*dim]
+			vecV = vecV[:len(vecU)]
+			sum := 0.0
+			for i, x := range vecU {
+				d := x - vecV[i]
+				sum += d * d
+			}
+			ms := math.Sqrt(sum) + (hgtU + s.hgt[v])
+			if adjusted := ms + (adjU + s.adj[v]); adjusted > 0 {
+				ms = adjusted
+			}
 			if ms > boundMs {
 				continue
 			}
