@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/fleetsim"
@@ -23,6 +25,7 @@ func simCmd() *cobra.Command {
 		output   string
 		progress bool
 		churn    bool
+		variants []string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim [--relays 100,1000,5000]",
@@ -49,14 +52,22 @@ go doc ./pkg/netsim.`,
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7
   relayctl sim --relays 1000 --churn --pairs 50
-  relayctl sim --relays 1000 --replan --pairs 100`,
+  relayctl sim --relays 1000 --replan --pairs 100
+  relayctl sim --relays 5000 --variant 'small=--first-cut 384 --candidates 192' --variant 'rounds-12=--rounds 12'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			if cfg.Shortlist.Landmarks < 1 {
-				return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", cfg.Shortlist.Landmarks)
+			if err := checkSimShortlist(cfg.Shortlist); err != nil {
+				return err
+			}
+			for _, v := range variants {
+				variant, err := parseSimVariant(v, cfg.Shortlist)
+				if err != nil {
+					return err
+				}
+				cfg.Variants = append(cfg.Variants, variant)
 			}
 			var ns []int
 			for _, f := range strings.Split(sizes, ",") {
@@ -95,13 +106,23 @@ go doc ./pkg/netsim.`,
 				return enc.Encode(reports)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			by := func(name string) string { return "" }
+			if len(cfg.Variants) > 0 {
+				by = func(name string) string { return name + "\t" }
+				fmt.Fprint(tw, "planned by\t")
+			}
 			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\tby the model\tcandidates within 10%\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
 			for _, r := range reports {
-				p := r.Plans
-				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
-					r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
-					p.Count, 100*p.Within10, 100*p.ModelWithin10, 100*p.CandidatesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
-					p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
+				row := func(name string, p fleetsim.Plans) {
+					fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+						by(name), r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
+						p.Count, 100*p.Within10, 100*p.ModelWithin10, 100*p.CandidatesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+						p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
+				}
+				row("the flags", r.Plans)
+				for _, v := range r.Variants {
+					row(v.Name, v.Plans)
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -130,6 +151,7 @@ go doc ./pkg/netsim.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringArrayVar(&variants, "variant", nil, "NAME=FLAGS: also plan the same pairs with these planning flags (--candidates, --rounds, ...) over the flags given, side by side in one run (the fleet measured once); repeatable")
 	fl.StringVar(&sizes, "relays", "1000", "fleet sizes to simulate, comma-separated")
 	fl.IntVar(&cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")
 	fl.DurationVar(&cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
@@ -137,18 +159,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
-	fl.IntVar(&cfg.Shortlist.Landmarks, "landmarks", shortlist.DefaultLandmarks, "relays spread over the coordinate space that place the client and the destination: each costs two probes in the plan's first round")
-	fl.IntVar(&cfg.Shortlist.Candidates, "candidates", 0, "relays the planner sees after the coordinate search (0: "+candidatesDefault+")")
-	fl.IntVar(&cfg.Shortlist.FirstCut, "first-cut", 0, "relays picked on coordinates whose ends are measured before the candidates are ranked again (0: "+firstCutDefault+"; -1: the candidates only)")
-	fl.IntVar(&cfg.Shortlist.Neighbours, "neighbours", shortlist.DefaultNeighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
-	fl.IntVar(&cfg.Shortlist.Rounds, "rounds", shortlist.DefaultRounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
-	fl.IntVar(&cfg.Shortlist.ExplorePerRound, "explore", shortlist.DefaultExplorePerRound, "at most this many probes a planning round")
-	fl.Float64Var(&cfg.Shortlist.Optimism, "optimism", shortlist.DefaultOptimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
-	fl.IntVar(&cfg.Shortlist.PerSite, "per-site", shortlist.DefaultPerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
-	fl.Float64Var(&cfg.Shortlist.SiteRadius, "site-radius", shortlist.DefaultSiteRadius, "a site's radius, as a share of the direct path's RTT")
-	fl.IntVar(&cfg.Shortlist.InFlight, "in-flight", shortlist.DefaultInFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
-	fl.Float64Var(&cfg.Shortlist.Quorum, "quorum", shortlist.DefaultQuorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
-	fl.Float64Var(&cfg.Shortlist.Caution, "caution", shortlist.DefaultCaution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
+	simShortlistFlags(fl, &cfg.Shortlist, simShortlistDefaults())
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
@@ -156,4 +167,63 @@ go doc ./pkg/netsim.`,
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
+}
+
+// simShortlistDefaults are the planning flags' defaults: the shortlist's.
+func simShortlistDefaults() shortlist.Config {
+	return shortlist.Config{
+		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
+		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
+		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum,
+		Caution: shortlist.DefaultCaution,
+	}
+}
+
+// simShortlistFlags adds the planning flags to fs, into c, with base's
+// values as their defaults.
+func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Config) {
+	fs.IntVar(&c.Landmarks, "landmarks", base.Landmarks, "relays spread over the coordinate space that place the client and the destination: each costs two probes in the plan's first round")
+	fs.IntVar(&c.Candidates, "candidates", base.Candidates, "relays the planner sees after the coordinate search (0: "+candidatesDefault+")")
+	fs.IntVar(&c.FirstCut, "first-cut", base.FirstCut, "relays picked on coordinates whose ends are measured before the candidates are ranked again (0: "+firstCutDefault+"; -1: the candidates only)")
+	fs.IntVar(&c.Neighbours, "neighbours", base.Neighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
+	fs.IntVar(&c.Rounds, "rounds", base.Rounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
+	fs.IntVar(&c.ExplorePerRound, "explore", base.ExplorePerRound, "at most this many probes a planning round")
+	fs.Float64Var(&c.Optimism, "optimism", base.Optimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
+	fs.IntVar(&c.PerSite, "per-site", base.PerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
+	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
+	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
+	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
+	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
+}
+
+// checkSimShortlist refuses planning flags the simulator cannot run.
+func checkSimShortlist(c shortlist.Config) error {
+	if c.Landmarks < 1 {
+		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
+	}
+	return nil
+}
+
+// parseSimVariant parses a --variant: NAME=FLAGS, the planning flags over
+// base (the command's).
+func parseSimVariant(arg string, base shortlist.Config) (fleetsim.Variant, error) {
+	name, args, ok := strings.Cut(arg, "=")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" {
+		return fleetsim.Variant{}, fmt.Errorf("--variant %q: want NAME=FLAGS, e.g. 'rounds-12=--rounds 12'", arg)
+	}
+	v := fleetsim.Variant{Name: name, Shortlist: base}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	simShortlistFlags(fs, &v.Shortlist, base)
+	if err := fs.Parse(strings.Fields(args)); err != nil {
+		return v, fmt.Errorf("--variant %s: %w (planning flags only: --candidates, --first-cut, --rounds, ...)", name, err)
+	}
+	if fs.NArg() > 0 {
+		return v, fmt.Errorf("--variant %s: unexpected %q: want planning flags only", name, fs.Args())
+	}
+	if err := checkSimShortlist(v.Shortlist); err != nil {
+		return v, fmt.Errorf("--variant %s: %w", name, err)
+	}
+	return v, nil
 }

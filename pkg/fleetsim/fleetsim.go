@@ -88,6 +88,18 @@ type Config struct {
 	// a relayctl plan run later in a new process makes them from the
 	// Prior its last run kept (--plans-dir).
 	ReplanCold bool
+	// Variants plan the same pairs again, each with its own shortlist
+	// configuration, over the same warmed-up fleet: the report's
+	// Variants, side by side with Plans. Each pair is planned by
+	// Shortlist and then by each variant in turn, so the machine's speed
+	// drifting during a run weighs on them alike.
+	Variants []Variant
+}
+
+// Variant is a shortlist configuration planned beside Config.Shortlist.
+type Variant struct {
+	Name      string
+	Shortlist shortlist.Config
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -136,6 +148,14 @@ type Report struct {
 	Joined          int     `json:"joined"`
 	JoinedErrMedian float64 `json:"joined_coord_rel_err_median_60s"`
 	Plans           Plans   `json:"plans"`
+	// Variants are Config.Variants' plans of the same pairs, in order.
+	Variants []VariantPlans `json:"variants,omitempty"`
+}
+
+// VariantPlans are one variant's plans.
+type VariantPlans struct {
+	Name  string `json:"name"`
+	Plans Plans  `json:"plans"`
 }
 
 // Plans summarises the planned pairs.
@@ -380,8 +400,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
-	var chains, candsWithin, replanWithin, replanModelWithin int
+	configs := []shortlist.Config{cfg.Shortlist}
+	for _, v := range cfg.Variants {
+		configs = append(configs, v.Shortlist)
+	}
+	results := make([][]pairResult, len(configs))
 	// The pairs, and each pair's probe noise, come from their own
 	// sources: two runs that differ only in how they plan plan the same
 	// pairs, and their results compare pair by pair.
@@ -391,105 +414,171 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			return nil, err
 		}
 		client, dst := world.RandomEndpoint(pairRnd), world.RandomServer(pairRnd)
-		to, from := make([]float64, n), make([]float64, n)
+		pc := pairCase{world: world, relays: relays, index: index, truth: truth, client: client, dst: dst,
+			to: make([]float64, n), from: make([]float64, n), maxHops: cfg.MaxHops}
 		for _, i := range alive {
-			to[i], from[i] = world.RTTMs(client, world.Relay(i)), world.RTTMs(world.Relay(i), dst)
+			pc.to[i], pc.from[i] = world.RTTMs(client, world.Relay(i)), world.RTTMs(world.Relay(i), dst)
 		}
-		directMs := world.RTTMs(client, dst)
-		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: cfg.Shortlist.InFlightProbes(), shortlist: cfg.Shortlist,
-			seed: cfg.Seed ^ (0x9b0be + uint64(k)), connected: map[string]bool{}}
-		t0 := time.Now()
-		res, m, st, err := shortlist.Plan(ctx, cfg.Shortlist, in, p)
-		if err != nil {
-			return nil, fmt.Errorf("pair %d: %w", k, err)
-		}
-		computeMs = append(computeMs, float64(time.Since(t0))/1e6)
-		wallMs = append(wallMs, float64(time.Since(t0))/1e6+p.wallMs)
-		probesPer = append(probesPer, float64(st.Probes))
-		rounds = append(rounds, float64(st.Rounds))
-		rep.Plans.EstimatedSegments += st.Estimated
-
-		// trueMs is a chain's true bottleneck RTT (direct's when empty).
-		trueMs := func(chain []string) float64 {
-			if len(chain) == 0 {
-				return directMs
-			}
-			ms := math.Max(to[index[chain[0]]], from[index[chain[len(chain)-1]]])
-			for h := 1; h < len(chain); h++ {
-				ms = math.Max(ms, float64(truth.rtt[index[chain[h-1]]*n+index[chain[h]]]))
-			}
-			return ms
-		}
-		if len(res.Best.Chain) > 0 {
-			chains++
-		}
-		byHops := truth.bestByHopsMs(aliveMask, to, from, directMs, cfg.MaxHops)
-		opt, optRate := byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
-		// modelQuality is a chain's model rate over the best's.
-		modelQualityOf := func(chain []string) float64 {
-			return modelRate(trueMs(chain), len(chain), planner.DefaultRelayOverhead) / optRate
-		}
-		quality = append(quality, opt/trueMs(res.Best.Chain))
-		modelQuality = append(modelQuality, modelQualityOf(res.Best.Chain))
-		if cfg.Replan {
-			// The same pair again over the connections kept (see
-			// Config.Replan), its probes' noise drawn afresh.
-			p.restart()
-			p.seed ^= 0x2e91a7
-			if cfg.ReplanCold {
-				p.connected = map[string]bool{}
-			}
-			rin := in
-			if !cfg.ReplanFresh {
-				rin.Prior = st.Prior
-			}
-			t0 := time.Now()
-			again, _, rst, err := shortlist.Plan(ctx, cfg.Shortlist, rin, p)
+		pc.directMs = world.RTTMs(client, dst)
+		byHops := truth.bestByHopsMs(aliveMask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
+		pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
+		for c, scfg := range configs {
+			r, err := pc.plan(ctx, cfg, scfg, in, cfg.Seed^(0x9b0be+uint64(k)))
 			if err != nil {
-				return nil, fmt.Errorf("pair %d, replan: %w", k, err)
+				return nil, fmt.Errorf("pair %d: %w", k, err)
 			}
-			replanWallMs = append(replanWallMs, float64(time.Since(t0))/1e6+p.wallMs)
-			replanProbes = append(replanProbes, float64(rst.Probes))
-			replanRounds = append(replanRounds, float64(rst.Rounds))
-			if opt/trueMs(again.Best.Chain) >= 0.9 {
-				replanWithin++
-			}
-			if modelQualityOf(again.Best.Chain) >= 0.9 {
-				replanModelWithin++
-			}
+			results[c] = append(results[c], r)
 		}
-		var cands []int
-		for _, node := range m.Nodes {
-			if node.Relay {
-				cands = append(cands, index[node.Name])
-			}
-		}
-		if opt/truth.bestAmongMs(cands, to, from, directMs, cfg.MaxHops) >= 0.9 {
-			candsWithin++
-		}
-		gains = append(gains, directMs/opt)
 	}
-	pl := &rep.Plans
-	pl.Count = len(quality)
-	if pl.Count > 0 {
-		pl.QualityMedian, pl.QualityP5 = quantile(quality, 0.5), quantile(quality, 0.05)
-		pl.Within10, pl.ModelWithin10 = shareAtLeast(quality, 0.9), shareAtLeast(modelQuality, 0.9)
-		pl.ModelQualityMedian = quantile(modelQuality, 0.5)
-		pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
-		pl.ChainShare = float64(chains) / float64(pl.Count)
-		pl.OptimumGainMedian = quantile(gains, 0.5)
-		pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
-		pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
-		pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
-		if cfg.Replan {
-			pl.ReplanWithin10 = float64(replanWithin) / float64(pl.Count)
-			pl.ReplanModelWithin10 = float64(replanModelWithin) / float64(pl.Count)
-			pl.ReplanWallMsMedian, pl.ReplanWallMsP95 = quantile(replanWallMs, 0.5), quantile(replanWallMs, 0.95)
-			pl.ReplanProbesMedian, pl.ReplanRoundsMedian = quantile(replanProbes, 0.5), quantile(replanRounds, 0.5)
-		}
+	rep.Plans = summarise(results[0], cfg.Replan)
+	for i, v := range cfg.Variants {
+		rep.Variants = append(rep.Variants, VariantPlans{Name: v.Name, Plans: summarise(results[i+1], cfg.Replan)})
 	}
 	return rep, nil
+}
+
+// pairCase is one (client, destination) pair as the model has it: the
+// true RTTs from the client to each relay (to) and from each relay to the
+// destination (from), by relay index, and the best any chain could do.
+type pairCase struct {
+	world       *netsim.World
+	relays      []*relay
+	index       map[string]int
+	truth       *trueMatrix
+	client, dst netsim.Point
+	to, from    []float64
+	directMs    float64
+	maxHops     int
+	optMs       float64 // the optimum's bottleneck RTT
+	optRate     float64 // the optimum's rate by the planner's model
+}
+
+// pairResult is what one configuration's plan of a pair did.
+type pairResult struct {
+	quality, modelQuality float64
+	chain, candsWithin    bool
+	gain                  float64 // the optimum's rate over direct's
+	probes, rounds        int
+	estimated             int
+	computeMs, wallMs     float64
+	// the replan's (Config.Replan)
+	replanWithin, replanModelWithin bool
+	replanProbes, replanRounds      int
+	replanWallMs                    float64
+}
+
+// trueMs is a chain's true bottleneck RTT (direct's when empty).
+func (pc *pairCase) trueMs(chain []string) float64 {
+	if len(chain) == 0 {
+		return pc.directMs
+	}
+	n := len(pc.relays)
+	ms := math.Max(pc.to[pc.index[chain[0]]], pc.from[pc.index[chain[len(chain)-1]]])
+	for h := 1; h < len(chain); h++ {
+		ms = math.Max(ms, float64(pc.truth.rtt[pc.index[chain[h-1]]*n+pc.index[chain[h]]]))
+	}
+	return ms
+}
+
+// modelQuality is a chain's model rate over the best's.
+func (pc *pairCase) modelQuality(chain []string) float64 {
+	return modelRate(pc.trueMs(chain), len(chain), planner.DefaultRelayOverhead) / pc.optRate
+}
+
+// plan plans the pair with scfg (and replans it, with cfg.Replan), its
+// probes' noise from seed.
+func (pc *pairCase) plan(ctx context.Context, cfg Config, scfg shortlist.Config, in shortlist.Input, seed uint64) (pairResult, error) {
+	var r pairResult
+	p := &prober{world: pc.world, relays: pc.relays, index: pc.index, client: pc.client, dst: pc.dst,
+		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, connected: map[string]bool{}}
+	t0 := time.Now()
+	res, m, st, err := shortlist.Plan(ctx, scfg, in, p)
+	if err != nil {
+		return r, err
+	}
+	r.computeMs = float64(time.Since(t0)) / 1e6
+	r.wallMs = r.computeMs + p.wallMs
+	r.probes, r.rounds, r.estimated = st.Probes, st.Rounds, st.Estimated
+	r.chain = len(res.Best.Chain) > 0
+	r.quality = pc.optMs / pc.trueMs(res.Best.Chain)
+	r.modelQuality = pc.modelQuality(res.Best.Chain)
+	r.gain = pc.directMs / pc.optMs
+	if cfg.Replan {
+		// The same pair again over the connections kept (see
+		// Config.Replan), its probes' noise drawn afresh.
+		p.restart()
+		p.seed ^= 0x2e91a7
+		if cfg.ReplanCold {
+			p.connected = map[string]bool{}
+		}
+		rin := in
+		if !cfg.ReplanFresh {
+			rin.Prior = st.Prior
+		}
+		t0 := time.Now()
+		again, _, rst, err := shortlist.Plan(ctx, scfg, rin, p)
+		if err != nil {
+			return r, fmt.Errorf("replan: %w", err)
+		}
+		r.replanWallMs = float64(time.Since(t0))/1e6 + p.wallMs
+		r.replanProbes, r.replanRounds = rst.Probes, rst.Rounds
+		r.replanWithin = pc.optMs/pc.trueMs(again.Best.Chain) >= 0.9
+		r.replanModelWithin = pc.modelQuality(again.Best.Chain) >= 0.9
+	}
+	var cands []int
+	for _, node := range m.Nodes {
+		if node.Relay {
+			cands = append(cands, pc.index[node.Name])
+		}
+	}
+	r.candsWithin = pc.optMs/pc.truth.bestAmongMs(cands, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	return r, nil
+}
+
+// summarise is the Plans of one configuration's results.
+func summarise(rs []pairResult, replan bool) Plans {
+	var pl Plans
+	pl.Count = len(rs)
+	if pl.Count == 0 {
+		return pl
+	}
+	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
+	var chains, candsWithin, replanWithin, replanModelWithin int
+	count := func(ok bool, n *int) {
+		if ok {
+			*n++
+		}
+	}
+	for _, r := range rs {
+		quality, modelQuality, gains = append(quality, r.quality), append(modelQuality, r.modelQuality), append(gains, r.gain)
+		probesPer, rounds = append(probesPer, float64(r.probes)), append(rounds, float64(r.rounds))
+		computeMs, wallMs = append(computeMs, r.computeMs), append(wallMs, r.wallMs)
+		pl.EstimatedSegments += r.estimated
+		count(r.chain, &chains)
+		count(r.candsWithin, &candsWithin)
+		if replan {
+			replanWallMs = append(replanWallMs, r.replanWallMs)
+			replanProbes, replanRounds = append(replanProbes, float64(r.replanProbes)), append(replanRounds, float64(r.replanRounds))
+			count(r.replanWithin, &replanWithin)
+			count(r.replanModelWithin, &replanModelWithin)
+		}
+	}
+	pl.QualityMedian, pl.QualityP5 = quantile(quality, 0.5), quantile(quality, 0.05)
+	pl.Within10, pl.ModelWithin10 = shareAtLeast(quality, 0.9), shareAtLeast(modelQuality, 0.9)
+	pl.ModelQualityMedian = quantile(modelQuality, 0.5)
+	pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
+	pl.ChainShare = float64(chains) / float64(pl.Count)
+	pl.OptimumGainMedian = quantile(gains, 0.5)
+	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
+	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
+	pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
+	if replan {
+		pl.ReplanWithin10 = float64(replanWithin) / float64(pl.Count)
+		pl.ReplanModelWithin10 = float64(replanModelWithin) / float64(pl.Count)
+		pl.ReplanWallMsMedian, pl.ReplanWallMsP95 = quantile(replanWallMs, 0.5), quantile(replanWallMs, 0.95)
+		pl.ReplanProbesMedian, pl.ReplanRoundsMedian = quantile(replanProbes, 0.5), quantile(replanRounds, 0.5)
+	}
+	return pl
 }
 
 // coordErrOf is relay i's published coordinate's median relative error to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -60,12 +61,46 @@ func TestRunIsFixedBySeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Compute and wall time are measured; the rest is the model's.
 	for _, r := range []*Report{a, b} {
-		r.Plans.ComputeMsMedian, r.Plans.ComputeMsP95, r.Plans.WallMsMedian, r.Plans.WallMsP95 = 0, 0, 0, 0
+		untimed(&r.Plans)
 	}
-	if *a != *b {
+	if !reflect.DeepEqual(a, b) {
 		t.Errorf("two runs of one seed differ:\n%+v\n%+v", *a, *b)
+	}
+}
+
+// untimed zeroes what is measured, not modelled: compute and wall time.
+func untimed(p *Plans) {
+	p.ComputeMsMedian, p.ComputeMsP95, p.WallMsMedian, p.WallMsP95 = 0, 0, 0, 0
+	p.ReplanWallMsMedian, p.ReplanWallMsP95 = 0, 0
+}
+
+// Variants plan the same pairs with the same probe noise as the run's own
+// configuration: one that is that configuration reports the same plans,
+// and one that plans otherwise reports its own.
+func TestVariantsPlanTheSamePairs(t *testing.T) {
+	cfg := small()
+	cfg.Replan = true
+	noRounds := cfg.Shortlist
+	noRounds.Rounds = -1
+	cfg.Variants = []Variant{{Name: "same", Shortlist: cfg.Shortlist}, {Name: "no rounds", Shortlist: noRounds}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Variants) != 2 || rep.Variants[0].Name != "same" || rep.Variants[1].Name != "no rounds" {
+		t.Fatalf("variants %+v: want same, then no rounds", rep.Variants)
+	}
+	base, same, other := rep.Plans, rep.Variants[0].Plans, rep.Variants[1].Plans
+	untimed(&base)
+	untimed(&same)
+	untimed(&other)
+	if base != same {
+		t.Errorf("the run's own configuration as a variant planned otherwise:\n%+v\n%+v", base, same)
+	}
+	if other.Count != base.Count || other.RoundsMedian >= base.RoundsMedian || other.ProbesMedian >= base.ProbesMedian {
+		t.Errorf("without rounds: %d plans in %.0f rounds and %.0f probes; with: %d in %.0f and %.0f",
+			other.Count, other.RoundsMedian, other.ProbesMedian, base.Count, base.RoundsMedian, base.ProbesMedian)
 	}
 }
 
