@@ -127,18 +127,25 @@ go doc ./pkg/netsim.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if cfg.Replan {
-				for _, r := range reports {
-					p := r.Plans
-					how, conns := "from the first plan", "the connections kept"
-					if cfg.ReplanFresh {
-						how = "afresh"
+			how, conns := "from the first plan", "the connections kept"
+			if cfg.ReplanFresh {
+				how = "afresh"
+			}
+			if cfg.ReplanCold {
+				conns = "new connections"
+			}
+			for _, r := range reports {
+				lines := func(name string, p fleetsim.Plans) {
+					fmt.Fprintf(out, "%d relays, %s: rounds of a plan (modelled, medians): the first (landmarks) %.0f ms, the second (the first cut's ends) %.0f ms, each later one %.0f ms\n",
+						r.Relays, name, p.FirstRoundMsMedian, p.SecondRoundMsMedian, p.LaterRoundMsMedian)
+					if cfg.Replan {
+						fmt.Fprintf(out, "%d relays, %s: each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
+							r.Relays, name, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
 					}
-					if cfg.ReplanCold {
-						conns = "new connections"
-					}
-					fmt.Fprintf(out, "%d relays, each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
-						r.Relays, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
+				}
+				lines("planned by the flags", r.Plans)
+				for _, v := range r.Variants {
+					lines("planned by "+v.Name, v.Plans)
 				}
 			}
 			if churn {

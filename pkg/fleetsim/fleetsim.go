@@ -194,6 +194,13 @@ type Plans struct {
 	ComputeMsP95    float64 `json:"compute_ms_p95"`
 	WallMsMedian    float64 `json:"wall_ms_median"`
 	WallMsP95       float64 `json:"wall_ms_p95"`
+	// Where the modelled wall time goes, ms on the model's clock (compute
+	// aside), medians: the first round (the landmarks' and the direct
+	// path's probes), the second (the first cut's ends), and any later
+	// round (over every later round of every plan).
+	FirstRoundMsMedian  float64 `json:"first_round_ms_median"`
+	SecondRoundMsMedian float64 `json:"second_round_ms_median"`
+	LaterRoundMsMedian  float64 `json:"later_round_ms_median"`
 	// Replan* are the second plans of Config.Replan: the share within
 	// 10 % of the optimum (by the bottleneck, and by the model as
 	// ModelWithin10) and the modelled wall time, milliseconds (0 without
@@ -461,6 +468,10 @@ type pairResult struct {
 	probes, rounds        int
 	estimated             int
 	computeMs, wallMs     float64
+	// roundMs are the plan's rounds' lengths on the model's clock, ms:
+	// from the end of the round before (the clock's start, for the
+	// first), waits for late answers in between included.
+	roundMs []float64
 	// the replan's (Config.Replan)
 	replanWithin, replanModelWithin bool
 	replanProbes, replanRounds      int
@@ -498,6 +509,13 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, scfg shortlist.Config,
 	}
 	r.computeMs = float64(time.Since(t0)) / 1e6
 	r.wallMs = r.computeMs + p.wallMs
+	for i, end := range p.roundEndsMs {
+		if i == 0 {
+			r.roundMs = append(r.roundMs, end)
+		} else {
+			r.roundMs = append(r.roundMs, end-p.roundEndsMs[i-1])
+		}
+	}
 	r.probes, r.rounds, r.estimated = st.Probes, st.Rounds, st.Estimated
 	r.chain = len(res.Best.Chain) > 0
 	r.quality = pc.optMs / pc.trueMs(res.Best.Chain)
@@ -543,6 +561,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 		return pl
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
+	var firstRounds, secondRounds, laterRounds []float64
 	var chains, candsWithin, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
@@ -553,6 +572,16 @@ func summarise(rs []pairResult, replan bool) Plans {
 		quality, modelQuality, gains = append(quality, r.quality), append(modelQuality, r.modelQuality), append(gains, r.gain)
 		probesPer, rounds = append(probesPer, float64(r.probes)), append(rounds, float64(r.rounds))
 		computeMs, wallMs = append(computeMs, r.computeMs), append(wallMs, r.wallMs)
+		for i, ms := range r.roundMs {
+			switch i {
+			case 0:
+				firstRounds = append(firstRounds, ms)
+			case 1:
+				secondRounds = append(secondRounds, ms)
+			default:
+				laterRounds = append(laterRounds, ms)
+			}
+		}
 		pl.EstimatedSegments += r.estimated
 		count(r.chain, &chains)
 		count(r.candsWithin, &candsWithin)
@@ -572,6 +601,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
 	pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
+	pl.FirstRoundMsMedian, pl.SecondRoundMsMedian = quantile(firstRounds, 0.5), quantile(secondRounds, 0.5)
+	pl.LaterRoundMsMedian = quantile(laterRounds, 0.5)
 	if replan {
 		pl.ReplanWithin10 = float64(replanWithin) / float64(pl.Count)
 		pl.ReplanModelWithin10 = float64(replanModelWithin) / float64(pl.Count)
@@ -618,7 +649,9 @@ type prober struct {
 	inFlight    int
 	shortlist   shortlist.Config // its RoundNeeds: how many of a batch's requests end it
 	wallMs      float64          // the plan's clock, ms
-	free        []float64        // when each slot is free again, on the clock
+	// roundEndsMs are when each of the plan's rounds ended, on the clock.
+	roundEndsMs []float64
+	free        []float64 // when each slot is free again, on the clock
 	late        []lateAnswer
 	// connected are the relays whose admin API this plan has asked
 	// already: the connection is kept, and asking again costs one
@@ -635,7 +668,7 @@ type lateAnswer struct {
 // restart sets the clock to 0 for another plan, nothing in flight; the
 // connections stay.
 func (p *prober) restart() {
-	p.wallMs, p.free, p.late = 0, nil, nil
+	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
 }
 
 // AdminSetupRTTs is what this host's first request to a relay's admin API
@@ -740,6 +773,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		}
 	}
 	p.wallMs = max(p.wallMs, end)
+	p.roundEndsMs = append(p.roundEndsMs, p.wallMs)
 	return out, nil
 }
 

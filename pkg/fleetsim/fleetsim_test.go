@@ -44,6 +44,13 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	if p.CandidatesWithin10 < p.Within10 {
 		t.Errorf("candidates within 10 %% of the optimum %.2f, plans %.2f: the plans beat their own candidates", p.CandidatesWithin10, p.Within10)
 	}
+	// Every plan has the landmarks' round and the first cut's; each round
+	// is a part of the plan's wall time.
+	for name, ms := range map[string]float64{"first": p.FirstRoundMsMedian, "second": p.SecondRoundMsMedian, "later": p.LaterRoundMsMedian} {
+		if ms <= 0 || ms > p.WallMsP95 {
+			t.Errorf("the %s rounds' median %.0f ms: want more than 0, at most the plans' wall time p95 (%.0f ms)", name, ms, p.WallMsP95)
+		}
+	}
 	if p.OptimumGainMedian < 1 {
 		t.Errorf("the optimum's gain over direct %.2f: below 1, but direct is a candidate", p.OptimumGainMedian)
 	}
