@@ -106,9 +106,13 @@ sim_bench_start() {
 # "report": relayctl sim's JSON report}, a member of the JSON object the
 # calling script writes.
 sim_run() {
-  local name=$1
+  local name=$1 a cmd=""
   shift
-  echo "\"$name\": {\"command\": \"relayctl sim $* -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$sim_commit\", \"report\":"
+  # The command as typed: an argument with spaces (a --variant) quoted.
+  for a in "$@"; do
+    case $a in *" "*) cmd+=" '$a'" ;; *) cmd+=" $a" ;; esac
+  done
+  echo "\"$name\": {\"command\": \"relayctl sim${cmd} -o json\", \"date\": \"$(date -u +%FT%TZ)\", \"commit\": \"$sim_commit\", \"report\":"
   bench/.bin/relayctl sim "$@" -o json
   echo "}"
 }
