@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/fastopen"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
@@ -162,4 +164,33 @@ func newAdminClient(link *linktls.Identity) *registry.AdminClient {
 		return registry.NewAdminClient(0, link.AdminClientConfig())
 	}
 	return registry.NewAdminClient(0, nil)
+}
+
+// adminListenConfig lets the admin listener accept TCP Fast Open
+// connections (pkg/fastopen): a planner that asked this relay before sends
+// its ClientHello in the SYN and saves a round trip on each new
+// connection. A kernel that refuses the option leaves an ordinary
+// listener (adminFastOpenErr says why).
+func (s *Server) adminListenConfig() *net.ListenConfig {
+	return &net.ListenConfig{Control: func(network, address string, rc syscall.RawConn) error {
+		s.adminFastOpenErr = fastopen.Listen(network, address, rc)
+		return nil
+	}}
+}
+
+// logAdminFastOpen says whether the admin API accepts Fast Open, and what
+// to change where it does not.
+func (s *Server) logAdminFastOpen() {
+	enabled, setting, err := fastopen.ServerEnabled()
+	switch {
+	case s.adminFastOpenErr != nil:
+		s.log.Info("admin API without TCP Fast Open: the kernel refused it", zap.Error(s.adminFastOpenErr))
+	case err != nil:
+		s.log.Info("admin API: cannot tell whether TCP Fast Open is on", zap.Error(err))
+	case !enabled:
+		s.log.Info("admin API without TCP Fast Open: net.ipv4.tcp_fastopen allows clients only; set it to 3 (Docker: --sysctl net.ipv4.tcp_fastopen=3) to save planners a round trip on each new admin connection",
+			zap.Int("tcp_fastopen", setting))
+	default:
+		s.log.Info("admin API accepts TCP Fast Open", zap.Int("tcp_fastopen", setting))
+	}
 }

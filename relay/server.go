@@ -73,8 +73,11 @@ type Server struct {
 	draining bool // set by shutdown: no new conn may start waiting
 
 	socksLn, httpLn, adminLn, relayLn net.Listener
-	httpSrv, adminSrv                 *http.Server
-	shutdownOnce                      sync.Once
+	// adminFastOpenErr is why the admin listener does not take TCP Fast
+	// Open (adminListenConfig); nil when it does.
+	adminFastOpenErr  error
+	httpSrv, adminSrv *http.Server
+	shutdownOnce      sync.Once
 }
 
 // New validates cfg and builds a server. It refuses configurations that would
@@ -324,7 +327,7 @@ func (s *Server) Start() error {
 		}
 	}
 	if s.cfg.Admin != "" {
-		if s.adminLn, err = net.Listen("tcp", s.cfg.Admin); err != nil {
+		if s.adminLn, err = s.adminListenConfig().Listen(context.Background(), "tcp", s.cfg.Admin); err != nil {
 			return s.startFailed(fmt.Errorf("admin: listen %s: %w", s.cfg.Admin, err))
 		}
 	}
@@ -377,6 +380,9 @@ func (s *Server) Start() error {
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
 		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()),
 		zap.Bool("admin_https", s.adminLn != nil && s.link != nil))
+	if s.adminLn != nil {
+		s.logAdminFastOpen()
+	}
 	return nil
 }
 

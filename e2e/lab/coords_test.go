@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/netsim"
 )
 
@@ -33,7 +35,10 @@ func coordsTopology(t *testing.T, name string, n int, seed uint64, perMinute int
 	}
 	client := world.RandomEndpoint(rand.New(rand.NewPCG(seed, 1)))
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %d relays placed by pkg/netsim (seed %d), fully linked at their modelled RTTs.\nname: %s\nnodes:\n  client: {}\n", n, seed, name)
+	fmt.Fprintf(&b, "# %d relays placed by pkg/netsim (seed %d), fully linked at their modelled RTTs.\nname: %s\n", n, seed, name)
+	// Relays accept TCP Fast Open on their admin API, as docs/deploy.md
+	// asks of a relay's host.
+	b.WriteString("defaults:\n  sysctl: {net.ipv4.tcp_fastopen: \"3\"}\nnodes:\n  client: {}\n")
 	relays := make([]string, n)
 	for i := range relays {
 		relays[i] = fmt.Sprintf("r%02d", i)
@@ -185,6 +190,49 @@ func TestLabCoordinates(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("a plan without %s took %.1f s from the cut: want within 10 s", gone, took.Seconds())
 	}
+
+	// The second plan asked relays the first had asked: its new admin
+	// connections to them sent their ClientHello in the SYN (TCP Fast
+	// Open), and the relays took it.
+	active := netstatCounter(t, st, "client", "TCPFastOpenActive")
+	passive := 0
+	for _, r := range relays {
+		passive += netstatCounter(t, st, r, "TCPFastOpenPassive")
+	}
+	t.Logf("TCP Fast Open: %d connections from the client, %d taken by relays", active, passive)
+	if active == 0 || passive == 0 {
+		t.Errorf("TCP Fast Open: %d connections from the client, %d taken by relays: want some of each", active, passive)
+	}
+}
+
+// netstatCounter is a TcpExt counter of node's network namespace
+// (/proc/net/netstat, as nstat shows it).
+func netstatCounter(t *testing.T, st *lab.State, node, name string) int {
+	t.Helper()
+	cmd, err := st.Command(context.Background(), node, "cat", "/proc/net/netstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: /proc/net/netstat: %v", node, err)
+	}
+	lines := strings.Split(string(out), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) {
+			continue
+		}
+		if k := slices.Index(names, name); k > 0 {
+			v, err := strconv.Atoi(values[k])
+			if err != nil {
+				t.Fatalf("%s: %s %q: %v", node, name, values[k], err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s: no TcpExt %s in /proc/net/netstat", node, name)
+	return 0
 }
 
 // bestBottleneckMs is the lowest longest-segment RTT of a path from the
