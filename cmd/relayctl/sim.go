@@ -53,6 +53,7 @@ go doc ./pkg/netsim.`,
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7
   relayctl sim --relays 1000 --churn --pairs 50
   relayctl sim --relays 1000 --replan --pairs 100
+  relayctl sim --relays 1000 --variant 'tfo=--fast-open'
   relayctl sim --relays 5000 --variant 'small=--first-cut 384 --candidates 192' --variant 'rounds-12=--rounds 12'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,7 +64,7 @@ go doc ./pkg/netsim.`,
 				return err
 			}
 			for _, v := range variants {
-				variant, err := parseSimVariant(v, cfg.Shortlist)
+				variant, err := parseSimVariant(v, fleetsim.Variant{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen})
 				if err != nil {
 					return err
 				}
@@ -167,6 +168,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	simShortlistFlags(fl, &cfg.Shortlist, simShortlistDefaults())
+	fl.BoolVar(&cfg.FastOpen, "fast-open", false, simFastOpenUsage)
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
@@ -211,18 +213,22 @@ func checkSimShortlist(c shortlist.Config) error {
 	return nil
 }
 
-// parseSimVariant parses a --variant: NAME=FLAGS, the planning flags over
-// base (the command's).
-func parseSimVariant(arg string, base shortlist.Config) (fleetsim.Variant, error) {
+// simFastOpenUsage is --fast-open's help, the command's and a variant's.
+const simFastOpenUsage = "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two"
+
+// parseSimVariant parses a --variant: NAME=FLAGS, the planning flags (and
+// --fast-open) over base (the command's).
+func parseSimVariant(arg string, base fleetsim.Variant) (fleetsim.Variant, error) {
 	name, args, ok := strings.Cut(arg, "=")
 	name = strings.TrimSpace(name)
 	if !ok || name == "" {
 		return fleetsim.Variant{}, fmt.Errorf("--variant %q: want NAME=FLAGS, e.g. 'rounds-12=--rounds 12'", arg)
 	}
-	v := fleetsim.Variant{Name: name, Shortlist: base}
+	v := fleetsim.Variant{Name: name, Shortlist: base.Shortlist, FastOpen: base.FastOpen}
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	simShortlistFlags(fs, &v.Shortlist, base)
+	simShortlistFlags(fs, &v.Shortlist, base.Shortlist)
+	fs.BoolVar(&v.FastOpen, "fast-open", base.FastOpen, simFastOpenUsage)
 	if err := fs.Parse(strings.Fields(args)); err != nil {
 		return v, fmt.Errorf("--variant %s: %w (planning flags only: --candidates, --first-cut, --rounds, ...)", name, err)
 	}

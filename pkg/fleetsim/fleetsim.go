@@ -88,6 +88,14 @@ type Config struct {
 	// a relayctl plan run later in a new process makes them from the
 	// Prior its last run kept (--plans-dir).
 	ReplanCold bool
+	// FastOpen models a host that holds a TCP Fast Open cookie for every
+	// relay (it asked each of them before, in an earlier plan; the kernel
+	// keeps the cookies across processes) and relays that accept Fast
+	// Open (net.ipv4.tcp_fastopen=3): a new admin connection then costs
+	// AdminSetupRTTsFastOpen round trips before its request, not
+	// AdminSetupRTTs. An upper bound for a host that has planned before:
+	// it holds cookies only for the relays it asked.
+	FastOpen bool
 	// Variants plan the same pairs again, each with its own shortlist
 	// configuration, over the same warmed-up fleet: the report's
 	// Variants, side by side with Plans. Each pair is planned by
@@ -100,6 +108,7 @@ type Config struct {
 type Variant struct {
 	Name      string
 	Shortlist shortlist.Config
+	FastOpen  bool // as Config.FastOpen, for this variant's plans
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -407,10 +416,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	configs := []shortlist.Config{cfg.Shortlist}
-	for _, v := range cfg.Variants {
-		configs = append(configs, v.Shortlist)
-	}
+	configs := []Variant{{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen}}
+	configs = append(configs, cfg.Variants...)
 	results := make([][]pairResult, len(configs))
 	// The pairs, and each pair's probe noise, come from their own
 	// sources: two runs that differ only in how they plan plan the same
@@ -429,8 +436,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		pc.directMs = world.RTTMs(client, dst)
 		byHops := truth.bestByHopsMs(aliveMask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
 		pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
-		for c, scfg := range configs {
-			r, err := pc.plan(ctx, cfg, scfg, in, cfg.Seed^(0x9b0be+uint64(k)))
+		for c, v := range configs {
+			r, err := pc.plan(ctx, cfg, v, in, cfg.Seed^(0x9b0be+uint64(k)))
 			if err != nil {
 				return nil, fmt.Errorf("pair %d: %w", k, err)
 			}
@@ -496,12 +503,17 @@ func (pc *pairCase) modelQuality(chain []string) float64 {
 	return modelRate(pc.trueMs(chain), len(chain), planner.DefaultRelayOverhead) / pc.optRate
 }
 
-// plan plans the pair with scfg (and replans it, with cfg.Replan), its
+// plan plans the pair as v says (and replans it, with cfg.Replan), its
 // probes' noise from seed.
-func (pc *pairCase) plan(ctx context.Context, cfg Config, scfg shortlist.Config, in shortlist.Input, seed uint64) (pairResult, error) {
+func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlist.Input, seed uint64) (pairResult, error) {
 	var r pairResult
+	scfg := v.Shortlist
 	p := &prober{world: pc.world, relays: pc.relays, index: pc.index, client: pc.client, dst: pc.dst,
-		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, connected: map[string]bool{}}
+		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, connected: map[string]bool{},
+		setupRTTs: AdminSetupRTTs}
+	if v.FastOpen {
+		p.setupRTTs = AdminSetupRTTsFastOpen
+	}
 	t0 := time.Now()
 	res, m, st, err := shortlist.Plan(ctx, scfg, in, p)
 	if err != nil {
@@ -657,6 +669,9 @@ type prober struct {
 	// already: the connection is kept, and asking again costs one
 	// round trip.
 	connected map[string]bool
+	// setupRTTs is what a new admin connection costs before its
+	// request's round trip (AdminSetupRTTs, or AdminSetupRTTsFastOpen).
+	setupRTTs float64
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -676,6 +691,11 @@ func (p *prober) restart() {
 // a TLS 1.3 handshake (relays' admin APIs are HTTPS on a TLS fleet, the
 // default), in round trips between this host and the relay.
 const AdminSetupRTTs = 2
+
+// AdminSetupRTTsFastOpen is AdminSetupRTTs with TCP Fast Open
+// (Config.FastOpen): the ClientHello rides in the SYN, and the server's
+// handshake answer comes with the SYN-ACK.
+const AdminSetupRTTsFastOpen = 1
 
 func (p *prober) point(name string) (netsim.Point, bool) {
 	switch name {
@@ -737,7 +757,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		if g.From != "client" {
 			r.askMs = p.world.RTTMs(p.client, a)
 			if !p.connected[g.From] || asked[g.From] {
-				r.askMs *= 1 + AdminSetupRTTs
+				r.askMs *= 1 + p.setupRTTs
 			}
 			p.connected[g.From], asked[g.From] = true, true
 		}

@@ -146,7 +146,7 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
 	newProber := func(inFlight int) *prober {
 		return &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: inFlight, seed: 1, connected: map[string]bool{}}
+			inFlight: inFlight, seed: 1, connected: map[string]bool{}, setupRTTs: AdminSetupRTTs}
 	}
 	rtt := func(a, b netsim.Point) float64 { return world.RTTMs(a, b) }
 	own := []shortlist.Probe{{From: "client", To: "r0"}, {From: "client", To: "r1"}, {From: "client", To: "r2"}}
@@ -171,22 +171,26 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 		}
 	}
 	// r0 probes the destination: asking it costs 1 + AdminSetupRTTs round
-	// trips the first time, one after.
-	p := newProber(8)
-	ask := []shortlist.Probe{{From: "r0", To: "destination"}}
-	for i, rtts := range []float64{1 + AdminSetupRTTs, 1} {
-		before := p.wallMs
-		if _, err := p.Probe(context.Background(), ask); err != nil {
-			t.Fatal(err)
-		}
-		want := rtts*rtt(client, world.Relay(0)) + rtt(world.Relay(0), dst)
-		if got := p.wallMs - before; math.Abs(got-want) > 1e-9 {
-			t.Errorf("ask %d: %.3f ms, want %.3f", i+1, got, want)
+	// trips the first time (1 + AdminSetupRTTsFastOpen with TCP Fast
+	// Open), one after.
+	for _, setup := range []float64{AdminSetupRTTs, AdminSetupRTTsFastOpen} {
+		p := newProber(8)
+		p.setupRTTs = setup
+		ask := []shortlist.Probe{{From: "r0", To: "destination"}}
+		for i, rtts := range []float64{1 + setup, 1} {
+			before := p.wallMs
+			if _, err := p.Probe(context.Background(), ask); err != nil {
+				t.Fatal(err)
+			}
+			want := rtts*rtt(client, world.Relay(0)) + rtt(world.Relay(0), dst)
+			if got := p.wallMs - before; math.Abs(got-want) > 1e-9 {
+				t.Errorf("setup %v round trips, ask %d: %.3f ms, want %.3f", setup, i+1, got, want)
+			}
 		}
 	}
 	// A relay's probes of a round are one request: r0 probes r1 and r2
 	// at once, one slot for the round trip of asking and the longer.
-	p = newProber(1)
+	p := newProber(1)
 	two := []shortlist.Probe{{From: "r0", To: "r1"}, {From: "r0", To: "r2"}}
 	if _, err := p.Probe(context.Background(), two); err != nil {
 		t.Fatal(err)
@@ -194,5 +198,24 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 	want := (1+AdminSetupRTTs)*rtt(client, world.Relay(0)) + math.Max(rtt(world.Relay(0), world.Relay(1)), rtt(world.Relay(0), world.Relay(2)))
 	if math.Abs(p.wallMs-want) > 1e-9 {
 		t.Errorf("two probes by r0: %.3f ms, want %.3f", p.wallMs, want)
+	}
+}
+
+// A variant with TCP Fast Open plans the same pairs with its new
+// connections a round trip shorter: its first round (the landmarks',
+// every request over a new connection) is shorter.
+func TestFastOpenShortensTheFirstRound(t *testing.T) {
+	cfg := small()
+	cfg.Variants = []Variant{{Name: "tfo", Shortlist: cfg.Shortlist, FastOpen: true}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, tfo := rep.Plans.FirstRoundMsMedian, rep.Variants[0].Plans.FirstRoundMsMedian
+	t.Logf("the landmarks' round: %.0f ms, with Fast Open %.0f ms", base, tfo)
+	// Three round trips to a landmark and its probe become two and the
+	// probe: between half and all of the round.
+	if !(tfo < 0.95*base && tfo > 0.5*base) {
+		t.Errorf("the landmarks' round with Fast Open %.0f ms against %.0f: want a round trip in three less", tfo, base)
 	}
 }
