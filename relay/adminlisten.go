@@ -170,21 +170,22 @@ func newAdminClient(link *linktls.Identity) *registry.AdminClient {
 // connections (pkg/fastopen): a planner that asked this relay before sends
 // its ClientHello in the SYN and saves a round trip on each new
 // connection. A kernel that refuses the option leaves an ordinary
-// listener (adminFastOpenErr says why).
-func (s *Server) adminListenConfig() *net.ListenConfig {
+// listener; *refused says why.
+func adminListenConfig(refused *error) *net.ListenConfig {
 	return &net.ListenConfig{Control: func(network, address string, rc syscall.RawConn) error {
-		s.adminFastOpenErr = fastopen.Listen(network, address, rc)
+		*refused = fastopen.Listen(network, address, rc)
 		return nil
 	}}
 }
 
-// logAdminFastOpen says whether the admin API accepts Fast Open, and what
-// to change where it does not.
-func (s *Server) logAdminFastOpen() {
+// logAdminFastOpen says whether the admin API accepts Fast Open (refused:
+// the listener's option, adminListenConfig), and what to change where it
+// does not.
+func (s *Server) logAdminFastOpen(refused error) {
 	enabled, setting, err := fastopen.ServerEnabled()
 	switch {
-	case s.adminFastOpenErr != nil:
-		s.log.Info("admin API without TCP Fast Open: the kernel refused it", zap.Error(s.adminFastOpenErr))
+	case refused != nil:
+		s.log.Info("admin API without TCP Fast Open: the kernel refused it", zap.Error(refused))
 	case err != nil:
 		s.log.Info("admin API: cannot tell whether TCP Fast Open is on", zap.Error(err))
 	case !enabled:

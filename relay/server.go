@@ -73,11 +73,8 @@ type Server struct {
 	draining bool // set by shutdown: no new conn may start waiting
 
 	socksLn, httpLn, adminLn, relayLn net.Listener
-	// adminFastOpenErr is why the admin listener does not take TCP Fast
-	// Open (adminListenConfig); nil when it does.
-	adminFastOpenErr  error
-	httpSrv, adminSrv *http.Server
-	shutdownOnce      sync.Once
+	httpSrv, adminSrv                 *http.Server
+	shutdownOnce                      sync.Once
 }
 
 // New validates cfg and builds a server. It refuses configurations that would
@@ -326,8 +323,9 @@ func (s *Server) Start() error {
 			return s.startFailed(fmt.Errorf("http: listen %s: %w", s.cfg.HTTP, err))
 		}
 	}
+	var noFastOpen error // why the admin listener takes no Fast Open
 	if s.cfg.Admin != "" {
-		if s.adminLn, err = s.adminListenConfig().Listen(context.Background(), "tcp", s.cfg.Admin); err != nil {
+		if s.adminLn, err = adminListenConfig(&noFastOpen).Listen(context.Background(), "tcp", s.cfg.Admin); err != nil {
 			return s.startFailed(fmt.Errorf("admin: listen %s: %w", s.cfg.Admin, err))
 		}
 	}
@@ -381,7 +379,7 @@ func (s *Server) Start() error {
 		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()),
 		zap.Bool("admin_https", s.adminLn != nil && s.link != nil))
 	if s.adminLn != nil {
-		s.logAdminFastOpen()
+		s.logAdminFastOpen(noFastOpen)
 	}
 	return nil
 }

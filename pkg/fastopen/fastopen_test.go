@@ -21,21 +21,30 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
 
+// withFD runs f on c's socket, inside RawConn.Control (where the
+// descriptor stays valid), and returns f's error.
+func withFD(c syscall.Conn, f func(fd int) error) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
 // sockoptInt reads an integer TCP option of c (a *net.TCPConn or
 // *net.TCPListener).
 func sockoptInt(t *testing.T, c syscall.Conn, opt int) int {
 	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { v, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, opt) }); err != nil {
+	if err := withFD(c, func(fd int) (err error) {
+		v, err = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, opt)
+		return err
+	}); err != nil {
 		t.Fatal(err)
-	}
-	if serr != nil {
-		t.Fatal(serr)
 	}
 	return v
 }
@@ -123,11 +132,15 @@ func TestSecondTLSConnectionSendsItsClientHelloInTheSYN(t *testing.T) {
 				if _, err := io.ReadFull(tc, make([]byte, 1)); err != nil {
 					return err
 				}
-				info, err := unix.GetsockoptTCPInfo(fdOf(conn.(*net.TCPConn)), unix.IPPROTO_TCP, unix.TCP_INFO)
-				if err != nil {
+				if err := withFD(conn.(*net.TCPConn), func(fd int) error {
+					info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+					if err == nil {
+						synData = append(synData, info.Options&tcpiOptSynData != 0)
+					}
+					return err
+				}); err != nil {
 					return err
 				}
-				synData = append(synData, info.Options&tcpiOptSynData != 0)
 				tc.Close()
 			}
 			return nil
@@ -139,13 +152,6 @@ func TestSecondTLSConnectionSendsItsClientHelloInTheSYN(t *testing.T) {
 			t.Errorf("tcp_fastopen=%s: data in the SYN acknowledged on the first and second connection: %v, want [false %v]", c.sysctl, synData, c.synData)
 		}
 	}
-}
-
-func fdOf(c *net.TCPConn) int {
-	rc, _ := c.SyscallConn()
-	var out int
-	_ = rc.Control(func(fd uintptr) { out = int(fd) })
-	return out
 }
 
 func selfSigned(t *testing.T) tls.Certificate {
