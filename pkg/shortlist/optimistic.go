@@ -26,8 +26,11 @@ type bounded struct {
 // fast chains the coordinates miss often need two such hops at once. At
 // 1,000 relays that is a few thousand probes a plan, which cost a round no
 // more requests: each relay asked is asked once a round, for all of its
-// probes.
-func optimisticPairs(g *grid, hops int, bestMs, optimism float64) []bounded {
+// probes. Only the first limit are returned (limit ≤ 0: all): a round
+// takes at most its probe budget of them, and sorting every pair of a
+// few hundred candidates by name and bound, for a few thousand, was a
+// tenth of a plan's computation at 5,000 relays.
+func optimisticPairs(g *grid, hops int, bestMs, optimism float64, limit int) []bounded {
 	if hops < 1 {
 		return nil
 	}
@@ -49,7 +52,6 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64) []bounded {
 			est[i*n+j], est[j*n+i] = e, e
 		}
 	}
-	client, dst, cands := g.name[gridClient], g.name[gridDst], g.name[ends:]
 	// reach[k-1][v]: the lowest bottleneck of a path from an end that
 	// reaches v as its k-th relay or sooner.
 	reach := func(endMs []float64) [][]float64 {
@@ -69,19 +71,40 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64) []bounded {
 		return out
 	}
 	pre, suf := reach(fromClient), reach(toDst)
-	var out []bounded
-	// add: lowMs is the pair's optimistic figure.
-	add := func(a, b string, lowMs, restMs float64) {
+	// rank is each grid position's place in name order; byRank the
+	// names in that order.
+	rank, byRank := make([]int32, g.n()), make([]string, g.n())
+	{
+		order := make([]int32, g.n())
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(g.name[x], g.name[y]) })
+		for r, i := range order {
+			rank[i] = int32(r)
+			byRank[r] = g.name[i]
+		}
+	}
+	// pair is a bounded pair by its grid positions' places in name
+	// order (comparing them compares the names), kept small: a round at
+	// 5,000 relays bounds a few hundred thousand pairs.
+	type pair struct {
+		ra, rb  int32
+		boundMs float64
+	}
+	var all []pair
+	// add: a and b are grid positions, lowMs the pair's optimistic figure.
+	add := func(a, b int, lowMs, restMs float64) {
 		if bound := max(lowMs, restMs); bound < bestMs {
-			out = append(out, bounded{a, b, bound})
+			all = append(all, pair{rank[a], rank[b], bound})
 		}
 	}
 	for v := 0; v < n; v++ {
 		if estClient[v] {
-			add(client, cands[v], fromClient[v]*optimism, suf[hops-1][v])
+			add(gridClient, ends+v, fromClient[v]*optimism, suf[hops-1][v])
 		}
 		if estDst[v] {
-			add(cands[v], dst, toDst[v]*optimism, pre[hops-1][v])
+			add(ends+v, gridDst, toDst[v]*optimism, pre[hops-1][v])
 		}
 	}
 	for u := 0; u < n; u++ {
@@ -96,15 +119,37 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64) []bounded {
 				rest = min(rest, max(pre[i-1][u], suf[j-1][v]))
 				rest = min(rest, max(pre[i-1][v], suf[j-1][u]))
 			}
-			add(cands[u], cands[v], fig[u*n+v], rest)
+			add(ends+u, ends+v, fig[u*n+v], rest)
 		}
 	}
-	// The names break ties only: cmp.Or would compare them every time.
-	slices.SortFunc(out, func(x, y bounded) int {
+	// Keep the pairs whose bound is at most the limit-th lowest (ties
+	// included, so the order below decides among them as it would over
+	// all), then sort those.
+	if limit > 0 && len(all) > limit {
+		bounds := make([]float64, len(all))
+		for i, b := range all {
+			bounds[i] = b.boundMs
+		}
+		slices.Sort(bounds)
+		cut := bounds[limit-1]
+		all = slices.DeleteFunc(all, func(b pair) bool { return b.boundMs > cut })
+	}
+	// The names break ties, by their places in name order.
+	slices.SortFunc(all, func(x, y pair) int {
 		if c := cmp.Compare(x.boundMs, y.boundMs); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
+		if x.ra != y.ra {
+			return cmp.Compare(x.ra, y.ra)
+		}
+		return cmp.Compare(x.rb, y.rb)
 	})
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]bounded, len(all))
+	for i, p := range all {
+		out[i] = bounded{a: byRank[p.ra], b: byRank[p.rb], boundMs: p.boundMs}
+	}
 	return out
 }

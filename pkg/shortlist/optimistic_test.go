@@ -25,7 +25,7 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 	}
 	rtt := figures(measured, estimated)
 	// Two relays a chain at most (three would let x start c-x-a-b-d).
-	got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6)
+	got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6, 0)
 	want := []bounded{{"a", "b", 24}, {"b", "x", 42}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -35,8 +35,12 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 	}
+	// A limit keeps the first of that order.
+	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6, 1); len(got) != 1 || got[0].a != "a" || got[0].b != "b" {
+		t.Fatalf("limit 1: got %+v, want a–b alone", got)
+	}
 	// With one relay a chain, no pair of relays is a segment.
-	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 1, 50, 0.6); len(got) != 0 {
+	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 1, 50, 0.6, 0); len(got) != 0 {
 		t.Fatalf("one relay: got %+v, want none", got)
 	}
 }
@@ -53,7 +57,7 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	estimated := map[[2]string]float64{key("a", "b"): 70, key("b", "x"): 70, key("a", "x"): 200}
 	rtt := figures(measured, estimated)
 	cands := []string{"a", "b", "x"}
-	got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0)
+	got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0, 0)
 	var pairs [][2]string
 	for _, g := range got {
 		pairs = append(pairs, [2]string{g.a, g.b})
@@ -65,13 +69,17 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	if !slices.Equal(pairs, want) {
 		t.Fatalf("optimism 0: pairs %v, want %v", pairs, want)
 	}
+	// A limit among ties keeps the first by name, as the whole order has.
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0, 2); len(got) != 2 || got[0].b != "b" || got[1].b != "x" || got[1].a != "a" {
+		t.Fatalf("optimism 0, limit 2: got %+v, want a–b and a–x", got)
+	}
 	// At 0.5 each pair alone would be 35 ms; with the other at its
 	// estimate (70) the chain is no better than 50: the bound must count
 	// the other pair at 0.5 too.
-	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0.5); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0.5, 0); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
 		t.Fatalf("optimism 0.5: got %+v, want a-b and b-x at 35 ms", got)
 	}
-	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 1); len(got) != 0 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 1, 0); len(got) != 0 {
 		t.Fatalf("optimism 1: got %+v, want none", got)
 	}
 }
