@@ -188,7 +188,14 @@ type Plans struct {
 	// coordinate search left the measured rounds to find. Within10 can be
 	// no higher.
 	CandidatesWithin10 float64 `json:"candidates_within_10pct"`
-	ChainShare         float64 `json:"chain_share"` // share of plans that chose a chain
+	// FirstCutWithin10 is the share of plans whose first cut (the relays
+	// picked on coordinates, their ends then measured) held such a chain;
+	// FirstCutCitiesWithin10 the share whose first cut's cities did, every
+	// alive relay of those cities counted: whether a miss is a city the
+	// coordinates did not pick or a relay of a city they did.
+	FirstCutWithin10       float64 `json:"first_cut_within_10pct"`
+	FirstCutCitiesWithin10 float64 `json:"first_cut_cities_within_10pct"`
+	ChainShare             float64 `json:"chain_share"` // share of plans that chose a chain
 	// OptimumGainMedian is the median of the optimum's rate over direct's.
 	OptimumGainMedian float64 `json:"optimum_gain_median"`
 	ProbesMedian      float64 `json:"probes_per_plan_median"`
@@ -471,10 +478,12 @@ type pairCase struct {
 type pairResult struct {
 	quality, modelQuality float64
 	chain, candsWithin    bool
-	gain                  float64 // the optimum's rate over direct's
-	probes, rounds        int
-	estimated             int
-	computeMs, wallMs     float64
+	// the first cut's relays', and its cities' (see Plans)
+	cutWithin, cutCitiesWithin bool
+	gain                       float64 // the optimum's rate over direct's
+	probes, rounds             int
+	estimated                  int
+	computeMs, wallMs          float64
 	// roundMs are the plan's rounds' lengths on the model's clock, ms:
 	// from the end of the round before (the clock's start, for the
 	// first), waits for late answers in between included.
@@ -562,6 +571,21 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 		}
 	}
 	r.candsWithin = pc.optMs/pc.truth.bestAmongMs(cands, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	cut := make([]int, 0, len(st.FirstCut))
+	inCity := map[int]bool{}
+	for _, name := range st.FirstCut {
+		i := pc.index[name]
+		cut = append(cut, i)
+		inCity[pc.world.Relay(i).City()] = true
+	}
+	r.cutWithin = pc.optMs/pc.truth.bestAmongMs(cut, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	var cities []int
+	for i, rl := range pc.relays {
+		if inCity[pc.world.Relay(i).City()] && rl.alive {
+			cities = append(cities, i)
+		}
+	}
+	r.cutCitiesWithin = pc.optMs/pc.truth.bestAmongMs(cities, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
 	return r, nil
 }
 
@@ -574,7 +598,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, replanWithin, replanModelWithin int
+	var chains, candsWithin, cutWithin, cutCitiesWithin, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -597,6 +621,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 		pl.EstimatedSegments += r.estimated
 		count(r.chain, &chains)
 		count(r.candsWithin, &candsWithin)
+		count(r.cutWithin, &cutWithin)
+		count(r.cutCitiesWithin, &cutCitiesWithin)
 		if replan {
 			replanWallMs = append(replanWallMs, r.replanWallMs)
 			replanProbes, replanRounds = append(replanProbes, float64(r.replanProbes)), append(replanRounds, float64(r.replanRounds))
@@ -608,6 +634,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.Within10, pl.ModelWithin10 = shareAtLeast(quality, 0.9), shareAtLeast(modelQuality, 0.9)
 	pl.ModelQualityMedian = quantile(modelQuality, 0.5)
 	pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
+	pl.FirstCutWithin10 = float64(cutWithin) / float64(pl.Count)
+	pl.FirstCutCitiesWithin10 = float64(cutCitiesWithin) / float64(pl.Count)
 	pl.ChainShare = float64(chains) / float64(pl.Count)
 	pl.OptimumGainMedian = quantile(gains, 0.5)
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)

@@ -410,6 +410,10 @@ type Stats struct {
 	Probes     int // probes asked of the Prober, all rounds
 	Rounds     int // batches of probes, the landmarks' included
 	Candidates int // relays the planner saw
+	// FirstCut are the relays the coordinates picked first, whose ends
+	// the plan measured (the candidates, when there was no second
+	// ranking); sorted.
+	FirstCut []string
 	// Measured and Estimated count the best plan's segments by source.
 	Measured, Estimated int
 	// Unreachable are the relays this host's probe could not reach, left
@@ -727,6 +731,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		st.Candidates = len(cands)
 	}
 	keep()
+	st.FirstCut = slices.Clone(cands)
 	// describe asks Describe about relays that just became candidates.
 	describe := func(names []string) error {
 		if in.Describe == nil || len(names) == 0 {

@@ -726,3 +726,26 @@ func TestPlanTakesLateAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Stats.FirstCut are the relays whose ends the first two rounds measured
+// (the landmarks' the first, the rest the second): FirstCut of them,
+// sorted.
+func TestStatsNameTheFirstCut(t *testing.T) {
+	p, in := newPlane(30, 5)
+	_, _, st, err := Plan(context.Background(), Config{FirstCut: 12, Candidates: 6}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.FirstCut) != 12 || !slices.IsSorted(st.FirstCut) {
+		t.Fatalf("first cut %v: want 12 relays, sorted", st.FirstCut)
+	}
+	ends := map[Probe]bool{}
+	for _, pr := range slices.Concat(p.asked[0], p.asked[1]) {
+		ends[Probe{From: pr.From, To: pr.To}] = true
+	}
+	for _, r := range st.FirstCut {
+		if !ends[Probe{From: "client", To: r}] || !ends[Probe{From: r, To: "destination"}] {
+			t.Errorf("first cut relay %s: its ends were not both probed in the first two rounds", r)
+		}
+	}
+}
