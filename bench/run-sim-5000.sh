@@ -3,11 +3,11 @@
 # world and pairs of bench/run-sim-bench.sh): the defaults (a first cut
 # grown with the fleet, 750, all of it candidates) side by side with 400
 # candidates ranked from it on its measured ends (the defaults before) and
-# the sizes of 1,000 relays (a first cut of 384, 192 candidates), in one
-# run: the fleet is measured once and each pair is planned by every setting
+# the sizes of 1,000 relays (a first cut of 384, 192 candidates), and with
+# 1,024 requests in flight instead of 256, in one run: the fleet is measured once and each pair is planned by every setting
 # in turn (relayctl sim --variant), so their compute times share the
 # machine's moment. Writes bench/results/sim-5000.json; bench/results/sim.md
-# is written by hand from it. No root, no network. About 25 minutes on 2
+# is written by hand from it. No root, no network. About 30 minutes on 2
 # cores.
 # Usage: bench/run-sim-5000.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
@@ -19,7 +19,8 @@ sim_bench_start
   echo "{"
   sim_run sizes_5000 --relays 5000 \
     --variant 'candidates-400=--candidates 400' \
-    --variant 'first-cut-384-candidates-192=--first-cut 384 --candidates 192' "$@"
+    --variant 'first-cut-384-candidates-192=--first-cut 384 --candidates 192' \
+    --variant 'in-flight-1024=--in-flight 1024' "$@"
   echo "}"
 } > "$out/sim-5000.json.tmp"
 mv "$out/sim-5000.json.tmp" "$out/sim-5000.json"
