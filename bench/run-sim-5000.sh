@@ -2,9 +2,11 @@
 # How the planning settings do at 5,000 relays (relayctl sim, 200 pairs, the
 # world and pairs of bench/run-sim-bench.sh): the defaults (a first cut
 # grown with the fleet, 750, all of it candidates) side by side with 400
-# candidates ranked from it on its measured ends (the defaults before) and
-# the sizes of 1,000 relays (a first cut of 384, 192 candidates), and with
-# 1,024 requests in flight instead of 256, in one run: the fleet is measured once and each pair is planned by every setting
+# candidates ranked from it on its measured ends (the defaults before),
+# with 1,024 requests in flight instead of 256, and with every estimated
+# pair of a chain counted at 0.4 of its estimate instead of 0.6 when a
+# round picks the pairs to probe (alone and with 1,024 in flight), in one
+# run: the fleet is measured once and each pair is planned by every setting
 # in turn (relayctl sim --variant), so their compute times share the
 # machine's moment. Writes bench/results/sim-5000.json; bench/results/sim.md
 # is written by hand from it. No root, no network. About 30 minutes on 2
@@ -19,8 +21,9 @@ sim_bench_start
   echo "{"
   sim_run sizes_5000 --relays 5000 \
     --variant 'candidates-400=--candidates 400' \
-    --variant 'first-cut-384-candidates-192=--first-cut 384 --candidates 192' \
-    --variant 'in-flight-1024=--in-flight 1024' "$@"
+    --variant 'in-flight-1024=--in-flight 1024' \
+    --variant 'optimism-0.4=--optimism 0.4' \
+    --variant 'optimism-0.4-in-flight-1024=--optimism 0.4 --in-flight 1024' "$@"
   echo "}"
 } > "$out/sim-5000.json.tmp"
 mv "$out/sim-5000.json.tmp" "$out/sim-5000.json"

@@ -25,6 +25,10 @@
 //     between relays counted Caution times longer: the candidates should
 //     owe their rank to what was measured), the best Candidates of the
 //     first cut, under the same site limit, are what the planner sees.
+//     From a few thousand relays the candidates are the whole first cut
+//     (the defaults' sizes grow alike): that second ranking, with its
+//     caution, dropped the chains along routes the coordinates put too
+//     high, which the rounds would have found.
 //  4. Shortlist: the planner plans over the candidates (exact pairs where a
 //     relay published one, estimates elsewhere). Each round probes the
 //     estimated segments of the best plan and its runners-up; the pairs
