@@ -158,7 +158,7 @@ bench-sim:
 bench-sim-replan:
 	./bench/run-sim-replan.sh
 
-# The first cut's and the candidates' sizes at 5,000 relays in the simulator
+# The whole first cut as candidates at 5,000 relays in the simulator
 # (~30 min, no root): bench/results/sim-5000.json.
 bench-sim-5000:
 	./bench/run-sim-5000.sh

@@ -2,10 +2,9 @@
 # The fleet simulator at 100, 1,000 and 5,000 relays (relayctl sim): probes
 # and bytes per relay per minute, coordinate error, plan quality against the
 # optimum, probes and wall time per plan; planning from a shortlist with the
-# defaults (192 candidates from a first cut of 384; each grows with the fleet
-# at 15 % of the relays, the candidates from 1,280 relays, the first cut from
-# 2,560: all 750 of it at 5,000), and with 96 from 384 (fewer probes per plan,
-# worse plans) at 100 and 1,000.
+# defaults (192 candidates from a first cut of 384; from about 2,400 relays
+# on, 8 % and 15 % of the relays: 400 from 750 at 5,000), and with 96 from 384
+# (fewer probes per plan, worse plans) at 100 and 1,000.
 # Then 1,000 relays with churn, and 1,000 relays without each of the
 # parts of the shortlist (the search of the bottleneck's neighbourhood, the
 # wide first cut, the caution of its second ranking, the site limit), with

@@ -35,11 +35,10 @@ func TestFirstCutAndCandidatesGrowWithTheFleet(t *testing.T) {
 	}{
 		{Config{}, 100, DefaultFirstCut, DefaultCandidates},
 		{Config{}, 1000, DefaultFirstCut, DefaultCandidates},
-		{Config{}, 2000, DefaultFirstCut, 300},
-		{Config{}, 5000, 750, 750}, // the whole first cut
-		{Config{}, 5001, 751, 751}, // rounded up
+		{Config{}, 5000, 750, 400},
+		{Config{}, 5001, 751, 401}, // rounded up
 		{Config{FirstCut: 768, Candidates: 96}, 5000, 768, 96},
-		{Config{FirstCut: -1}, 5000, -1, 750},
+		{Config{FirstCut: -1}, 5000, -1, 400},
 	} {
 		first, cands := c.set.sizes(c.placed)
 		if first != c.first || cands != c.cands {

@@ -25,10 +25,6 @@
 //     between relays counted Caution times longer: the candidates should
 //     owe their rank to what was measured), the best Candidates of the
 //     first cut, under the same site limit, are what the planner sees.
-//     From a few thousand relays the candidates are the whole first cut
-//     (the defaults' sizes grow alike): that second ranking, with its
-//     caution, dropped the chains along routes the coordinates put too
-//     high, which the rounds would have found.
 //  4. Shortlist: the planner plans over the candidates (exact pairs where a
 //     relay published one, estimates elsewhere). Each round probes the
 //     estimated segments of the best plan and its runners-up; the pairs
@@ -86,18 +82,16 @@ const (
 	// relays (93.5 % and 95 % of 200 pairs, 192: 95.5 %), 256 in 3.8 s.
 	DefaultCandidates = 192
 	// DefaultCandidatesShare: the candidates are the larger of
-	// DefaultCandidates and this share of the placed relays, the first
-	// cut's share: from about 2,560 relays, where that share passes
-	// DefaultFirstCut, the whole first cut, with no second ranking. At
-	// 5,000 relays (60 pairs, a first cut of 750) the first cut held a
-	// chain within 10 % of the optimum for 97 % of pairs, and 400
-	// candidates ranked from it on its measured ends for 88 %: the
-	// ranking lost what the rounds could have found. 750 candidates
-	// planned 95 % within 10 % against 88 % (600: 90 %), for 1.2 s of
-	// computation a plan against 0.7 s. At 1,000 relays the second
-	// ranking costs little: 384 candidates (the whole first cut, 200
-	// pairs) planned 95 % against 95.5 % in 3.5 s against 3.1 s.
-	DefaultCandidatesShare = DefaultFirstCutShare
+	// DefaultCandidates and this share of the placed relays. At 5,000
+	// relays (200 pairs, a first cut of 750) 192 candidates planned 75 %
+	// of pairs within 10 % of the optimum in 5.0 s, 384 79 % in 5.4 s,
+	// 512 79.5 % in 5.9 s (medians); more candidates take more of the
+	// rounds' probes, their bound (ExplorePerRound) the same. The whole
+	// first cut (750, no second ranking) held a chain within 10 % for
+	// 95.5 % of the pairs against 400's 89 %, but planned 80.5 % against
+	// 81 %, in 5.6 s against 5.0 s: the rounds did not find the chains
+	// it added.
+	DefaultCandidatesShare = 0.08
 	// DefaultRounds: rounds that end at their quorum (DefaultQuorum)
 	// are shorter; in the simulator at 1,000 relays (600 pairs), 8 of
 	// them planned as well as 6 that waited for their last request
