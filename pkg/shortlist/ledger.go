@@ -140,7 +140,8 @@ func (g *grid) fig(i, j int) (ms float64, estimated, ok bool) {
 // estimates first, then the pairs the ledger holds a figure for. A round's
 // grid at 5,000 relays is a few hundred thousand pairs, of which a few
 // tens of thousands are known, and looking each up in the pairs' map was
-// a fifth of a plan's computation.
+// a fifth of a plan's computation. ids must be distinct (Plan refuses
+// relays of one name).
 func (l *ledger) fillGrid(g *grid, names []string, ids []int32) {
 	pos := make([]int32, len(l.name))
 	for i := range pos {
@@ -164,7 +165,12 @@ func (l *ledger) fillGrid(g *grid, names []string, ids []int32) {
 		if i < 0 || j < 0 || i == j {
 			continue
 		}
-		ms, est, ok := l.rtt(a, b)
+		// In grid order, as fill asks: an estimate is not symmetric to
+		// the last bit.
+		if j < i {
+			i, j = j, i
+		}
+		ms, est, ok := l.rtt(ids[i], ids[j])
 		if !ok {
 			ms, est = math.Inf(1), false
 		}

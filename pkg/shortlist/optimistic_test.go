@@ -1,7 +1,9 @@
 package shortlist
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -104,4 +106,33 @@ func gridOf(cands []string, rtt func(a, b string) (float64, bool, bool)) *grid {
 	g := &grid{}
 	g.fill(names, func(i, j int) (float64, bool, bool) { return rtt(names[i], names[j]) })
 	return g
+}
+
+// The limit keeps the first pairs of the whole order, by bound and then by
+// name, whatever the grid's order of the names: here the candidates are
+// out of name order, the client's name sorts last and many bounds tie.
+func TestOptimisticPairsLimitIsThePrefixOfTheWholeOrder(t *testing.T) {
+	cands := []string{"x", "b", "m", "a", "q", "e"}
+	names := append([]string{"zz", "d"}, cands...)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	g := &grid{}
+	g.fill(names, func(i, j int) (float64, bool, bool) {
+		// Whole milliseconds from a few values: ties are common.
+		return float64(10 + 5*rnd.IntN(4)), rnd.IntN(4) > 0, true
+	})
+	whole := optimisticPairs(g, 3, 60, 0.8, 0)
+	if len(whole) < 8 {
+		t.Fatalf("%d pairs: too few to test a limit", len(whole))
+	}
+	if !slices.IsSortedFunc(whole, func(x, y bounded) int {
+		return cmp.Or(cmp.Compare(x.boundMs, y.boundMs), cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
+	}) {
+		t.Fatalf("not in (bound, a, b) order: %+v", whole)
+	}
+	for k := 1; k <= len(whole)+1; k++ {
+		got := optimisticPairs(g, 3, 60, 0.8, k)
+		if want := whole[:min(k, len(whole))]; !slices.Equal(got, want) {
+			t.Fatalf("limit %d: %+v, want %+v", k, got, want)
+		}
+	}
 }

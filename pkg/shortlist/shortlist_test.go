@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -225,6 +226,10 @@ func TestPlanReportsAProberThatFails(t *testing.T) {
 	}
 	if _, _, _, err := Plan(context.Background(), Config{}, in, failing{short: true}); err == nil {
 		t.Error("a prober answering fewer probes than asked was accepted")
+	}
+	in.Relays[1].Node.Name = in.Relays[2].Node.Name
+	if _, _, _, err := Plan(context.Background(), Config{}, in, &plane{}); err == nil || !strings.Contains(err.Error(), "two relays named") {
+		t.Errorf("two relays of one name: got %v, want them refused", err)
 	}
 	in.Relays[0].Node.Name = "client"
 	if _, _, _, err := Plan(context.Background(), Config{}, in, &plane{}); err == nil {
