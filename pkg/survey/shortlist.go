@@ -116,6 +116,11 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		if coords[r.Name] == nil || slices.Contains(c.Exclude, r.Name) || len(c.Include) > 0 && !slices.Contains(c.Include, r.Name) {
 			continue
 		}
+		// A name the registry lists twice is one relay to the plan (the
+		// shortlist refuses two of one name): the first listing.
+		if _, twice := byName[r.Name]; twice {
+			continue
+		}
 		byName[r.Name] = r
 		in.Relays = append(in.Relays, shortlist.Relay{
 			Node: planner.Node{Name: r.Name, Relay: true, Region: r.Region}, Coord: coords[r.Name]})
