@@ -2,6 +2,7 @@ package shortlist
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -60,18 +61,9 @@ func TestFillGridIsFillOverTheLedger(t *testing.T) {
 		a, b string
 		ms   float64
 	}{{"r4", "r0", 17}, {"r2", "dst", math.Inf(1)}, {"r1", "dst", 16}, {"r3", "r0", 19}, {"r0", "r2", 14}, {"r4", "r1", math.Inf(1)}, {"r5", "r0", math.Inf(1)}} {
-		i, j := slicesIndex(names, c.a), slicesIndex(names, c.b)
+		i, j := slices.Index(names, c.a), slices.Index(names, c.b)
 		if got := fast.ms[i*len(names)+j]; got != c.ms {
 			t.Errorf("%s–%s: %v, want %v", c.a, c.b, got, c.ms)
 		}
 	}
-}
-
-func slicesIndex(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	panic(v)
 }
