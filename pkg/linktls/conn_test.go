@@ -378,6 +378,31 @@ func TestRampRecordFollowsTheSocket(t *testing.T) {
 // per upstream segment (a full one and a runt), which halved what each
 // round of slow start carried.
 func TestRampWritesFillSegments(t *testing.T) {
+	// A corked tail goes out on its own after 200 ms (Linux's cork
+	// limit), so a host stall between two writes can send one more
+	// segment than the writes need: a wrong corking sends too many every
+	// time, a stall seldom twice in a row.
+	const attempts = 3
+	for i := range attempts {
+		sent, most := rampWriteSegments(t)
+		if sent <= most {
+			return
+		}
+		if i == attempts-1 {
+			t.Errorf("%d upstream segments and a tail took %d segments, want at most %d (full segments), in each of %d attempts", rampUpstreamSegments, sent, most, attempts)
+		} else {
+			t.Logf("attempt %d: %d segments, want at most %d: measuring again (a host stall releases a corked tail)", i+1, sent, most)
+		}
+	}
+}
+
+const rampUpstreamSegments = 40
+
+// rampWriteSegments writes rampUpstreamSegments upstream segments and a
+// tail over a fresh link and returns how many segments carried them
+// (retransmissions not counted) and the most their bytes need.
+func rampWriteSegments(t *testing.T) (sent, most uint32) {
+	t.Helper()
 	c, s := pairMSS(t, 1460)
 	if c.mssBytes == 0 || c.mssBytes > 1460 {
 		t.Fatalf("a link over a socket of MSS 1460 aligns to %d-byte segments, want its MSS", c.mssBytes)
@@ -390,14 +415,13 @@ func TestRampWritesFillSegments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return info.Data_segs_out
+		return info.Data_segs_out - info.Total_retrans
 	}
 	before := segsOut()
 	// The upstream's segments carry as much as the link's do (both MSS
 	// 1460 here), then the response's short end: it pushes what is held.
 	var want []byte
-	const upstreamSegments = 40
-	for i := 0; i < upstreamSegments; i++ {
+	for range rampUpstreamSegments {
 		p := make([]byte, c.mssBytes)
 		_, _ = rand.Read(p)
 		want = append(want, p...)
@@ -424,11 +448,9 @@ func TestRampWritesFillSegments(t *testing.T) {
 	// Each record adds RecordOverheadBytes: at most two records per
 	// upstream segment (one ends where a segment does, the rest starts the
 	// next), one for the tail, one for close_notify (19 bytes of it).
-	wire := len(want) + (2*upstreamSegments+2)*RecordOverheadBytes
+	wire := len(want) + (2*rampUpstreamSegments+2)*RecordOverheadBytes
 	need := uint32((wire + c.mssBytes - 1) / c.mssBytes)
-	if sent := segsOut() - before; sent > need+1 {
-		t.Errorf("%d upstream segments and a tail took %d segments, want at most %d (full segments)", upstreamSegments, sent, need+1)
-	}
+	return segsOut() - before, need + 1
 }
 
 // While aligned, a ramp record never spans a segment's end unless it ends
