@@ -570,7 +570,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 			cands = append(cands, pc.index[node.Name])
 		}
 	}
-	r.candsWithin = pc.optMs/pc.truth.bestAmongMs(cands, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	r.candsWithin = pc.holdsWithin10(cands)
 	cut := make([]int, 0, len(st.FirstCut))
 	inCity := map[int]bool{}
 	for _, name := range st.FirstCut {
@@ -578,15 +578,21 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 		cut = append(cut, i)
 		inCity[pc.world.Relay(i).City()] = true
 	}
-	r.cutWithin = pc.optMs/pc.truth.bestAmongMs(cut, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	r.cutWithin = pc.holdsWithin10(cut)
 	var cities []int
 	for i, rl := range pc.relays {
 		if inCity[pc.world.Relay(i).City()] && rl.alive {
 			cities = append(cities, i)
 		}
 	}
-	r.cutCitiesWithin = pc.optMs/pc.truth.bestAmongMs(cities, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
+	r.cutCitiesWithin = pc.holdsWithin10(cities)
 	return r, nil
+}
+
+// holdsWithin10 says the relays at set (indices) hold a chain whose true
+// bottleneck is within 10 % of the optimum's.
+func (pc *pairCase) holdsWithin10(set []int) bool {
+	return pc.optMs/pc.truth.bestAmongMs(set, pc.to, pc.from, pc.directMs, pc.maxHops) >= 0.9
 }
 
 // summarise is the Plans of one configuration's results.
