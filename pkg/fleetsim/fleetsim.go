@@ -175,6 +175,10 @@ type Plans struct {
 	QualityMedian float64 `json:"quality_median"`
 	QualityP5     float64 `json:"quality_p5"`
 	Within10      float64 `json:"within_10pct"` // share of plans with quality >= 0.9
+	// Within15 and Within20 are the shares with quality >= 0.85 and 0.8:
+	// whether the plans outside 10 % miss by little or by much.
+	Within15 float64 `json:"within_15pct"`
+	Within20 float64 `json:"within_20pct"`
 	// ModelQuality is the chosen plan's rate over the best possible by
 	// the planner's model with equal windows (planner.Model: the
 	// bottleneck's rate times 1 − RelayOverhead for each relay), under
@@ -638,6 +642,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	pl.QualityMedian, pl.QualityP5 = quantile(quality, 0.5), quantile(quality, 0.05)
 	pl.Within10, pl.ModelWithin10 = shareAtLeast(quality, 0.9), shareAtLeast(modelQuality, 0.9)
+	pl.Within15, pl.Within20 = shareAtLeast(quality, 0.85), shareAtLeast(quality, 0.8)
 	pl.ModelQualityMedian = quantile(modelQuality, 0.5)
 	pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
 	pl.FirstCutWithin10 = float64(cutWithin) / float64(pl.Count)

@@ -39,6 +39,10 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	if p.QualityMedian > 1 || p.QualityP5 > p.QualityMedian || p.QualityP5 <= 0 {
 		t.Errorf("quality median %.3f, p5 %.3f: want 0 < p5 <= median <= 1", p.QualityMedian, p.QualityP5)
 	}
+	// Looser bands hold at least as many plans.
+	if p.Within15 < p.Within10 || p.Within20 < p.Within15 || p.Within20 > 1 {
+		t.Errorf("within 10 %%, 15 %%, 20 %% of the optimum: %.2f, %.2f, %.2f: want 10 <= 15 <= 20 <= 1", p.Within10, p.Within15, p.Within20)
+	}
 	// A chosen chain is made of candidates: the candidates' best is at
 	// least as good.
 	if p.CandidatesWithin10 < p.Within10 {
