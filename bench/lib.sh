@@ -102,6 +102,24 @@ sim_bench_start() {
   sim_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 }
 
+# sim_bench_json FILE FUNCTION ARGS...: builds relayctl (sim_bench_start),
+# then writes bench/results/FILE, a JSON object whose members FUNCTION
+# prints (sim_run, with "," between them), called with ARGS; the file is
+# replaced only once FUNCTION has succeeded.
+sim_bench_json() {
+  local file=$1 fn=$2
+  shift 2
+  out=bench/results
+  sim_bench_start
+  {
+    echo "{"
+    "$fn" "$@"
+    echo "}"
+  } > "$out/$file.tmp"
+  mv "$out/$file.tmp" "$out/$file"
+  echo "wrote $out/$file"
+}
+
 # sim_run NAME FLAGS... prints "NAME": {the command, date, commit and
 # "report": relayctl sim's JSON report}, a member of the JSON object the
 # calling script writes.

@@ -12,14 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-out=bench/results
-sim_bench_start
-{
-  echo "{"
+runs() {
   sim_run rounds_5000 --relays 5000 \
     --variant 'in-flight-1024=--in-flight 1024' \
     --variant 'explore-8000=--explore 8000' "$@"
-  echo "}"
-} > "$out/sim-5000-rounds.json.tmp"
-mv "$out/sim-5000-rounds.json.tmp" "$out/sim-5000-rounds.json"
-echo "wrote $out/sim-5000-rounds.json"
+}
+sim_bench_json sim-5000-rounds.json runs "$@"

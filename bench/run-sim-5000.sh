@@ -14,16 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-out=bench/results
-sim_bench_start
-{
-  echo "{"
+runs() {
   sim_run sizes_5000 --relays 5000 --candidates 750 \
     --variant 'candidates-400=--candidates 400' \
     --variant 'in-flight-1024=--in-flight 1024' \
     --variant 'optimism-0.4=--optimism 0.4' \
     --variant 'optimism-0.4-in-flight-1024=--optimism 0.4 --in-flight 1024' "$@"
-  echo "}"
-} > "$out/sim-5000.json.tmp"
-mv "$out/sim-5000.json.tmp" "$out/sim-5000.json"
-echo "wrote $out/sim-5000.json"
+}
+sim_bench_json sim-5000.json runs "$@"

@@ -13,14 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-out=bench/results
-sim_bench_start
-{
-  echo "{"
+runs() {
   sim_run fast_open_1000 --relays 1000 --replan --replan-cold --variant 'fast-open=--fast-open' "$@"
   echo ","
   sim_run fast_open_5000 --relays 5000 --pairs 100 --variant 'fast-open=--fast-open' "$@"
-  echo "}"
-} > "$out/sim-fast-open.json.tmp"
-mv "$out/sim-fast-open.json.tmp" "$out/sim-fast-open.json"
-echo "wrote $out/sim-fast-open.json"
+}
+sim_bench_json sim-fast-open.json runs "$@"

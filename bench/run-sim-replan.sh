@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-out=bench/results
-sim_bench_start
-{
-  echo "{"
+runs() {
   sim_run replan_1000 --relays 1000 --pairs 200 --replan "$@"
   echo ","
   sim_run replan_fresh_1000 --relays 1000 --pairs 200 --replan --replan-fresh "$@"
@@ -20,7 +17,5 @@ sim_bench_start
   sim_run replan_cold_1000 --relays 1000 --pairs 200 --replan --replan-cold "$@"
   echo ","
   sim_run replan_5000 --relays 5000 --pairs 60 --replan "$@"
-  echo "}"
-} > "$out/sim-replan.json.tmp"
-mv "$out/sim-replan.json.tmp" "$out/sim-replan.json"
-echo "wrote $out/sim-replan.json"
+}
+sim_bench_json sim-replan.json runs "$@"
