@@ -43,10 +43,11 @@ plan quality: for random (client, destination) pairs, the chosen chain's true
 bottleneck (its longest segment) against the best any chain of at most
 --max-hops relays could have, as a ratio (1 = optimal), with the probes and
 wall time each plan took; "15%" and "20%" are the shares within those of the
-optimum (do the misses miss by little or by much). "By the model" judges the chosen chain as the
-planner ranks chains: its bottleneck's rate less 2 % for each relay (the
-measured cost of a relay), against the best any chain has by that rule; the
-planner takes the chain with fewer relays among those within 5 % of the best.
+optimum (do the misses miss by little or by much). "By the model" judges the
+chosen chain as the planner ranks chains: its bottleneck's rate less 2 % for
+each relay (the measured cost of a relay), against the best any chain has by
+that rule; the planner takes the chain with fewer relays among those within
+5 % of the best.
 How it works and what it found: docs/planning.md; the model and its limits:
 go doc ./pkg/netsim.`,
 		Example: `  relayctl sim --relays 1000
