@@ -235,8 +235,33 @@ func TestAdminProbe(t *testing.T) {
 		batch.Results[0].Summary != nil || batch.Results[1].Summary != nil || !strings.Contains(batch.Results[0].Error, "target ") {
 		t.Fatalf("probe of loopback twice on a default relay: %d %s", code, body)
 	}
+	// With info=1 the answer carries the relay's /v1/info, and a refused
+	// target is an error in its result, not the request's status: the
+	// info still comes.
+	var withInfo struct {
+		Results []struct{ Error string }
+		Info    struct {
+			Limits struct {
+				TCPRmemMaxBytes int64 `json:"tcp_rmem_max_bytes"`
+			}
+		}
+	}
+	code, body = get(strict, "/v1/probe?info=1&target="+target.addr(), "")
+	if err := json.Unmarshal([]byte(body), &withInfo); code != 200 || err != nil || len(withInfo.Results) != 1 ||
+		!strings.Contains(withInfo.Results[0].Error, "target ") || withInfo.Info.Limits.TCPRmemMaxBytes <= 0 {
+		t.Fatalf("probe of loopback with info=1 on a default relay: %d %s", code, body)
+	}
 	if n := target.conn.get() - before; n != 0 {
 		t.Fatalf("the denied probe reached the target %d times", n)
+	}
+	code, body = get(open, "/v1/probe?info=1&count=1&target="+target.addr(), "e2e-admin-token-0123")
+	res.Summary.Samples = 0
+	if err := json.Unmarshal([]byte(body), &withInfo); code != 200 || err != nil || withInfo.Info.Limits.TCPRmemMaxBytes <= 0 ||
+		json.Unmarshal([]byte(body), &res) != nil || res.Summary.Samples != 1 {
+		t.Fatalf("probe with info=1: %d %s", code, body)
+	}
+	if code, body := get(open, "/v1/probe?info=yes&target="+target.addr(), "e2e-admin-token-0123"); code != http.StatusBadRequest || !strings.Contains(body, "info: want 1") {
+		t.Fatalf("probe info=yes: %d %s", code, body)
 	}
 	// /v1/info reports the relay's socket limits.
 	_, body = get(open, "/v1/info", "e2e-admin-token-0123")

@@ -3,7 +3,6 @@ package relay
 import (
 	"cmp"
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,32 +33,7 @@ func (s *Server) newAdmin() *http.Server {
 	})
 	mux.Handle("GET /metrics", s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/info", s.adminAuth(s.viaPeer(func(w http.ResponseWriter, r *http.Request) {
-		learntBps, learntAge := s.learntToAsker(r)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"name":    s.cfg.Name,
-			"region":  s.cfg.Region,
-			"version": buildinfo.Version(),
-			"socks":   s.SOCKSAddr(),
-			"http":    s.HTTPAddr(),
-			"relay":   s.RelayAddr(),
-			"next":    s.chain.Load().Names(),
-			"active":  s.active(),
-			"fleet":   s.cfg.Fleet,
-			"limits":  ReadLimits(),
-			// The declared capacity, bits/s; 0: not declared.
-			"capacity_bps": s.cfg.CapacityMbit * 1e6,
-			// What this relay sends with on relay links (and to the
-			// clients of its relay listener): relay_socket.congestion,
-			// else the system default.
-			"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, ReadLimits().CongestionControl),
-			// The best rate this relay's tunnels to the asker's host
-			// sustained while the path held them back (datarate.go),
-			// bits/s, and how long ago; 0: none learnt, or the request
-			// was forwarded (?via=) and the asker is a relay.
-			"learnt_send_bps_to_you": learntBps,
-			"learnt_send_age_s":      learntAge.Seconds(),
-		})
+		writeJSON(w, s.info(r))
 	})))
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
 	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
@@ -103,6 +77,37 @@ func (s *Server) learntToAsker(r *http.Request) (float64, time.Duration) {
 	}
 	bps, age, _ := s.rates.learnt(ap.Addr(), time.Now())
 	return bps, age
+}
+
+// info is what /v1/info answers r with (and /v1/probe with info=1):
+// identity, chain, socket limits, and what this relay learnt of the path to
+// the asker.
+func (s *Server) info(r *http.Request) map[string]any {
+	learntBps, learntAge := s.learntToAsker(r)
+	return map[string]any{
+		"name":    s.cfg.Name,
+		"region":  s.cfg.Region,
+		"version": buildinfo.Version(),
+		"socks":   s.SOCKSAddr(),
+		"http":    s.HTTPAddr(),
+		"relay":   s.RelayAddr(),
+		"next":    s.chain.Load().Names(),
+		"active":  s.active(),
+		"fleet":   s.cfg.Fleet,
+		"limits":  ReadLimits(),
+		// The declared capacity, bits/s; 0: not declared.
+		"capacity_bps": s.cfg.CapacityMbit * 1e6,
+		// What this relay sends with on relay links (and to the
+		// clients of its relay listener): relay_socket.congestion,
+		// else the system default.
+		"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, ReadLimits().CongestionControl),
+		// The best rate this relay's tunnels to the asker's host
+		// sustained while the path held them back (datarate.go),
+		// bits/s, and how long ago; 0: none learnt, or the request
+		// was forwarded (?via=) and the asker is a relay.
+		"learnt_send_bps_to_you": learntBps,
+		"learnt_send_age_s":      learntAge.Seconds(),
+	}
 }
 
 // maxVia bounds ?via= paths.

@@ -397,6 +397,12 @@ type targetProbe struct {
 // in flight to the same relay would cost its asker a new connection. With
 // one target the answer also carries target, addr and summary at the top,
 // as before results existed, and a refusal is the request's status.
+//
+// With info=1 the answer carries this relay's /v1/info as info too, and a
+// refused target is an error in its result, never the request's status (the
+// info would be lost with it): a planner asking a relay it has not asked
+// before for its probes learns its windows in the same request, where a
+// /v1/info beside it would cost a second connection.
 func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 	targets := r.URL.Query()["target"]
 	if len(targets) == 0 {
@@ -424,6 +430,14 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		}
 		gap = time.Duration(ms) * time.Millisecond
 	}
+	withInfo := false
+	if v := r.URL.Query().Get("info"); v != "" {
+		var err error
+		if withInfo, err = strconv.ParseBool(v); err != nil {
+			http.Error(w, "info: want 1 (the answer carries this relay's /v1/info) or 0", http.StatusBadRequest)
+			return
+		}
+	}
 	results := make([]targetProbe, len(targets))
 	status := make([]int, len(targets))
 	var wg sync.WaitGroup
@@ -433,16 +447,21 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	answer := map[string]any{"from": s.cfg.Name, "results": results}
+	if withInfo {
+		answer["info"] = s.info(r)
+	}
 	if len(targets) == 1 {
 		res := results[0]
-		if res.Error != "" {
+		if res.Error != "" && !withInfo {
 			http.Error(w, res.Error, status[0])
 			return
 		}
-		writeJSON(w, map[string]any{"from": s.cfg.Name, "target": res.Target, "addr": res.Addr, "summary": res.Summary, "results": results})
-		return
+		if res.Error == "" {
+			answer["target"], answer["addr"], answer["summary"] = res.Target, res.Addr, res.Summary
+		}
 	}
-	writeJSON(w, map[string]any{"from": s.cfg.Name, "results": results})
+	writeJSON(w, answer)
 }
 
 // probeTarget measures one /v1/probe target; a target it cannot measure

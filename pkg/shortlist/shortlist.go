@@ -335,7 +335,11 @@ type Input struct {
 	// limits: what is too costly to read for every relay of a large
 	// fleet); nodes it leaves out keep Relays' Node. It may return the
 	// destination's node too, under its name, when it knows more of it
-	// (a relay's host: its windows). An error fails the plan.
+	// (a relay's host: its windows). An error fails the plan. The relays
+	// that make probes of the round they join in are described once the
+	// round has ended, the others while it runs: a Prober may bring a
+	// relay's description with its probes' answers (relayctl's does,
+	// relayd's /v1/probe?info=1), which then costs no request of its own.
 	Describe func(ctx context.Context, names []string) (map[string]planner.Node, error)
 	// Prior, when set, is what an earlier plan between the same
 	// endpoints learnt (its Stats.Prior): the plan starts from it (see
@@ -766,15 +770,33 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		return nil
 	}
-	// probeDescribing probes batch and describes names at once: the
-	// admin reads cost no round trip of their own. The two touch disjoint
-	// state (probe: the measurements; describe: the nodes).
+	// probeDescribing probes batch and describes names: those that make
+	// none of batch's probes at once (their admin reads cost no round
+	// trip of their own; the two touch disjoint state, probe the
+	// measurements and describe the nodes), the makers after the round,
+	// when the Prober may have brought their descriptions (see
+	// Input.Describe).
 	probeDescribing := func(batch []Probe, names []string) error {
+		makers := make(map[string]bool, len(batch))
+		for _, b := range batch {
+			makers[b.From] = true
+		}
+		var during, after []string
+		for _, name := range names {
+			if makers[name] {
+				after = append(after, name)
+			} else {
+				during = append(during, name)
+			}
+		}
 		described := make(chan error, 1)
-		go func() { described <- describe(names) }()
+		go func() { described <- describe(during) }()
 		err := probe(batch)
 		if derr := <-described; err == nil {
 			err = derr
+		}
+		if err == nil {
+			err = describe(after)
 		}
 		return err
 	}

@@ -10,7 +10,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -256,6 +258,71 @@ func TestDescribeKnowsTheDestination(t *testing.T) {
 	i := slices.IndexFunc(m.Nodes, func(n planner.Node) bool { return n.Name == "destination" })
 	if i < 0 || m.Nodes[i].WindowBytes != 65536 || m.Nodes[i].SendWindowBytes != 32768 || m.Nodes[i].Relay {
 		t.Errorf("the matrix's destination %+v: want Describe's windows, not a relay", m.Nodes[max(i, 0)])
+	}
+}
+
+// rounds is a plane that counts the rounds it has answered. Its second
+// round waits a while for a Describe call (described) before it answers,
+// so that one made while the round runs is seen as such.
+type rounds struct {
+	*plane
+	mu        sync.Mutex
+	ended     int
+	described chan struct{} // closed at the first Describe call
+}
+
+func (r *rounds) Probe(ctx context.Context, probes []Probe) ([]float64, error) {
+	if len(r.asked) == 1 {
+		select {
+		case <-r.described:
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	out, err := r.plane.Probe(ctx, probes)
+	r.mu.Lock()
+	r.ended++
+	r.mu.Unlock()
+	return out, err
+}
+
+// The relays that make probes of a round are described once the round
+// has ended (a Prober may bring their descriptions with the answers), the
+// others while it runs.
+func TestDescribeAfterTheRoundItsRelaysProbeIn(t *testing.T) {
+	p, in := newPlane(40, 3)
+	r := &rounds{plane: p, described: make(chan struct{})}
+	// endedAt: how many rounds had ended when a relay was first described.
+	endedAt := map[string]int{}
+	var once sync.Once
+	in.Describe = func(_ context.Context, names []string) (map[string]planner.Node, error) {
+		once.Do(func() { close(r.described) })
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, name := range names {
+			if _, ok := endedAt[name]; !ok {
+				endedAt[name] = r.ended
+			}
+		}
+		return nil, nil
+	}
+	if _, _, _, err := Plan(context.Background(), Config{}, in, r); err != nil {
+		t.Fatal(err)
+	}
+	// The second round is the first cut's: each of its relays probes the
+	// destination, and is described once that round has ended.
+	makers := map[string]bool{}
+	for _, pr := range p.asked[1] {
+		if pr.From != "client" {
+			makers[pr.From] = true
+		}
+	}
+	if len(makers) < 20 {
+		t.Fatalf("%d relays made the first cut's probes, want its 40", len(makers))
+	}
+	for name := range makers {
+		if n, ok := endedAt[name]; !ok || n < 2 {
+			t.Errorf("relay %s: described after %d rounds (described: %v), want after the first cut's, the second", name, n, ok)
+		}
 	}
 }
 

@@ -132,41 +132,67 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			in.Exact = append(in.Exact, p)
 		}
 	}
+	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
 	// The candidates' windows (and the destination's, when it is a
-	// relay's host), read once they are few.
+	// relay's host), read once they are few. A relay asked to probe
+	// brings its windows with its first answer (pr.info); one whose
+	// answer is still in flight is left to it (its windows join the
+	// matrix below, once the plan is made), one whose request failed is
+	// not asked again; the others (never asked to probe, or a relayd from
+	// before /v1/probe?info=1) are read, each in one of the prober's
+	// slots.
 	var dstWindow *planner.Node
 	learnt := map[string]windows{}
+	var mu sync.Mutex // learnt, dstWindow, res.Notes
+	described := func(r registry.Relay, w windows, out map[string]planner.Node) {
+		n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
+		w.apply(&n)
+		out[r.Name] = n
+		learnt[r.Name] = w
+		if r.Name == res.Target.Relay {
+			dstWindow = &n
+			// The destination is this relay's host: its windows.
+			d := planner.Node{Name: dstNode.Name, Region: dstNode.Region}
+			w.apply(&d)
+			out[dstNode.Name] = d
+		}
+	}
 	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
 		out := map[string]planner.Node{}
 		var wg sync.WaitGroup
-		var mu sync.Mutex
 		for _, name := range append(slices.Clip(names), res.Target.Relay) {
 			r, ok := byName[name]
 			if !ok {
 				continue
 			}
-			wg.Go(func() {
-				cctx, cancel := context.WithTimeout(ctx, s.timeout())
-				defer cancel()
-				w, err := s.relayWindow(cctx, adminPath{first: r})
+			mu.Lock()
+			w, known := learnt[name]
+			mu.Unlock()
+			state := infoAnswered
+			if !known {
+				w, state = pr.info(name)
+			}
+			switch state {
+			case infoAnswered:
 				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, err))
-					return
-				}
-				n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
-				w.apply(&n)
-				out[r.Name] = n
-				learnt[r.Name] = w
-				if r.Name == res.Target.Relay {
-					dstWindow = &n
-					// The destination is this relay's host: its windows.
-					d := planner.Node{Name: dstNode.Name, Region: dstNode.Region}
-					w.apply(&d)
-					out[dstNode.Name] = d
-				}
-			})
+				described(r, w, out)
+				mu.Unlock()
+			case infoFailed:
+				mu.Lock()
+				res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its probe request failed)", r.Name))
+				mu.Unlock()
+			case infoUnasked, infoMissing:
+				wg.Go(func() {
+					w, err := pr.read(ctx, r)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, err))
+						return
+					}
+					described(r, w, out)
+				})
+			}
 		}
 		wg.Wait()
 		return out, nil
@@ -178,7 +204,6 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	// The probes still in flight when the plan is made are abandoned.
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pr := &surveyProber{s: s, relays: byName, target: res.Target, dst: dstNode.Name}
 	var freshAt time.Time
 	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
 	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, pr)
@@ -189,6 +214,26 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	if in.Prior != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
 			s.now().Sub(freshAt).Round(time.Second)))
+	}
+	// The relays whose first answer, with their windows, came after the
+	// plan had described them.
+	late := map[string]planner.Node{}
+	for _, n := range m.Nodes {
+		if r, ok := byName[n.Name]; ok && n.Relay {
+			if _, known := learnt[n.Name]; !known {
+				switch w, state := pr.info(n.Name); state {
+				case infoAnswered:
+					described(r, w, late)
+				case infoPending:
+					res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its first answer, which carries it, had not come when the plan was made)", n.Name))
+				}
+			}
+		}
+	}
+	for i := range m.Nodes {
+		if n, ok := late[m.Nodes[i].Name]; ok && m.Nodes[i].Relay {
+			m.Nodes[i] = n
+		}
 	}
 	for i := range m.Nodes {
 		if n := &m.Nodes[i]; n.Name == dstNode.Name && dstWindow != nil {
@@ -237,6 +282,11 @@ func containsNode(m *planner.Matrix, name string) bool {
 // a new connection, or one down, until its timeout); the others stay in
 // flight, holding their slots, and Late hands their answers over. It is a
 // shortlist.LateProber.
+//
+// A relay's first request of the plan asks for its /v1/info too
+// (/v1/probe?info=1): its windows, which the plan reads of every relay it
+// describes, come with its answer instead of over a second connection
+// beside it (info).
 type surveyProber struct {
 	s      *Survey
 	relays map[string]registry.Relay
@@ -248,6 +298,47 @@ type surveyProber struct {
 	late    []shortlist.Answer // answered after their round ended
 	flying  int                // requests of ended rounds still in flight
 	changed chan struct{}      // closed (and replaced) when a request answers
+	// infoState and infos are what became of each relay's first
+	// request, which asked for its windows.
+	infoState map[string]infoState
+	infos     map[string]windows // the infoAnswered relays'
+}
+
+// infoState is what a prober knows of a relay's windows.
+type infoState int
+
+const (
+	infoUnasked  infoState = iota // no request of the plan has gone to it
+	infoPending                   // its first request is in flight
+	infoAnswered                  // its windows came with the answer
+	infoMissing                   // the answer came without them: a relayd from before info=1
+	infoFailed                    // the request failed: the relay's admin API is out of reach
+)
+
+func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target, dst string) *surveyProber {
+	return &surveyProber{s: s, relays: relays, target: target, dst: dst,
+		sem:       make(chan struct{}, s.Shortlist.InFlightProbes()),
+		infoState: map[string]infoState{}, infos: map[string]windows{}}
+}
+
+// info is what p knows of relay's windows: w when state is infoAnswered.
+func (p *surveyProber) info(relay string) (w windows, state infoState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.infos[relay], p.infoState[relay]
+}
+
+// read reads r's windows from its /v1/info, in one of p's slots.
+func (p *surveyProber) read(ctx context.Context, r registry.Relay) (windows, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return windows{}, ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
+	defer cancel()
+	return p.s.relayWindow(cctx, adminPath{first: r})
 }
 
 // proberRound is one Probe call's state, under the prober's mu.
@@ -288,9 +379,10 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// is this host's probe of the destination.
 	type request struct {
 		shortlist.Request
-		addrs []string
-		toDst bool
-		done  bool // answered (under p.mu)
+		addrs    []string
+		toDst    bool
+		withInfo bool // the relay's first request: it asks for its windows
+		done     bool // answered (under p.mu)
 	}
 	addrOf := func(to string) (string, bool) {
 		if to == p.dst {
@@ -314,16 +406,33 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	}
 	round := &proberRound{out: make([]float64, len(probes))}
 	need := p.s.Shortlist.RoundNeeds(len(reqs))
+	// Marked before Probe returns: the plan describes the round's relays
+	// once it has ended, and one whose request has not started yet is
+	// pending, not unasked.
 	p.mu.Lock()
-	if p.sem == nil {
-		p.sem = make(chan struct{}, p.s.Shortlist.InFlightProbes())
+	for _, rq := range reqs {
+		if rq.From != ClientNode && p.infoState[rq.From] == infoUnasked {
+			rq.withInfo = true
+			p.infoState[rq.From] = infoPending
+		}
 	}
 	p.mu.Unlock()
-	// answer records a request's summaries: in the round while it is
-	// open, else as late answers.
-	answer := func(rq *request, sums []probe.Summary) {
+	// answer records a request's summaries (and the relay's windows when
+	// it asked for them, info): in the round while it is open, else as
+	// late answers.
+	answer := func(rq *request, sums []probe.Summary, info *adminInfo, err error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if rq.withInfo {
+			switch {
+			case err != nil:
+				p.infoState[rq.From] = infoFailed
+			case info == nil:
+				p.infoState[rq.From] = infoMissing
+			default:
+				p.infoState[rq.From], p.infos[rq.From] = infoAnswered, info.windows(false)
+			}
+		}
 		for j, k := range rq.At {
 			ms := 0.0
 			if j < len(sums) && sums[j].Reachable() {
@@ -351,12 +460,14 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			select {
 			case p.sem <- struct{}{}:
 			case <-ctx.Done():
-				answer(rq, nil)
+				answer(rq, nil, nil, ctx.Err())
 				continue
 			}
 			go func() {
 				defer func() { <-p.sem }()
 				var sums []probe.Summary
+				var info *adminInfo
+				var err error
 				if rq.From == ClientNode {
 					measure := p.s.Measure
 					if rq.toDst && p.s.MeasureDst != nil {
@@ -366,9 +477,9 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				} else {
 					cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 					defer cancel()
-					sums, _ = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0)
+					sums, info, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0, rq.withInfo)
 				}
-				answer(rq, sums)
+				answer(rq, sums, info, err)
 			}()
 		}
 	}()

@@ -38,13 +38,20 @@ type planeFleet struct {
 	// probes (the first target only, no results).
 	requests map[string]int
 	legacy   bool
-	delay    map[string]time.Duration // before a relay's /v1/probe answers, by admin address
+	// infoReads counts /v1/info requests by relay (admin address);
+	// noInfo makes the relays answer /v1/probe?info=1 without their info,
+	// as a relayd from before it (legacy ones never carry it).
+	infoReads map[string]int
+	noInfo    bool
+	delay     map[string]time.Duration // before a relay's /v1/probe answers, by admin address
 }
+
+const planeInfo = `{"limits":{"window_bytes_approx":1000000}}`
 
 const planeDst = "dst.example:443"
 
 func newPlaneFleet(t *testing.T, n int) *planeFleet {
-	f := &planeFleet{pos: map[string][2]float64{"client": {0, 50}, planeDst: {200, 50}}, coords: map[string]*coordinate.Coordinate{}, asked: map[string]bool{}, requests: map[string]int{}}
+	f := &planeFleet{pos: map[string][2]float64{"client": {0, 50}, planeDst: {200, 50}}, coords: map[string]*coordinate.Coordinate{}, asked: map[string]bool{}, requests: map[string]int{}, infoReads: map[string]int{}}
 	rnd := rand.New(rand.NewPCG(5, 5))
 	for i := range n {
 		xy := [2]float64{rnd.Float64() * 200, rnd.Float64() * 100}
@@ -52,13 +59,16 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/v1/info":
-				_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":1000000}}`))
+				f.mu.Lock()
+				f.infoReads[self]++
+				f.mu.Unlock()
+				_, _ = w.Write([]byte(planeInfo))
 			case "/v1/probe":
 				f.probes.Add(1)
 				f.mu.Lock()
 				f.asked[self] = true
 				f.requests[self]++
-				legacy, delay := f.legacy, f.delay[self]
+				legacy, delay, noInfo := f.legacy, f.delay[self], f.noInfo
 				f.mu.Unlock()
 				time.Sleep(delay)
 				targets := r.URL.Query()["target"]
@@ -73,6 +83,9 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 				answer := map[string]any{"summary": results[0]["summary"], "results": results}
 				if legacy {
 					delete(answer, "results")
+				}
+				if r.URL.Query().Get("info") == "1" && !legacy && !noInfo {
+					answer["info"] = json.RawMessage(planeInfo)
 				}
 				_ = json.NewEncoder(w).Encode(answer)
 			default:
@@ -131,8 +144,19 @@ func (f *planeFleet) oracle(t *testing.T) []string {
 // the landmarks and the candidates (and the first cut they came from) are
 // asked to probe, and the plan over the candidates is the plan over the
 // whole true matrix.
+//
+// The relays' windows come with their first answer (/v1/probe?info=1), and
+// only the relays described that made no probe are read (/v1/info); from
+// relayds from before info=1 (noInfo), every relay described is read.
 func TestSurveyShortlistsALargeFleet(t *testing.T) {
+	for _, noInfo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noInfo=%v", noInfo), func(t *testing.T) { testSurveyShortlistsALargeFleet(t, noInfo) })
+	}
+}
+
+func testSurveyShortlistsALargeFleet(t *testing.T, noInfo bool) {
 	f := newPlaneFleet(t, 400)
+	f.noInfo = noInfo
 	s := f.survey(ModeAuto)
 	// Every round waits for its last answer: which of this fleet's
 	// requests (all about as fast) fall outside a round's quorum is
@@ -142,9 +166,10 @@ func TestSurveyShortlistsALargeFleet(t *testing.T) {
 	// own (TestProberEndsARoundAtItsQuorum, shortlist's
 	// TestPlanTakesLateAnswers) and judged in the simulator.
 	s.Shortlist.Quorum = 1
-	// The first cut's 384 /v1/info reads go at once, alongside its
-	// probes: under the race detector on a loaded machine a 2 s timeout
-	// left some relays' windows unread, and this test is about the plan.
+	// Without info=1 the first cut's 384 /v1/info reads follow its
+	// probes, 256 at once: under the race detector on a loaded machine a
+	// 2 s timeout left some relays' windows unread, and this test is about
+	// the plan.
 	s.Timeout = 30 * time.Second
 	res, err := s.Run(context.Background(), planeDst)
 	if err != nil {
@@ -172,6 +197,15 @@ func TestSurveyShortlistsALargeFleet(t *testing.T) {
 	}
 	if relays != over || len(res.Relays) != over {
 		t.Errorf("%d relays in the matrix, %d in the result: want the %d candidates", relays, len(res.Relays), over)
+	}
+	for _, r := range f.reg.relays {
+		reads, asked := f.infoReads[r.Admin], f.asked[r.Admin]
+		switch {
+		case reads > 1:
+			t.Errorf("relay %s: %d /v1/info reads, want one at most", r.Name, reads)
+		case reads == 1 && asked && !noInfo:
+			t.Errorf("relay %s: its /v1/info read, though it was asked to probe (its answer carries it)", r.Name)
+		}
 	}
 	// Only the landmarks, the coordinates' first cut (whose ends are
 	// measured) and the neighbours searched are asked to probe.
@@ -227,7 +261,7 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 		for _, r := range f.reg.relays {
 			relays[r.Name] = r
 		}
-		p := &surveyProber{s: s, relays: relays, target: Target{Addr: planeDst}, dst: planeDst}
+		p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
 		probes := []shortlist.Probe{
 			{From: "r00", To: planeDst}, {From: ClientNode, To: "r01"}, {From: "r00", To: "r01"},
 			{From: "r01", To: planeDst}, {From: "r00", To: "r02"}, {From: ClientNode, To: planeDst},
@@ -275,7 +309,7 @@ func TestProberEndsARoundAtItsQuorum(t *testing.T) {
 	}
 	slow := relays["r02"].Admin
 	f.delay = map[string]time.Duration{slow: 400 * time.Millisecond}
-	p := &surveyProber{s: s, relays: relays, target: Target{Addr: planeDst}, dst: planeDst}
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
 	probes := []shortlist.Probe{{From: "r02", To: planeDst}, {From: "r00", To: planeDst}, {From: "r02", To: "r01"}, {From: "r01", To: planeDst}}
 	start := time.Now()
 	got, err := p.Probe(context.Background(), probes)

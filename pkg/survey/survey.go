@@ -579,30 +579,40 @@ func applyLearnt(m *planner.Matrix, learnt map[string]windows) {
 // relayWindow is the receive window the relay's autotuning reaches, the
 // send window its tcp_wmem allows, and the capacity its operator declared.
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
-	var info struct {
-		SocketLimits struct {
-			WindowBytesApprox int64  `json:"window_bytes_approx"`
-			TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
-			CongestionControl string `json:"congestion_control"` // the system default
-		} `json:"limits"`
-		CapacityBps float64 `json:"capacity_bps"`
-		// What it sends with on relay links; relays before it had only
-		// the system default.
-		CongestionControl string `json:"congestion_control"`
-		// What its tunnels to this host sustained (0 through ?via=).
-		LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
-		LearntAgeSec   float64 `json:"learnt_send_age_s"`
-	}
+	var info adminInfo
 	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
 		return windows{}, err
 	}
+	return info.windows(len(ap.via) > 0), nil
+}
+
+// adminInfo is what the planner reads of a relay's /v1/info (which
+// /v1/probe?info=1 carries too).
+type adminInfo struct {
+	SocketLimits struct {
+		WindowBytesApprox int64  `json:"window_bytes_approx"`
+		TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
+		CongestionControl string `json:"congestion_control"` // the system default
+	} `json:"limits"`
+	CapacityBps float64 `json:"capacity_bps"`
+	// What it sends with on relay links; relays before it had only
+	// the system default.
+	CongestionControl string `json:"congestion_control"`
+	// What its tunnels to this host sustained (0 through ?via=).
+	LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
+	LearntAgeSec   float64 `json:"learnt_send_age_s"`
+}
+
+// windows are info's windows; forwarded: info came through ?via=, so what
+// the relay learnt of the path to its asker is not of this host's.
+func (info adminInfo) windows(forwarded bool) windows {
 	l := info.SocketLimits
 	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
-	if len(ap.via) == 0 && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
+	if !forwarded && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
 		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
 	}
-	return w, nil
+	return w
 }
 
 // relayProbe asks the relay for its RTT to addr: count handshakes (0:
@@ -621,11 +631,13 @@ func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, coun
 // handshakes to each, gap apart, the targets at once. A target the relay
 // could not measure has a Summary with LastErr. A relayd from before
 // batched probes answers the first target only; the others are then asked
-// one request each.
-func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration) ([]probe.Summary, error) {
-	if len(addrs) == 1 {
+// one request each. With withInfo the request asks for the relay's
+// /v1/info too (info=1), returned as info: nil from a relayd from before
+// it.
+func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration, withInfo bool) (sums []probe.Summary, info *adminInfo, err error) {
+	if len(addrs) == 1 && !withInfo {
 		sum, err := s.relayProbe(ctx, ap, addrs[0], count, gap)
-		return []probe.Summary{sum}, err
+		return []probe.Summary{sum}, nil, err
 	}
 	var out struct {
 		Summary probe.Summary `json:"summary"`
@@ -633,12 +645,17 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 			Summary *probe.Summary `json:"summary"`
 			Error   string         `json:"error"`
 		} `json:"results"`
+		Info *adminInfo `json:"info"`
 	}
 	q := url.Values{"target": addrs, "count": {strconv.Itoa(cmp.Or(count, s.count()))}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
-	if err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out); err != nil {
-		return nil, err
+	if withInfo {
+		q.Set("info", "1")
 	}
-	sums := make([]probe.Summary, len(addrs))
+	if err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out); err != nil {
+		return nil, nil, err
+	}
+	info = out.Info
+	sums = make([]probe.Summary, len(addrs))
 	if out.Results == nil {
 		// An older relayd: it measured the first target.
 		sums[0] = out.Summary
@@ -653,10 +670,10 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 			})
 		}
 		wg.Wait()
-		return sums, nil
+		return sums, info, nil
 	}
 	if len(out.Results) != len(addrs) {
-		return nil, fmt.Errorf("/v1/probe answered %d of %d targets", len(out.Results), len(addrs))
+		return nil, nil, fmt.Errorf("/v1/probe answered %d of %d targets", len(out.Results), len(addrs))
 	}
 	for i, r := range out.Results {
 		switch {
@@ -666,7 +683,7 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 			sums[i].LastErr = cmp.Or(r.Error, "no answer")
 		}
 	}
-	return sums, nil
+	return sums, info, nil
 }
 
 // clientWindow is this host's receive window: configured, or what
