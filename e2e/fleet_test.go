@@ -202,6 +202,16 @@ func TestAdminProbe(t *testing.T) {
 	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=500", "e2e-admin-token-0123"); code != http.StatusBadRequest {
 		t.Fatalf("count 500: %d %s", code, body)
 	}
+	// A handshake's bound, timeout_ms: within 1..10000.
+	if code, body := get(open, "/v1/probe?target="+target.addr()+"&count=1&timeout_ms=500", "e2e-admin-token-0123"); code != 200 ||
+		json.Unmarshal([]byte(body), &res) != nil || res.Summary.Samples != 1 || res.Summary.MedianMs <= 0 {
+		t.Fatalf("probe timeout_ms=500: %d %s", code, body)
+	}
+	for _, bad := range []string{"0", "10001", "soon"} {
+		if code, body := get(open, "/v1/probe?target="+target.addr()+"&timeout_ms="+bad, "e2e-admin-token-0123"); code != http.StatusBadRequest || !strings.Contains(body, "timeout_ms: want 1..10000") {
+			t.Fatalf("probe timeout_ms=%s: %d %s", bad, code, body)
+		}
+	}
 	// Several targets in one request (a planner's round): each answered
 	// in order, one that cannot be measured with its error, the request
 	// itself fine; more than probe.MaxTargets refused.

@@ -371,10 +371,12 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 }
 
 // maxProbeCount bounds /v1/probe: it makes real connections; and
-// maxProbeGapMs its gap_ms, so one request ends within seconds.
+// maxProbeGapMs its gap_ms and maxProbeTimeoutMs its timeout_ms, so one
+// request ends within seconds.
 const (
-	maxProbeCount = 20
-	maxProbeGapMs = 1000
+	maxProbeCount     = 20
+	maxProbeGapMs     = 1000
+	maxProbeTimeoutMs = 10000
 )
 
 // targetProbe is one target's answer in /v1/probe's results.
@@ -386,7 +388,8 @@ type targetProbe struct {
 }
 
 // serveProbe answers /v1/probe?target=host:port&count=N&gap_ms=G: N TCP
-// handshakes from this relay to the target, G ms apart (default 200). The
+// handshakes from this relay to the target, G ms apart (default 200), each
+// lost after timeout_ms (default probe.timeout). The
 // target passes the same destination policy as tunnels: the admin API
 // must not become a scanner of the relay's private network.
 //
@@ -430,6 +433,18 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		}
 		gap = time.Duration(ms) * time.Millisecond
 	}
+	// A handshake's bound: a target that does not answer (a relay that
+	// vanished, a filtered port) costs the request this much. An asker
+	// that gives up on the request first loses every target's answer.
+	timeout := s.cfg.Probe.Timeout
+	if v := r.URL.Query().Get("timeout_ms"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 1 || ms > maxProbeTimeoutMs {
+			http.Error(w, fmt.Sprintf("timeout_ms: want 1..%d, the milliseconds a handshake may take before it counts as lost", maxProbeTimeoutMs), http.StatusBadRequest)
+			return
+		}
+		timeout = time.Duration(ms) * time.Millisecond
+	}
 	withInfo := false
 	if v := r.URL.Query().Get("info"); v != "" {
 		var err error
@@ -443,7 +458,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i, target := range targets {
 		wg.Go(func() {
-			results[i], status[i] = s.probeTarget(r.Context(), target, count, gap)
+			results[i], status[i] = s.probeTarget(r.Context(), target, count, gap, timeout)
 		})
 	}
 	wg.Wait()
@@ -467,7 +482,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 // probeTarget measures one /v1/probe target; a target it cannot measure
 // has an error in the result, with the HTTP status a request for it alone
 // answers.
-func (s *Server) probeTarget(ctx context.Context, target string, count int, gap time.Duration) (targetProbe, int) {
+func (s *Server) probeTarget(ctx context.Context, target string, count int, gap, timeout time.Duration) (targetProbe, int) {
 	res := targetProbe{Target: target}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
@@ -492,7 +507,7 @@ func (s *Server) probeTarget(ctx context.Context, target string, count int, gap 
 	measure := func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
-	sum := probe.Sample(ctx, addr, count, gap, s.cfg.Probe.Timeout, measure)
+	sum := probe.Sample(ctx, addr, count, gap, timeout, measure)
 	res.Addr, res.Summary = addr, &sum
 	return res, http.StatusOK
 }

@@ -475,7 +475,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 					}
 					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
 				} else {
-					cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
+					cctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(rq.Handshakes, 0))
 					defer cancel()
 					sums, info, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0, rq.withInfo)
 				}

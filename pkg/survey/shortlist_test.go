@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,10 @@ type planeFleet struct {
 	infoReads map[string]int
 	noInfo    bool
 	delay     map[string]time.Duration // before a relay's /v1/probe answers, by admin address
+	// silent are targets (admin addresses) that never answer a
+	// handshake: a relay's probe of one is lost after the request's
+	// timeout_ms (2 s without it, relayd's default probe.timeout).
+	silent map[string]bool
 }
 
 const planeInfo = `{"limits":{"window_bytes_approx":1000000}}`
@@ -77,6 +82,18 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 				}
 				var results []map[string]any
 				for _, target := range targets {
+					f.mu.Lock()
+					silent := f.silent[target]
+					f.mu.Unlock()
+					if silent {
+						wait := 2 * time.Second
+						if ms, err := strconv.Atoi(r.URL.Query().Get("timeout_ms")); err == nil {
+							wait = time.Duration(ms) * time.Millisecond
+						}
+						time.Sleep(wait)
+						results = append(results, map[string]any{"target": target, "summary": probe.Summary{Samples: 1, Lost: 1, LastErr: "i/o timeout"}})
+						continue
+					}
 					ms := f.distance(self, target)
 					results = append(results, map[string]any{"target": target, "summary": probe.Summary{Samples: 1, MedianMs: ms, MinMs: ms}})
 				}
@@ -293,6 +310,35 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 		}
 		if n := f.requests[relays["r01"].Admin]; n != 1 {
 			t.Errorf("legacy %v: r01 got %d requests, want 1", legacy, n)
+		}
+	}
+}
+
+// A relay's probe of a target that does not answer (a relay that
+// vanished) is lost after the request's timeout_ms, and the request waits
+// for it: the relay's other probes in the request still answer.
+func TestProberKeepsARequestsAnswersPastASilentTarget(t *testing.T) {
+	f := newPlaneFleet(t, 3)
+	s := f.survey(ModeShortlist)
+	s.Shortlist.Quorum = 1
+	s.Timeout = 300 * time.Millisecond
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	f.silent = map[string]bool{relays["r01"].Admin: true}
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
+	probes := []shortlist.Probe{{From: "r00", To: "r01"}, {From: "r00", To: "r02"}, {From: "r00", To: planeDst}}
+	got, err := p.Probe(context.Background(), probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 0 {
+		t.Errorf("r00→r01 (silent) = %v ms, want 0 (lost)", got[0])
+	}
+	for i, to := range []string{relays["r02"].Admin, planeDst} {
+		if want := f.distance(relays["r00"].Admin, to); math.Abs(got[i+1]-want) > 1e-6 {
+			t.Errorf("probe %d (%s) = %v ms, want %.3f: a silent target cost the request's other answers", i+1, probes[i+1].To, got[i+1], want)
 		}
 	}
 }

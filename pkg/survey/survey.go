@@ -621,9 +621,24 @@ func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, coun
 	var out struct {
 		Summary probe.Summary `json:"summary"`
 	}
-	q := url.Values{"target": {addr}, "count": {strconv.Itoa(cmp.Or(count, s.count()))}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
-	err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out)
+	err := s.adminGet(ctx, ap, "/v1/probe?"+s.probeQuery([]string{addr}, count, gap).Encode(), &out)
 	return out.Summary, err
+}
+
+// probeQuery is /v1/probe's query for addrs: count handshakes each (0:
+// Count), gap apart, each lost after this host's Timeout, as its own are.
+func (s *Survey) probeQuery(addrs []string, count int, gap time.Duration) url.Values {
+	return url.Values{"target": addrs, "count": {strconv.Itoa(cmp.Or(count, s.count()))},
+		"gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}, "timeout_ms": {strconv.FormatInt(s.timeout().Milliseconds(), 10)}}
+}
+
+// relayProbesTimeout bounds a /v1/probe request of count handshakes a
+// target (0: Count), gap apart: asking (Timeout), then the relay's
+// handshakes, each up to Timeout (probeQuery). A request given up on
+// sooner loses every target's answer for one that does not answer.
+func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration {
+	count = cmp.Or(count, s.count())
+	return s.timeout() + time.Duration(count)*s.timeout() + time.Duration(count-1)*gap
 }
 
 // relayProbes asks the relay for its RTT to each of addrs in one request
@@ -647,7 +662,7 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 		} `json:"results"`
 		Info *adminInfo `json:"info"`
 	}
-	q := url.Values{"target": addrs, "count": {strconv.Itoa(cmp.Or(count, s.count()))}, "gap_ms": {strconv.FormatInt(gap.Milliseconds(), 10)}}
+	q := s.probeQuery(addrs, count, gap)
 	if withInfo {
 		q.Set("info", "1")
 	}
