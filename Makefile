@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fast-open bench-sizes bench-lossy bench-learnt
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt
 
 all: build
 
@@ -167,6 +167,11 @@ bench-sim-5000:
 # no root): bench/results/sim-5000-rounds.json.
 bench-sim-5000-rounds:
 	./bench/run-sim-5000-rounds.sh
+
+# How often relays read every relay's coordinate: the default and every
+# 30 s, in the simulator (~20 min, no root): bench/results/sim-fleet-view.json.
+bench-sim-fleet-view:
+	./bench/run-sim-fleet-view.sh
 
 # What TCP Fast Open on admin connections saves a plan, in the simulator
 # (~15 min, no root): bench/results/sim-fast-open.json.

@@ -55,6 +55,10 @@ type coordProber struct {
 	node    *coord.Node
 	timeout time.Duration
 	peers   coordPeers
+	// fresh, when set, reads the coordinate the probed peer publishes
+	// now: peers' may be minutes old (coord.FleetViewEvery), and the
+	// probed peer's moves this relay's.
+	fresh func(ctx context.Context, peer string) (*coordinate.Coordinate, error)
 	// measure takes one sample, as the mesh prober does (probe.HandshakeRTT).
 	measure func(ctx context.Context, addr string) (time.Duration, error)
 	metrics *metrics
@@ -122,6 +126,17 @@ func (p *coordProber) probeOnce(ctx context.Context) {
 	cancel()
 	if ctx.Err() != nil {
 		return // shutting down: not a failed probe
+	}
+	if p.fresh != nil && err == nil {
+		fctx, cancel := context.WithTimeout(ctx, p.timeout)
+		c, ferr := p.fresh(fctx, name)
+		cancel()
+		switch {
+		case ferr != nil:
+			p.log.Debug("reading the probed peer's coordinate failed; using the one last read with the fleet's", zap.String("peer", name), zap.Error(ferr))
+		case c != nil:
+			peer.Coord = c
+		}
 	}
 	now := time.Now()
 	// A refused connect measured the path, but the relay is down: it

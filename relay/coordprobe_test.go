@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,6 +36,40 @@ func fakePeers(n int) coordPeers {
 		}
 		return peers, admins
 	}
+}
+
+// With fresh set (a Consul relay that reads every relay's coordinate
+// seldom), the coordinate of the peer just probed is read anew and moves
+// this relay's, not the one read with the fleet's.
+func TestCoordProberReadsTheProbedPeersCoordinateFresh(t *testing.T) {
+	cfg := Defaults().Probe
+	cfg.Mode = ProbeCoordinates
+	p, err := newCoordProber("self", cfg, fakePeers(1), newMetrics(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.measure = func(context.Context, string) (time.Duration, error) { return 20 * time.Millisecond, nil }
+	moved := &coordinate.Coordinate{Vec: []float64{0.5, 0, 0, 0, 0, 0, 0, 0}}
+	var asked []string
+	p.fresh = func(_ context.Context, peer string) (*coordinate.Coordinate, error) {
+		asked = append(asked, peer)
+		return moved, nil
+	}
+	for range 40 {
+		p.probeOnce(context.Background())
+	}
+	if len(asked) != 40 || asked[0] != "p0" {
+		t.Fatalf("fresh asked for %v: want p0 at each of the 40 probes", asked)
+	}
+	toMoved, _ := coord.EstimateMs(p.Coordinate(), moved)
+	toOld, _ := coord.EstimateMs(p.Coordinate(), &coordinate.Coordinate{Vec: make([]float64, 8)})
+	if toMoved > 100 || toOld < 300 {
+		t.Errorf("estimates to p0's fresh coordinate %.0f ms, to the one read with the fleet's %.0f ms: want about 20 to the fresh one", toMoved, toOld)
+	}
+	// A failed read leaves the probe to the coordinate read with the
+	// fleet's.
+	p.fresh = func(context.Context, string) (*coordinate.Coordinate, error) { return nil, errors.New("agent away") }
+	p.probeOnce(context.Background())
 }
 
 // One probe a tick, whatever the fleet's size: each probeOnce makes exactly

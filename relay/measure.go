@@ -146,6 +146,17 @@ func (s *Server) startMeasuring() error {
 			_ = reg.Close(context.Background())
 			return fmt.Errorf("probe: %w", err)
 		}
+		if cr, ok := reg.(registry.CoordinateReader); ok && sparse {
+			// The Consul backend then reads every relay's coordinate
+			// seldom (coord.FleetViewEvery); the probed peer's fresh.
+			cp.fresh = func(ctx context.Context, peer string) (*coordinate.Coordinate, error) {
+				c, ok, err := cr.CoordinateOf(ctx, peer)
+				if !ok {
+					return nil, err
+				}
+				return c.Coord, nil
+			}
+		}
 		m.probes, m.publishEvery = cp, cp.node.Interval()
 		probing.Store(cp.node)
 		log.Info("probing a budget of peers, estimating the rest from network coordinates", append(where,

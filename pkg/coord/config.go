@@ -19,6 +19,24 @@ const (
 	DefaultShortcutMaxAge  = time.Hour
 )
 
+// FleetViewEvery is how often a relay needs to read every relay's
+// coordinate, for a fleet of relays: 0.6 s a relay, from 10 s to 10
+// minutes. It reads them to choose whom to probe (its nearest peers by
+// RTT, measured or estimated, NextTarget); each read carries every relay's,
+// and re-read every 10 s they were ~2 MB a minute a relay at 1,000 relays,
+// the registry's load growing with the square of the fleet. The coordinate
+// of the peer it probes, which moves its own (Observe), it reads alone and
+// fresh. In the fleet simulator (200 pairs) a view read every 10 minutes
+// instead of every 30 s left the coordinates better, not worse (median
+// relative error at 1,000 relays 11.9 % against 12.3 %, p90 39 % against
+// 45 %; at 5,000 relays 11.4 % against 13.7 %, p90 41 % against 59 %: the
+// nearest peers change less often, and each gathers more probes) and the
+// plans as good (within 10 % of the optimum: 93.5 % against 95.5 % at
+// 1,000 relays, 82 % against 81 % at 5,000).
+func FleetViewEvery(relays int) time.Duration {
+	return min(max(time.Duration(relays)*600*time.Millisecond, 10*time.Second), 10*time.Minute)
+}
+
 // ShortcutRatio: a peer whose measured RTT is at most this share of the
 // coordinates' estimate is a shortcut (Config.Shortcuts). Coordinates obey
 // the triangle inequality and the internet does not: a direct route

@@ -70,3 +70,13 @@ func TestWithDefaultsErrorsNameTheField(t *testing.T) {
 		t.Errorf("MaxAge of exactly one cycle: %v", err)
 	}
 }
+
+// A relay reads every relay's coordinate 0.6 s a relay apart, from 10 s to
+// 10 minutes.
+func TestFleetViewEvery(t *testing.T) {
+	for relays, want := range map[int]time.Duration{0: 10 * time.Second, 10: 10 * time.Second, 100: time.Minute, 500: 5 * time.Minute, 1000: 10 * time.Minute, 5000: 10 * time.Minute} {
+		if got := FleetViewEvery(relays); got != want {
+			t.Errorf("FleetViewEvery(%d) = %v, want %v", relays, got, want)
+		}
+	}
+}

@@ -67,7 +67,13 @@ type Config struct {
 	// PublishEvery is how often a relay publishes its coordinate and
 	// exact pairs; default 30 s.
 	PublishEvery time.Duration
-	MaxHops      int // default planner.DefaultMaxHops
+	// FleetViewEvery is how often a relay reads every relay's published
+	// coordinate: its view of the fleet, from which it chooses the peers
+	// it probes (coord.Node.NextTarget). The coordinate of the peer it
+	// probes it reads fresh, as published, for each probe. Default
+	// coord.FleetViewEvery(Relays), as relayd on Consul reads them.
+	FleetViewEvery time.Duration
+	MaxHops        int // default planner.DefaultMaxHops
 	// WindowBytes is every node's receive window; default
 	// planner.DefaultWindowBytes (the plans depend on RTTs only).
 	WindowBytes int64
@@ -116,6 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.Warmup = cmp.Or(c.Warmup, 30*time.Minute)
 	c.Pairs = cmp.Or(c.Pairs, 200)
 	c.PublishEvery = cmp.Or(c.PublishEvery, 30*time.Second)
+	c.FleetViewEvery = cmp.Or(c.FleetViewEvery, coord.FleetViewEvery(c.Relays))
 	c.MaxHops = cmp.Or(c.MaxHops, planner.DefaultMaxHops)
 	c.WindowBytes = cmp.Or(c.WindowBytes, planner.DefaultWindowBytes)
 	var err error
@@ -125,8 +132,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Relays < 2:
 		return c, fmt.Errorf("relays %d: want at least 2", c.Relays)
-	case c.Warmup < 0, c.PublishEvery < 0:
-		return c, errors.New("warmup and publish interval: want durations >= 0")
+	case c.Warmup < 0, c.PublishEvery < 0, c.FleetViewEvery < 0:
+		return c, errors.New("warmup, publish and fleet view intervals: want durations >= 0")
 	case c.Pairs < 0, c.MaxHops < 1:
 		return c, errors.New("pairs >= 0, max hops >= 1")
 	}
@@ -144,6 +151,10 @@ type Report struct {
 	// probes sent and answered, its publications, and the coordinates it
 	// reads of the peers it probes.
 	BytesPerMin float64 `json:"bytes_per_relay_min"`
+	// FleetViewBytesPerMin is a relay's reads of every relay's coordinate
+	// (Config.FleetViewEvery) per minute, bytes: registry traffic that
+	// grows with the fleet, apart from BytesPerMin.
+	FleetViewBytesPerMin float64 `json:"fleet_view_bytes_per_relay_min"`
 	// CoordErrMedian and CoordErrP90 are |estimate − true| / true over
 	// random pairs of alive relays.
 	CoordErrMedian float64 `json:"coord_rel_err_median"`
@@ -306,8 +317,10 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	var checks []joinCheck
 	var joinedErrs []float64
 	publish(start)
+	// view is the fleet as the relays last read it (FleetViewEvery).
+	view := slices.Clone(fleet)
 	say("warm-up: %d relays, %v simulated", n, cfg.Warmup)
-	nextPublish := cfg.PublishEvery
+	nextPublish, nextView := cfg.PublishEvery, cfg.FleetViewEvery
 	for tick := time.Duration(0); tick < cfg.Warmup; tick += interval {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -341,12 +354,16 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 				publish(start.Add(nextPublish))
 				nextPublish += cfg.PublishEvery
 			}
+			for nextView <= at {
+				view = append(view[:0], fleet...)
+				nextView += cfg.FleetViewEvery
+			}
 			r := relays[i]
 			if !r.alive || at >= cfg.Warmup {
 				continue
 			}
 			now := start.Add(at)
-			peer, ok := r.node.NextTarget(now, fleet)
+			peer, ok := r.node.NextTarget(now, view)
 			if !ok {
 				continue
 			}
@@ -385,6 +402,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	perPublish := float64(CoordinateBytes) + float64(published)/float64(len(alive))*MeasurementBytes
 	rep.BytesPerMin = float64(bytes)/relayMinutes + perPublish*(time.Minute.Seconds()/cfg.PublishEvery.Seconds()) +
 		rep.ProbesPerMin*CoordinateBytes
+	rep.FleetViewBytesPerMin = float64(len(alive)*CoordinateBytes) * time.Minute.Seconds() / cfg.FleetViewEvery.Seconds()
 
 	say("coordinate error over random pairs")
 	var errs []float64

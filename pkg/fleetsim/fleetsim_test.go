@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
@@ -68,6 +69,32 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	}
 	if rep.CoordErrMedian <= 0 || rep.CoordErrMedian > 0.5 {
 		t.Errorf("coordinate error %.3f: not learning", rep.CoordErrMedian)
+	}
+	// Each relay reads every relay's coordinate every
+	// coord.FleetViewEvery by default.
+	if want := float64(rep.AliveRelays*CoordinateBytes) * time.Minute.Seconds() / coord.FleetViewEvery(small().Relays).Seconds(); math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
+		t.Errorf("fleet view bytes a relay a minute %.0f, want %.0f", rep.FleetViewBytesPerMin, want)
+	}
+}
+
+// A relay that reads the fleet's coordinates seldom still measures its
+// budget and learns its coordinate (it reads the probed peer's fresh),
+// and reads less.
+func TestRunWithASeldomFleetView(t *testing.T) {
+	cfg := small()
+	if coord.FleetViewEvery(cfg.Relays) == 10*time.Minute {
+		t.Fatal("the small world's default fleet view is already every 10 minutes")
+	}
+	cfg.FleetViewEvery = 10 * time.Minute
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(rep.ProbesPerMin-12) > 0.01 || rep.CoordErrMedian <= 0 || rep.CoordErrMedian > 0.5 {
+		t.Errorf("probes a relay a minute %.3f, coordinate error %.3f: want 12, and learning", rep.ProbesPerMin, rep.CoordErrMedian)
+	}
+	if want := float64(rep.AliveRelays*CoordinateBytes) / 10; math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
+		t.Errorf("fleet view bytes a relay a minute %.0f, want %.0f", rep.FleetViewBytesPerMin, want)
 	}
 }
 

@@ -224,6 +224,34 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 	return newest.sorted(), nil
 }
 
+// CoordinateOf reads relay's own coordinate from KV now, one value of
+// ~300 bytes, and keeps it: ok is false when it has published none that
+// can be used. A relay that reads every relay's coordinate seldom
+// (coord.FleetViewEvery) reads the peer it probes this way, for each probe.
+func (c *Consul) CoordinateOf(ctx context.Context, relay string) (Coordinate, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	// Any server may answer (AllowStale), not only the leader: twelve
+	// reads a minute a relay, and a coordinate is an estimate.
+	kv, _, err := c.client.KV().Get(ConsulCoordinatesPrefix+relay, (&api.QueryOptions{AllowStale: true}).WithContext(ctx))
+	if err != nil {
+		return Coordinate{}, false, fmt.Errorf("consul %s: reading %s%s: %w", c.addr, ConsulCoordinatesPrefix, relay, err)
+	}
+	if kv == nil {
+		return Coordinate{}, false, nil
+	}
+	rc, ok := c.decodeCoord(kv, time.Now())
+	if !ok {
+		return Coordinate{}, false, nil
+	}
+	c.mu.Lock()
+	if old, had := c.relayCoords[relay]; !had || !old.UpdatedAt.After(rc.UpdatedAt) {
+		c.relayCoords[relay] = rc
+	}
+	c.mu.Unlock()
+	return rc, true, nil
+}
+
 // Coordinates returns the relays' own coordinates as read from KV (this
 // process's own newest included, written or not), newest per relay, sorted
 // by relay.

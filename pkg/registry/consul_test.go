@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 	"math"
 	"net/http"
@@ -481,5 +482,35 @@ func TestConsulCoordinatesOnly(t *testing.T) {
 	})
 	if ps, _ := only.Pairs(ctx); len(ps) != 0 {
 		t.Errorf("the coordinates-only reader read pairs: %+v", ps)
+	}
+	// w moves. The full reader sees it within its 100 ms; the
+	// coordinates-only one reads every relay's coordinate again only
+	// after coord.FleetViewEvery (10 s for one relay), but reads w's alone, as
+	// a relay does for the peer it probes, at once.
+	moved := time.Now().UTC().Format(time.RFC3339Nano)
+	if _, err := client.KV().Put(&api.KVPair{Key: "relaymesh/coordinates/w",
+		Value: []byte(`{"relay":"w","coord":{"Vec":[0.03,0.04]},"updated_at":"` + moved + `"}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := func(c *Consul) float64 {
+		cs, _ := c.Coordinates(ctx)
+		if len(cs) != 1 {
+			return 0
+		}
+		return cs[0].Coord.Vec[0]
+	}
+	eventually(t, 5*time.Second, "the full reader sees w move", func() bool { return at(full) == 0.03 })
+	if got := at(only); got != 0.01 {
+		t.Errorf("the coordinates-only reader read every coordinate again within %v: w at %v", coord.FleetViewEvery(1), got)
+	}
+	rc, ok, err := only.CoordinateOf(ctx, "w")
+	if err != nil || !ok || rc.Coord.Vec[0] != 0.03 {
+		t.Fatalf("CoordinateOf(w) = %+v, %v, %v: want its new coordinate", rc, ok, err)
+	}
+	if got := at(only); got != 0.03 {
+		t.Errorf("after CoordinateOf(w), Coordinates has w at %v, want 0.03", got)
+	}
+	if _, ok, err := only.CoordinateOf(ctx, "nobody"); ok || err != nil {
+		t.Errorf("CoordinateOf(nobody) = %v, %v: want none, no error", ok, err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/coord"
 )
 
 // Stale reports whether Consul cannot be reached right now (Relays and
@@ -65,20 +67,33 @@ func (c *Consul) Run(ctx context.Context) {
 	}
 	type loop struct {
 		name     string
-		coalesce time.Duration
+		coalesce func() time.Duration
 		stale    bool // its failures make the data stale
 		fetch    func(context.Context, *api.QueryOptions) (*api.QueryMeta, error)
 	}
+	every := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+	// The relays' own coordinates steer which peers they probe, and are
+	// estimates: missing them does not make the measurements stale. A
+	// relay that watches the coordinates only reads them seldom
+	// (coord.FleetViewEvery), and the coordinate of the peer it probes
+	// alone (CoordinateOf); a planner reads them as often as they drift.
+	relayCoordsEvery := every(c.relayCoordsEvery)
+	if c.opts.CoordinatesOnly {
+		relayCoordsEvery = func() time.Duration {
+			c.mu.Lock()
+			n := len(c.relayCoords)
+			c.mu.Unlock()
+			return max(coord.FleetViewEvery(n), c.relayCoordsEvery)
+		}
+	}
 	loops := []loop{
-		{"services", 0, true, c.fetchServices},
-		// The relays' own coordinates steer which peers they probe, and
-		// are estimates: missing them does not make the measurements stale.
-		{"relay coordinates", c.relayCoordsEvery, false, c.fetchRelayCoords},
+		{"services", every(0), true, c.fetchServices},
+		{"relay coordinates", relayCoordsEvery, false, c.fetchRelayCoords},
 	}
 	if !c.opts.CoordinatesOnly {
 		loops = append(loops,
-			loop{"measurements", c.opts.WatchCoalesce, true, c.fetchKV},
-			loop{"coordinates", coordCoalesce, false, c.fetchCoords})
+			loop{"measurements", every(c.opts.WatchCoalesce), true, c.fetchKV},
+			loop{"coordinates", every(coordCoalesce), false, c.fetchCoords})
 	}
 	var wg sync.WaitGroup
 	for _, l := range loops {
@@ -96,7 +111,7 @@ func (c *Consul) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-func (c *Consul) watchLoop(ctx context.Context, name string, coalesce time.Duration, countsForStale bool,
+func (c *Consul) watchLoop(ctx context.Context, name string, coalesce func() time.Duration, countsForStale bool,
 	fetch func(context.Context, *api.QueryOptions) (*api.QueryMeta, error)) {
 	var index, epoch uint64
 	backoff := minBackoff
@@ -151,7 +166,7 @@ func (c *Consul) watchLoop(ctx context.Context, name string, coalesce time.Durat
 		default:
 			index = max(meta.LastIndex, 1) // 0 would not block
 		}
-		sleep(ctx, coalesce)
+		sleep(ctx, coalesce())
 	}
 }
 
@@ -367,6 +382,33 @@ func (c *Consul) fetchKV(ctx context.Context, q *api.QueryOptions) (*api.QueryMe
 	return meta, nil
 }
 
+// decodeCoord is kv's coordinate, when it is a relay's own (its key names
+// it) and possible (saneCoord); an undecodable key is logged once. Its
+// time is taken as fetchKV takes the pairs': one ahead of now by more than
+// maxClockSkew is refused, and by less is now.
+func (c *Consul) decodeCoord(kv *api.KVPair, now time.Time) (Coordinate, bool) {
+	relay := strings.TrimPrefix(kv.Key, ConsulCoordinatesPrefix)
+	var rc Coordinate
+	if err := json.Unmarshal(kv.Value, &rc); err != nil || rc.Relay != relay || !saneCoord(rc.Coord) {
+		c.mu.Lock()
+		logIt := !c.badKeys[kv.Key]
+		c.badKeys[kv.Key] = true
+		c.mu.Unlock()
+		if logIt {
+			c.log.Warn("consul: ignoring a coordinate key that is not this relay's coordinate as JSON",
+				zap.String("key", kv.Key), zap.NamedError("decoding", err))
+		}
+		return Coordinate{}, false
+	}
+	switch ahead := rc.UpdatedAt.Sub(now); {
+	case ahead > maxClockSkew:
+		return Coordinate{}, false // would never go stale
+	case ahead > 0:
+		rc.UpdatedAt = now
+	}
+	return rc, true
+}
+
 // fetchRelayCoords reads every relay's own coordinate. A key only speaks
 // for its own relay, and only a possible coordinate counts (saneCoord);
 // timestamps are taken as fetchKV takes the pairs'. Self's coordinate,
@@ -379,26 +421,9 @@ func (c *Consul) fetchRelayCoords(ctx context.Context, q *api.QueryOptions) (*ap
 	now := time.Now()
 	coords := make(map[string]Coordinate, len(kvs))
 	for _, kv := range kvs {
-		relay := strings.TrimPrefix(kv.Key, ConsulCoordinatesPrefix)
-		var rc Coordinate
-		if err := json.Unmarshal(kv.Value, &rc); err != nil || rc.Relay != relay || !saneCoord(rc.Coord) {
-			c.mu.Lock()
-			logIt := !c.badKeys[kv.Key]
-			c.badKeys[kv.Key] = true
-			c.mu.Unlock()
-			if logIt {
-				c.log.Warn("consul: ignoring a coordinate key that is not this relay's coordinate as JSON",
-					zap.String("key", kv.Key), zap.NamedError("decoding", err))
-			}
-			continue
+		if rc, ok := c.decodeCoord(kv, now); ok {
+			coords[rc.Relay] = rc
 		}
-		switch ahead := rc.UpdatedAt.Sub(now); {
-		case ahead > maxClockSkew:
-			continue // would never go stale
-		case ahead > 0:
-			rc.UpdatedAt = now
-		}
-		coords[relay] = rc
 	}
 	c.mu.Lock()
 	c.relayCoords = coords

@@ -23,6 +23,14 @@ type Coordinates interface {
 	Coordinates(ctx context.Context) ([]Coordinate, error) // newest per relay, sorted by relay
 }
 
+// CoordinateReader reads one relay's own coordinate as published now (ok
+// false: none usable): for a reader that reads every relay's seldom (the
+// Consul backend watching coordinates only, coord.FleetViewEvery) and needs one
+// fresh, a relay the coordinate of the peer it just probed.
+type CoordinateReader interface {
+	CoordinateOf(ctx context.Context, relay string) (c Coordinate, ok bool, err error)
+}
+
 // Age is how old the coordinate is at now.
 func (c Coordinate) Age(now time.Time) time.Duration { return now.Sub(c.UpdatedAt) }
 
