@@ -169,7 +169,7 @@ bench-sim-5000-rounds:
 	./bench/run-sim-5000-rounds.sh
 
 # How often relays read every relay's coordinate: the default and every
-# 30 s, in the simulator (~20 min, no root): bench/results/sim-fleet-view.json.
+# 30 s, in the simulator (~15 min, no root): bench/results/sim-fleet-view.json.
 bench-sim-fleet-view:
 	./bench/run-sim-fleet-view.sh
 

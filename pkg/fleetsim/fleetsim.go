@@ -257,6 +257,10 @@ type relay struct {
 	// the last publication.
 	coord    *coordinate.Coordinate
 	measured []coord.Measurement
+	// view is the fleet's coordinates as this relay last read them, at
+	// viewAt (Config.FleetViewEvery); nil: not read yet.
+	view   []coord.Peer
+	viewAt time.Duration
 }
 
 // Run simulates cfg. Progress, when not nil, is told each phase.
@@ -302,9 +306,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(offsets[a], offsets[b]) })
 	events := world.Events(cfg.Warmup)
+	// fleet is the last publication; each is a new slice, which the
+	// relays' views share.
 	var fleet []coord.Peer
 	publish := func(now time.Time) {
-		fleet = fleet[:0]
+		fleet = make([]coord.Peer, 0, len(fleet))
 		for _, r := range relays {
 			if r.alive {
 				r.coord, r.measured = r.node.Coordinate(), r.node.Measured(now)
@@ -322,10 +328,16 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	var checks []joinCheck
 	var joinedErrs []float64
 	publish(start)
-	// view is the fleet as the relays last read it (FleetViewEvery).
-	view := slices.Clone(fleet)
+	// Every relay read the fleet at a time of its own within the last
+	// FleetViewEvery (a relayd started then); one that joins reads it at
+	// its first probe.
+	// (A source of its own: the probes' noise stays the same.)
+	phase := rand.New(rand.NewPCG(cfg.Seed, 0xf1ee7))
+	for _, r := range relays {
+		r.view, r.viewAt = fleet, -time.Duration(phase.Int64N(int64(cfg.FleetViewEvery)))
+	}
 	say("warm-up: %d relays, %v simulated", n, cfg.Warmup)
-	nextPublish, nextView := cfg.PublishEvery, cfg.FleetViewEvery
+	nextPublish := cfg.PublishEvery
 	for tick := time.Duration(0); tick < cfg.Warmup; tick += interval {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -343,7 +355,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 					if r.node, err = coord.NewNode(r.name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(e.Relay)+1))); err != nil {
 						return nil, err
 					}
-					r.coord, r.measured = nil, nil
+					r.coord, r.measured, r.view = nil, nil, nil
 					if e.At+time.Minute < cfg.Warmup {
 						checks = append(checks, joinCheck{at: e.At + time.Minute, relay: e.Relay})
 					}
@@ -359,16 +371,16 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 				publish(start.Add(nextPublish))
 				nextPublish += cfg.PublishEvery
 			}
-			for nextView <= at {
-				view = append(view[:0], fleet...)
-				nextView += cfg.FleetViewEvery
-			}
+
 			r := relays[i]
 			if !r.alive || at >= cfg.Warmup {
 				continue
 			}
 			now := start.Add(at)
-			peer, ok := r.node.NextTarget(now, view)
+			if r.view == nil || at-r.viewAt >= cfg.FleetViewEvery {
+				r.view, r.viewAt = fleet, at
+			}
+			peer, ok := r.node.NextTarget(now, r.view)
 			if !ok {
 				continue
 			}
