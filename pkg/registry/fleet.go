@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/serf/coordinate"
 
+	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 )
 
@@ -434,24 +435,26 @@ func (f *Fleet) Sync(ctx context.Context) error {
 }
 
 // syncSparse is Sync with Options.PullOnly: the own measurements of the
-// relays it names, and every CoordinatesEvery every relay's coordinate
-// from one peer (scope=coordinates, rotating through the peers; one that
-// fails is passed over until the next time). A relay's cost no longer
-// grows with the fleet but for those coordinates, ~350 bytes a relay a
-// minute.
+// relays it names (and with them their coordinates, fresh), and every
+// CoordinatesEvery, or coord.FleetViewEvery for a fleet of more than 100
+// relays, every relay's coordinate from one peer (scope=coordinates,
+// rotating through the peers; one that fails is passed over until the next
+// time). A relay's cost no longer grows with the fleet but for those
+// coordinates: ~350 bytes a minute for each relay of a fleet of up to 100,
+// ~35 KB a minute from 100 to 1,000 relays.
 func (f *Fleet) syncSparse(ctx context.Context) error {
 	only := f.pullOnly()
 	if only == nil {
 		only = []string{} // none yet: pull nobody's pairs
 	}
 	err := f.pull(ctx, "local", only)
+	file := f.File()
 	f.mu.Lock()
-	due := f.coordsAt.IsZero() || time.Since(f.coordsAt) >= CoordinatesEvery
+	due := f.coordsAt.IsZero() || time.Since(f.coordsAt) >= max(CoordinatesEvery, coord.FleetViewEvery(len(file.Relays)))
 	f.mu.Unlock()
 	if !due {
 		return err
 	}
-	file := f.File()
 	var peers []fleet.Relay
 	for _, r := range file.Relays {
 		if r.Name != f.self && r.Admin != "" {
