@@ -26,13 +26,13 @@ const (
 // and re-read every 10 s they were ~2 MB a minute a relay at 1,000 relays,
 // the registry's load growing with the square of the fleet. The coordinate
 // of the peer it probes, which moves its own (Observe), it reads alone and
-// fresh. In the fleet simulator (200 pairs) a view read every 10 minutes
-// instead of every 30 s left the coordinates better, not worse (median
-// relative error at 1,000 relays 11.9 % against 12.3 %, p90 39 % against
-// 45 %; at 5,000 relays 11.4 % against 13.7 %, p90 41 % against 59 %: the
-// nearest peers change less often, and each gathers more probes) and the
-// plans as good (within 10 % of the optimum: 93.5 % against 95.5 % at
-// 1,000 relays, 82 % against 81 % at 5,000).
+// fresh. In the fleet simulator a view read every 10 minutes instead of
+// every 30 s left the coordinates better, not worse (median relative error
+// at 1,000 relays 12.0 % against 12.5 %, p90 42 % against 45 %; at 5,000
+// relays 11.8 % against 13.2 %, p90 43 % against 58 %), and the plans
+// better (within 10 % of the optimum: 95.0 % of 600 pairs against 92.0 %
+// at 1,000 relays, 82 % of 200 against 70 % at 5,000; make
+// bench-sim-fleet-view).
 func FleetViewEvery(relays int) time.Duration {
 	return min(max(time.Duration(relays)*600*time.Millisecond, 10*time.Second), 10*time.Minute)
 }
