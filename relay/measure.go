@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -427,37 +428,28 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("target: %d given, at most %d a request", len(targets), probe.MaxTargets), http.StatusBadRequest)
 		return
 	}
-	count := 5
-	if c := r.URL.Query().Get("count"); c != "" {
-		var err error
-		if count, err = strconv.Atoi(c); err != nil || count < 1 || count > maxProbeCount {
-			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
-			return
-		}
+	q := r.URL.Query()
+	count, ok := queryInt(q, "count", 5, 1, maxProbeCount)
+	if !ok {
+		http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
+		return
 	}
-	gap := 200 * time.Millisecond
-	if g := r.URL.Query().Get("gap_ms"); g != "" {
-		ms, err := strconv.Atoi(g)
-		if err != nil || ms < 0 || ms > maxProbeGapMs {
-			http.Error(w, fmt.Sprintf("gap_ms: want 0..%d, the milliseconds between two handshakes", maxProbeGapMs), http.StatusBadRequest)
-			return
-		}
-		gap = time.Duration(ms) * time.Millisecond
+	gapMs, ok := queryInt(q, "gap_ms", 200, 0, maxProbeGapMs)
+	if !ok {
+		http.Error(w, fmt.Sprintf("gap_ms: want 0..%d, the milliseconds between two handshakes", maxProbeGapMs), http.StatusBadRequest)
+		return
 	}
 	// A handshake's bound: a target that does not answer (a relay that
 	// vanished, a filtered port) costs the request this much. An asker
 	// that gives up on the request first loses every target's answer.
-	timeout := s.cfg.Probe.Timeout
-	if v := r.URL.Query().Get("timeout_ms"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms < 1 || ms > maxProbeTimeoutMs {
-			http.Error(w, fmt.Sprintf("timeout_ms: want 1..%d, the milliseconds a handshake may take before it counts as lost", maxProbeTimeoutMs), http.StatusBadRequest)
-			return
-		}
-		timeout = time.Duration(ms) * time.Millisecond
+	timeoutMs, ok := queryInt(q, "timeout_ms", int(s.cfg.Probe.Timeout.Milliseconds()), 1, maxProbeTimeoutMs)
+	if !ok {
+		http.Error(w, fmt.Sprintf("timeout_ms: want 1..%d, the milliseconds a handshake may take before it counts as lost", maxProbeTimeoutMs), http.StatusBadRequest)
+		return
 	}
+	gap, timeout := time.Duration(gapMs)*time.Millisecond, time.Duration(timeoutMs)*time.Millisecond
 	withInfo := false
-	if v := r.URL.Query().Get("info"); v != "" {
+	if v := q.Get("info"); v != "" {
 		var err error
 		if withInfo, err = strconv.ParseBool(v); err != nil {
 			http.Error(w, "info: want 1 (the answer carries this relay's /v1/info) or 0", http.StatusBadRequest)
@@ -488,6 +480,17 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, answer)
+}
+
+// queryInt is q's integer parameter name, def when it is absent; ok is
+// false when it is not an integer within lo..hi.
+func queryInt(q url.Values, name string, def, lo, hi int) (v int, ok bool) {
+	raw := q.Get(name)
+	if raw == "" {
+		return def, true
+	}
+	v, err := strconv.Atoi(raw)
+	return v, err == nil && v >= lo && v <= hi
 }
 
 // probeTarget measures one /v1/probe target; a target it cannot measure
