@@ -84,6 +84,7 @@ func (s *Server) learntToAsker(r *http.Request) (float64, time.Duration) {
 // the asker.
 func (s *Server) info(r *http.Request) map[string]any {
 	learntBps, learntAge := s.learntToAsker(r)
+	limits := ReadLimits() // sysctl files: read once an answer
 	return map[string]any{
 		"name":    s.cfg.Name,
 		"region":  s.cfg.Region,
@@ -94,13 +95,13 @@ func (s *Server) info(r *http.Request) map[string]any {
 		"next":    s.chain.Load().Names(),
 		"active":  s.active(),
 		"fleet":   s.cfg.Fleet,
-		"limits":  ReadLimits(),
+		"limits":  limits,
 		// The declared capacity, bits/s; 0: not declared.
 		"capacity_bps": s.cfg.CapacityMbit * 1e6,
 		// What this relay sends with on relay links (and to the
 		// clients of its relay listener): relay_socket.congestion,
 		// else the system default.
-		"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, ReadLimits().CongestionControl),
+		"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, limits.CongestionControl),
 		// The best rate this relay's tunnels to the asker's host
 		// sustained while the path held them back (datarate.go),
 		// bits/s, and how long ago; 0: none learnt, or the request

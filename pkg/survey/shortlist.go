@@ -298,10 +298,16 @@ type surveyProber struct {
 	late    []shortlist.Answer // answered after their round ended
 	flying  int                // requests of ended rounds still in flight
 	changed chan struct{}      // closed (and replaced) when a request answers
-	// infoState and infos are what became of each relay's first
-	// request, which asked for its windows.
-	infoState map[string]infoState
-	infos     map[string]windows // the infoAnswered relays'
+	// infos are what became of each relay's first request, which asked
+	// for its windows.
+	infos map[string]knownInfo
+}
+
+// knownInfo is a relay's windows as a prober knows them: w when state is
+// infoAnswered.
+type knownInfo struct {
+	state infoState
+	w     windows
 }
 
 // infoState is what a prober knows of a relay's windows.
@@ -317,15 +323,16 @@ const (
 
 func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target, dst string) *surveyProber {
 	return &surveyProber{s: s, relays: relays, target: target, dst: dst,
-		sem:       make(chan struct{}, s.Shortlist.InFlightProbes()),
-		infoState: map[string]infoState{}, infos: map[string]windows{}}
+		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
+		infos: map[string]knownInfo{}}
 }
 
 // info is what p knows of relay's windows: w when state is infoAnswered.
 func (p *surveyProber) info(relay string) (w windows, state infoState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.infos[relay], p.infoState[relay]
+	i := p.infos[relay]
+	return i.w, i.state
 }
 
 // read reads r's windows from its /v1/info, in one of p's slots.
@@ -411,9 +418,9 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// pending, not unasked.
 	p.mu.Lock()
 	for _, rq := range reqs {
-		if rq.From != ClientNode && p.infoState[rq.From] == infoUnasked {
+		if rq.From != ClientNode && p.infos[rq.From].state == infoUnasked {
 			rq.withInfo = true
-			p.infoState[rq.From] = infoPending
+			p.infos[rq.From] = knownInfo{state: infoPending}
 		}
 	}
 	p.mu.Unlock()
@@ -426,11 +433,11 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		if rq.withInfo {
 			switch {
 			case err != nil:
-				p.infoState[rq.From] = infoFailed
+				p.infos[rq.From] = knownInfo{state: infoFailed}
 			case info == nil:
-				p.infoState[rq.From] = infoMissing
+				p.infos[rq.From] = knownInfo{state: infoMissing}
 			default:
-				p.infoState[rq.From], p.infos[rq.From] = infoAnswered, info.windows(false)
+				p.infos[rq.From] = knownInfo{infoAnswered, info.windows(false)}
 			}
 		}
 		for j, k := range rq.At {
