@@ -3,10 +3,12 @@ package registry
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"syscall"
 	"time"
 
@@ -95,6 +97,10 @@ func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		var ce connectTimeoutError
+		if errors.As(context.Cause(req.Context()), &ce) {
+			return nil, fmt.Errorf("%s: %w", req.URL.Host, ce)
+		}
 		return nil, err
 	}
 	if c.scheme == "https" && name != "" {
@@ -105,6 +111,33 @@ func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error)
 	}
 	return resp, nil
 }
+
+// ConnectWithin returns ctx for an admin request that fails unless its
+// connection is set up (TCP, and TLS over HTTPS) within d, or an idle one
+// taken, however long it may then wait for its answer. A request
+// whose answer takes long by design (a relay's batched probes) is given
+// its whole bound; a relay that has vanished, or whose admin port is
+// filtered, would otherwise hold it all that time, SYNs unanswered. The
+// returned cancel releases the timer.
+func ConnectWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(d, func() { cancel(connectTimeoutError{d}) })
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { timer.Stop() }})
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// connectTimeoutError ends a request that had no connection within its
+// ConnectWithin bound.
+type connectTimeoutError struct{ d time.Duration }
+
+func (e connectTimeoutError) Error() string {
+	return fmt.Sprintf("no connection within %v (the relay is down, or its admin port is filtered from here)", e.d)
+}
+func (connectTimeoutError) Timeout() bool   { return true } // a net.Error, as a dial's timeout is
+func (connectTimeoutError) Temporary() bool { return false }
 
 // CheckAdminPeer says whether an HTTPS answer came from the relay called
 // name (its verified certificate names it); for clients with a transport

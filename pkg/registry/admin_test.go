@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,5 +93,40 @@ func TestAdminClientTLS(t *testing.T) {
 	}
 	if _, err := FailingAdminClient(context.Canceled).Get(ctx, "r1", addr(r1), "/healthz", "", 64); err != context.Canceled {
 		t.Errorf("a failing client: %v", err)
+	}
+}
+
+// ConnectWithin bounds a request's connection, not its answer: a relay
+// that answers slowly by design is waited for, one whose admin port never
+// completes a connection fails at the bound, not at the client's timeout.
+func TestConnectWithin(t *testing.T) {
+	const secret = "a-fleet-secret-of-32-bytes-long!"
+	slow := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(600 * time.Millisecond)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	slow.TLS = mustIdentity(t, secret, "r1", linktls.RoleRelay).AdminServerConfig()
+	slow.StartTLS()
+	defer slow.Close()
+	// TCP completes (the kernel's backlog), TLS never does.
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+
+	c := NewAdminClient(30*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
+	get := func(addr string) ([]byte, error) {
+		ctx, cancel := ConnectWithin(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return c.Get(ctx, "r1", addr, "/v1/probe", "", 64)
+	}
+	if body, err := get(strings.TrimPrefix(slow.URL, "https://")); err != nil || string(body) != "ok" {
+		t.Errorf("an answer slower than the connection's bound: %q, %v", body, err)
+	}
+	_, err = get(mute.Addr().String())
+	var ne net.Error
+	if err == nil || !strings.Contains(err.Error(), "no connection within 200ms") || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("a mute admin port: %v, want no connection within 200ms, a timeout", err)
 	}
 }

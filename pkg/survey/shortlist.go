@@ -484,6 +484,10 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				} else {
 					cctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(rq.Handshakes, 0))
 					defer cancel()
+					// A relay that vanished fails its request now,
+					// not after its targets' handshakes' bound.
+					cctx, cancelConnect := registry.ConnectWithin(cctx, p.s.timeout())
+					defer cancelConnect()
 					sums, info, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0, rq.withInfo)
 				}
 				answer(rq, sums, info, err)

@@ -635,7 +635,9 @@ func (s *Survey) probeQuery(addrs []string, count int, gap time.Duration) url.Va
 // relayProbesTimeout bounds a /v1/probe request of count handshakes a
 // target (0: Count), gap apart: asking (Timeout), then the relay's
 // handshakes, each up to Timeout (probeQuery). A request given up on
-// sooner loses every target's answer for one that does not answer.
+// sooner loses every target's answer for one that does not answer. Its
+// connection is bounded apart (registry.ConnectWithin): a relay that does
+// not answer at all should not hold a plan that long.
 func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration {
 	count = cmp.Or(count, s.count())
 	return s.timeout() + time.Duration(count)*s.timeout() + time.Duration(count-1)*gap
