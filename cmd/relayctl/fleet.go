@@ -21,6 +21,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -202,7 +203,10 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.Admin = registry.NewAdminClient(3*time.Second, conf)
+		// A relay whose admin port does not connect within a probe's
+		// timeout is down for the plan too: the pull, which waits for
+		// every relay, does not wait the rest of its 3 s for it.
+		opts.Admin = registry.NewAdminClient(3*time.Second, conf).WithConnectTimeout(survey.DefaultTimeout)
 	}
 	reg, err := registry.Open(opts)
 	if err != nil {

@@ -28,9 +28,10 @@ import (
 // metadata service say. A redirect is answered as what it is: a non-200
 // status.
 type AdminClient struct {
-	http   *http.Client
-	scheme string
-	err    error // every request fails with it (no way to verify relays)
+	http           *http.Client
+	scheme         string
+	err            error         // every request fails with it (no way to verify relays)
+	connectTimeout time.Duration // Get's connection bound (ConnectWithin); 0: none but the overall timeout
 }
 
 // NewAdminClient returns a client over HTTPS verified with tlsConf
@@ -157,7 +158,15 @@ func (c *AdminClient) WithTimeout(timeout time.Duration) *AdminClient {
 	}
 	hc := *c.http
 	hc.Timeout = timeout
-	return &AdminClient{http: &hc, scheme: c.scheme}
+	return &AdminClient{http: &hc, scheme: c.scheme, connectTimeout: c.connectTimeout}
+}
+
+// WithConnectTimeout is c, sharing its connections, whose Get fails
+// unless its connection is set up within d (ConnectWithin).
+func (c *AdminClient) WithConnectTimeout(d time.Duration) *AdminClient {
+	cc := *c
+	cc.connectTimeout = d
+	return &cc
 }
 
 // Get GETs path (with its query) from the admin API at addr of the relay
@@ -166,6 +175,11 @@ func (c *AdminClient) WithTimeout(timeout time.Duration) *AdminClient {
 func (c *AdminClient) Get(ctx context.Context, name, addr, path, token string, limitBytes int64) ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
+	}
+	if c.connectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = ConnectWithin(ctx, c.connectTimeout)
+		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL(addr, path), nil)
 	if err != nil {

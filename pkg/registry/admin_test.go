@@ -116,17 +116,23 @@ func TestConnectWithin(t *testing.T) {
 	defer mute.Close()
 
 	c := NewAdminClient(30*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
-	get := func(addr string) ([]byte, error) {
-		ctx, cancel := ConnectWithin(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		return c.Get(ctx, "r1", addr, "/v1/probe", "", 64)
-	}
-	if body, err := get(strings.TrimPrefix(slow.URL, "https://")); err != nil || string(body) != "ok" {
-		t.Errorf("an answer slower than the connection's bound: %q, %v", body, err)
-	}
-	_, err = get(mute.Addr().String())
-	var ne net.Error
-	if err == nil || !strings.Contains(err.Error(), "no connection within 200ms") || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Errorf("a mute admin port: %v, want no connection within 200ms, a timeout", err)
+	for how, get := range map[string]func(addr string) ([]byte, error){
+		"ConnectWithin": func(addr string) ([]byte, error) {
+			ctx, cancel := ConnectWithin(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			return c.Get(ctx, "r1", addr, "/v1/probe", "", 64)
+		},
+		"WithConnectTimeout": func(addr string) ([]byte, error) {
+			return c.WithConnectTimeout(200*time.Millisecond).WithTimeout(20*time.Second).Get(context.Background(), "r1", addr, "/v1/probe", "", 64)
+		},
+	} {
+		if body, err := get(strings.TrimPrefix(slow.URL, "https://")); err != nil || string(body) != "ok" {
+			t.Errorf("%s: an answer slower than the connection's bound: %q, %v", how, body, err)
+		}
+		_, err = get(mute.Addr().String())
+		var ne net.Error
+		if err == nil || !strings.Contains(err.Error(), "no connection within 200ms") || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("%s: a mute admin port: %v, want no connection within 200ms, a timeout", how, err)
+		}
 	}
 }
