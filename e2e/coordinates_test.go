@@ -231,6 +231,27 @@ func TestConsulCoordinatesMode(t *testing.T) {
 	if kv, _, err := client.KV().Get("relaymesh/coordinates/c", nil); err != nil || kv != nil {
 		t.Fatalf("c stopped and its coordinate stays: %v %v", kv, err)
 	}
+
+	// d joins. a reads the relays seldom (every 10 s at this size), but
+	// forwards to d (?via=d) as soon as d is registered: it reads d alone.
+	cfg := filepath.Join(dir, "d.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s}\nconsul: {addr: %s}\n", agent.HTTP)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startRelayd(t, "--config", cfg, "--name", "d", "--allow-private")
+	var info struct{ Name string }
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, body := adminRequest(t, relays["a"], "/v1/info?via=d", "")
+		if code == http.StatusOK {
+			if err := json.Unmarshal([]byte(body), &info); err != nil || info.Name != "d" {
+				t.Fatalf("a's /v1/info?via=d: %v %s", err, body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's /v1/info?via=d within 5 s of d's start: %d %s", code, body)
+		}
+	}
 }
 
 // TestPlanShortlistsACoordinatesFleet: relayctl plan on a fleet whose

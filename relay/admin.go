@@ -144,8 +144,22 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 			http.Error(w, "via: registry: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		i := slices.IndexFunc(relays, func(p registry.Relay) bool { return p.Name == via })
-		if i < 0 || relays[i].Admin == "" {
+		var next registry.Relay
+		if i := slices.IndexFunc(relays, func(p registry.Relay) bool { return p.Name == via }); i >= 0 {
+			next = relays[i]
+		} else if rr, ok := s.measure.reg.(registry.RelayReader); ok {
+			// This relay's list may lag (it reads the fleet seldom): a
+			// relay that joined since is read alone.
+			fresh, found, err := rr.RelayOf(r.Context(), via)
+			if err != nil {
+				http.Error(w, "via: registry: "+err.Error(), http.StatusBadGateway)
+				return
+			}
+			if found {
+				next = fresh
+			}
+		}
+		if next.Admin == "" {
 			http.Error(w, "via: no relay "+via+" with an admin address in the registry", http.StatusNotFound)
 			return
 		}
@@ -154,7 +168,7 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 			q.Set("via", strings.Join(path[1:], ","))
 		}
 		admin := s.adminClient(20 * time.Second)
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, admin.URL(relays[i].Admin, r.URL.Path+"?"+q.Encode()), nil)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, admin.URL(next.Admin, r.URL.Path+"?"+q.Encode()), nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

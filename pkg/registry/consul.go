@@ -77,7 +77,9 @@ type ConsulOptions struct {
 	// by plan needs no other relay's pairs, and reading them is what grows
 	// with the fleet (every relay's write wakes every watcher, and each
 	// read carries every relay's pairs). Pairs then answers with this
-	// relay's own only.
+	// relay's own only. The relays and their coordinates are read every
+	// coord.FleetViewEvery of the fleet's size (10 s to 10 minutes), the
+	// coordinate of a peer alone at will (CoordinateOf).
 	// Refresh reads everything regardless.
 	CoordinatesOnly bool
 }
@@ -250,6 +252,27 @@ func (c *Consul) CoordinateOf(ctx context.Context, relay string) (Coordinate, bo
 	}
 	c.mu.Unlock()
 	return rc, true, nil
+}
+
+// RelayOf reads the relay called name from Consul now, health included
+// (ok false: not registered): for a reader whose instances may lag, a
+// relay in mode coordinates (CoordinatesOnly) asked to forward to a relay
+// that joined since its last read. One instance's read, however large
+// the fleet.
+func (c *Consul) RelayOf(ctx context.Context, name string) (Relay, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	q := &api.QueryOptions{Filter: fmt.Sprintf("Service.Meta.name == %q or Service.ID == %q", name, ConsulServiceIDPrefix+name)}
+	entries, _, err := c.client.Health().Service(ConsulService, "", false, q.WithContext(ctx))
+	if err != nil {
+		return Relay{}, false, fmt.Errorf("consul %s: reading relay %s: %w", c.addr, name, err)
+	}
+	for _, r := range relaysFrom(entries) {
+		if r.Name == name {
+			return r.Relay, true, nil
+		}
+	}
+	return Relay{}, false, nil
 }
 
 // Coordinates returns the relays' own coordinates as read from KV (this

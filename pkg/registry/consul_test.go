@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -512,5 +513,28 @@ func TestConsulCoordinatesOnly(t *testing.T) {
 	}
 	if _, ok, err := only.CoordinateOf(ctx, "nobody"); ok || err != nil {
 		t.Errorf("CoordinateOf(nobody) = %v, %v: want none, no error", ok, err)
+	}
+
+	// A relay registers. The full reader lists it at once; the
+	// coordinates-only one reads the instances as seldom as the
+	// coordinates, but reads v alone when asked (RelayOf).
+	if err := client.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: ConsulServiceIDPrefix + "v", Name: ConsulService,
+		Meta: map[string]string{"name": "v", "admin": "192.0.2.7:9090"}, Address: "192.0.2.7"}); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(c *Consul) bool {
+		rs, _ := c.Relays(ctx)
+		return slices.ContainsFunc(rs, func(r Relay) bool { return r.Name == "v" })
+	}
+	eventually(t, 5*time.Second, "the full reader lists v", func() bool { return listed(full) })
+	if listed(only) {
+		t.Errorf("the coordinates-only reader read the instances again within %v", coord.FleetViewEvery(1))
+	}
+	r, ok, err := only.RelayOf(ctx, "v")
+	if err != nil || !ok || r.Admin != "192.0.2.7:9090" {
+		t.Fatalf("RelayOf(v) = %+v, %v, %v: want v with its admin address", r, ok, err)
+	}
+	if _, ok, err := only.RelayOf(ctx, "nobody"); ok || err != nil {
+		t.Errorf("RelayOf(nobody) = %v, %v: want none, no error", ok, err)
 	}
 }

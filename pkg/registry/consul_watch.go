@@ -77,7 +77,11 @@ func (c *Consul) Run(ctx context.Context) {
 	// relay that watches the coordinates only reads them seldom
 	// (coord.FleetViewEvery), and the coordinate of the peer it probes
 	// alone (CoordinateOf); a planner reads them as often as they drift.
-	relayCoordsEvery := every(c.relayCoordsEvery)
+	// Such a relay reads the instances as seldom: it only chooses peers
+	// from them, and a read is every instance with its checks, answered
+	// at every change of any relay's health and every WaitTime without
+	// one. A planner must see a relay go down within seconds.
+	relayCoordsEvery, servicesEvery := every(c.relayCoordsEvery), every(0)
 	if c.opts.CoordinatesOnly {
 		relayCoordsEvery = func() time.Duration {
 			c.mu.Lock()
@@ -85,9 +89,10 @@ func (c *Consul) Run(ctx context.Context) {
 			c.mu.Unlock()
 			return max(coord.FleetViewEvery(n), c.relayCoordsEvery)
 		}
+		servicesEvery = relayCoordsEvery
 	}
 	loops := []loop{
-		{"services", every(0), true, c.fetchServices},
+		{"services", servicesEvery, true, c.fetchServices},
 		{"relay coordinates", relayCoordsEvery, false, c.fetchRelayCoords},
 	}
 	if !c.opts.CoordinatesOnly {

@@ -126,6 +126,12 @@ type Registry interface {
 	Close(ctx context.Context) error
 }
 
+// RelayReader is a registry that can read one relay's registration
+// fresh, for readers whose Relays may lag (Consul.RelayOf).
+type RelayReader interface {
+	RelayOf(ctx context.Context, name string) (r Relay, ok bool, err error)
+}
+
 // FileBacked is implemented by backends read from a file (the fleet file).
 type FileBacked interface {
 	// Reload re-reads the file now if it changed (Run checks every 2 s).
