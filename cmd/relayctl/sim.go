@@ -167,7 +167,7 @@ go doc ./pkg/netsim.`,
 	fl.DurationVar(&cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the world and the run")
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
-	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate, its view for choosing whom to probe (the coordinate of the peer it probes it reads fresh, at each probe); reported as fleet_view_bytes_per_relay_min (0: as relayd on Consul, 0.6 s a relay, from 10 s to 10 minutes)")
+	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate and instance, its view for choosing whom to probe (the coordinate of the peer it probes it reads fresh, at each probe); reported as fleet_view_bytes_per_relay_min (0: as relayd on Consul, 0.6 s a relay, from 10 s to 10 minutes)")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	simShortlistFlags(fl, &cfg.Shortlist, simShortlistDefaults())

@@ -72,7 +72,7 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	}
 	// Each relay reads every relay's coordinate every
 	// coord.FleetViewEvery by default.
-	if want := float64(rep.AliveRelays*CoordinateBytes) * time.Minute.Seconds() / coord.FleetViewEvery(small().Relays).Seconds(); math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
+	if want := float64(rep.AliveRelays*FleetViewBytesPerRelay) * time.Minute.Seconds() / coord.FleetViewEvery(small().Relays).Seconds(); math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
 		t.Errorf("fleet view bytes a relay a minute %.0f, want %.0f", rep.FleetViewBytesPerMin, want)
 	}
 }
@@ -93,7 +93,7 @@ func TestRunWithASeldomFleetView(t *testing.T) {
 	if math.Abs(rep.ProbesPerMin-12) > 0.01 || rep.CoordErrMedian <= 0 || rep.CoordErrMedian > 0.5 {
 		t.Errorf("probes a relay a minute %.3f, coordinate error %.3f: want 12, and learning", rep.ProbesPerMin, rep.CoordErrMedian)
 	}
-	if want := float64(rep.AliveRelays*CoordinateBytes) / 10; math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
+	if want := float64(rep.AliveRelays*FleetViewBytesPerRelay) / 10; math.Abs(rep.FleetViewBytesPerMin-want) > 1e-6 {
 		t.Errorf("fleet view bytes a relay a minute %.0f, want %.0f", rep.FleetViewBytesPerMin, want)
 	}
 }

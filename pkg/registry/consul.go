@@ -262,7 +262,7 @@ func (c *Consul) CoordinateOf(ctx context.Context, relay string) (Coordinate, bo
 func (c *Consul) RelayOf(ctx context.Context, name string) (Relay, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	q := &api.QueryOptions{Filter: fmt.Sprintf("Service.Meta.name == %q or Service.ID == %q", name, ConsulServiceIDPrefix+name)}
+	q := &api.QueryOptions{Filter: relayFilter(name)}
 	entries, _, err := c.client.Health().Service(ConsulService, "", false, q.WithContext(ctx))
 	if err != nil {
 		return Relay{}, false, fmt.Errorf("consul %s: reading relay %s: %w", c.addr, name, err)
@@ -273,6 +273,12 @@ func (c *Consul) RelayOf(ctx context.Context, name string) (Relay, bool, error) 
 		}
 	}
 	return Relay{}, false, nil
+}
+
+// relayFilter selects the instances of the relay called name (relaysFrom
+// names an instance by its meta, else its ID).
+func relayFilter(name string) string {
+	return fmt.Sprintf("Service.Meta.name == %q or Service.ID == %q", name, ConsulServiceIDPrefix+name)
 }
 
 // Coordinates returns the relays' own coordinates as read from KV (this

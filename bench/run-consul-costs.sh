@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What the Consul backend's reads cost on the wire, against a real Consul
+# agent (the pinned bin/consul, -dev, loopback): one answer of every
+# relay's instance with its health, of every relay's coordinate, of one
+# relay's coordinate, of every relay's pairs, and of one relay's instance,
+# at 10, 100, 1,000 and 5,000 relays registered as relayd registers.
+# Writes bench/results/consul-costs.md. No root, no network. About 3
+# minutes on 2 cores (most of it waiting for every relay's check to run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make -s bin/consul
+out=bench/results/consul-costs.md
+table=$(mktemp)
+trap 'rm -f "$table"' EXIT
+RELAYMESH_CONSUL_COSTS=$table go test -count=1 -timeout 20m -run '^TestConsulReadCosts$' -v ./pkg/registry/
+{
+  echo "# What the Consul backend's reads cost"
+  echo
+  echo "Made by \`make bench-consul-costs\` (bench/run-consul-costs.sh) at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ),"
+  echo "against Consul $(bin/consul version | head -1 | cut -d' ' -f2) in -dev mode. One answer on the wire, status line and headers"
+  echo "included: gzip (Go's HTTP client asks for it) / plain where Consul compressed it."
+  echo
+  cat "$table"
+} > "$out"
+cat "$out"
