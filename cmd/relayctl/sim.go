@@ -66,7 +66,7 @@ go doc ./pkg/netsim.`,
 				return err
 			}
 			for _, v := range variants {
-				variant, err := parseSimVariant(v, fleetsim.Variant{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen})
+				variant, err := parseSimVariant(v, fleetsim.Variant{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen, FitDst: cfg.FitDst})
 				if err != nil {
 					return err
 				}
@@ -172,6 +172,8 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	simShortlistFlags(fl, &cfg.Shortlist, simShortlistDefaults())
 	fl.BoolVar(&cfg.FastOpen, "fast-open", false, simFastOpenUsage)
+	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes (default: a random server, placed by the landmarks)")
+	fl.BoolVar(&cfg.FitDst, "fit-dst", false, simFitDstUsage)
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
@@ -219,6 +221,9 @@ func checkSimShortlist(c shortlist.Config) error {
 // simFastOpenUsage is --fast-open's help, the command's and a variant's.
 const simFastOpenUsage = "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two"
 
+// simFitDstUsage is --fit-dst's help, the command's and a variant's.
+const simFitDstUsage = "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate"
+
 // parseSimVariant parses a --variant: NAME=FLAGS, the planning flags (and
 // --fast-open) over base (the command's).
 func parseSimVariant(arg string, base fleetsim.Variant) (fleetsim.Variant, error) {
@@ -227,11 +232,12 @@ func parseSimVariant(arg string, base fleetsim.Variant) (fleetsim.Variant, error
 	if !ok || name == "" {
 		return fleetsim.Variant{}, fmt.Errorf("--variant %q: want NAME=FLAGS, e.g. 'rounds-12=--rounds 12'", arg)
 	}
-	v := fleetsim.Variant{Name: name, Shortlist: base.Shortlist, FastOpen: base.FastOpen}
+	v := fleetsim.Variant{Name: name, Shortlist: base.Shortlist, FastOpen: base.FastOpen, FitDst: base.FitDst}
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	simShortlistFlags(fs, &v.Shortlist, base.Shortlist)
 	fs.BoolVar(&v.FastOpen, "fast-open", base.FastOpen, simFastOpenUsage)
+	fs.BoolVar(&v.FitDst, "fit-dst", base.FitDst, simFitDstUsage)
 	if err := fs.Parse(strings.Fields(args)); err != nil {
 		return v, fmt.Errorf("--variant %s: %w (planning flags only: --candidates, --first-cut, --rounds, ...)", name, err)
 	}

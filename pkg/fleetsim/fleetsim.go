@@ -112,6 +112,15 @@ type Config struct {
 	// AdminSetupRTTs. An upper bound for a host that has planned before:
 	// it holds cookies only for the relays it asked.
 	FastOpen bool
+	// DstRelays makes each pair's destination a random alive relay's
+	// host (relayctl plan --dst REGION), placed by that relay's published
+	// coordinate (shortlist.Input.DestinationCoord) unless FitDst: its
+	// landmarks' round is then the client's probes alone. Default: a
+	// random server, placed by the landmarks.
+	DstRelays bool
+	// FitDst places a relay-hosted destination (DstRelays) from the
+	// landmarks, as any host, not by its relay's coordinate.
+	FitDst bool
 	// Variants plan the same pairs again, each with its own shortlist
 	// configuration, over the same warmed-up fleet: the report's
 	// Variants, side by side with Plans. Each pair is planned by
@@ -125,6 +134,7 @@ type Variant struct {
 	Name      string
 	Shortlist shortlist.Config
 	FastOpen  bool // as Config.FastOpen, for this variant's plans
+	FitDst    bool // as Config.FitDst
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -467,7 +477,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	configs := []Variant{{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen}}
+	configs := []Variant{{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen, FitDst: cfg.FitDst}}
 	configs = append(configs, cfg.Variants...)
 	results := make([][]pairResult, len(configs))
 	// The pairs, and each pair's probe noise, come from their own
@@ -479,16 +489,32 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			return nil, err
 		}
 		client, dst := world.RandomEndpoint(pairRnd), world.RandomServer(pairRnd)
+		pin, mask, hosting := in, aliveMask, -1
+		if cfg.DstRelays {
+			// The destination's relay is no hop of the pair's chains,
+			// in the plans or the optimum (a relay's probe of its own
+			// host would be 0 ms, which stands for a failed probe).
+			hosting = alive[pairRnd.IntN(len(alive))]
+			dst, pin.DestinationCoord = world.Relay(hosting), relays[hosting].coord
+			name := relays[hosting].name
+			pin.Relays = slices.DeleteFunc(slices.Clone(in.Relays), func(r shortlist.Relay) bool { return r.Node.Name == name })
+			mask = slices.Clone(aliveMask)
+			mask[hosting] = false
+		}
 		pc := pairCase{world: world, relays: relays, index: index, truth: truth, client: client, dst: dst,
-			to: make([]float64, n), from: make([]float64, n), maxHops: cfg.MaxHops}
+			to: make([]float64, n), from: make([]float64, n), maxHops: cfg.MaxHops, hosting: hosting}
 		for _, i := range alive {
 			pc.to[i], pc.from[i] = world.RTTMs(client, world.Relay(i)), world.RTTMs(world.Relay(i), dst)
 		}
 		pc.directMs = world.RTTMs(client, dst)
-		byHops := truth.bestByHopsMs(aliveMask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
+		byHops := truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
 		pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
 		for c, v := range configs {
-			r, err := pc.plan(ctx, cfg, v, in, cfg.Seed^(0x9b0be+uint64(k)))
+			vin := pin
+			if v.FitDst {
+				vin.DestinationCoord = nil
+			}
+			r, err := pc.plan(ctx, cfg, v, vin, cfg.Seed^(0x9b0be+uint64(k)))
 			if err != nil {
 				return nil, fmt.Errorf("pair %d: %w", k, err)
 			}
@@ -516,6 +542,7 @@ type pairCase struct {
 	maxHops     int
 	optMs       float64 // the optimum's bottleneck RTT
 	optRate     float64 // the optimum's rate by the planner's model
+	hosting     int     // the relay whose host is the destination (Config.DstRelays), else -1
 }
 
 // pairResult is what one configuration's plan of a pair did.
@@ -625,7 +652,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	r.cutWithin = pc.holdsWithin10(cut)
 	var cities []int
 	for i, rl := range pc.relays {
-		if inCity[pc.world.Relay(i).City()] && rl.alive {
+		if inCity[pc.world.Relay(i).City()] && rl.alive && i != pc.hosting {
 			cities = append(cities, i)
 		}
 	}

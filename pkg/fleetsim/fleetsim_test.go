@@ -258,3 +258,28 @@ func TestFastOpenShortensTheFirstRound(t *testing.T) {
 		t.Errorf("the landmarks' round with Fast Open %.0f ms against %.0f: want a round trip in three less", tfo, base)
 	}
 }
+
+// Destinations at relays' hosts, placed by the relays' coordinates: the
+// landmarks' round is the client's own handshakes, one round trip to the
+// farthest landmark, not three and its probe of the destination; placed
+// from the landmarks instead (--fit-dst), the same pairs' round is as for
+// any host.
+func TestDestinationsAtRelaysSkipTheLandmarksAsks(t *testing.T) {
+	cfg := small()
+	cfg.DstRelays = true
+	cfg.Variants = []Variant{{Name: "fit", Shortlist: cfg.Shortlist, FitDst: true}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed, fitted := rep.Plans, rep.Variants[0].Plans
+	t.Logf("the landmarks' round: %.0f ms by the relay's coordinate, %.0f ms fitted; within 10 %%: %.0f %% and %.0f %%",
+		placed.FirstRoundMsMedian, fitted.FirstRoundMsMedian, 100*placed.Within10, 100*fitted.Within10)
+	if !(placed.FirstRoundMsMedian < 0.6*fitted.FirstRoundMsMedian) {
+		t.Errorf("the landmarks' round placed by the relay's coordinate %.0f ms against %.0f fitted: want under 0.6 of it",
+			placed.FirstRoundMsMedian, fitted.FirstRoundMsMedian)
+	}
+	if placed.ChainShare == 0 || placed.QualityMedian > 1+1e-9 {
+		t.Errorf("plans %+v: want chains, none better than the optimum", placed)
+	}
+}

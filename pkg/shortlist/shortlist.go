@@ -8,7 +8,9 @@
 //  1. Landmarks: the client probes a few relays spread over the coordinate
 //     space, those relays probe the destination, and the client probes the
 //     destination (the direct path). The client and the destination get
-//     coordinates fitted to those RTTs (coord.Fit).
+//     coordinates fitted to those RTTs (coord.Fit). A destination whose
+//     coordinate is known (a relay's host: Input.DestinationCoord) is not
+//     probed by the landmarks, and the round is this host's probes only.
 //  2. Candidates: each relay is ranked by the estimated cost of the best
 //     chain through it, over every relay's coordinates and every pair the
 //     relays published (see rankCandidates: the p-norm of the chain's
@@ -345,6 +347,11 @@ type Input struct {
 	// endpoints learnt (its Stats.Prior): the plan starts from it (see
 	// Prior).
 	Prior *Prior
+	// DestinationCoord, when valid, is the destination's coordinate
+	// known beforehand: a relay's host is placed by that relay's own. The
+	// landmarks then place the client only: their round is this host's
+	// probes alone, no relay asked.
+	DestinationCoord *coordinate.Coordinate
 }
 
 // Prior is what a plan learnt that a replan between the same endpoints
@@ -567,10 +574,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// (its direct path is measured in its first round, below).
 	var landmarks []coord.Peer
 	batch := []Probe{{From: client, To: dst}}
+	dstPlaced := validCoord(in.DestinationCoord)
 	if prior == nil {
 		landmarks = coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
 		for _, l := range landmarks {
-			batch = append(batch, Probe{From: client, To: l.Name}, Probe{From: l.Name, To: dst})
+			batch = append(batch, Probe{From: client, To: l.Name})
+			if !dstPlaced {
+				batch = append(batch, Probe{From: l.Name, To: dst})
+			}
 		}
 		if err := probe(batch); err != nil {
 			return nil, nil, st, err
@@ -586,7 +597,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			}
 			return 4*n < 3*len(landmarks)
 		}
-		if short(client) || short(dst) {
+		if short(client) || !dstPlaced && short(dst) {
 			if err := late(true); err != nil {
 				return nil, nil, st, err
 			}
@@ -606,9 +617,12 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return c
 	}
 	clientID, dstID := l.intern(client), l.intern(dst)
-	if prior != nil {
+	switch {
+	case prior != nil:
 		l.coord[clientID], l.coord[dstID] = prior.Client, prior.Destination
-	} else {
+	case dstPlaced:
+		l.coord[clientID], l.coord[dstID] = fit(client), in.DestinationCoord
+	default:
 		l.coord[clientID], l.coord[dstID] = fit(client), fit(dst)
 	}
 	for _, r := range peers {

@@ -122,6 +122,29 @@ func TestPlanFindsTheOracleChainOnMeasurements(t *testing.T) {
 	}
 }
 
+// A destination placed beforehand (a relay's host, by that relay's
+// coordinate): the landmarks' round is the client's own probes, no relay
+// asks the destination in it, and the plan is still the oracle's.
+func TestPlanWithTheDestinationsCoordinate(t *testing.T) {
+	for seed := range uint64(10) {
+		p, in := newPlane(30, seed)
+		in.DestinationCoord = exactCoord(p.pos["destination"])
+		res, _, st, err := Plan(context.Background(), Config{}, in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.wantOracle(t, seed, in, res)
+		if st.Estimated != 0 {
+			t.Errorf("seed %d: the best plan stands on %d estimated segments", seed, st.Estimated)
+		}
+		for _, pr := range p.asked[0] {
+			if pr.From != "client" {
+				t.Fatalf("seed %d: the first round asked %s to probe %s: want the client's probes only", seed, pr.From, pr.To)
+			}
+		}
+	}
+}
+
 func countProbes(batches [][]Probe) int {
 	n := 0
 	for _, b := range batches {

@@ -101,6 +101,11 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 // windows read.
 func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]*coordinate.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
 	in := shortlist.Input{Client: clientNode, Destination: dstNode, Request: s.Plan}
+	// A region's relay hosts the destination: its own coordinate places
+	// it, and no landmark is asked to probe it.
+	if res.Target.Relay != "" {
+		in.DestinationCoord = coords[res.Target.Relay]
+	}
 	c := &in.Request.Constraints
 	known := map[string]bool{}
 	for _, r := range res.Relays {
