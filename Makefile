@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays
 
 all: build
 
@@ -172,6 +172,12 @@ bench-sim-5000-rounds:
 # 30 s, in the simulator (~15 min, no root): bench/results/sim-fleet-view.json.
 bench-sim-fleet-view:
 	./bench/run-sim-fleet-view.sh
+
+# Destinations at relays' hosts placed by the relays' coordinates, against
+# placed from the landmarks, in the simulator (~12 min, no root):
+# bench/results/sim-dst-relays.json.
+bench-sim-dst-relays:
+	./bench/run-sim-dst-relays.sh
 
 # What TCP Fast Open on admin connections saves a plan, in the simulator
 # (~15 min, no root): bench/results/sim-fast-open.json.
