@@ -4,8 +4,10 @@
 # relay's instance with its health, of every relay's coordinate, of one
 # relay's coordinate, of every relay's pairs, and of one relay's instance,
 # at 10, 100, 1,000 and 5,000 relays registered as relayd registers.
-# Writes bench/results/consul-costs.md. No root, no network. About 3
-# minutes on 2 cores (most of it waiting for every relay's check to run).
+# Also times a planner's three whole reads on loopback, and relayctl's
+# read of the registry (Consul.Refresh), median of 5 each.
+# Writes bench/results/consul-costs.md. No root, no network. About 30 s
+# on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s bin/consul
@@ -18,7 +20,9 @@ RELAYMESH_CONSUL_COSTS=$table go test -count=1 -timeout 20m -run '^TestConsulRea
   echo
   echo "Made by \`make bench-consul-costs\` (bench/run-consul-costs.sh) at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ),"
   echo "against Consul $(bin/consul version | head -1 | cut -d' ' -f2) in -dev mode. One answer on the wire, status line and headers"
-  echo "included: gzip (Go's HTTP client asks for it) / plain where Consul compressed it."
+  echo "included: gzip (Go's HTTP client asks for it) / plain where Consul compressed it. The last"
+  echo "two columns are this machine's times (median of 5 each; a read's from request to last byte), a"
+  echo "shared 2-core machine."
   echo
   cat "$table"
 } > "$out"
