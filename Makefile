@@ -173,9 +173,9 @@ bench-sim-5000-rounds:
 bench-sim-fleet-view:
 	./bench/run-sim-fleet-view.sh
 
-# Destinations at relays' hosts placed by the relays' coordinates, against
-# placed from the landmarks, in the simulator (~12 min, no root):
-# bench/results/sim-dst-relays.json.
+# Destinations at relays' hosts as relayctl plan --dst REGION plans them,
+# against the relays probing the destination and against any host, in the
+# simulator (~25 min, no root): bench/results/sim-dst-relays.json.
 bench-sim-dst-relays:
 	./bench/run-sim-dst-relays.sh
 

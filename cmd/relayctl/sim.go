@@ -66,7 +66,7 @@ go doc ./pkg/netsim.`,
 				return err
 			}
 			for _, v := range variants {
-				variant, err := parseSimVariant(v, fleetsim.Variant{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen, FitDst: cfg.FitDst})
+				variant, err := parseSimVariant(v, cfg.Planning)
 				if err != nil {
 					return err
 				}
@@ -170,10 +170,8 @@ go doc ./pkg/netsim.`,
 	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate and instance, its view for choosing whom to probe (the coordinate of the peer it probes it reads fresh, at each probe); reported as fleet_view_bytes_per_relay_min (0: as relayd on Consul, 0.6 s a relay, from 10 s to 10 minutes)")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
-	simShortlistFlags(fl, &cfg.Shortlist, simShortlistDefaults())
-	fl.BoolVar(&cfg.FastOpen, "fast-open", false, simFastOpenUsage)
-	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes (default: a random server, placed by the landmarks)")
-	fl.BoolVar(&cfg.FitDst, "fit-dst", false, simFitDstUsage)
+	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults()})
+	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes, and that relay probes the first cut's ends (default: a random server, placed by the landmarks and probed by the relays)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
@@ -218,26 +216,27 @@ func checkSimShortlist(c shortlist.Config) error {
 	return nil
 }
 
-// simFastOpenUsage is --fast-open's help, the command's and a variant's.
-const simFastOpenUsage = "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two"
-
-// simFitDstUsage is --fit-dst's help, the command's and a variant's.
-const simFitDstUsage = "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate"
+// simPlanningFlags adds the flags of how pairs are planned to fs, into p,
+// with base's values as their defaults: the command's, and a variant's.
+func simPlanningFlags(fs *pflag.FlagSet, p *fleetsim.Planning, base fleetsim.Planning) {
+	simShortlistFlags(fs, &p.Shortlist, base.Shortlist)
+	fs.BoolVar(&p.FastOpen, "fast-open", base.FastOpen, "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two")
+	fs.BoolVar(&p.FitDst, "fit-dst", base.FitDst, "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate")
+	fs.BoolVar(&p.RelaysProbeDst, "relays-probe-dst", base.RelaysProbeDst, "with --dst-relays: each relay of the first cut probes the destination, as for any host, not the destination's relay them")
+}
 
 // parseSimVariant parses a --variant: NAME=FLAGS, the planning flags (and
-// --fast-open) over base (the command's).
-func parseSimVariant(arg string, base fleetsim.Variant) (fleetsim.Variant, error) {
+// --fast-open, ...) over base (the command's).
+func parseSimVariant(arg string, base fleetsim.Planning) (fleetsim.Variant, error) {
 	name, args, ok := strings.Cut(arg, "=")
 	name = strings.TrimSpace(name)
 	if !ok || name == "" {
 		return fleetsim.Variant{}, fmt.Errorf("--variant %q: want NAME=FLAGS, e.g. 'rounds-12=--rounds 12'", arg)
 	}
-	v := fleetsim.Variant{Name: name, Shortlist: base.Shortlist, FastOpen: base.FastOpen, FitDst: base.FitDst}
+	v := fleetsim.Variant{Name: name, Planning: base}
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	simShortlistFlags(fs, &v.Shortlist, base.Shortlist)
-	fs.BoolVar(&v.FastOpen, "fast-open", base.FastOpen, simFastOpenUsage)
-	fs.BoolVar(&v.FitDst, "fit-dst", base.FitDst, simFitDstUsage)
+	simPlanningFlags(fs, &v.Planning, base)
 	if err := fs.Parse(strings.Fields(args)); err != nil {
 		return v, fmt.Errorf("--variant %s: %w (planning flags only: --candidates, --first-cut, --rounds, ...)", name, err)
 	}

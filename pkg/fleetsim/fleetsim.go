@@ -88,8 +88,10 @@ type Config struct {
 	// planner.DefaultWindowBytes (the plans depend on RTTs only).
 	WindowBytes int64
 	Coord       coord.Config
-	Shortlist   shortlist.Config
 	World       netsim.Config // Relays is set from Relays
+	// Planning is how the pairs are planned (Variants plan them other
+	// ways too).
+	Planning
 	// Replan plans each pair a second time, as relayctl connect replans
 	// a destination: over the admin connections the first plan opened
 	// (its admin client keeps idle connections 90 s, longer than its
@@ -104,6 +106,26 @@ type Config struct {
 	// a relayctl plan run later in a new process makes them from the
 	// Prior its last run kept (--plans-dir).
 	ReplanCold bool
+	// DstRelays makes each pair's destination a random alive relay's
+	// host (relayctl plan --dst REGION), placed by that relay's published
+	// coordinate (shortlist.Input.DestinationCoord) unless FitDst, and
+	// whose relay makes the probes to it (shortlist.Input.DestinationProbes)
+	// unless RelaysProbeDst: its landmarks' round is then the client's
+	// probes alone, and the first cut's ends are the destination's probes.
+	// Default: a random server, placed by the landmarks.
+	DstRelays bool
+	// Variants plan the same pairs again, each its own way, over the
+	// same warmed-up fleet: the report's Variants, side by side with
+	// Plans. Each pair is planned by Planning and then by each variant in
+	// turn, so the machine's speed drifting during a run weighs on them
+	// alike.
+	Variants []Variant
+}
+
+// Planning is how a run plans its pairs: the shortlist's configuration,
+// and what the planning host and the destinations can do.
+type Planning struct {
+	Shortlist shortlist.Config
 	// FastOpen models a host that holds a TCP Fast Open cookie for every
 	// relay (it asked each of them before, in an earlier plan; the kernel
 	// keeps the cookies across processes) and relays that accept Fast
@@ -112,29 +134,19 @@ type Config struct {
 	// AdminSetupRTTs. An upper bound for a host that has planned before:
 	// it holds cookies only for the relays it asked.
 	FastOpen bool
-	// DstRelays makes each pair's destination a random alive relay's
-	// host (relayctl plan --dst REGION), placed by that relay's published
-	// coordinate (shortlist.Input.DestinationCoord) unless FitDst: its
-	// landmarks' round is then the client's probes alone. Default: a
-	// random server, placed by the landmarks.
-	DstRelays bool
-	// FitDst places a relay-hosted destination (DstRelays) from the
-	// landmarks, as any host, not by its relay's coordinate.
+	// FitDst places a relay-hosted destination (Config.DstRelays) from
+	// the landmarks, as any host, not by its relay's coordinate.
 	FitDst bool
-	// Variants plan the same pairs again, each with its own shortlist
-	// configuration, over the same warmed-up fleet: the report's
-	// Variants, side by side with Plans. Each pair is planned by
-	// Shortlist and then by each variant in turn, so the machine's speed
-	// drifting during a run weighs on them alike.
-	Variants []Variant
+	// RelaysProbeDst has each relay of a relay-hosted destination's
+	// (Config.DstRelays) first cut probe it, as for any host, where
+	// relayctl asks the destination's relay to probe them.
+	RelaysProbeDst bool
 }
 
-// Variant is a shortlist configuration planned beside Config.Shortlist.
+// Variant is a way of planning the pairs beside Config.Planning.
 type Variant struct {
-	Name      string
-	Shortlist shortlist.Config
-	FastOpen  bool // as Config.FastOpen, for this variant's plans
-	FitDst    bool // as Config.FitDst
+	Name string
+	Planning
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -477,7 +489,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 
 	say("planning %d random pairs", cfg.Pairs)
-	configs := []Variant{{Shortlist: cfg.Shortlist, FastOpen: cfg.FastOpen, FitDst: cfg.FitDst}}
+	configs := []Variant{{Planning: cfg.Planning}}
 	configs = append(configs, cfg.Variants...)
 	results := make([][]pairResult, len(configs))
 	// The pairs, and each pair's probe noise, come from their own
@@ -495,7 +507,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			// in the plans or the optimum (a relay's probe of its own
 			// host would be 0 ms, which stands for a failed probe).
 			hosting = alive[pairRnd.IntN(len(alive))]
-			dst, pin.DestinationCoord = world.Relay(hosting), relays[hosting].coord
+			dst, pin.DestinationCoord, pin.DestinationProbes = world.Relay(hosting), relays[hosting].coord, true
 			name := relays[hosting].name
 			pin.Relays = slices.DeleteFunc(slices.Clone(in.Relays), func(r shortlist.Relay) bool { return r.Node.Name == name })
 			mask = slices.Clone(aliveMask)
@@ -513,6 +525,9 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			vin := pin
 			if v.FitDst {
 				vin.DestinationCoord = nil
+			}
+			if v.RelaysProbeDst {
+				vin.DestinationProbes = false
 			}
 			r, err := pc.plan(ctx, cfg, v, vin, cfg.Seed^(0x9b0be+uint64(k)))
 			if err != nil {
@@ -589,7 +604,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	var r pairResult
 	scfg := v.Shortlist
 	p := &prober{world: pc.world, relays: pc.relays, index: pc.index, client: pc.client, dst: pc.dst,
-		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, connected: map[string]bool{},
+		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, readyMs: map[string]float64{},
 		setupRTTs: AdminSetupRTTs}
 	if v.FastOpen {
 		p.setupRTTs = AdminSetupRTTsFastOpen
@@ -619,7 +634,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 		p.restart()
 		p.seed ^= 0x2e91a7
 		if cfg.ReplanCold {
-			p.connected = map[string]bool{}
+			p.readyMs = map[string]float64{}
 		}
 		rin := in
 		if !cfg.ReplanFresh {
@@ -771,10 +786,10 @@ type prober struct {
 	roundEndsMs []float64
 	free        []float64 // when each slot is free again, on the clock
 	late        []lateAnswer
-	// connected are the relays whose admin API this plan has asked
-	// already: the connection is kept, and asking again costs one
-	// round trip.
-	connected map[string]bool
+	// readyMs are the relays whose admin API this plan has a connection
+	// to, opened or opening, and when it is up on the clock: it is kept,
+	// and asking again costs one round trip from then.
+	readyMs map[string]float64
 	// setupRTTs is what a new admin connection costs before its
 	// request's round trip (AdminSetupRTTs, or AdminSetupRTTsFastOpen).
 	setupRTTs float64
@@ -787,9 +802,12 @@ type lateAnswer struct {
 }
 
 // restart sets the clock to 0 for another plan, nothing in flight; the
-// connections stay.
+// connections stay, up.
 func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
+	for name := range p.readyMs {
+		p.readyMs[name] = 0
+	}
 }
 
 // AdminSetupRTTs is what this host's first request to a relay's admin API
@@ -825,18 +843,39 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	// relay makes them at once), lasting the round trip of asking it and
 	// its longest probe. A relay's first request of the plan opens a
 	// connection to it, and so does a second request in flight beside
-	// another in the same round.
+	// another in the same round. This host's probe of a relay it has no
+	// connection to, and that has no request of its own in the round,
+	// opens one beside it and reads the relay's windows over it, in the
+	// probe's slot: the probe answers after its handshakes, the slot is
+	// free once the read has answered, and the connection is up for a
+	// later round's request after its own handshakes.
 	type request struct {
 		askMs, probeMs, atMs float64
 		at                   []int // the probes' indices
+		// connectMs are the handshakes of a new connection to the relay
+		// asked, before its request; over a kept one the request
+		// starts once that is up (via).
+		connectMs float64
+		via       string
+		// opens is the relay whose connection this request opens (a
+		// relay asked, or one this host probes), up setupMs after the
+		// request starts; this host's probe that opens one reads the
+		// relay's windows over it, readMs more, in its slot.
+		opens           string
+		setupMs, readMs float64
 	}
-	var reqs []*request
-	asked := map[string]bool{} // relays with a request in this round
-	for _, g := range shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
+	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
 		_, okB := p.point(pr.To)
 		return okA && okB
-	}) {
+	})
+	asking := map[string]bool{} // relays with a request of their own in this round
+	for _, g := range groups {
+		asking[g.From] = true
+	}
+	var reqs []*request
+	asked := map[string]bool{} // relays whose request of this round has started
+	for _, g := range groups {
 		r := &request{at: g.At}
 		a, _ := p.point(g.From)
 		for _, k := range g.At {
@@ -860,12 +899,29 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			}
 			r.probeMs = max(r.probeMs, float64(count)*p.world.RTTMs(a, b))
 		}
+		if to := probes[g.At[0]].To; g.From == "client" && to != "destination" && !asking[to] {
+			if _, ok := p.readyMs[to]; !ok {
+				b, _ := p.point(to)
+				r.opens = to
+				r.setupMs = p.setupRTTs * p.world.RTTMs(p.client, b)
+				r.readMs = p.world.RTTMs(p.client, b)
+				p.readyMs[to] = math.Inf(1) // set once the request starts
+			}
+		}
 		if g.From != "client" {
 			r.askMs = p.world.RTTMs(p.client, a)
-			if !p.connected[g.From] || asked[g.From] {
-				r.askMs *= 1 + p.setupRTTs
+			_, kept := p.readyMs[g.From]
+			switch {
+			case asked[g.From]: // a second connection beside the first
+				r.connectMs = p.setupRTTs * r.askMs
+			case kept:
+				r.via = g.From
+			default:
+				r.connectMs = p.setupRTTs * r.askMs
+				r.opens, r.setupMs = g.From, r.connectMs
+				p.readyMs[g.From] = math.Inf(1)
 			}
-			p.connected[g.From], asked[g.From] = true, true
+			asked[g.From] = true
 		}
 		reqs = append(reqs, r)
 	}
@@ -883,8 +939,16 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 				slot = i
 			}
 		}
-		r.atMs = max(p.free[slot], p.wallMs) + r.askMs + r.probeMs
+		start := max(p.free[slot], p.wallMs)
+		if r.via != "" {
+			start = max(start, p.readyMs[r.via])
+		}
+		r.atMs = start + r.connectMs + r.askMs + r.probeMs
 		p.free[slot] = r.atMs
+		if r.opens != "" {
+			p.readyMs[r.opens] = start + r.setupMs
+			p.free[slot] = max(r.atMs, start+r.setupMs+r.readMs)
+		}
 		ends = append(ends, r.atMs)
 	}
 	slices.Sort(ends)

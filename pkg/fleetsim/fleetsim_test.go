@@ -129,7 +129,7 @@ func TestVariantsPlanTheSamePairs(t *testing.T) {
 	cfg.Replan = true
 	noRounds := cfg.Shortlist
 	noRounds.Rounds = -1
-	cfg.Variants = []Variant{{Name: "same", Shortlist: cfg.Shortlist}, {Name: "no rounds", Shortlist: noRounds}}
+	cfg.Variants = []Variant{{Name: "same", Planning: cfg.Planning}, {Name: "no rounds", Planning: Planning{Shortlist: noRounds}}}
 	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,9 @@ func TestRunAppliesChurn(t *testing.T) {
 // A round's modelled time: its requests start in order, at most inFlight
 // at a time, and the round ends with the last; the first request to a
 // relay's admin API pays for its connection (TCP and TLS handshakes); a
-// relay's probes of a round are one request.
+// relay's probes of a round are one request; this host's probe of a relay
+// it has no connection to opens one, and holds its slot till the relay's
+// windows are read over it.
 func TestProberWallCountsWavesAndConnections(t *testing.T) {
 	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
 	if err != nil {
@@ -185,7 +187,15 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
 	newProber := func(inFlight int) *prober {
 		return &prober{world: world, relays: relays, index: index, client: client, dst: dst,
-			inFlight: inFlight, seed: 1, connected: map[string]bool{}, setupRTTs: AdminSetupRTTs}
+			inFlight: inFlight, seed: 1, readyMs: map[string]float64{}, setupRTTs: AdminSetupRTTs}
+	}
+	// connected has a connection up to every relay.
+	connected := func(inFlight int) *prober {
+		p := newProber(inFlight)
+		for _, r := range relays {
+			p.readyMs[r.name] = 0
+		}
+		return p
 	}
 	rtt := func(a, b netsim.Point) float64 { return world.RTTMs(a, b) }
 	own := []shortlist.Probe{{From: "client", To: "r0"}, {From: "client", To: "r1"}, {From: "client", To: "r2"}}
@@ -201,12 +211,41 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 		if tc.inFlight == 2 && ms[1] < ms[0] {
 			tc.want = math.Max(ms[1]+ms[2], ms[0])
 		}
-		p := newProber(tc.inFlight)
+		p := connected(tc.inFlight)
 		if _, err := p.Probe(context.Background(), own); err != nil {
 			t.Fatal(err)
 		}
 		if math.Abs(p.wallMs-tc.want) > 1e-9 {
 			t.Errorf("%d in flight: wall %.3f ms, want %.3f", tc.inFlight, p.wallMs, tc.want)
+		}
+	}
+	// Without connections, this host's probes open them: each probe
+	// answers after its handshake, its slot is held for the connection's
+	// handshakes and the read after them, and the connection is up for
+	// the next round after its handshakes.
+	{
+		p := newProber(1)
+		if _, err := p.Probe(context.Background(), own[:2]); err != nil {
+			t.Fatal(err)
+		}
+		want := (1+AdminSetupRTTs)*ms[0] + ms[1]
+		if math.Abs(p.wallMs-want) > 1e-9 {
+			t.Errorf("probes that open connections, one in flight: wall %.3f ms, want %.3f (the second waits for the first's read)", p.wallMs, want)
+		}
+		opened := AdminSetupRTTs*ms[1] + (1+AdminSetupRTTs)*ms[0]
+		if got := p.readyMs["r1"]; math.Abs(got-opened) > 1e-9 {
+			t.Errorf("r1's connection up at %.3f ms, want %.3f", got, opened)
+		}
+		// Asking r0 now costs a round trip and its probe: its connection
+		// is up, the slot free when r1's read is done.
+		before := p.wallMs
+		if _, err := p.Probe(context.Background(), []shortlist.Probe{{From: "r0", To: "destination"}}); err != nil {
+			t.Fatal(err)
+		}
+		free := (1+AdminSetupRTTs)*ms[0] + (1+AdminSetupRTTs)*ms[1]
+		want = max(before, free) + ms[0] + rtt(world.Relay(0), dst)
+		if math.Abs(p.wallMs-want) > 1e-9 {
+			t.Errorf("asking r0 after its connection was opened: wall %.3f ms, want %.3f", p.wallMs, want)
 		}
 	}
 	// r0 probes the destination: asking it costs 1 + AdminSetupRTTs round
@@ -245,7 +284,7 @@ func TestProberWallCountsWavesAndConnections(t *testing.T) {
 // every request over a new connection) is shorter.
 func TestFastOpenShortensTheFirstRound(t *testing.T) {
 	cfg := small()
-	cfg.Variants = []Variant{{Name: "tfo", Shortlist: cfg.Shortlist, FastOpen: true}}
+	cfg.Variants = []Variant{{Name: "tfo", Planning: Planning{Shortlist: cfg.Shortlist, FastOpen: true}}}
 	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -262,12 +301,12 @@ func TestFastOpenShortensTheFirstRound(t *testing.T) {
 // Destinations at relays' hosts, placed by the relays' coordinates: the
 // landmarks' round is the client's own handshakes, one round trip to the
 // farthest landmark, not three and its probe of the destination; placed
-// from the landmarks instead (--fit-dst), the same pairs' round is as for
-// any host.
+// from the landmarks' probes of it instead, as any host (--fit-dst
+// --relays-probe-dst), the same pairs' round is as for any host.
 func TestDestinationsAtRelaysSkipTheLandmarksAsks(t *testing.T) {
 	cfg := small()
 	cfg.DstRelays = true
-	cfg.Variants = []Variant{{Name: "fit", Shortlist: cfg.Shortlist, FitDst: true}}
+	cfg.Variants = []Variant{{Name: "fit", Planning: Planning{Shortlist: cfg.Shortlist, FitDst: true, RelaysProbeDst: true}}}
 	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -281,5 +320,32 @@ func TestDestinationsAtRelaysSkipTheLandmarksAsks(t *testing.T) {
 	}
 	if placed.ChainShare == 0 || placed.QualityMedian > 1+1e-9 {
 		t.Errorf("plans %+v: want chains, none better than the optimum", placed)
+	}
+}
+
+// The destination's relay probes the first cut's ends (a request to it for
+// every probe.MaxTargets of them), where each relay of the first cut would
+// be asked over a new connection: that round is shorter, and this host's
+// probes of the first cut open the connections the later rounds ask over.
+func TestTheDestinationsRelayProbesTheFirstCut(t *testing.T) {
+	cfg := small()
+	cfg.DstRelays = true
+	cfg.Variants = []Variant{{Name: "relays", Planning: Planning{Shortlist: cfg.Shortlist, RelaysProbeDst: true}}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, relays := rep.Plans, rep.Variants[0].Plans
+	t.Logf("the first cut's ends: %.0f ms by the destination's relay, %.0f ms by the relays; wall %.0f and %.0f ms; within 10 %%: %.0f %% and %.0f %%",
+		dst.SecondRoundMsMedian, relays.SecondRoundMsMedian, dst.WallMsMedian, relays.WallMsMedian, 100*dst.Within10, 100*relays.Within10)
+	if !(dst.SecondRoundMsMedian < 0.7*relays.SecondRoundMsMedian) {
+		t.Errorf("the first cut's ends by the destination's relay %.0f ms against %.0f by the relays: want under 0.7 of it",
+			dst.SecondRoundMsMedian, relays.SecondRoundMsMedian)
+	}
+	if !(dst.WallMsMedian < relays.WallMsMedian) {
+		t.Errorf("a plan's wall %.0f ms with the destination's probes against %.0f: want shorter", dst.WallMsMedian, relays.WallMsMedian)
+	}
+	if dst.ChainShare == 0 || dst.QualityMedian > 1+1e-9 {
+		t.Errorf("plans %+v: want chains, none better than the optimum", dst)
 	}
 }

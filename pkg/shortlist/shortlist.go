@@ -6,8 +6,8 @@
 // goes from estimates to measurements in a few rounds of targeted probes:
 //
 //  1. Landmarks: the client probes a few relays spread over the coordinate
-//     space, those relays probe the destination, and the client probes the
-//     destination (the direct path). The client and the destination get
+//     space, those relays probe the destination (or it them, when it makes
+//     probes), and the client probes the destination (the direct path). The client and the destination get
 //     coordinates fitted to those RTTs (coord.Fit). A destination whose
 //     coordinate is known (a relay's host: Input.DestinationCoord) is not
 //     probed by the landmarks, and the round is this host's probes only.
@@ -20,7 +20,8 @@
 //     longest segment setting the rate, the best chains often go the
 //     long way round.
 //  3. Ends: the client probes every relay of the first cut and each of
-//     them probes the destination, in one round: the endpoints'
+//     them probes the destination, in one round (a destination that makes
+//     probes, Input.DestinationProbes, probes them instead): the endpoints'
 //     coordinates, fitted from a few landmarks, are the least accurate
 //     estimates, and those segments start and end every chain. Ranked
 //     again with those measurements (and with the estimated segments
@@ -61,6 +62,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -338,10 +340,13 @@ type Input struct {
 	// fleet); nodes it leaves out keep Relays' Node. It may return the
 	// destination's node too, under its name, when it knows more of it
 	// (a relay's host: its windows). An error fails the plan. The relays
-	// that make probes of the round they join in are described once the
-	// round has ended, the others while it runs: a Prober may bring a
-	// relay's description with its probes' answers (relayctl's does,
-	// relayd's /v1/probe?info=1), which then costs no request of its own.
+	// that make probes of the round they join in, or that this host
+	// probes in it, are described once the round has ended, the others
+	// while it runs: a Prober may bring a relay's description with its
+	// probes' answers (relayctl's does, relayd's /v1/probe?info=1), or
+	// read it over the connection it opens to a relay beside this host's
+	// probe of it (relayctl's does), which then costs no request of its
+	// own.
 	Describe func(ctx context.Context, names []string) (map[string]planner.Node, error)
 	// Prior, when set, is what an earlier plan between the same
 	// endpoints learnt (its Stats.Prior): the plan starts from it (see
@@ -352,6 +357,16 @@ type Input struct {
 	// landmarks then place the client only: their round is this host's
 	// probes alone, no relay asked.
 	DestinationCoord *coordinate.Coordinate
+	// DestinationProbes says the destination makes probes too: it is a
+	// relay's host, and the Prober asks that relay for a Probe whose From
+	// is the destination. The first cut's ends are then the destination's
+	// probes of them, a request to it for every probe.MaxTargets, where
+	// each relay of the first cut would be asked over a connection of its
+	// own (the round's slowest: three round trips to a far relay before
+	// its probe starts); and a segment between a relay and the
+	// destination is asked of whichever end is nearer this host, as one
+	// between two relays is.
+	DestinationProbes bool
 }
 
 // Prior is what a plan learnt that a replan between the same endpoints
@@ -579,7 +594,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		landmarks = coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
 		for _, l := range landmarks {
 			batch = append(batch, Probe{From: client, To: l.Name})
-			if !dstPlaced {
+			switch {
+			case dstPlaced:
+			case in.DestinationProbes:
+				batch = append(batch, Probe{From: dst, To: l.Name})
+			default:
 				batch = append(batch, Probe{From: l.Name, To: dst})
 			}
 		}
@@ -647,14 +666,15 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 
 	// orient says which end of a segment measures it: the client its own
-	// segment, a relay its segment to the destination; between relays the
-	// end nearer the client (by the best figure known), whom the client
-	// asks: a relay's probe costs the round trip of asking it too.
+	// segment, a relay its segment to the destination (unless the
+	// destination makes probes); between relays the end nearer the
+	// client (by the best figure known), whom the client asks: a relay's
+	// probe costs the round trip of asking it too.
 	orient := func(a, b string) Probe {
 		switch {
-		case b == client, a == dst:
+		case b == client, a == dst && !in.DestinationProbes:
 			return Probe{From: b, To: a}
-		case a == client, b == dst:
+		case a == client, b == dst && !in.DestinationProbes:
 			return Probe{From: a, To: b}
 		}
 		ma, _, okA := rtt(client, a)
@@ -760,6 +780,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	keep()
 	st.FirstCut = slices.Clone(cands)
+	// undescribed are the candidates Describe has not told of yet: their
+	// descriptions may be on their way (a Prober's read beside its probe
+	// of a relay takes round trips more than the probe), so each round
+	// asks again before it plans, and they count from then on.
+	undescribed := map[string]bool{}
 	// describe asks Describe about relays that just became candidates.
 	describe := func(names []string) error {
 		if in.Describe == nil || len(names) == 0 {
@@ -768,6 +793,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		nodes, err := in.Describe(ctx, names)
 		if err != nil {
 			return err
+		}
+		for _, name := range names {
+			_, told := nodes[name]
+			if told {
+				delete(undescribed, name)
+			} else {
+				undescribed[name] = true
+			}
 		}
 		for name, n := range nodes {
 			if r, ok := placed[name]; ok && n.Name == name {
@@ -785,15 +818,18 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return nil
 	}
 	// probeDescribing probes batch and describes names: those that make
-	// none of batch's probes at once (their admin reads cost no round
-	// trip of their own; the two touch disjoint state, probe the
-	// measurements and describe the nodes), the makers after the round,
-	// when the Prober may have brought their descriptions (see
-	// Input.Describe).
+	// none of batch's probes and that this host does not probe at once
+	// (their admin reads cost no round trip of their own; the two touch
+	// disjoint state, probe the measurements and describe the nodes), the
+	// others after the round, when the Prober may have brought their
+	// descriptions (see Input.Describe).
 	probeDescribing := func(batch []Probe, names []string) error {
 		makers := make(map[string]bool, len(batch))
 		for _, b := range batch {
 			makers[b.From] = true
+			if b.From == client {
+				makers[b.To] = true
+			}
 		}
 		var during, after []string
 		for _, name := range names {
@@ -868,7 +904,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				batch = append(batch, Probe{From: client, To: c})
 			}
 			if _, est, _ := rtt(c, dst); est {
-				batch = append(batch, Probe{From: c, To: dst})
+				if in.DestinationProbes {
+					batch = append(batch, Probe{From: dst, To: c})
+				} else {
+					batch = append(batch, Probe{From: c, To: dst})
+				}
 			}
 		}
 		// The first cut is described while its ends are probed.
@@ -919,6 +959,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	for round := 0; ; round++ {
 		if round > 0 {
 			if err := late(false); err != nil {
+				return nil, nil, st, err
+			}
+		}
+		if len(undescribed) > 0 {
+			if err := describe(slices.Sorted(maps.Keys(undescribed))); err != nil {
 				return nil, nil, st, err
 			}
 		}

@@ -308,14 +308,10 @@ func (r *rounds) Probe(ctx context.Context, probes []Probe) ([]float64, error) {
 	return out, err
 }
 
-// The relays that make probes of a round are described once the round
-// has ended (a Prober may bring their descriptions with the answers), the
-// others while it runs.
-func TestDescribeAfterTheRoundItsRelaysProbeIn(t *testing.T) {
-	p, in := newPlane(40, 3)
-	r := &rounds{plane: p, described: make(chan struct{})}
-	// endedAt: how many rounds had ended when a relay was first described.
-	endedAt := map[string]int{}
+// describer sets in's Describe to record, in endedAt, how many rounds had
+// ended when each relay was first described; it tells of none.
+func (r *rounds) describer(in *Input) (endedAt map[string]int) {
+	endedAt = map[string]int{}
 	var once sync.Once
 	in.Describe = func(_ context.Context, names []string) (map[string]planner.Node, error) {
 		once.Do(func() { close(r.described) })
@@ -328,6 +324,16 @@ func TestDescribeAfterTheRoundItsRelaysProbeIn(t *testing.T) {
 		}
 		return nil, nil
 	}
+	return endedAt
+}
+
+// The relays that make probes of a round are described once the round
+// has ended (a Prober may bring their descriptions with the answers), the
+// others while it runs.
+func TestDescribeAfterTheRoundItsRelaysProbeIn(t *testing.T) {
+	p, in := newPlane(40, 3)
+	r := &rounds{plane: p, described: make(chan struct{})}
+	endedAt := r.describer(&in)
 	if _, _, _, err := Plan(context.Background(), Config{}, in, r); err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +351,76 @@ func TestDescribeAfterTheRoundItsRelaysProbeIn(t *testing.T) {
 	for name := range makers {
 		if n, ok := endedAt[name]; !ok || n < 2 {
 			t.Errorf("relay %s: described after %d rounds (described: %v), want after the first cut's, the second", name, n, ok)
+		}
+	}
+}
+
+// A relay Describe does not tell of (its description not in yet) is asked
+// of again before the next round plans, and counts from then on: the
+// plan's matrix carries what Describe told at last.
+func TestDescribeAsksAgainUntilTold(t *testing.T) {
+	p, in := newPlane(40, 3)
+	calls := map[string]int{}
+	in.Describe = func(_ context.Context, names []string) (map[string]planner.Node, error) {
+		out := map[string]planner.Node{}
+		for _, name := range names {
+			calls[name]++
+			if calls[name] > 1 { // in by the second ask
+				out[name] = planner.Node{Name: name, Relay: true, WindowBytes: 777777}
+			}
+		}
+		return out, nil
+	}
+	_, m, _, err := Plan(context.Background(), Config{}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Nodes {
+		if !n.Relay {
+			continue
+		}
+		if n.WindowBytes != 777777 {
+			t.Errorf("relay %s in the matrix with window %d: want Describe's second answer, 777777", n.Name, n.WindowBytes)
+		}
+		if calls[n.Name] != 2 {
+			t.Errorf("relay %s: asked of %d times, want twice (untold, then told)", n.Name, calls[n.Name])
+		}
+	}
+}
+
+// A destination that makes probes (a relay's host, its relay asked): the
+// first cut's ends to it are its probes, no relay of the first cut is asked
+// to probe it, and those relays, which this host probes in that round, are
+// described once it has ended (the Prober brings their descriptions from
+// beside its probes of them). The plan is still the oracle's.
+func TestTheDestinationProbesTheFirstCutsEnds(t *testing.T) {
+	for seed := range uint64(10) {
+		p, in := newPlane(40, seed)
+		in.DestinationCoord = exactCoord(p.pos["destination"])
+		in.DestinationProbes = true
+		r := &rounds{plane: p, described: make(chan struct{})}
+		endedAt := r.describer(&in)
+		res, _, _, err := Plan(context.Background(), Config{}, in, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.wantOracle(t, seed, in, res)
+		fromDst := 0
+		for _, pr := range p.asked[1] {
+			switch {
+			case pr.To == "destination" && pr.From != "client":
+				t.Fatalf("seed %d: the first cut's round asked %s to probe the destination: want the destination's probes", seed, pr.From)
+			case pr.From == "destination":
+				fromDst++
+			case pr.From == "client":
+				// A landmark's was probed in the first round.
+				if n, ok := endedAt[pr.To]; !ok || n < 2 {
+					t.Errorf("seed %d: relay %s: described after %d rounds (described: %v), want after the first cut's, the second", seed, pr.To, n, ok)
+				}
+			}
+		}
+		if fromDst < 20 {
+			t.Fatalf("seed %d: the destination probed %d relays in the first cut's round, want its 40", seed, fromDst)
 		}
 	}
 }

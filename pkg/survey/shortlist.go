@@ -138,14 +138,24 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		}
 	}
 	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
+	// A region's relay probes for its host: the first cut's ends are its
+	// probes of the first cut, a request to it for every probe.MaxTargets
+	// of them, where each relay of the first cut would be asked over a new
+	// connection of its own.
+	if i := slices.IndexFunc(usable, func(r registry.Relay) bool { return r.Name == res.Target.Relay }); i >= 0 && usable[i].Admin != "" {
+		pr.dstRelay = &usable[i]
+		in.DestinationProbes = true
+	}
 	// The candidates' windows (and the destination's, when it is a
 	// relay's host), read once they are few. A relay asked to probe
-	// brings its windows with its first answer (pr.info); one whose
-	// answer is still in flight is left to it (its windows join the
-	// matrix below, once the plan is made), one whose request failed is
-	// not asked again; the others (never asked to probe, or a relayd from
-	// before /v1/probe?info=1) are read, each in one of the prober's
-	// slots.
+	// brings its windows with its first answer (pr.info), and one this
+	// host probes without asking it is read beside that probe; one whose
+	// answer or read is still in flight is left to it (its windows join
+	// the matrix below, once the plan is made), one whose request failed
+	// is not asked again; the others (never asked to probe, or a relayd
+	// from before /v1/probe?info=1) are read, each in one of the prober's
+	// slots, in the background: a round does not wait for them (a relay
+	// that vanished would hold it up to the read's timeout).
 	var dstWindow *planner.Node
 	learnt := map[string]windows{}
 	var mu sync.Mutex // learnt, dstWindow, res.Notes
@@ -164,7 +174,6 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
 		out := map[string]planner.Node{}
-		var wg sync.WaitGroup
 		for _, name := range append(slices.Clip(names), res.Target.Relay) {
 			r, ok := byName[name]
 			if !ok {
@@ -182,24 +191,10 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 				mu.Lock()
 				described(r, w, out)
 				mu.Unlock()
-			case infoFailed:
-				mu.Lock()
-				res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its probe request failed)", r.Name))
-				mu.Unlock()
 			case infoUnasked, infoMissing:
-				wg.Go(func() {
-					w, err := pr.read(ctx, r)
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", r.Name, err))
-						return
-					}
-					described(r, w, out)
-				})
+				pr.readLater(ctx, r)
 			}
 		}
-		wg.Wait()
 		return out, nil
 	}
 	if len(c.Include) > 0 && len(byName) == 0 {
@@ -220,19 +215,33 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
 			s.now().Sub(freshAt).Round(time.Second)))
 	}
-	// The relays whose first answer, with their windows, came after the
-	// plan had described them.
+	// The relays whose windows came after the plan had described them:
+	// those of a read still in flight are waited for (each read is bounded
+	// by the survey's timeout), but for the relays the plan left out.
 	late := map[string]planner.Node{}
+	left := map[string]bool{}
+	for _, name := range st.Unreachable {
+		left[name] = true
+	}
+	names := []string{res.Target.Relay}
 	for _, n := range m.Nodes {
-		if r, ok := byName[n.Name]; ok && n.Relay {
-			if _, known := learnt[n.Name]; !known {
-				switch w, state := pr.info(n.Name); state {
-				case infoAnswered:
-					described(r, w, late)
-				case infoPending:
-					res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its first answer, which carries it, had not come when the plan was made)", n.Name))
-				}
-			}
+		if n.Relay {
+			names = append(names, n.Name)
+		}
+	}
+	for _, name := range names {
+		r, ok := byName[name]
+		if _, known := learnt[name]; !ok || known || left[name] {
+			continue
+		}
+		pr.awaitRead(name)
+		switch w, state, err := pr.infoErr(name); state {
+		case infoAnswered:
+			described(r, w, late)
+		case infoPending:
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its first answer, which carries it, had not come when the plan was made)", name))
+		case infoFailed:
+			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", name, err))
 		}
 	}
 	for i := range m.Nodes {
@@ -255,6 +264,13 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
 		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+	pr.mu.Lock()
+	fellBack := pr.fellBack
+	pr.mu.Unlock()
+	if fellBack > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: the destination's relay %s did not answer %d request(s) for its probes of the first cut; each of those relays probed the destination instead",
+			pr.dstRelay.Name, fellBack))
+	}
 	if len(st.Unreachable) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: left out %s: this host's probe could not reach it (vanished, or its admin port is filtered from here)",
 			strings.Join(st.Unreachable, ", ")))
@@ -297,6 +313,12 @@ type surveyProber struct {
 	relays map[string]registry.Relay
 	target Target
 	dst    string
+	// dstRelay, when set, is the destination's relay (a region's), which
+	// makes the probes whose From is the destination (dst).
+	dstRelay *registry.Relay
+	// fellBack counts the destination's relay's requests that failed and
+	// whose probes each relay then made (see Probe).
+	fellBack int
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
 	mu      sync.Mutex
@@ -304,8 +326,11 @@ type surveyProber struct {
 	flying  int                // requests of ended rounds still in flight
 	changed chan struct{}      // closed (and replaced) when a request answers
 	// infos are what became of each relay's first request, which asked
-	// for its windows.
+	// for its windows, or of the read of them.
 	infos map[string]knownInfo
+	// reads are the reads of relays' windows beside this host's probes of
+	// them, and readLater's: each closed once its read has ended.
+	reads map[string]chan struct{}
 }
 
 // knownInfo is a relay's windows as a prober knows them: w when state is
@@ -313,6 +338,7 @@ type surveyProber struct {
 type knownInfo struct {
 	state infoState
 	w     windows
+	err   error // infoFailed's
 }
 
 // infoState is what a prober knows of a relay's windows.
@@ -329,15 +355,73 @@ const (
 func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target, dst string) *surveyProber {
 	return &surveyProber{s: s, relays: relays, target: target, dst: dst,
 		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
-		infos: map[string]knownInfo{}}
+		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{}}
 }
 
 // info is what p knows of relay's windows: w when state is infoAnswered.
 func (p *surveyProber) info(relay string) (w windows, state infoState) {
+	w, state, _ = p.infoErr(relay)
+	return w, state
+}
+
+// infoErr is info, with the error of a relay whose state is infoFailed.
+func (p *surveyProber) infoErr(relay string) (windows, infoState, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := p.infos[relay]
-	return i.w, i.state
+	return i.w, i.state, i.err
+}
+
+// learnLocked records what became of a request for relay's windows or a
+// read of them (w nil: the answer came without them); p.mu held.
+func (p *surveyProber) learnLocked(relay string, w *windows, err error) {
+	switch {
+	case err != nil:
+		p.infos[relay] = knownInfo{state: infoFailed, err: err}
+	case w == nil:
+		p.infos[relay] = knownInfo{state: infoMissing}
+	default:
+		p.infos[relay] = knownInfo{state: infoAnswered, w: *w}
+	}
+}
+
+// startReadLocked marks relay's windows pending on a read, and returns the
+// channel to close once the read has ended (awaitRead); p.mu held.
+func (p *surveyProber) startReadLocked(relay string) chan struct{} {
+	p.infos[relay] = knownInfo{state: infoPending}
+	done := make(chan struct{})
+	p.reads[relay] = done
+	return done
+}
+
+// readLater reads r's windows in the background, in one of p's slots,
+// unless a request or a read of them is in flight or has answered.
+func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
+	p.mu.Lock()
+	if s := p.infos[r.Name].state; s != infoUnasked && s != infoMissing {
+		p.mu.Unlock()
+		return
+	}
+	done := p.startReadLocked(r.Name)
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		w, err := p.read(ctx, r)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.learnLocked(r.Name, &w, err)
+	}()
+}
+
+// awaitRead waits for the read of relay's windows in flight, if any (a
+// request's answer that carries them is not waited for).
+func (p *surveyProber) awaitRead(relay string) {
+	p.mu.Lock()
+	done := p.reads[relay]
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 // read reads r's windows from its /v1/info, in one of p's slots.
@@ -348,9 +432,24 @@ func (p *surveyProber) read(ctx context.Context, r registry.Relay) (windows, err
 		return windows{}, ctx.Err()
 	}
 	defer func() { <-p.sem }()
+	return p.readHeld(ctx, r)
+}
+
+// readHeld is read in a slot its caller holds.
+func (p *surveyProber) readHeld(ctx context.Context, r registry.Relay) (windows, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.s.timeout())
 	defer cancel()
 	return p.s.relayWindow(cctx, adminPath{first: r})
+}
+
+// relayOf is the relay that makes the probes from `from`: a relay, or the
+// destination's (dstRelay).
+func (p *surveyProber) relayOf(from string) (registry.Relay, bool) {
+	if from == p.dst && p.dstRelay != nil {
+		return *p.dstRelay, true
+	}
+	r, ok := p.relays[from]
+	return r, ok
 }
 
 // proberRound is one Probe call's state, under the prober's mu.
@@ -391,10 +490,16 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// is this host's probe of the destination.
 	type request struct {
 		shortlist.Request
+		relay    registry.Relay // asked, unless From is this host
 		addrs    []string
 		toDst    bool
 		withInfo bool // the relay's first request: it asks for its windows
-		done     bool // answered (under p.mu)
+		// opens is the relay this host's probe of opens a connection to
+		// beside it, over which it reads the relay's windows: no request
+		// of the plan has gone to it, and none of this round does.
+		opens string
+		read  chan struct{} // closed once opens' read has ended
+		done  bool          // answered (under p.mu)
 	}
 	addrOf := func(to string) (string, bool) {
 		if to == p.dst {
@@ -404,12 +509,17 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		return r.Admin, ok
 	}
 	var reqs []*request
+	asking := map[string]bool{} // relays asked in this round
 	for _, g := range shortlist.Requests(probes, ClientNode, probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okTo := addrOf(pr.To)
-		_, okFrom := p.relays[pr.From]
+		_, okFrom := p.relayOf(pr.From)
 		return okTo && (okFrom || pr.From == ClientNode)
 	}) {
 		rq := &request{Request: g, toDst: g.From == ClientNode && probes[g.At[0]].To == p.dst}
+		if g.From != ClientNode {
+			rq.relay, _ = p.relayOf(g.From)
+			asking[rq.relay.Name] = true
+		}
 		for _, k := range g.At {
 			addr, _ := addrOf(probes[k].To)
 			rq.addrs = append(rq.addrs, addr)
@@ -423,9 +533,14 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// pending, not unasked.
 	p.mu.Lock()
 	for _, rq := range reqs {
-		if rq.From != ClientNode && p.infos[rq.From].state == infoUnasked {
+		switch to := probes[rq.At[0]].To; {
+		case rq.From != ClientNode && p.infos[rq.relay.Name].state == infoUnasked:
 			rq.withInfo = true
-			p.infos[rq.From] = knownInfo{state: infoPending}
+			p.infos[rq.relay.Name] = knownInfo{state: infoPending}
+		case rq.From == ClientNode && !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked:
+			// Its later requests then go over a connection up since,
+			// not a new one: over TLS two round trips fewer.
+			rq.opens, rq.read = to, p.startReadLocked(to)
 		}
 	}
 	p.mu.Unlock()
@@ -436,14 +551,11 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if rq.withInfo {
-			switch {
-			case err != nil:
-				p.infos[rq.From] = knownInfo{state: infoFailed}
-			case info == nil:
-				p.infos[rq.From] = knownInfo{state: infoMissing}
-			default:
-				p.infos[rq.From] = knownInfo{infoAnswered, info.windows(false)}
+			var w *windows
+			if info != nil {
+				w = new(info.windows(false))
 			}
+			p.learnLocked(rq.relay.Name, w, err)
 		}
 		for j, k := range rq.At {
 			ms := 0.0
@@ -485,15 +597,26 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 					if rq.toDst && p.s.MeasureDst != nil {
 						measure = p.s.MeasureDst
 					}
+					// The slot is held until the read beside the
+					// probe has answered too.
+					var read sync.WaitGroup
+					if rq.opens != "" {
+						read.Go(func() {
+							defer close(rq.read)
+							w, err := p.readHeld(ctx, p.relays[rq.opens])
+							p.mu.Lock()
+							defer p.mu.Unlock()
+							p.learnLocked(rq.opens, &w, err)
+						})
+					}
 					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
-				} else {
-					cctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(rq.Handshakes, 0))
-					defer cancel()
-					// A relay that vanished fails its request now,
-					// not after its targets' handshakes' bound.
-					cctx, cancelConnect := registry.ConnectWithin(cctx, p.s.timeout())
-					defer cancelConnect()
-					sums, info, err = p.s.relayProbes(cctx, adminPath{first: p.relays[rq.From]}, rq.addrs, rq.Handshakes, 0, rq.withInfo)
+					answer(rq, sums, nil, nil)
+					read.Wait()
+					return
+				}
+				sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+				if err != nil && rq.From == p.dst {
+					sums = p.relaysProbeDst(ctx, probes, rq.At, rq.Handshakes)
 				}
 				answer(rq, sums, info, err)
 			}()
@@ -519,6 +642,46 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		}
 	}
 	return round.out, nil
+}
+
+// relayProbes asks relay for its probes of addrs in one request (and for
+// its windows, withInfo).
+func (p *surveyProber) relayProbes(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
+	defer cancel()
+	// A relay that vanished fails its request now, not after its
+	// targets' handshakes' bound.
+	ctx, cancelConnect := registry.ConnectWithin(ctx, p.s.timeout())
+	defer cancelConnect()
+	return p.s.relayProbes(ctx, adminPath{first: relay}, addrs, handshakes, 0, withInfo)
+}
+
+// relaysProbeDst makes the destination's relay's probes at (of relays)
+// once its request has failed: each of those relays probes the
+// destination, as for any host, in a request of its own, all at once
+// (within the failed request's slot: this is the exception, and a round
+// has few such requests). Without it every chain would lose its last
+// segment, and the plan could only go direct.
+func (p *surveyProber) relaysProbeDst(ctx context.Context, probes []shortlist.Probe, at []int, handshakes int) []probe.Summary {
+	p.mu.Lock()
+	p.fellBack++
+	p.mu.Unlock()
+	sums := make([]probe.Summary, len(at))
+	var wg sync.WaitGroup
+	for j, k := range at {
+		r, ok := p.relays[probes[k].To]
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			got, _, err := p.relayProbes(ctx, r, []string{p.target.Addr}, handshakes, false)
+			if err == nil && len(got) == 1 {
+				sums[j] = got[0]
+			}
+		})
+	}
+	wg.Wait()
+	return sums
 }
 
 // Late hands over the answers that came after their round ended; with

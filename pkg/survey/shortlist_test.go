@@ -1,6 +1,7 @@
 package survey
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,7 @@ type planeFleet struct {
 	infoReads map[string]int
 	noInfo    bool
 	delay     map[string]time.Duration // before a relay's /v1/probe answers, by admin address
+	broken    map[string]bool          // relays (admin addresses) whose /v1/probe answers 503
 	// silent are targets (admin addresses) that never answer a
 	// handshake: a relay's probe of one is lost after the request's
 	// timeout_ms (2 s without it, relayd's default probe.timeout).
@@ -73,9 +75,13 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 				f.mu.Lock()
 				f.asked[self] = true
 				f.requests[self]++
-				legacy, delay, noInfo := f.legacy, f.delay[self], f.noInfo
+				legacy, delay, noInfo, broken := f.legacy, f.delay[self], f.noInfo, f.broken[self]
 				f.mu.Unlock()
 				time.Sleep(delay)
+				if broken {
+					http.Error(w, "broken", http.StatusServiceUnavailable)
+					return
+				}
 				targets := r.URL.Query()["target"]
 				if legacy { // a relayd from before batched probes: the first target only
 					targets = targets[:1]
@@ -137,20 +143,30 @@ func (f *planeFleet) survey(mode Mode) *Survey {
 
 // oracle plans on the true matrix of every relay.
 func (f *planeFleet) oracle(t *testing.T) []string {
-	m := &planner.Matrix{Nodes: []planner.Node{{Name: ClientNode, WindowBytes: 1000000}, {Name: planeDst, WindowBytes: 1000000}}}
-	addr := map[string]string{ClientNode: "client", planeDst: planeDst}
-	names := []string{ClientNode, planeDst}
+	return f.oracleTo(t, planeDst, planeDst)
+}
+
+// oracleTo plans on the true matrix of every relay to the destination
+// named dst at addr (a relay's admin address: its host, which that relay
+// is no hop to).
+func (f *planeFleet) oracleTo(t *testing.T, dst, addr string) []string {
+	m := &planner.Matrix{Nodes: []planner.Node{{Name: ClientNode, WindowBytes: 1000000}, {Name: dst, WindowBytes: 1000000}}}
+	at := map[string]string{ClientNode: "client", dst: addr}
+	names := []string{ClientNode, dst}
 	for _, r := range f.reg.relays {
+		if r.Admin == addr {
+			continue
+		}
 		m.Nodes = append(m.Nodes, planner.Node{Name: r.Name, Relay: true, WindowBytes: 1000000})
-		addr[r.Name] = r.Admin
+		at[r.Name] = r.Admin
 		names = append(names, r.Name)
 	}
 	for i, a := range names {
 		for _, b := range names[i+1:] {
-			m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: f.distance(addr[a], addr[b])})
+			m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: f.distance(at[a], at[b])})
 		}
 	}
-	res, err := planner.Search(m, planner.Request{Client: ClientNode, Destination: planeDst})
+	res, err := planner.Search(m, planner.Request{Client: ClientNode, Destination: dst})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +256,70 @@ func testSurveyShortlistsALargeFleet(t *testing.T, noInfo bool) {
 		if s.Estimated {
 			t.Errorf("segment %s-%s is estimated: the shortlist measures the plan's segments", s.From, s.To)
 		}
+	}
+}
+
+// A destination given as a relay (or its region) is that relay's host, and
+// the relay probes the first cut's ends to it: none of the first cut is
+// asked to probe in that round, and their windows are read over the
+// connections this host opens beside its probes of them. When the
+// destination's relay does not answer, the relays of the first cut probe
+// the destination, as for any host, and the plan is as good.
+func TestSurveyTheDestinationsRelayProbesTheFirstCut(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("broken=%v", broken), func(t *testing.T) {
+			f := newPlaneFleet(t, 400)
+			// The destination: the relay farthest from the client.
+			dst := slices.MaxFunc(f.reg.relays, func(a, b registry.Relay) int { return cmp.Compare(f.pos[a.Admin][0], f.pos[b.Admin][0]) })
+			if broken {
+				f.broken = map[string]bool{dst.Admin: true}
+			}
+			s := f.survey(ModeAuto)
+			s.Shortlist.Quorum = 1 // as in TestSurveyShortlistsALargeFleet
+			s.Timeout = 30 * time.Second
+			res, err := s.Run(context.Background(), dst.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := strings.Join(res.Notes, "\n")
+			fellBack := strings.Contains(notes, "did not answer")
+			if fellBack != broken {
+				t.Errorf("notes %q: a note of the destination's relay failing: %v, want %v", notes, fellBack, broken)
+			}
+			plan, err := planner.Search(res.Matrix, planner.Request{Client: ClientNode, Destination: res.Target.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := f.oracleTo(t, res.Target.Name, dst.Admin); !slices.Equal(plan.Best.Chain, want) {
+				t.Errorf("plan %v, the whole true matrix's %v", plan.Best.Chain, want)
+			}
+			for _, n := range res.Matrix.Nodes {
+				if n.Relay && n.WindowBytes != 1000000 {
+					t.Errorf("relay %s: window %d, want its /v1/info's 1000000", n.Name, n.WindowBytes)
+				}
+			}
+			for _, r := range f.reg.relays {
+				if reads := f.infoReads[r.Admin]; reads > 1 {
+					t.Errorf("relay %s: %d /v1/info reads, want one at most", r.Name, reads)
+				}
+			}
+			// The first cut's relays were not asked for their ends: the
+			// relays asked are the candidates' later rounds' (and, when
+			// it failed, the destination's relay's first cut).
+			asked := len(f.asked)
+			if broken {
+				if asked < shortlist.DefaultFirstCut {
+					t.Errorf("%d relays asked to probe: want the first cut's %d at least, the destination's relay failing", asked, shortlist.DefaultFirstCut)
+				}
+				return
+			}
+			if asked >= shortlist.DefaultFirstCut/2 {
+				t.Errorf("%d relays asked to probe: want far fewer than the first cut's %d", asked, shortlist.DefaultFirstCut)
+			}
+			if n := f.requests[dst.Admin]; n < shortlist.DefaultFirstCut/probe.MaxTargets {
+				t.Errorf("the destination's relay got %d requests: want one for every %d of the first cut's %d at least", n, probe.MaxTargets, shortlist.DefaultFirstCut)
+			}
+		})
 	}
 }
 
