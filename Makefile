@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline
 
 all: build
 
@@ -178,6 +178,11 @@ bench-sim-fleet-view:
 # simulator (~25 min, no root): bench/results/sim-dst-relays.json.
 bench-sim-dst-relays:
 	./bench/run-sim-dst-relays.sh
+
+# A plan's deadline (--shortlist-deadline) against none, in the simulator
+# (~30 min, no root): bench/results/sim-deadline.json.
+bench-sim-deadline:
+	./bench/run-sim-deadline.sh
 
 # What TCP Fast Open on admin connections saves a plan, in the simulator
 # (~15 min, no root): bench/results/sim-fast-open.json.

@@ -78,14 +78,17 @@ type planFlags struct {
 	plansDir string
 }
 
-// checkShortlist refuses --shortlist-candidates below 0 and
-// --shortlist-landmarks below 1.
+// checkShortlist refuses --shortlist-candidates below 0,
+// --shortlist-landmarks below 1 and a negative --shortlist-deadline.
 func (f *planFlags) checkShortlist() error {
 	if f.shortlist.Candidates < 0 {
 		return fmt.Errorf("--shortlist-candidates %d: want 1 or more, or 0 for %s", f.shortlist.Candidates, candidatesDefault)
 	}
 	if f.shortlist.Landmarks < 1 {
 		return fmt.Errorf("--shortlist-landmarks %d: want 1 or more", f.shortlist.Landmarks)
+	}
+	if f.shortlist.Deadline < 0 {
+		return fmt.Errorf("--shortlist-deadline %s: want a duration of 0 (none) or more, e.g. 2s", f.shortlist.Deadline)
 	}
 	return nil
 }
@@ -123,6 +126,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
 	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
 	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")
+	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (e.g. 2s; the first rounds are made whatever it says; 0: none)")
 	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "with a shortlist survey: a round ends once this share of its requests has answered, and the slowest (a far relay over a new connection, one that is down) answer into a later round (1: every round waits for its last)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }

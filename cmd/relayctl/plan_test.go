@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
@@ -101,6 +102,7 @@ func TestCheckShortlistNamesTheFlag(t *testing.T) {
 	for flag, f := range map[string]planFlags{
 		"--shortlist-candidates": {shortlist: shortlist.Config{Candidates: -1, Landmarks: 8}},
 		"--shortlist-landmarks":  {shortlist: shortlist.Config{Candidates: 96, Landmarks: -1}},
+		"--shortlist-deadline":   {shortlist: shortlist.Config{Landmarks: 8, Deadline: -time.Second}},
 	} {
 		if err := f.checkShortlist(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: error %v, want one naming the flag", flag, err)

@@ -141,6 +141,9 @@ go doc ./pkg/netsim.`,
 				lines := func(name string, p fleetsim.Plans) {
 					fmt.Fprintf(out, "%d relays, %s: rounds of a plan (modelled, medians): the first (landmarks) %.0f ms, the second (the first cut's ends) %.0f ms, each later one %.0f ms\n",
 						r.Relays, name, p.FirstRoundMsMedian, p.SecondRoundMsMedian, p.LaterRoundMsMedian)
+					if p.DeadlinedShare > 0 {
+						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the deadline\n", r.Relays, name, 100*p.DeadlinedShare)
+					}
 					if cfg.Replan {
 						fmt.Fprintf(out, "%d relays, %s: each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
 							r.Relays, name, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
@@ -205,6 +208,7 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
+	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
 	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 }
 
@@ -212,6 +216,9 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 func checkSimShortlist(c shortlist.Config) error {
 	if c.Landmarks < 1 {
 		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
+	}
+	if c.Deadline < 0 {
+		return fmt.Errorf("--deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
 	}
 	return nil
 }

@@ -248,6 +248,9 @@ type Plans struct {
 	ProbesMedian      float64 `json:"probes_per_plan_median"`
 	RoundsMedian      float64 `json:"rounds_median"`
 	EstimatedSegments int     `json:"estimated_segments"` // in chosen plans, all pairs together
+	// DeadlinedShare is the share of plans whose rounds the shortlist's
+	// Deadline stopped.
+	DeadlinedShare float64 `json:"deadlined_share,omitempty"`
 	// ComputeMs is the planning code's own time per plan, milliseconds
 	// (measured on this machine); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
@@ -569,6 +572,7 @@ type pairResult struct {
 	gain                       float64 // the optimum's rate over direct's
 	probes, rounds             int
 	estimated                  int
+	deadlined                  bool // the shortlist's Deadline stopped its rounds
 	computeMs, wallMs          float64
 	// roundMs are the plan's rounds' lengths on the model's clock, ms:
 	// from the end of the round before (the clock's start, for the
@@ -623,7 +627,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 			r.roundMs = append(r.roundMs, end-p.roundEndsMs[i-1])
 		}
 	}
-	r.probes, r.rounds, r.estimated = st.Probes, st.Rounds, st.Estimated
+	r.probes, r.rounds, r.estimated, r.deadlined = st.Probes, st.Rounds, st.Estimated, st.Deadlined
 	r.chain = len(res.Best.Chain) > 0
 	r.quality = pc.optMs / pc.trueMs(res.Best.Chain)
 	r.modelQuality = pc.modelQuality(res.Best.Chain)
@@ -690,7 +694,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, cutWithin, cutCitiesWithin, replanWithin, replanModelWithin int
+	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -715,6 +719,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 		count(r.candsWithin, &candsWithin)
 		count(r.cutWithin, &cutWithin)
 		count(r.cutCitiesWithin, &cutCitiesWithin)
+		count(r.deadlined, &deadlined)
 		if replan {
 			replanWallMs = append(replanWallMs, r.replanWallMs)
 			replanProbes, replanRounds = append(replanProbes, float64(r.replanProbes)), append(replanRounds, float64(r.replanRounds))
@@ -730,6 +735,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.FirstCutWithin10 = float64(cutWithin) / float64(pl.Count)
 	pl.FirstCutCitiesWithin10 = float64(cutCitiesWithin) / float64(pl.Count)
 	pl.ChainShare = float64(chains) / float64(pl.Count)
+	pl.DeadlinedShare = float64(deadlined) / float64(pl.Count)
 	pl.OptimumGainMedian = quantile(gains, 0.5)
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
@@ -820,6 +826,11 @@ const AdminSetupRTTs = 2
 // (Config.FastOpen): the ClientHello rides in the SYN, and the server's
 // handshake answer comes with the SYN-ACK.
 const AdminSetupRTTsFastOpen = 1
+
+// Waited is the plan's time on the model's clock (shortlist.Clock).
+func (p *prober) Waited() time.Duration {
+	return time.Duration(p.wallMs * float64(time.Millisecond))
+}
 
 func (p *prober) point(name string) (netsim.Point, bool) {
 	switch name {

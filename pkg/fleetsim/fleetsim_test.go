@@ -349,3 +349,25 @@ func TestTheDestinationsRelayProbesTheFirstCut(t *testing.T) {
 		t.Errorf("plans %+v: want chains, none better than the optimum", dst)
 	}
 }
+
+// A deadline reads the model's clock (the prober is a shortlist.Clock):
+// plans stop their rounds at it, and take no longer than without it.
+func TestADeadlineStopsPlansOnTheModelsClock(t *testing.T) {
+	cfg := small()
+	short := cfg.Shortlist
+	short.Deadline = 1200 * time.Millisecond
+	cfg.Variants = []Variant{{Name: "deadline", Planning: Planning{Shortlist: short}}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, bound := rep.Plans, rep.Variants[0].Plans
+	t.Logf("wall %.0f ms without a deadline, %.0f ms with 1.2 s (%.0f %% stopped at it); within 10 %%: %.0f %% and %.0f %%",
+		free.WallMsMedian, bound.WallMsMedian, 100*bound.DeadlinedShare, 100*free.Within10, 100*bound.Within10)
+	if free.DeadlinedShare != 0 || bound.DeadlinedShare == 0 {
+		t.Errorf("stopped at the deadline: %.2f without one, %.2f with 1.2 s: want none, and some", free.DeadlinedShare, bound.DeadlinedShare)
+	}
+	if bound.WallMsMedian > free.WallMsMedian {
+		t.Errorf("wall %.0f ms with a deadline against %.0f without: want no longer", bound.WallMsMedian, free.WallMsMedian)
+	}
+}

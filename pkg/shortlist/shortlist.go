@@ -66,6 +66,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -249,6 +250,15 @@ type Config struct {
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
 	Handshakes int
+	// Deadline, when positive, bounds a plan's wall time from Plan's
+	// start: a shortlist round that would end past it is not made, and
+	// the plan is the best of the chains measured throughout, as when the
+	// rounds run out. A round's length is foreseen as its requests' (the
+	// round trip of asking a relay and its longest probe, by the best
+	// figures known; the quorum's longest), new connections and queueing
+	// aside. The landmarks' round and the first cut's ends are made
+	// whatever it says. 0 = none.
+	Deadline time.Duration
 	// Seed picks the landmarks (reproducibly: the same fleet, the same
 	// landmarks).
 	Seed uint64
@@ -428,6 +438,14 @@ type LateProber interface {
 	Late(ctx context.Context, wait bool) ([]Answer, error)
 }
 
+// A Clock is a Prober that models the time its answers take (the
+// simulator's), instead of taking it: a plan's elapsed time is then its
+// own computation, on the wall clock, and Waited.
+type Clock interface {
+	// Waited is the time the plan has waited for the Prober's answers.
+	Waited() time.Duration
+}
+
 // Answer is a late probe's value, ms (<= 0: failed).
 type Answer struct {
 	Probe Probe
@@ -449,6 +467,8 @@ type Stats struct {
 	FirstCut []string
 	// Measured and Estimated count the best plan's segments by source.
 	Measured, Estimated int
+	// Deadlined says Config.Deadline stopped the rounds.
+	Deadlined bool
 	// Unreachable are the relays this host's probe could not reach, left
 	// out of the plan; sorted.
 	Unreachable []string
@@ -463,6 +483,14 @@ type Stats struct {
 func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result, *planner.Matrix, Stats, error) {
 	cfg = cfg.withDefaults()
 	var st Stats
+	began := time.Now()
+	elapsed := func() time.Duration {
+		d := time.Since(began)
+		if c, ok := p.(Clock); ok {
+			d += c.Waited()
+		}
+		return d
+	}
 	client, dst := in.Client.Name, in.Destination.Name
 	if client == "" || dst == "" || client == dst {
 		return nil, nil, st, errors.New("shortlist: the client and the destination need two different names")
@@ -511,6 +539,42 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	// rtt is defined below; probe orders a batch by it.
 	var rtt func(a, b string) (ms float64, estimated, ok bool)
+	// lengthMs is how long a probe takes, by the best figures known: the
+	// round trip of asking its maker (none for this host's own) and its
+	// handshakes.
+	lengthMs := func(pr Probe) float64 {
+		ms, _, _ := rtt(pr.From, pr.To)
+		ms *= float64(max(pr.Handshakes, 1))
+		if pr.From != client {
+			ask, _, _ := rtt(client, pr.From)
+			ms += ask
+		}
+		return ms
+	}
+	// roundMs foresees how long a round of batch lasts (Config.Deadline):
+	// the quorum's longest of its requests, a relay's probes one request
+	// as long as its longest.
+	roundMs := func(batch []Probe) float64 {
+		byMaker := map[string]float64{}
+		var reqs []float64
+		for _, pr := range batch {
+			if pending[key(pr.From, pr.To)] {
+				continue
+			}
+			pr.Handshakes = cfg.Handshakes
+			if ms := lengthMs(pr); pr.From == client {
+				reqs = append(reqs, ms)
+			} else {
+				byMaker[pr.From] = max(byMaker[pr.From], ms)
+			}
+		}
+		reqs = slices.AppendSeq(reqs, maps.Values(byMaker))
+		if len(reqs) == 0 {
+			return 0
+		}
+		slices.Sort(reqs)
+		return reqs[cfg.RoundNeeds(len(reqs))-1]
+	}
 	probe := func(batch []Probe) error {
 		if len(batch) == 0 {
 			return nil
@@ -523,11 +587,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		for i := range batch {
 			batch[i].Handshakes = cfg.Handshakes
 		}
-		// The longest probes first: the Prober has a bounded number in
-		// flight and the round lasts until its last one, so a long probe
-		// started late is the round's tail. A probe's length is the
-		// round trip of asking its maker (none for this host's own) and
-		// its handshakes, by the best figures known.
+		// The longest probes first (lengthMs): the Prober has a bounded
+		// number in flight and the round lasts until its last one, so a
+		// long probe started late is the round's tail.
 		if rtt != nil {
 			// Each probe's length once, not once a comparison: sorting
 			// a round of thousands of probes by map lookups was several
@@ -538,13 +600,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			}
 			byLength := make([]long, len(batch))
 			for i, pr := range batch {
-				ms, _, _ := rtt(pr.From, pr.To)
-				ms *= float64(pr.Handshakes)
-				if pr.From != client {
-					ask, _, _ := rtt(client, pr.From)
-					ms += ask
-				}
-				byLength[i] = long{pr, ms}
+				byLength[i] = long{pr, lengthMs(pr)}
 			}
 			slices.SortStableFunc(byLength, func(x, y long) int { return cmp.Compare(y.ms, x.ms) })
 			for i, l := range byLength {
@@ -1053,6 +1109,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 			}
 		}
+		// A round that would end past the deadline is not made.
+		if cfg.Deadline > 0 && elapsed()+time.Duration(roundMs(batch)*float64(time.Millisecond)) > cfg.Deadline {
+			st.Deadlined = true
+			break
+		}
 		// The new candidates are described while the round's probes run.
 		// A round with nothing new to ask waits for what is in flight.
 		if !slices.ContainsFunc(batch, func(b Probe) bool { return !pending[key(b.From, b.To)] }) {
@@ -1073,8 +1134,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		res, err = planner.Search(m, req)
 		return err
 	}
-	// The best plan waiting on a probe in flight: wait for it.
-	if slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
+	// The best plan waiting on a probe in flight: wait for it (but at
+	// the deadline, when it counts as the estimate it is, below).
+	if !st.Deadlined && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
 		if err := late(true); err != nil {
 			return nil, nil, st, err
 		}
@@ -1088,7 +1150,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// plan that rests on one too low is the miss that costs most (in the
 	// simulator, a chain believed at 58 ms was 71; at 1,000 relays this
 	// took the plans within 10 % of the optimum from 60 % to 72 %).
-	// Without rounds the plan stands on the estimates, as configured.
+	// Without rounds the plan stands on the estimates, as configured. At
+	// the deadline likewise the chains measured throughout.
 	if cfg.Rounds > 0 && hasEstimate(res.Best) {
 		if err := searchAgain(true); err != nil {
 			return nil, nil, st, err

@@ -920,3 +920,48 @@ func TestStatsNameTheFirstCut(t *testing.T) {
 		}
 	}
 }
+
+// clocked is a plane whose rounds each take per on a modelled clock (a
+// shortlist.Clock, as the simulator's prober).
+type clocked struct {
+	*plane
+	per, waited time.Duration
+}
+
+func (c *clocked) Probe(ctx context.Context, probes []Probe) ([]float64, error) {
+	c.waited += c.per
+	return c.plane.Probe(ctx, probes)
+}
+
+func (c *clocked) Waited() time.Duration { return c.waited }
+
+// A deadline stops the rounds before one that would end past it (its
+// length foreseen from the figures known, on the Prober's clock when it
+// keeps one), and the plan stands on measurements: the best of the chains
+// measured by then. A deadline the rounds do not reach changes nothing.
+func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
+	p, in := newPlane(40, 3)
+	// Each round takes 1 s on the clock; the third (the first shortlist
+	// round) would start at 2 s and last its longest request, some
+	// 100 ms on this plane.
+	free, _, freeSt, err := Plan(context.Background(), Config{Deadline: 3500 * time.Millisecond}, in, &clocked{plane: p, per: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freeSt.Rounds != 3 || freeSt.Deadlined || freeSt.Estimated != 0 {
+		t.Fatalf("a deadline of 3.5 s: %d rounds (deadlined %v, %d estimated segments), want the 3 the plan makes without one", freeSt.Rounds, freeSt.Deadlined, freeSt.Estimated)
+	}
+	res, _, st, err := Plan(context.Background(), Config{Deadline: 2050 * time.Millisecond}, in, &clocked{plane: p, per: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Deadlined || st.Rounds != 2 {
+		t.Errorf("a deadline of 2.05 s: %d rounds (deadlined %v), want 2 and deadlined", st.Rounds, st.Deadlined)
+	}
+	for _, seg := range res.Best.Segments {
+		if seg.Estimated {
+			t.Errorf("the plan at the deadline %v rests on the estimate of %s-%s: want a chain measured throughout", res.Best.Chain, seg.From, seg.To)
+		}
+	}
+	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
+}

@@ -264,6 +264,10 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
 		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+	if st.Deadlined {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
+			s.Shortlist.Deadline))
+	}
 	pr.mu.Lock()
 	fellBack := pr.fellBack
 	pr.mu.Unlock()
@@ -585,6 +589,12 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			case p.sem <- struct{}{}:
 			case <-ctx.Done():
 				answer(rq, nil, nil, ctx.Err())
+				if rq.opens != "" {
+					p.mu.Lock()
+					p.learnLocked(rq.opens, nil, ctx.Err())
+					p.mu.Unlock()
+					close(rq.read)
+				}
 				continue
 			}
 			go func() {
