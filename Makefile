@@ -175,7 +175,7 @@ bench-sim-fleet-view:
 
 # Destinations at relays' hosts as relayctl plan --dst REGION plans them,
 # against the relays probing the destination and against any host, in the
-# simulator (~25 min, no root): bench/results/sim-dst-relays.json.
+# simulator (~11 min, no root): bench/results/sim-dst-relays.json.
 bench-sim-dst-relays:
 	./bench/run-sim-dst-relays.sh
 

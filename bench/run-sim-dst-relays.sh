@@ -10,7 +10,7 @@
 # cookie for every relay), over the world of bench/run-sim-bench.sh: 1,000
 # relays (200 pairs) and 5,000 (100 pairs). Writes
 # bench/results/sim-dst-relays.json; bench/results/sim.md is written by hand
-# from it. No root, no network. About 25 minutes on 2 cores.
+# from it. No root, no network. About 11 minutes on 2 cores.
 # Usage: bench/run-sim-dst-relays.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
