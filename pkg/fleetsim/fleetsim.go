@@ -786,7 +786,7 @@ type prober struct {
 	client, dst netsim.Point
 	seed        uint64 // of each probe's noise, with its pair
 	inFlight    int
-	shortlist   shortlist.Config // its RoundNeeds: how many of a batch's requests end it
+	shortlist   shortlist.Config // its RoundNeedsAt: how many of a batch's requests end it
 	wallMs      float64          // the plan's clock, ms
 	// roundEndsMs are when each of the plan's rounds ended, on the clock.
 	roundEndsMs []float64
@@ -963,7 +963,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		ends = append(ends, r.atMs)
 	}
 	slices.Sort(ends)
-	end := ends[p.shortlist.RoundNeeds(len(ends))-1]
+	end := ends[p.shortlist.RoundNeedsAt(len(p.roundEndsMs), len(ends))-1]
 	for _, r := range reqs {
 		if r.atMs <= end {
 			continue

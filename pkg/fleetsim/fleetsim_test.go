@@ -371,3 +371,25 @@ func TestADeadlineStopsPlansOnTheModelsClock(t *testing.T) {
 		t.Errorf("wall %.0f ms with a deadline against %.0f without: want no longer", bound.WallMsMedian, free.WallMsMedian)
 	}
 }
+
+// A later quorum ends the rounds after a plan's first two sooner on the
+// model's clock, and leaves the first two as they were.
+func TestALaterQuorumShortensTheLaterRounds(t *testing.T) {
+	cfg := small()
+	lower := cfg.Shortlist
+	lower.LaterQuorum = 0.5
+	cfg.Variants = []Variant{{Name: "later", Planning: Planning{Shortlist: lower}}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, later := rep.Plans, rep.Variants[0].Plans
+	t.Logf("each later round %.0f ms at the quorum, %.0f ms at 0.5", base.LaterRoundMsMedian, later.LaterRoundMsMedian)
+	if !(later.LaterRoundMsMedian < base.LaterRoundMsMedian) {
+		t.Errorf("later rounds %.0f ms at 0.5 against %.0f: want shorter", later.LaterRoundMsMedian, base.LaterRoundMsMedian)
+	}
+	if later.FirstRoundMsMedian != base.FirstRoundMsMedian || later.SecondRoundMsMedian != base.SecondRoundMsMedian {
+		t.Errorf("the first two rounds %.0f and %.0f ms at 0.5 against %.0f and %.0f: want them as they were",
+			later.FirstRoundMsMedian, later.SecondRoundMsMedian, base.FirstRoundMsMedian, base.SecondRoundMsMedian)
+	}
+}

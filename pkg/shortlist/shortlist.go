@@ -247,6 +247,12 @@ type Config struct {
 	// DefaultQuorum, 1 or more = every round waits for its last. Plan
 	// does not read it either (RoundQuorum).
 	Quorum float64
+	// LaterQuorum is Quorum for the rounds after a plan's first two (a
+	// plan's landmarks' and first cut's ends; a replan's first two):
+	// their requests go over connections already open, their stragglers
+	// are the far relays' probes, and the plan waits for any its best
+	// chain rests on anyway. 0 = Quorum.
+	LaterQuorum float64
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
 	Handshakes int
@@ -277,10 +283,21 @@ func (c Config) RoundQuorum() float64 {
 // RoundNeeds is how many of a round's n requests a LateProber waits for
 // before it ends the round: RoundQuorum of them, rounded up, at least one.
 func (c Config) RoundNeeds(n int) int {
+	return c.RoundNeedsAt(0, n)
+}
+
+// RoundNeedsAt is RoundNeeds for a plan's round'th round (its round'th
+// batch of probes, from 0): from the third on, LaterQuorum of them when
+// it is set.
+func (c Config) RoundNeedsAt(round, n int) int {
 	if n == 0 {
 		return 0
 	}
-	return max(int(math.Ceil(c.RoundQuorum()*float64(n))), 1)
+	q := c.RoundQuorum()
+	if round >= 2 && c.LaterQuorum > 0 {
+		q = min(c.LaterQuorum, 1)
+	}
+	return max(int(math.Ceil(q*float64(n))), 1)
 }
 
 // InFlightProbes is c.InFlight, or its default.
@@ -573,7 +590,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			return 0
 		}
 		slices.Sort(reqs)
-		return reqs[cfg.RoundNeeds(len(reqs))-1]
+		return reqs[cfg.RoundNeedsAt(2, len(reqs))-1]
 	}
 	probe := func(batch []Probe) error {
 		if len(batch) == 0 {

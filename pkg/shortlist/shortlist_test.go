@@ -965,3 +965,19 @@ func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
 	}
 	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
 }
+
+// A round's quorum: Quorum for a plan's first two rounds, LaterQuorum for
+// the rest when it is set.
+func TestRoundNeedsAt(t *testing.T) {
+	c := Config{Quorum: 0.9, LaterQuorum: 0.7}
+	for _, tc := range []struct{ round, n, want int }{
+		{0, 10, 9}, {1, 10, 9}, {2, 10, 7}, {5, 10, 7}, {2, 1, 1}, {2, 0, 0},
+	} {
+		if got := c.RoundNeedsAt(tc.round, tc.n); got != tc.want {
+			t.Errorf("round %d of %d requests: needs %d, want %d", tc.round, tc.n, got, tc.want)
+		}
+	}
+	if got := (Config{Quorum: 0.9}).RoundNeedsAt(4, 10); got != 9 {
+		t.Errorf("without LaterQuorum, round 4 of 10 requests needs %d, want Quorum's 9", got)
+	}
+}

@@ -325,6 +325,7 @@ type surveyProber struct {
 	fellBack int
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
+	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
 	mu      sync.Mutex
 	late    []shortlist.Answer // answered after their round ended
 	flying  int                // requests of ended rounds still in flight
@@ -531,7 +532,8 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		reqs = append(reqs, rq)
 	}
 	round := &proberRound{out: make([]float64, len(probes))}
-	need := p.s.Shortlist.RoundNeeds(len(reqs))
+	need := p.s.Shortlist.RoundNeedsAt(p.rounds, len(reqs))
+	p.rounds++
 	// Marked before Probe returns: the plan describes the round's relays
 	// once it has ended, and one whose request has not started yet is
 	// pending, not unasked.

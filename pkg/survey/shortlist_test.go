@@ -468,3 +468,31 @@ func TestProberEndsARoundAtItsQuorum(t *testing.T) {
 		t.Errorf("late answers handed over twice: %+v", again)
 	}
 }
+
+// From a plan's third round on, the prober ends a round at the later
+// quorum: the slow relay holds the first two rounds (quorum 1), not the
+// third (0.5).
+func TestProberEndsLaterRoundsAtTheLaterQuorum(t *testing.T) {
+	f := newPlaneFleet(t, 2)
+	s := f.survey(ModeShortlist)
+	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 0.5
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	f.delay = map[string]time.Duration{relays["r01"].Admin: 300 * time.Millisecond}
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
+	for round := range 3 {
+		probes := []shortlist.Probe{{From: "r01", To: planeDst}, {From: "r00", To: planeDst}}
+		got, err := p.Probe(context.Background(), probes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := !shortlist.Pending(got[0]); waited != (round < 2) {
+			t.Errorf("round %d: the slow relay's answer in the round: %v, want %v", round, waited, round < 2)
+		}
+		if _, err := p.Late(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
