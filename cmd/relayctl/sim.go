@@ -189,7 +189,7 @@ func simShortlistDefaults() shortlist.Config {
 	return shortlist.Config{
 		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
-		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum,
+		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
 		Caution: shortlist.DefaultCaution,
 	}
 }
@@ -208,7 +208,7 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
-	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 0: --quorum)")
+	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
 	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
 	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 }

@@ -966,8 +966,8 @@ func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
 	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
 }
 
-// A round's quorum: Quorum for a plan's first two rounds, LaterQuorum for
-// the rest when it is set.
+// A round's quorum: Quorum for a plan's first two rounds, LaterQuorum (or
+// its default) for the rest.
 func TestRoundNeedsAt(t *testing.T) {
 	c := Config{Quorum: 0.9, LaterQuorum: 0.7}
 	for _, tc := range []struct{ round, n, want int }{
@@ -977,7 +977,10 @@ func TestRoundNeedsAt(t *testing.T) {
 			t.Errorf("round %d of %d requests: needs %d, want %d", tc.round, tc.n, got, tc.want)
 		}
 	}
-	if got := (Config{Quorum: 0.9}).RoundNeedsAt(4, 10); got != 9 {
-		t.Errorf("without LaterQuorum, round 4 of 10 requests needs %d, want Quorum's 9", got)
+	if got := (Config{Quorum: 0.9}).RoundNeedsAt(4, 10); got != 7 {
+		t.Errorf("without LaterQuorum, round 4 of 10 requests needs %d, want DefaultLaterQuorum's 7", got)
+	}
+	if got := (Config{Quorum: 1, LaterQuorum: 1}).RoundNeedsAt(4, 10); got != 10 {
+		t.Errorf("LaterQuorum 1: round 4 of 10 requests needs %d, want 10", got)
 	}
 }

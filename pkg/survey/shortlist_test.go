@@ -198,7 +198,7 @@ func testSurveyShortlistsALargeFleet(t *testing.T, noInfo bool) {
 	// run to run. Rounds that end at their quorum are tested on their
 	// own (TestProberEndsARoundAtItsQuorum, shortlist's
 	// TestPlanTakesLateAnswers) and judged in the simulator.
-	s.Shortlist.Quorum = 1
+	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1
 	// Without info=1 the first cut's 384 /v1/info reads follow its
 	// probes, 256 at once: under the race detector on a loaded machine a
 	// 2 s timeout left some relays' windows unread, and this test is about
@@ -275,7 +275,7 @@ func TestSurveyTheDestinationsRelayProbesTheFirstCut(t *testing.T) {
 				f.broken = map[string]bool{dst.Admin: true}
 			}
 			s := f.survey(ModeAuto)
-			s.Shortlist.Quorum = 1 // as in TestSurveyShortlistsALargeFleet
+			s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1 // as in TestSurveyShortlistsALargeFleet
 			s.Timeout = 30 * time.Second
 			res, err := s.Run(context.Background(), dst.Name)
 			if err != nil {
@@ -353,7 +353,7 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 		f := newPlaneFleet(t, 3)
 		f.legacy = legacy
 		s := f.survey(ModeShortlist)
-		s.Shortlist.Quorum = 1 // every answer in its round
+		s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1 // every answer in its round
 		relays := map[string]registry.Relay{}
 		for _, r := range f.reg.relays {
 			relays[r.Name] = r
@@ -400,7 +400,7 @@ func TestProberBatchesARelaysProbes(t *testing.T) {
 func TestProberKeepsARequestsAnswersPastASilentTarget(t *testing.T) {
 	f := newPlaneFleet(t, 3)
 	s := f.survey(ModeShortlist)
-	s.Shortlist.Quorum = 1
+	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1
 	s.Timeout = 300 * time.Millisecond
 	relays := map[string]registry.Relay{}
 	for _, r := range f.reg.relays {
