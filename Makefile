@@ -180,12 +180,12 @@ bench-sim-dst-relays:
 	./bench/run-sim-dst-relays.sh
 
 # A plan's deadline (--shortlist-deadline) against none, in the simulator
-# (~30 min, no root): bench/results/sim-deadline.json.
+# (~10 min, no root): bench/results/sim-deadline.json.
 bench-sim-deadline:
 	./bench/run-sim-deadline.sh
 
 # The quorum of a plan's later rounds, the default against 0.9 and 0.8, in
-# the simulator (~17 min, no root): bench/results/sim-later-quorum.json.
+# the simulator (~13 min, no root): bench/results/sim-later-quorum.json.
 bench-sim-later-quorum:
 	./bench/run-sim-later-quorum.sh
 

@@ -7,7 +7,7 @@
 # REGION, --dst-relays); at 5,000 relays (100 pairs) 3 s and 4 s, to
 # random servers. Writes bench/results/sim-deadline.json;
 # bench/results/sim.md is written by hand from it. No root, no network.
-# About 30 minutes on 2 cores.
+# About 10 minutes on 2 cores.
 # Usage: bench/run-sim-deadline.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -7,7 +7,7 @@
 # plan --dst REGION, --dst-relays), at 5,000 relays (100 pairs) to random
 # servers. Writes bench/results/sim-later-quorum.json;
 # bench/results/sim.md is written by hand from it. No root, no network.
-# About 17 minutes on 2 cores.
+# About 13 minutes on 2 cores.
 # Usage: bench/run-sim-later-quorum.sh [relayctl sim flags, e.g. --seed 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
