@@ -916,7 +916,6 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 				r.opens = to
 				r.setupMs = p.setupRTTs * p.world.RTTMs(p.client, b)
 				r.readMs = p.world.RTTMs(p.client, b)
-				p.readyMs[to] = math.Inf(1) // set once the request starts
 			}
 		}
 		if g.From != "client" {
@@ -930,7 +929,6 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			default:
 				r.connectMs = p.setupRTTs * r.askMs
 				r.opens, r.setupMs = g.From, r.connectMs
-				p.readyMs[g.From] = math.Inf(1)
 			}
 			asked[g.From] = true
 		}

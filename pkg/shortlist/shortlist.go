@@ -7,8 +7,9 @@
 //
 //  1. Landmarks: the client probes a few relays spread over the coordinate
 //     space, those relays probe the destination (or it them, when it makes
-//     probes), and the client probes the destination (the direct path). The client and the destination get
-//     coordinates fitted to those RTTs (coord.Fit). A destination whose
+//     probes), and the client probes the destination (the direct path).
+//     The client and the destination get coordinates fitted to those RTTs
+//     (coord.Fit). A destination whose
 //     coordinate is known (a relay's host: Input.DestinationCoord) is not
 //     probed by the landmarks, and the round is this host's probes only.
 //  2. Candidates: each relay is ranked by the estimated cost of the best

@@ -410,12 +410,18 @@ func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
 	done := p.startReadLocked(r.Name)
 	p.mu.Unlock()
 	go func() {
-		defer close(done)
 		w, err := p.read(ctx, r)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.learnLocked(r.Name, &w, err)
+		p.endRead(r.Name, done, &w, err)
 	}()
+}
+
+// endRead records a read of relay's windows (learnLocked) and closes its
+// done channel (startReadLocked's).
+func (p *surveyProber) endRead(relay string, done chan struct{}, w *windows, err error) {
+	p.mu.Lock()
+	p.learnLocked(relay, w, err)
+	p.mu.Unlock()
+	close(done)
 }
 
 // awaitRead waits for the read of relay's windows in flight, if any (a
@@ -592,10 +598,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			case <-ctx.Done():
 				answer(rq, nil, nil, ctx.Err())
 				if rq.opens != "" {
-					p.mu.Lock()
-					p.learnLocked(rq.opens, nil, ctx.Err())
-					p.mu.Unlock()
-					close(rq.read)
+					p.endRead(rq.opens, rq.read, nil, ctx.Err())
 				}
 				continue
 			}
@@ -614,11 +617,8 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 					var read sync.WaitGroup
 					if rq.opens != "" {
 						read.Go(func() {
-							defer close(rq.read)
 							w, err := p.readHeld(ctx, p.relays[rq.opens])
-							p.mu.Lock()
-							defer p.mu.Unlock()
-							p.learnLocked(rq.opens, &w, err)
+							p.endRead(rq.opens, rq.read, &w, err)
 						})
 					}
 					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
