@@ -984,3 +984,55 @@ func TestRoundNeedsAt(t *testing.T) {
 		t.Errorf("LaterQuorum 1: round 4 of 10 requests needs %d, want 10", got)
 	}
 }
+
+// Settle ends the rounds once a chain measured throughout predicts within
+// its share of the best plan on estimates, and not before.
+func TestPlanSettlesWithinItsShare(t *testing.T) {
+	// a alone makes a chain of 100 ms segments; b and c one of about
+	// 67 ms, whose middle segment (b–c) only the coordinates know, 3 ms
+	// short of its true RTT. The ends are measured in the plan's second
+	// round, so after it [a] is measured throughout and [b c] is not: at
+	// a relay's 2 %, [a] predicts 0.68 of [b c]'s estimated rate.
+	p := &plane{
+		pos:    map[string][2]float64{"client": {0, 50}, "destination": {200, 50}, "a": {100, 50}, "b": {66, 50}, "c": {133, 50}},
+		detour: map[[2]string]float64{key("b", "c"): 3},
+	}
+	in := Input{
+		Client:      planner.Node{Name: "client"},
+		Destination: planner.Node{Name: "destination"},
+		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: 3}},
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(p.pos[name])})
+	}
+	askedBC := func(p *plane) bool {
+		for _, round := range p.asked {
+			if slices.ContainsFunc(round, func(pr Probe) bool { return key(pr.From, pr.To) == key("b", "c") }) {
+				return true
+			}
+		}
+		return false
+	}
+	loose := &plane{pos: p.pos, detour: p.detour}
+	res, _, st, err := Plan(context.Background(), Config{Settle: 0.4}, in, loose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Settled || st.Rounds > 2 || !slices.Equal(res.Best.Chain, []string{"a"}) || askedBC(loose) {
+		t.Errorf("Settle 0.4: chain %v after %d rounds (settled %v, b–c asked %v), want [a] once the ends are measured, settled, b–c never asked",
+			res.Best.Chain, st.Rounds, st.Settled, askedBC(loose))
+	}
+	if hasEstimate(res.Best) {
+		t.Errorf("Settle 0.4: the plan rests on an estimate: %+v", res.Best.Segments)
+	}
+	tight := &plane{pos: p.pos, detour: p.detour}
+	res, _, st, err = Plan(context.Background(), Config{Settle: 0.2}, in, tight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Settled || !slices.Equal(res.Best.Chain, []string{"b", "c"}) || !askedBC(tight) {
+		t.Errorf("Settle 0.2: chain %v after %d rounds (settled %v, b–c asked %v), want [b c], b–c measured, not settled",
+			res.Best.Chain, st.Rounds, st.Settled, askedBC(tight))
+	}
+	p.wantOracle(t, 0, in, res)
+}

@@ -1,6 +1,7 @@
 package survey
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -264,6 +265,10 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
 		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+	if st.Settled {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: ended its rounds with a chain measured throughout within %g %% of the best plan on estimates (--shortlist-settle)",
+			100*cmp.Or(s.Shortlist.Settle, shortlist.DefaultSettle)))
+	}
 	if st.Deadlined {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
 			s.Shortlist.Deadline))
