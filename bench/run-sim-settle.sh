@@ -3,7 +3,7 @@
 # --shortlist-settle, relayctl sim --settle): the default (a chain measured
 # throughout within 0.03 of the best plan on estimates) side by side in one
 # run with none (the rounds go on until the best plan stands on
-# measurements, as before) and 0.05, over the world of
+# measurements, as before) and 0.1, over the world of
 # bench/run-sim-bench.sh: at 1,000 relays (400 pairs) to random servers and
 # to relays' hosts (relayctl plan --dst REGION, --dst-relays), at 5,000
 # relays (100 pairs) to random servers. Writes
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 runs() {
-  local v=(--variant 'none=--settle -1' --variant 'settle-0.05=--settle 0.05')
+  local v=(--variant 'none=--settle -1' --variant 'settle-0.1=--settle 0.1')
   sim_run settle_1000 --relays 1000 --pairs 400 "${v[@]}" "$@"
   echo ","
   sim_run settle_1000_dst_relays --relays 1000 --pairs 400 --dst-relays "${v[@]}" "$@"

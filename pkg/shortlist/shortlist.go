@@ -174,13 +174,13 @@ const (
 	// DefaultSettle: the rounds chase the best plan on estimates until it
 	// stands on measurements, and near the end the chains they chase are
 	// within a few per cent of one already measured, a round (a round
-	// trip to the farthest relay asked) each. In the simulator (the
-	// bench's pairs, each planned with and without) 0.03 took a plan from
-	// 3.24 s to 2.90 s at 1,000 relays (200 pairs, 95.5 % within 10 % of
-	// the optimum against 96 %), to relays' hosts from 2.23 s to 1.86 s
-	// (90.5 % against 92 %), and at 5,000 relays from 4.53 s to 4.46 s
-	// (100 pairs, 88 % both: there the rounds run out first); 0.05 was
-	// sooner and worse.
+	// trip to the farthest relay asked) each. A chain settles a plan only
+	// once its bottleneck's neighbourhood was searched: without that, in
+	// the simulator (1,000 relays, 400 pairs to relays' hosts) 0.03 took
+	// a plan from 2.17 s to 1.82 s and the plans within 10 % of the
+	// optimum from 93.2 % to 90.8 %; with it, to 2.05 s and 92.8 %
+	// (0.06: 1.98 s, 92 %; 0.1: 1.90 s, 91.2 %). See make
+	// bench-sim-settle.
 	DefaultSettle = 0.03
 	// DefaultPerSite and DefaultSiteRadius: the first cut and the
 	// candidates take at most 3 relays within 0.15 × the direct path's
@@ -1084,19 +1084,24 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		// those of its next-longest segments too, in the same round, left
 		// fewer probes for the rest of the round and planned worse in the
 		// simulator (1,000 relays).
-		var necks [][2]string
-		if b := res.Best.Bottleneck; b >= 0 && len(res.Best.Chain) > 0 && cfg.Neighbours > 0 {
-			for _, seg := range res.Best.Segments {
-				if k := key(seg.From, seg.To); seg.RTTMs >= res.Best.Segments[b].RTTMs && !searched[k] {
-					necks = append(necks, [2]string{seg.From, seg.To})
+		necksOf := func(p planner.Plan) (out [][2]string) {
+			if b := p.Bottleneck; b >= 0 && len(p.Chain) > 0 && cfg.Neighbours > 0 {
+				for _, seg := range p.Segments {
+					if k := key(seg.From, seg.To); seg.RTTMs >= p.Segments[b].RTTMs && !searched[k] {
+						out = append(out, [2]string{seg.From, seg.To})
+					}
 				}
 			}
+			return out
 		}
+		necks := necksOf(res.Best)
 		if round == cfg.Rounds || !unsettled(res.Best) && len(necks) == 0 {
 			break
 		}
 		// Close enough: the chains measured throughout hold one within
-		// Settle of the best plan the estimates promise.
+		// Settle of the best plan the estimates promise, and its
+		// bottleneck's neighbourhood was searched, as a plan's must be
+		// (else this round searches it too).
 		if cfg.Settle > 0 && unsettled(res.Best) {
 			measured, err := planner.Search(build(true), req)
 			if err != nil {
@@ -1105,9 +1110,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			// (A replan's chain that rests on its Prior's figures is
 			// not measured throughout: it settles nothing.)
 			if len(measured.Best.Segments) > 0 && !unsettled(measured.Best) && within(measured.Best, res.Best, cfg.Settle) {
-				st.Settled = true
-				res = measured
-				break
+				more := necksOf(measured.Best)
+				if len(more) == 0 {
+					st.Settled = true
+					res = measured
+					break
+				}
+				for _, n := range more {
+					if !slices.Contains(necks, n) {
+						necks = append(necks, n)
+					}
+				}
 			}
 		}
 		seen := map[[2]string]bool{}

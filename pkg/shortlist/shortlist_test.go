@@ -1013,8 +1013,10 @@ func TestPlanSettlesWithinItsShare(t *testing.T) {
 		}
 		return false
 	}
+	// Without the neighbourhood search: a settled chain's bottleneck
+	// must have had its neighbourhood searched, which here asks b–c (below).
 	loose := &plane{pos: p.pos, detour: p.detour}
-	res, _, st, err := Plan(context.Background(), Config{Settle: 0.4}, in, loose)
+	res, _, st, err := Plan(context.Background(), Config{Settle: 0.4, Neighbours: -1}, in, loose)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1025,14 +1027,16 @@ func TestPlanSettlesWithinItsShare(t *testing.T) {
 	if hasEstimate(res.Best) {
 		t.Errorf("Settle 0.4: the plan rests on an estimate: %+v", res.Best.Segments)
 	}
-	tight := &plane{pos: p.pos, detour: p.detour}
-	res, _, st, err = Plan(context.Background(), Config{Settle: 0.2}, in, tight)
-	if err != nil {
-		t.Fatal(err)
+	for _, cfg := range []Config{{Settle: 0.2, Neighbours: -1}, {Settle: 0.4}} {
+		tight := &plane{pos: p.pos, detour: p.detour}
+		res, _, st, err = Plan(context.Background(), cfg, in, tight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Settled || !slices.Equal(res.Best.Chain, []string{"b", "c"}) || !askedBC(tight) {
+			t.Errorf("Settle %g, %d neighbours: chain %v after %d rounds (settled %v, b–c asked %v), want [b c], b–c measured, not settled",
+				cfg.Settle, cfg.Neighbours, res.Best.Chain, st.Rounds, st.Settled, askedBC(tight))
+		}
+		p.wantOracle(t, 0, in, res)
 	}
-	if st.Settled || !slices.Equal(res.Best.Chain, []string{"b", "c"}) || !askedBC(tight) {
-		t.Errorf("Settle 0.2: chain %v after %d rounds (settled %v, b–c asked %v), want [b c], b–c measured, not settled",
-			res.Best.Chain, st.Rounds, st.Settled, askedBC(tight))
-	}
-	p.wantOracle(t, 0, in, res)
 }
