@@ -189,7 +189,7 @@ bench-sim-deadline:
 bench-sim-later-quorum:
 	./bench/run-sim-later-quorum.sh
 
-# When a plan's rounds end (--shortlist-settle), side by side, in
+# When a plan's rounds end (--shortlist-settle): none, 0.03 and 0.1, in
 # the simulator (~20 min, no root): bench/results/sim-settle.json.
 bench-sim-settle:
 	./bench/run-sim-settle.sh

@@ -193,7 +193,7 @@ func simShortlistDefaults() shortlist.Config {
 		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
 		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
-		Caution: shortlist.DefaultCaution, Settle: shortlist.DefaultSettle,
+		Caution: shortlist.DefaultCaution,
 	}
 }
 
@@ -213,7 +213,7 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
 	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
 	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
-	fs.Float64Var(&c.Settle, "settle", base.Settle, "a plan's rounds end once a chain measured throughout predicts within this share of the best plan on estimates, and the plan is that chain (relayctl plan --shortlist-settle; -1: none, the rounds go on until the best plan stands on measurements)")
+	fs.Float64Var(&c.Settle, "settle", base.Settle, "a plan's rounds end once a chain measured throughout predicts within this share of the best plan on estimates (its bottleneck's neighbourhood searched), and the plan is that chain (relayctl plan --shortlist-settle; 0: none, the rounds go on until the best plan stands on measurements)")
 	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 }
 

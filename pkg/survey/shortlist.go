@@ -1,7 +1,6 @@
 package survey
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -267,7 +266,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
 	if st.Settled {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: ended its rounds with a chain measured throughout within %g %% of the best plan on estimates (--shortlist-settle)",
-			100*cmp.Or(s.Shortlist.Settle, shortlist.DefaultSettle)))
+			100*s.Shortlist.Settle))
 	}
 	if st.Deadlined {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
