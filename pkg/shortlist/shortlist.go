@@ -1099,7 +1099,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		// bottleneck's neighbourhood was searched, as a plan's must be
 		// (else this round searches it too).
 		if cfg.Settle > 0 && unsettled(res.Best) {
-			measured, err := planner.Search(build(true), req)
+			// m is rebuilt (build reuses its pairs' memory): a settled
+			// plan returns the matrix measured throughout, as one whose
+			// rounds ran out does; else the next round builds anew.
+			m = build(true)
+			measured, err := planner.Search(m, req)
 			if err != nil {
 				return nil, nil, st, err
 			}

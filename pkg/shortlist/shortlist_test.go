@@ -1016,9 +1016,24 @@ func TestPlanSettlesWithinItsShare(t *testing.T) {
 	// Without the neighbourhood search: a settled chain's bottleneck
 	// must have had its neighbourhood searched, which here asks b–c (below).
 	loose := &plane{pos: p.pos, detour: p.detour}
-	res, _, st, err := Plan(context.Background(), Config{Settle: 0.4, Neighbours: -1}, in, loose)
+	res, m, st, err := Plan(context.Background(), Config{Settle: 0.4, Neighbours: -1}, in, loose)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The matrix returned is the one the settled plan stands on: each
+	// pair once, none estimated, and planning on it chooses the plan.
+	seen := map[[2]string]bool{}
+	for _, pr := range m.Pairs {
+		if k := key(pr.A, pr.B); seen[k] || pr.Estimated {
+			t.Errorf("Settle 0.4: the matrix holds %s–%s twice or estimated (%+v)", pr.A, pr.B, pr)
+		} else {
+			seen[k] = true
+		}
+	}
+	req := in.Request
+	req.Client, req.Destination = "client", "destination"
+	if again, err := planner.Search(m, req); err != nil || !slices.Equal(again.Best.Chain, res.Best.Chain) {
+		t.Errorf("Settle 0.4: planning on the matrix returned chose %v (err %v), the plan %v", again.Best.Chain, err, res.Best.Chain)
 	}
 	if !st.Settled || st.Rounds > 2 || !slices.Equal(res.Best.Chain, []string{"a"}) || askedBC(loose) {
 		t.Errorf("Settle 0.4: chain %v after %d rounds (settled %v, b–c asked %v), want [a] once the ends are measured, settled, b–c never asked",
