@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +71,9 @@ func coordsTopology(t *testing.T, name string, n int, seed uint64, perMinute int
 // picks a chain whose longest segment under the configured RTTs is within
 // 10 % of the best any chain of up to four relays has. Then the chain's
 // first relay vanishes (every link of its host cut): a plan started after
-// that, within 10 s of the cut, leaves it out.
+// that, within 10 s of the cut, leaves it out. Last it comes back as a new
+// relayd probing at the default budget, and within 60 s of its start a plan
+// goes through it again.
 func TestLabCoordinates(t *testing.T) {
 	bins := labBins(t)
 	const name = "e2e-coords"
@@ -204,6 +209,100 @@ func TestLabCoordinates(t *testing.T) {
 	if active == 0 || passive == 0 {
 		t.Errorf("TCP Fast Open: %d connections from the client, %d taken by relays: want some of each", active, passive)
 	}
+
+	// The relay comes back as a new relayd (no coordinate, no
+	// measurements) probing at the default budget, 12 a minute, not the
+	// lab's 300, and where a plan should take it: its links to the client
+	// and to the destination's host now 0.8 of the best chain's longest
+	// segment, so that every chain without it is slower by more than the
+	// planner's 5 % margin. Within 60 s of its start a plan goes through it.
+	joinMs := math.Round(best*0.8*10) / 10
+	for _, peer := range []string{"client", dst} {
+		if out, code := relayctl(t, filepath.Dir(st.Dir), "link", gone, peer, "--rtt-ms", strconv.FormatFloat(joinMs, 'f', 1, 64)); code != 0 {
+			t.Fatalf("lab link %s %s --rtt-ms %.1f: %d\n%s", gone, peer, joinMs, code, out)
+		}
+	}
+	joinAt := rejoin(t, st, bins, gone, relays)
+	for {
+		p := plan()
+		took := time.Since(joinAt)
+		if slices.Contains(p.Chain, gone) {
+			t.Logf("%s joined as a new relayd: a plan done %.1f s after its start goes through it: %v", gone, took.Seconds(), p.Chain)
+			break
+		}
+		if took > 60*time.Second {
+			t.Fatalf("%s joined as a new relayd %.1f s ago and the plans leave it out (the last: %v; notes %q); through it the longest segment is %.1f ms, without it %.1f ms at best: want it used within 60 s", gone, took.Seconds(), p.Chain, p.Notes, joinMs, best)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// rejoin kills relay's relayd, restores its links to peers and the client,
+// and starts a new relayd on it with its lab config, probing at the
+// default budget (relayd's probe.per_minute). It returns when the new
+// relayd started; the test's end stops it.
+func rejoin(t *testing.T, st *lab.State, bins, relay string, peers []string) time.Time {
+	t.Helper()
+	cfgPath := filepath.Join(st.Dir, relay+".relayd.yaml")
+	if err := exec.Command("pkill", "-KILL", "-f", "--", "--config "+cfgPath).Run(); err != nil {
+		t.Fatalf("pkill %s's relayd: %v", relay, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); exec.Command("pgrep", "-f", "--", "--config "+cfgPath).Run() == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's relayd still runs 5 s after SIGKILL", relay)
+		}
+	}
+	for _, peer := range append([]string{"client"}, peers...) {
+		if peer == relay {
+			continue
+		}
+		if out, code := relayctl(t, filepath.Dir(st.Dir), "link", relay, peer, "--up"); code != 0 {
+			t.Fatalf("lab link %s %s --up: %d\n%s", relay, peer, code, out)
+		}
+	}
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab300 := []byte("per_minute: 300\n")
+	if !bytes.Contains(cfg, lab300) {
+		t.Fatalf("%s: no %q to set back to the default:\n%s", cfgPath, lab300, cfg)
+	}
+	joinPath := filepath.Join(t.TempDir(), relay+".relayd.yaml")
+	if err := os.WriteFile(joinPath, bytes.Replace(cfg, lab300, []byte("per_minute: 12\n"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := st.Command(context.Background(), relay, filepath.Join(bins, "relayd"), "run", "--config", joinPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(t.TempDir(), relay+".relayd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s's new relayd: %v", relay, err)
+	}
+	at := time.Now()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			if out, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("%s's new relayd:\n%s", relay, tailLines(string(out), 30))
+			}
+		}
+		logf.Close()
+	})
+	return at
+}
+
+// tailLines is the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // netstatCounter is a TcpExt counter of node's network namespace
