@@ -54,6 +54,7 @@ go doc ./pkg/netsim.`,
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7
   relayctl sim --relays 1000 --churn --pairs 50
+  relayctl sim --relays 1000 --rejoin 100 --pairs 400
   relayctl sim --relays 1000 --replan --pairs 100
   relayctl sim --relays 1000 --variant 'tfo=--fast-open'
   relayctl sim --relays 5000 --variant 'small=--first-cut 384 --candidates 192' --variant 'rounds-12=--rounds 12'`,
@@ -157,6 +158,20 @@ go doc ./pkg/netsim.`,
 					lines("planned by "+v.Name, v.Plans)
 				}
 			}
+			if cfg.Rejoin > 0 {
+				for _, r := range reports {
+					when := fmt.Sprintf("restarted %s before the plans (new relayds: no coordinate, no measurements)", cfg.RejoinAgo)
+					if r.Rejoined == 0 {
+						when = "not restarted (they measured from the start)"
+					}
+					fmt.Fprintf(out, "%d relays: %d random relays %s; %d of the pairs need one of them (every chain within 10%% of the optimum goes through one):", r.Relays, cfg.Rejoin, when, r.Plans.RejoinedPairs)
+					fmt.Fprintf(out, " %.0f%% of their plans within 10%%", 100*r.Plans.RejoinedWithin10)
+					for _, v := range r.Variants {
+						fmt.Fprintf(out, ", %s %.0f%%", v.Name, 100*v.Plans.RejoinedWithin10)
+					}
+					fmt.Fprintln(out)
+				}
+			}
 			if churn {
 				for _, r := range reports {
 					fmt.Fprintf(out, "%d relays: %d alive at the end; %d joined, their coordinate's median error a minute later %.1f%%\n",
@@ -181,6 +196,8 @@ go doc ./pkg/netsim.`,
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
+	fl.IntVar(&cfg.Rejoin, "rejoin", 0, "restart this many random relays --rejoin-ago before the plans (new relayds: no coordinate, no measurements) and report the plans of the pairs that need one of them: is a relay that joins usable in plans?")
+	fl.DurationVar(&cfg.RejoinAgo, "rejoin-ago", time.Minute, "with --rejoin: how long before the plans those relays restart (--warmup or more: never, the same relays and pairs measured from the start, to compare)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")

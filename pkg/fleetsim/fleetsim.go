@@ -114,6 +114,17 @@ type Config struct {
 	// probes alone, and the first cut's ends are the destination's probes.
 	// Default: a random server, placed by the landmarks.
 	DstRelays bool
+	// Rejoin restarts this many random relays RejoinAgo before the
+	// warm-up ends, each a new relayd (no coordinate, no measurements),
+	// and the report judges the plans of the pairs that need one of them:
+	// those whose every chain within 10 % of the optimum goes through one
+	// (Plans.RejoinedPairs). A relay that joins should be usable in plans
+	// within a minute. With RejoinAgo at Warmup or more they are not
+	// restarted: the same relays and pairs, as placed as the rest.
+	Rejoin int
+	// RejoinAgo is how long before the warm-up's end Rejoin's relays
+	// restart; default 1 min.
+	RejoinAgo time.Duration
 	// Variants plan the same pairs again, each its own way, over the
 	// same warmed-up fleet: the report's Variants, side by side with
 	// Plans. Each pair is planned by Planning and then by each variant in
@@ -156,6 +167,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.PublishEvery = cmp.Or(c.PublishEvery, 30*time.Second)
 	c.FleetViewEvery = cmp.Or(c.FleetViewEvery, coord.FleetViewEvery(c.Relays))
 	c.MaxHops = cmp.Or(c.MaxHops, planner.DefaultMaxHops)
+	c.RejoinAgo = cmp.Or(c.RejoinAgo, time.Minute)
 	c.WindowBytes = cmp.Or(c.WindowBytes, planner.DefaultWindowBytes)
 	var err error
 	if c.Coord, err = c.Coord.WithDefaults(); err != nil {
@@ -168,6 +180,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("warmup, publish and fleet view intervals: want durations >= 0")
 	case c.Pairs < 0, c.MaxHops < 1:
 		return c, errors.New("pairs >= 0, max hops >= 1")
+	case c.Rejoin < 0 || c.Rejoin > c.Relays, c.RejoinAgo < 0:
+		return c, fmt.Errorf("rejoin %d relays %v before the end: want 0 to %d relays and a duration >= 0", c.Rejoin, c.RejoinAgo, c.Relays)
 	}
 	c.World.Relays = c.Relays
 	return c, nil
@@ -199,7 +213,11 @@ type Report struct {
 	// its coordinate starts at the origin).
 	Joined          int     `json:"joined"`
 	JoinedErrMedian float64 `json:"joined_coord_rel_err_median_60s"`
-	Plans           Plans   `json:"plans"`
+	// Rejoined counts the relays Config.Rejoin restarted, RejoinedAgoS
+	// seconds before the plans (0: none restarted).
+	Rejoined     int     `json:"rejoined,omitempty"`
+	RejoinedAgoS float64 `json:"rejoined_ago_s,omitempty"`
+	Plans        Plans   `json:"plans"`
 	// Variants are Config.Variants' plans of the same pairs, in order.
 	Variants []VariantPlans `json:"variants,omitempty"`
 }
@@ -254,6 +272,12 @@ type Plans struct {
 	// SettledShare is the share of plans whose rounds the shortlist's
 	// Settle ended.
 	SettledShare float64 `json:"settled_share"`
+	// RejoinedPairs counts the pairs whose every chain within 10 % of
+	// the optimum goes through a relay of Config.Rejoin, and
+	// RejoinedWithin10 is the share of their plans within 10 %: each
+	// such plan goes through one of those relays.
+	RejoinedPairs    int     `json:"rejoined_pairs,omitempty"`
+	RejoinedWithin10 float64 `json:"rejoined_within_10pct,omitempty"`
 	// ComputeMs is the planning code's own time per plan, milliseconds
 	// (measured on this machine); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
@@ -360,6 +384,20 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	var checks []joinCheck
 	var joinedErrs []float64
+	// fresh makes relay i a new relayd: no coordinate, no measurements.
+	fresh := func(i int) (err error) {
+		r := relays[i]
+		r.node, err = coord.NewNode(r.name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)))
+		r.coord, r.measured, r.view = nil, nil, nil
+		return err
+	}
+	// rejoin is Config.Rejoin's relays, restarted at rejoinAt (not when
+	// that is the warm-up's start: they start with everyone).
+	rejoin := rand.New(rand.NewPCG(cfg.Seed, 0x7e10)).Perm(n)[:cfg.Rejoin]
+	rejoinAt, restarted := cfg.Warmup-cfg.RejoinAgo, 0
+	if rejoinAt <= 0 {
+		rejoinAt = cfg.Warmup + 1 // never
+	}
 	publish(start)
 	// Every relay read the fleet at a time of its own within the last
 	// FleetViewEvery (a relayd started then); one that joins reads it at
@@ -383,16 +421,25 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 				r := relays[e.Relay]
 				r.alive = e.Kind == netsim.Join
 				if r.alive {
-					// A relay that joins is a new relayd: no coordinate,
-					// no measurements.
-					if r.node, err = coord.NewNode(r.name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(e.Relay)+1))); err != nil {
+					// A relay that joins is a new relayd.
+					if err := fresh(e.Relay); err != nil {
 						return nil, err
 					}
-					r.coord, r.measured, r.view = nil, nil, nil
 					if e.At+time.Minute < cfg.Warmup {
 						checks = append(checks, joinCheck{at: e.At + time.Minute, relay: e.Relay})
 					}
 				}
+			}
+			if at >= rejoinAt {
+				for _, j := range rejoin {
+					if relays[j].alive {
+						if err := fresh(j); err != nil {
+							return nil, err
+						}
+						restarted++
+					}
+				}
+				rejoinAt = cfg.Warmup + 1
 			}
 			for len(checks) > 0 && checks[0].at <= at {
 				if c := checks[0]; relays[c.relay].alive {
@@ -470,6 +517,9 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	rep.CoordErrMedian, rep.CoordErrP90 = quantile(errs, 0.5), quantile(errs, 0.9)
 	rep.Joined, rep.JoinedErrMedian = len(joinedErrs), quantile(joinedErrs, 0.5)
+	if restarted > 0 {
+		rep.Rejoined, rep.RejoinedAgoS = restarted, cfg.RejoinAgo.Seconds()
+	}
 	rep.TIVShare = world.TIVShare(2000, rnd)
 
 	say("true matrix of %d relays", n)
@@ -527,6 +577,13 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		pc.directMs = world.RTTMs(client, dst)
 		byHops := truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
 		pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
+		if len(rejoin) > 0 {
+			without := slices.Clone(mask)
+			for _, j := range rejoin {
+				without[j] = false
+			}
+			pc.needsRejoined = pc.optMs/truth.bestBottleneckMs(without, pc.to, pc.from, pc.directMs, cfg.MaxHops) < 0.9
+		}
 		for c, v := range configs {
 			vin := pin
 			if v.FitDst {
@@ -564,12 +621,16 @@ type pairCase struct {
 	optMs       float64 // the optimum's bottleneck RTT
 	optRate     float64 // the optimum's rate by the planner's model
 	hosting     int     // the relay whose host is the destination (Config.DstRelays), else -1
+	// needsRejoined: every chain within 10 % of the optimum goes through
+	// a relay of Config.Rejoin.
+	needsRejoined bool
 }
 
 // pairResult is what one configuration's plan of a pair did.
 type pairResult struct {
 	quality, modelQuality float64
 	chain, candsWithin    bool
+	needsRejoined         bool // the pair's (pairCase)
 	// the first cut's relays', and its cities' (see Plans)
 	cutWithin, cutCitiesWithin bool
 	gain                       float64 // the optimum's rate over direct's
@@ -609,7 +670,7 @@ func (pc *pairCase) modelQuality(chain []string) float64 {
 // plan plans the pair as v says (and replans it, with cfg.Replan), its
 // probes' noise from seed.
 func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlist.Input, seed uint64) (pairResult, error) {
-	var r pairResult
+	r := pairResult{needsRejoined: pc.needsRejoined}
 	scfg := v.Shortlist
 	p := &prober{world: pc.world, relays: pc.relays, index: pc.index, client: pc.client, dst: pc.dst,
 		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, readyMs: map[string]float64{},
@@ -698,7 +759,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, settled, replanWithin, replanModelWithin int
+	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, settled, replanWithin, replanModelWithin, rejoinedWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -725,6 +786,10 @@ func summarise(rs []pairResult, replan bool) Plans {
 		count(r.cutCitiesWithin, &cutCitiesWithin)
 		count(r.deadlined, &deadlined)
 		count(r.settled, &settled)
+		if r.needsRejoined {
+			pl.RejoinedPairs++
+			count(r.quality >= 0.9, &rejoinedWithin)
+		}
 		if replan {
 			replanWallMs = append(replanWallMs, r.replanWallMs)
 			replanProbes, replanRounds = append(replanProbes, float64(r.replanProbes)), append(replanRounds, float64(r.replanRounds))
@@ -742,6 +807,9 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.ChainShare = float64(chains) / float64(pl.Count)
 	pl.DeadlinedShare = float64(deadlined) / float64(pl.Count)
 	pl.SettledShare = float64(settled) / float64(pl.Count)
+	if pl.RejoinedPairs > 0 {
+		pl.RejoinedWithin10 = float64(rejoinedWithin) / float64(pl.RejoinedPairs)
+	}
 	pl.OptimumGainMedian = quantile(gains, 0.5)
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)

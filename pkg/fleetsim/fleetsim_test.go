@@ -170,6 +170,36 @@ func TestRunAppliesChurn(t *testing.T) {
 	}
 }
 
+// Rejoin restarts its relays a minute before the plans, and judges the
+// plans of the pairs that need them; at the warm-up's length it restarts
+// none and judges the same pairs.
+func TestRunRejoinRestartsRelays(t *testing.T) {
+	cfg := small()
+	cfg.Rejoin = 40
+	restarted, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RejoinAgo = cfg.Warmup
+	control, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted: %d relays %.0f s before, coordinate error %.3f, %d pairs need them, %.2f within 10 %%; control: %d, %.3f, %d, %.2f",
+		restarted.Rejoined, restarted.RejoinedAgoS, restarted.CoordErrMedian, restarted.Plans.RejoinedPairs, restarted.Plans.RejoinedWithin10,
+		control.Rejoined, control.CoordErrMedian, control.Plans.RejoinedPairs, control.Plans.RejoinedWithin10)
+	if restarted.Rejoined != 40 || restarted.RejoinedAgoS != 60 || control.Rejoined != 0 {
+		t.Errorf("restarted %d relays %.0f s before, control %d: want 40, 60 s, and none", restarted.Rejoined, restarted.RejoinedAgoS, control.Rejoined)
+	}
+	// Half the fleet a minute old: the coordinates are worse.
+	if restarted.CoordErrMedian <= control.CoordErrMedian {
+		t.Errorf("coordinate error %.3f with half the relays a minute old, %.3f without: want it higher", restarted.CoordErrMedian, control.CoordErrMedian)
+	}
+	if restarted.Plans.RejoinedPairs == 0 || restarted.Plans.RejoinedPairs != control.Plans.RejoinedPairs {
+		t.Errorf("pairs that need the restarted relays: %d, control %d: want the same, some", restarted.Plans.RejoinedPairs, control.Plans.RejoinedPairs)
+	}
+}
+
 // A round's modelled time: its requests start in order, at most inFlight
 // at a time, and the round ends with the last; the first request to a
 // relay's admin API pays for its connection (TCP and TLS handshakes); a
