@@ -194,8 +194,8 @@ bench-sim-later-quorum:
 bench-sim-settle:
 	./bench/run-sim-settle.sh
 
-# Relays restarted a minute (and five) before the plans, and not at all:
-# the plans of the pairs that need them, in the simulator (~6 min, no
+# Whole cities of relays restarted a minute (and five) before the plans,
+# and not at all: the plans of pairs that need them, in the simulator (~8 min, no
 # root): bench/results/sim-rejoin.json.
 bench-sim-rejoin:
 	./bench/run-sim-rejoin.sh

@@ -164,12 +164,8 @@ go doc ./pkg/netsim.`,
 					if r.Rejoined == 0 {
 						when = "not restarted (they measured from the start)"
 					}
-					fmt.Fprintf(out, "%d relays: %d random relays %s; %d of the pairs need one of them (every chain within 10%% of the optimum goes through one):", r.Relays, cfg.Rejoin, when, r.Plans.RejoinedPairs)
-					fmt.Fprintf(out, " %.0f%% of their plans within 10%%", 100*r.Plans.RejoinedWithin10)
-					for _, v := range r.Variants {
-						fmt.Fprintf(out, ", %s %.0f%%", v.Name, 100*v.Plans.RejoinedWithin10)
-					}
-					fmt.Fprintln(out)
+					fmt.Fprintf(out, "%d relays: the %d relays of %d random cities %s; the pairs planned are %d of %d random ones, those whose every chain within 10%% of the optimum goes through one of them\n",
+						r.Relays, r.RejoinedRelays, r.RejoinedCities, when, r.Plans.Count, r.RejoinDrawn)
 				}
 			}
 			if churn {
@@ -196,7 +192,7 @@ go doc ./pkg/netsim.`,
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
 	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections to the relays they ask, as relayctl plan run again in a new process does (from the plan its last run kept: --plans-dir)")
-	fl.IntVar(&cfg.Rejoin, "rejoin", 0, "restart this many random relays --rejoin-ago before the plans (new relayds: no coordinate, no measurements) and report the plans of the pairs that need one of them: is a relay that joins usable in plans?")
+	fl.IntVar(&cfg.Rejoin, "rejoin", 0, "restart at least this many relays, every relay of random cities, --rejoin-ago before the plans (new relayds: no coordinate, no measurements), and plan only pairs that need one of them: is a relay that joins usable in plans?")
 	fl.DurationVar(&cfg.RejoinAgo, "rejoin-ago", time.Minute, "with --rejoin: how long before the plans those relays restart (--warmup or more: never, the same relays and pairs measured from the start, to compare)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join (each about once in two hours): reports how placed a joining relay is a minute later")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")

@@ -114,13 +114,17 @@ type Config struct {
 	// probes alone, and the first cut's ends are the destination's probes.
 	// Default: a random server, placed by the landmarks.
 	DstRelays bool
-	// Rejoin restarts this many random relays RejoinAgo before the
-	// warm-up ends, each a new relayd (no coordinate, no measurements),
-	// and the report judges the plans of the pairs that need one of them:
-	// those whose every chain within 10 % of the optimum goes through one
-	// (Plans.RejoinedPairs). A relay that joins should be usable in plans
-	// within a minute. With RejoinAgo at Warmup or more they are not
-	// restarted: the same relays and pairs, as placed as the rest.
+	// Rejoin restarts at least this many relays RejoinAgo before the
+	// warm-up ends, each a new relayd (no coordinate, no measurements):
+	// every relay of random cities, until there are that many. The
+	// pairs planned are then only those that need one of them: whose
+	// every chain within 10 % of the optimum goes through one (random
+	// pairs drawn until Pairs of them do, Report.RejoinDrawn). Whole
+	// cities, because a relay's city-mates stand in for it: of 400
+	// random pairs, one needed 100 random relays of 1,000. A relay that
+	// joins should be usable in plans within a minute. With RejoinAgo at
+	// Warmup or more they are not restarted: the same relays and pairs,
+	// as placed as the rest.
 	Rejoin int
 	// RejoinAgo is how long before the warm-up's end Rejoin's relays
 	// restart; default 1 min.
@@ -213,11 +217,17 @@ type Report struct {
 	// its coordinate starts at the origin).
 	Joined          int     `json:"joined"`
 	JoinedErrMedian float64 `json:"joined_coord_rel_err_median_60s"`
-	// Rejoined counts the relays Config.Rejoin restarted, RejoinedAgoS
+	// RejoinedRelays and RejoinedCities are Config.Rejoin's relays and
+	// their cities; Rejoined counts those it restarted, RejoinedAgoS
 	// seconds before the plans (0: none restarted).
-	Rejoined     int     `json:"rejoined,omitempty"`
-	RejoinedAgoS float64 `json:"rejoined_ago_s,omitempty"`
-	Plans        Plans   `json:"plans"`
+	RejoinedRelays int     `json:"rejoin_relays,omitempty"`
+	RejoinedCities int     `json:"rejoin_cities,omitempty"`
+	Rejoined       int     `json:"rejoined,omitempty"`
+	RejoinedAgoS   float64 `json:"rejoined_ago_s,omitempty"`
+	// RejoinDrawn counts the random pairs drawn to find the Pairs that
+	// need Config.Rejoin's relays.
+	RejoinDrawn int   `json:"rejoin_drawn,omitempty"`
+	Plans       Plans `json:"plans"`
 	// Variants are Config.Variants' plans of the same pairs, in order.
 	Variants []VariantPlans `json:"variants,omitempty"`
 }
@@ -272,12 +282,6 @@ type Plans struct {
 	// SettledShare is the share of plans whose rounds the shortlist's
 	// Settle ended.
 	SettledShare float64 `json:"settled_share"`
-	// RejoinedPairs counts the pairs whose every chain within 10 % of
-	// the optimum goes through a relay of Config.Rejoin, and
-	// RejoinedWithin10 is the share of their plans within 10 %: each
-	// such plan goes through one of those relays.
-	RejoinedPairs    int     `json:"rejoined_pairs,omitempty"`
-	RejoinedWithin10 float64 `json:"rejoined_within_10pct,omitempty"`
 	// ComputeMs is the planning code's own time per plan, milliseconds
 	// (measured on this machine); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
@@ -393,7 +397,28 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	// rejoin is Config.Rejoin's relays, restarted at rejoinAt (not when
 	// that is the warm-up's start: they start with everyone).
-	rejoin := rand.New(rand.NewPCG(cfg.Seed, 0x7e10)).Perm(n)[:cfg.Rejoin]
+	var rejoin []int
+	rejoinCities := 0
+	if cfg.Rejoin > 0 {
+		byCity := map[int][]int{}
+		var cities []int
+		for i := range n {
+			c := world.Relay(i).City()
+			if len(byCity[c]) == 0 {
+				cities = append(cities, c)
+			}
+			byCity[c] = append(byCity[c], i)
+		}
+		pick := rand.New(rand.NewPCG(cfg.Seed, 0x7e10))
+		pick.Shuffle(len(cities), func(a, b int) { cities[a], cities[b] = cities[b], cities[a] })
+		for _, c := range cities {
+			if len(rejoin) >= cfg.Rejoin {
+				break
+			}
+			rejoin = append(rejoin, byCity[c]...)
+			rejoinCities++
+		}
+	}
 	rejoinAt, restarted := cfg.Warmup-cfg.RejoinAgo, 0
 	if rejoinAt <= 0 {
 		rejoinAt = cfg.Warmup + 1 // never
@@ -517,6 +542,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	rep.CoordErrMedian, rep.CoordErrP90 = quantile(errs, 0.5), quantile(errs, 0.9)
 	rep.Joined, rep.JoinedErrMedian = len(joinedErrs), quantile(joinedErrs, 0.5)
+	rep.RejoinedRelays, rep.RejoinedCities = len(rejoin), rejoinCities
 	if restarted > 0 {
 		rep.Rejoined, rep.RejoinedAgoS = restarted, cfg.RejoinAgo.Seconds()
 	}
@@ -578,11 +604,19 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		byHops := truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
 		pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
 		if len(rejoin) > 0 {
+			rep.RejoinDrawn++
 			without := slices.Clone(mask)
 			for _, j := range rejoin {
 				without[j] = false
 			}
-			pc.needsRejoined = pc.optMs/truth.bestBottleneckMs(without, pc.to, pc.from, pc.directMs, cfg.MaxHops) < 0.9
+			if pc.optMs/truth.bestBottleneckMs(without, pc.to, pc.from, pc.directMs, cfg.MaxHops) >= 0.9 {
+				// A chain within 10 % needs none of them: another pair.
+				if rep.RejoinDrawn > 200*cfg.Pairs {
+					return nil, fmt.Errorf("rejoin: %d random pairs drawn, %d need the %d relays restarted: restart more (--rejoin)", rep.RejoinDrawn, k, len(rejoin))
+				}
+				k--
+				continue
+			}
 		}
 		for c, v := range configs {
 			vin := pin
@@ -621,16 +655,12 @@ type pairCase struct {
 	optMs       float64 // the optimum's bottleneck RTT
 	optRate     float64 // the optimum's rate by the planner's model
 	hosting     int     // the relay whose host is the destination (Config.DstRelays), else -1
-	// needsRejoined: every chain within 10 % of the optimum goes through
-	// a relay of Config.Rejoin.
-	needsRejoined bool
 }
 
 // pairResult is what one configuration's plan of a pair did.
 type pairResult struct {
 	quality, modelQuality float64
 	chain, candsWithin    bool
-	needsRejoined         bool // the pair's (pairCase)
 	// the first cut's relays', and its cities' (see Plans)
 	cutWithin, cutCitiesWithin bool
 	gain                       float64 // the optimum's rate over direct's
@@ -670,7 +700,7 @@ func (pc *pairCase) modelQuality(chain []string) float64 {
 // plan plans the pair as v says (and replans it, with cfg.Replan), its
 // probes' noise from seed.
 func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlist.Input, seed uint64) (pairResult, error) {
-	r := pairResult{needsRejoined: pc.needsRejoined}
+	var r pairResult
 	scfg := v.Shortlist
 	p := &prober{world: pc.world, relays: pc.relays, index: pc.index, client: pc.client, dst: pc.dst,
 		inFlight: scfg.InFlightProbes(), shortlist: scfg, seed: seed, readyMs: map[string]float64{},
@@ -759,7 +789,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, settled, replanWithin, replanModelWithin, rejoinedWithin int
+	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, settled, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -786,10 +816,6 @@ func summarise(rs []pairResult, replan bool) Plans {
 		count(r.cutCitiesWithin, &cutCitiesWithin)
 		count(r.deadlined, &deadlined)
 		count(r.settled, &settled)
-		if r.needsRejoined {
-			pl.RejoinedPairs++
-			count(r.quality >= 0.9, &rejoinedWithin)
-		}
 		if replan {
 			replanWallMs = append(replanWallMs, r.replanWallMs)
 			replanProbes, replanRounds = append(replanProbes, float64(r.replanProbes)), append(replanRounds, float64(r.replanRounds))
@@ -807,9 +833,6 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.ChainShare = float64(chains) / float64(pl.Count)
 	pl.DeadlinedShare = float64(deadlined) / float64(pl.Count)
 	pl.SettledShare = float64(settled) / float64(pl.Count)
-	if pl.RejoinedPairs > 0 {
-		pl.RejoinedWithin10 = float64(rejoinedWithin) / float64(pl.RejoinedPairs)
-	}
 	pl.OptimumGainMedian = quantile(gains, 0.5)
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)

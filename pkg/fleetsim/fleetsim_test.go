@@ -170,9 +170,9 @@ func TestRunAppliesChurn(t *testing.T) {
 	}
 }
 
-// Rejoin restarts its relays a minute before the plans, and judges the
-// plans of the pairs that need them; at the warm-up's length it restarts
-// none and judges the same pairs.
+// Rejoin restarts its relays a minute before the plans, and plans only
+// pairs that need them; at the warm-up's length it restarts none and plans
+// the same pairs.
 func TestRunRejoinRestartsRelays(t *testing.T) {
 	cfg := small()
 	cfg.Rejoin = 40
@@ -185,18 +185,26 @@ func TestRunRejoinRestartsRelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restarted: %d relays %.0f s before, coordinate error %.3f, %d pairs need them, %.2f within 10 %%; control: %d, %.3f, %d, %.2f",
-		restarted.Rejoined, restarted.RejoinedAgoS, restarted.CoordErrMedian, restarted.Plans.RejoinedPairs, restarted.Plans.RejoinedWithin10,
-		control.Rejoined, control.CoordErrMedian, control.Plans.RejoinedPairs, control.Plans.RejoinedWithin10)
-	if restarted.Rejoined != 40 || restarted.RejoinedAgoS != 60 || control.Rejoined != 0 {
-		t.Errorf("restarted %d relays %.0f s before, control %d: want 40, 60 s, and none", restarted.Rejoined, restarted.RejoinedAgoS, control.Rejoined)
+	plain, err := Run(context.Background(), small(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Half the fleet a minute old: the coordinates are worse.
-	if restarted.CoordErrMedian <= control.CoordErrMedian {
-		t.Errorf("coordinate error %.3f with half the relays a minute old, %.3f without: want it higher", restarted.CoordErrMedian, control.CoordErrMedian)
+	t.Logf("restarted: %d of %d relays (%d cities) %.0f s before, coordinate error %.3f, %d pairs of %d drawn, %.2f within 10 %%; control: %d, %.3f, %.2f; without: %.3f, %.2f",
+		restarted.Rejoined, restarted.RejoinedRelays, restarted.RejoinedCities, restarted.RejoinedAgoS, restarted.CoordErrMedian, restarted.Plans.Count, restarted.RejoinDrawn, restarted.Plans.Within10,
+		control.Rejoined, control.CoordErrMedian, control.Plans.Within10, plain.CoordErrMedian, plain.Plans.Within10)
+	// Whole cities: 40 relays or a few more.
+	if set := restarted.RejoinedRelays; set < 40 || set > 50 || restarted.Rejoined != set || restarted.RejoinedAgoS != 60 || control.Rejoined != 0 || control.RejoinedRelays != set {
+		t.Errorf("restarted %d of %d relays %.0f s before, control %d of %d: want 40 to 50, all of them, 60 s, and none of the same", restarted.Rejoined, set, restarted.RejoinedAgoS, control.Rejoined, control.RejoinedRelays)
 	}
-	if restarted.Plans.RejoinedPairs == 0 || restarted.Plans.RejoinedPairs != control.Plans.RejoinedPairs {
-		t.Errorf("pairs that need the restarted relays: %d, control %d: want the same, some", restarted.Plans.RejoinedPairs, control.Plans.RejoinedPairs)
+	// Half the fleet a minute old: the coordinates are worse. Not
+	// restarted, the fleet is the plain run's.
+	if restarted.CoordErrMedian <= control.CoordErrMedian || control.CoordErrMedian != plain.CoordErrMedian {
+		t.Errorf("coordinate error %.3f with half the relays a minute old, %.3f without, %.3f in a plain run: want the first higher, the others the same", restarted.CoordErrMedian, control.CoordErrMedian, plain.CoordErrMedian)
+	}
+	// Only pairs that need the restarted relays are planned: more were
+	// drawn, the same in both runs.
+	if restarted.Plans.Count != cfg.Pairs || restarted.RejoinDrawn <= cfg.Pairs || control.RejoinDrawn != restarted.RejoinDrawn || plain.RejoinDrawn != 0 {
+		t.Errorf("%d pairs planned of %d drawn, control %d drawn, a plain run %d: want %d of more, the same, none", restarted.Plans.Count, restarted.RejoinDrawn, control.RejoinDrawn, plain.RejoinDrawn, cfg.Pairs)
 	}
 }
 
