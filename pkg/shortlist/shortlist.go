@@ -1059,6 +1059,21 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// searched are the bottleneck segments whose neighbourhoods were
 	// probed (see below).
 	searched := map[[2]string]bool{}
+	// necksOf is a plan's longest segments (more than one when
+	// they tie) whose neighbourhoods were not searched yet. Searching
+	// those of its next-longest segments too, in the same round, left
+	// fewer probes for the rest of the round and planned worse in the
+	// simulator (1,000 relays).
+	necksOf := func(p planner.Plan) (out [][2]string) {
+		if b := p.Bottleneck; b >= 0 && len(p.Chain) > 0 && cfg.Neighbours > 0 {
+			for _, seg := range p.Segments {
+				if k := key(seg.From, seg.To); seg.RTTMs >= p.Segments[b].RTTMs && !searched[k] {
+					out = append(out, [2]string{seg.From, seg.To})
+				}
+			}
+		}
+		return out
+	}
 	for round := 0; ; round++ {
 		if round > 0 {
 			if err := late(false); err != nil {
@@ -1074,21 +1089,6 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		var err error
 		if res, err = planner.Search(m, req); err != nil {
 			return nil, nil, st, err
-		}
-		// necks are the best plan's longest segments (more than one when
-		// they tie) whose neighbourhoods were not searched yet. Searching
-		// those of its next-longest segments too, in the same round, left
-		// fewer probes for the rest of the round and planned worse in the
-		// simulator (1,000 relays).
-		necksOf := func(p planner.Plan) (out [][2]string) {
-			if b := p.Bottleneck; b >= 0 && len(p.Chain) > 0 && cfg.Neighbours > 0 {
-				for _, seg := range p.Segments {
-					if k := key(seg.From, seg.To); seg.RTTMs >= p.Segments[b].RTTMs && !searched[k] {
-						out = append(out, [2]string{seg.From, seg.To})
-					}
-				}
-			}
-			return out
 		}
 		necks := necksOf(res.Best)
 		if round == cfg.Rounds || !unsettled(res.Best) && len(necks) == 0 {
