@@ -206,7 +206,7 @@ func simShortlistDefaults() shortlist.Config {
 		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
 		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
-		Caution: shortlist.DefaultCaution,
+		Caution: shortlist.DefaultCaution, YoungFor: shortlist.DefaultYoungFor, YoungOptimism: shortlist.DefaultYoungOptimism,
 	}
 }
 
@@ -220,6 +220,8 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.IntVar(&c.Rounds, "rounds", base.Rounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
 	fs.IntVar(&c.ExplorePerRound, "explore", base.ExplorePerRound, "at most this many probes a planning round")
 	fs.Float64Var(&c.Optimism, "optimism", base.Optimism, "each planning round also probes candidate pairs whose estimate times this beats the best plan's bottleneck (1: trust the estimates)")
+	fs.DurationVar(&c.YoungFor, "young-for", base.YoungFor, "a relay whose coordinate has been measured for less than this (one that joined or restarted) is young: its estimated pairs are probed at --young-optimism (negative: no relay is young)")
+	fs.Float64Var(&c.YoungOptimism, "young-optimism", base.YoungOptimism, "--optimism for a young relay's pairs")
 	fs.IntVar(&c.PerSite, "per-site", base.PerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")

@@ -322,6 +322,9 @@ type relay struct {
 	// viewAt (Config.FleetViewEvery); nil: not read yet.
 	view   []coord.Peer
 	viewAt time.Duration
+	// since is when its relayd started, simulated time: its coordinate
+	// has been measured since (shortlist.Relay.MeasuredFor).
+	since time.Duration
 }
 
 // Run simulates cfg. Progress, when not nil, is told each phase.
@@ -388,9 +391,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	var checks []joinCheck
 	var joinedErrs []float64
-	// fresh makes relay i a new relayd: no coordinate, no measurements.
-	fresh := func(i int) (err error) {
+	// fresh makes relay i a new relayd at at: no coordinate, no
+	// measurements.
+	fresh := func(i int, at time.Duration) (err error) {
 		r := relays[i]
+		r.since = at
 		r.node, err = coord.NewNode(r.name, cfg.Coord, rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)))
 		r.coord, r.measured, r.view = nil, nil, nil
 		return err
@@ -447,7 +452,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 				r.alive = e.Kind == netsim.Join
 				if r.alive {
 					// A relay that joins is a new relayd.
-					if err := fresh(e.Relay); err != nil {
+					if err := fresh(e.Relay, e.At); err != nil {
 						return nil, err
 					}
 					if e.At+time.Minute < cfg.Warmup {
@@ -458,7 +463,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			if at >= rejoinAt {
 				for _, j := range rejoin {
 					if relays[j].alive {
-						if err := fresh(j); err != nil {
+						if err := fresh(j, at); err != nil {
 							return nil, err
 						}
 						restarted++
@@ -562,7 +567,8 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	for _, i := range alive {
 		r := relays[i]
 		in.Relays = append(in.Relays, shortlist.Relay{
-			Node: planner.Node{Name: r.name, Relay: true, WindowBytes: cfg.WindowBytes}, Coord: r.coord})
+			Node: planner.Node{Name: r.name, Relay: true, WindowBytes: cfg.WindowBytes}, Coord: r.coord,
+			MeasuredFor: cfg.Warmup - r.since})
 		for _, m := range r.measured {
 			if m.Samples > 0 && relays[index[m.Peer]].alive {
 				in.Exact = append(in.Exact, planner.Pair{A: r.name, B: m.Peer, RTTMs: m.MedianMs})

@@ -149,6 +149,7 @@ type published struct {
 	// coord is the newest given to PublishCoordinate (nil: none), and
 	// coordWrittenAt when it last reached KV (zero: never, or lost).
 	coord          *Coordinate
+	coordSince     time.Time // the first PublishCoordinate (Coordinate.MeasuredForS)
 	coordWrittenAt time.Time
 }
 

@@ -119,7 +119,11 @@ func (c *Consul) PublishCoordinate(ctx context.Context, relay string, coord *coo
 		m = &published{}
 		c.mine[relay] = m
 	}
-	m.coord = &Coordinate{Relay: relay, Coord: coord.Clone(), UpdatedAt: time.Now()}
+	now := time.Now()
+	if m.coordSince.IsZero() {
+		m.coordSince = now
+	}
+	m.coord = &Coordinate{Relay: relay, Coord: coord.Clone(), UpdatedAt: now, MeasuredForS: now.Sub(m.coordSince).Seconds()}
 	need := (m.coordWrittenAt.IsZero() || time.Since(m.coordWrittenAt) >= c.opts.PublishEvery) && !c.left
 	c.mu.Unlock()
 	if !need {

@@ -15,6 +15,20 @@ type Coordinate struct {
 	Relay     string                 `json:"relay"`
 	Coord     *coordinate.Coordinate `json:"coord"`
 	UpdatedAt time.Time              `json:"updated_at"`
+	// MeasuredForS is how long, seconds, the relay had been measuring
+	// this coordinate when it published it: since its relayd's first
+	// publication (a relay that joins or restarts starts afresh). 0: not
+	// said. A planner probes a young coordinate's pairs more readily.
+	MeasuredForS float64 `json:"measured_for_s,omitempty"`
+}
+
+// MeasuredFor is how long the relay had been measuring its coordinate at
+// now (MeasuredForS plus the publication's age); 0 when not said.
+func (c Coordinate) MeasuredFor(now time.Time) time.Duration {
+	if !(c.MeasuredForS > 0 && c.MeasuredForS < 1e9) {
+		return 0
+	}
+	return time.Duration(c.MeasuredForS*float64(time.Second)) + max(c.Age(now), 0)
 }
 
 // Coordinates is implemented by the backends that carry relays' own coordinates (both do).

@@ -69,8 +69,11 @@ type Fleet struct {
 	size    int64
 	local   []Pair
 	coord   *Coordinate // this relay's own, from PublishCoordinate
-	pulled  map[string]pull
-	relayed map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
+	// coordSince is this relay's first PublishCoordinate: its
+	// coordinate has been measured since (Coordinate.MeasuredForS).
+	coordSince time.Time
+	pulled     map[string]pull
+	relayed    map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
 	// relayedCoords are the coordinates of peers we cannot reach, as
 	// another peer knows them.
 	relayedCoords map[string]Coordinate
@@ -233,8 +236,12 @@ func (f *Fleet) PublishCoordinate(_ context.Context, relay string, c *coordinate
 	if !saneCoord(c) {
 		return fmt.Errorf("fleet registry of %q: coordinate %+v is not a usable one (finite, at most %d dimensions, within %d s)", relay, c, maxCoordDims, maxCoordSeconds)
 	}
+	now := time.Now()
 	f.mu.Lock()
-	f.coord = &Coordinate{Relay: relay, Coord: c.Clone(), UpdatedAt: time.Now()}
+	if f.coordSince.IsZero() {
+		f.coordSince = now
+	}
+	f.coord = &Coordinate{Relay: relay, Coord: c.Clone(), UpdatedAt: now, MeasuredForS: now.Sub(f.coordSince).Seconds()}
 	f.mu.Unlock()
 	return nil
 }

@@ -15,10 +15,12 @@ type bounded struct {
 
 // optimisticPairs returns the estimated pairs of g (the client, the
 // destination and the candidates) that would put a chain ahead of the best
-// plan (bottleneck bestMs) were the estimates optimism times too high,
-// best chance first. A pair's bound is the best chain of at most hops
-// relays through it with every estimated relay pair, its own included, at
-// estimate × optimism and every other segment at its figure (a minimax
+// plan (bottleneck bestMs) were the estimates too high by their
+// optimism, best chance first: optimism[i] is grid position i's, and a
+// pair's is the lower of its two ends'. A pair's bound is the best chain
+// of at most hops relays through it with every estimated relay pair, its
+// own included, at estimate × its optimism and every other segment at its
+// figure (a minimax
 // program over the candidates, from both ends). At optimism 0 only what
 // was measured prunes: a pair is worth a probe when a chain through it has
 // no measured segment as slow as the best plan, whatever the estimates
@@ -30,7 +32,7 @@ type bounded struct {
 // takes at most its probe budget of them, and sorting every pair of a
 // few hundred candidates by name and bound, for a few thousand, was a
 // tenth of a plan's computation at 5,000 relays.
-func optimisticPairs(g *grid, hops int, bestMs, optimism float64, limit int) []bounded {
+func optimisticPairs(g *grid, hops int, bestMs float64, optimism []float64, limit int) []bounded {
 	if hops < 1 {
 		return nil
 	}
@@ -46,7 +48,7 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64, limit int) []b
 		for j := i + 1; j < n; j++ {
 			ms, e, _ := g.fig(ends+i, ends+j)
 			if e {
-				ms *= optimism
+				ms *= min(optimism[ends+i], optimism[ends+j])
 			}
 			fig[i*n+j], fig[j*n+i] = ms, ms
 			est[i*n+j], est[j*n+i] = e, e
@@ -101,10 +103,10 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64, limit int) []b
 	}
 	for v := 0; v < n; v++ {
 		if estClient[v] {
-			add(gridClient, ends+v, fromClient[v]*optimism, suf[hops-1][v])
+			add(gridClient, ends+v, fromClient[v]*min(optimism[gridClient], optimism[ends+v]), suf[hops-1][v])
 		}
 		if estDst[v] {
-			add(ends+v, gridDst, toDst[v]*optimism, pre[hops-1][v])
+			add(ends+v, gridDst, toDst[v]*min(optimism[ends+v], optimism[gridDst]), pre[hops-1][v])
 		}
 	}
 	for u := 0; u < n; u++ {
@@ -150,6 +152,15 @@ func optimisticPairs(g *grid, hops int, bestMs, optimism float64, limit int) []b
 	out := make([]bounded, len(all))
 	for i, p := range all {
 		out[i] = bounded{a: byRank[p.ra], b: byRank[p.rb], boundMs: p.boundMs}
+	}
+	return out
+}
+
+// flatOptimism is optimism for each of n grid positions.
+func flatOptimism(n int, optimism float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = optimism
 	}
 	return out
 }

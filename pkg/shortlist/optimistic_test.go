@@ -27,7 +27,7 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 	}
 	rtt := figures(measured, estimated)
 	// Two relays a chain at most (three would let x start c-x-a-b-d).
-	got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6, 0)
+	got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, flatOptimism(5, 0.6), 0)
 	want := []bounded{{"a", "b", 24}, {"b", "x", 42}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -38,12 +38,33 @@ func TestOptimisticPairsRankByTheChainThroughThem(t *testing.T) {
 		}
 	}
 	// A limit keeps the first of that order.
-	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, 0.6, 1); len(got) != 1 || got[0].a != "a" || got[0].b != "b" {
+	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 2, 50, flatOptimism(5, 0.6), 1); len(got) != 1 || got[0].a != "a" || got[0].b != "b" {
 		t.Fatalf("limit 1: got %+v, want a–b alone", got)
 	}
 	// With one relay a chain, no pair of relays is a segment.
-	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 1, 50, 0.6, 0); len(got) != 0 {
+	if got := optimisticPairs(gridOf([]string{"a", "b", "x"}, rtt), 1, 50, flatOptimism(5, 0.6), 0); len(got) != 0 {
 		t.Fatalf("one relay: got %+v, want none", got)
+	}
+}
+
+// A young relay's pairs (its coordinate still finding its place) are
+// bounded at their lower optimism, and a pair takes the lower of its two
+// ends'.
+func TestOptimisticPairsOfAYoungRelay(t *testing.T) {
+	// c→a and b→d measured at 10 ms; a→b estimated at 100: at 0.6 it is
+	// 60, slower than the best plan's 50 ms; at 0.4, 40.
+	measured := map[[2]string]float64{key("c", "a"): 10, key("b", "d"): 10, key("c", "b"): 90, key("a", "d"): 90}
+	rtt := figures(measured, map[[2]string]float64{key("a", "b"): 100})
+	g := gridOf([]string{"a", "b"}, rtt)
+	if got := optimisticPairs(g, 2, 50, flatOptimism(g.n(), 0.6), 0); len(got) != 0 {
+		t.Fatalf("settled relays: got %+v, want none", got)
+	}
+	for _, young := range []string{"a", "b"} {
+		opt := flatOptimism(g.n(), 0.6)
+		opt[slices.Index(g.name, young)] = 0.4
+		if got := optimisticPairs(g, 2, 50, opt, 0); len(got) != 1 || got[0].a != "a" || got[0].b != "b" || math.Abs(got[0].boundMs-40) > 1e-9 {
+			t.Fatalf("%s young: got %+v, want a–b bounded at 40 ms", young, got)
+		}
 	}
 }
 
@@ -59,7 +80,7 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 	estimated := map[[2]string]float64{key("a", "b"): 70, key("b", "x"): 70, key("a", "x"): 200}
 	rtt := figures(measured, estimated)
 	cands := []string{"a", "b", "x"}
-	got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0, 0)
+	got := optimisticPairs(gridOf(cands, rtt), 3, 50, flatOptimism(len(cands)+2, 0), 0)
 	var pairs [][2]string
 	for _, g := range got {
 		pairs = append(pairs, [2]string{g.a, g.b})
@@ -72,16 +93,16 @@ func TestOptimisticPairsCountEveryEstimateOfTheChain(t *testing.T) {
 		t.Fatalf("optimism 0: pairs %v, want %v", pairs, want)
 	}
 	// A limit among ties keeps the first by name, as the whole order has.
-	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0, 2); len(got) != 2 || got[0].b != "b" || got[1].b != "x" || got[1].a != "a" {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, flatOptimism(len(cands)+2, 0), 2); len(got) != 2 || got[0].b != "b" || got[1].b != "x" || got[1].a != "a" {
 		t.Fatalf("optimism 0, limit 2: got %+v, want a–b and a–x", got)
 	}
 	// At 0.5 each pair alone would be 35 ms; with the other at its
 	// estimate (70) the chain is no better than 50: the bound must count
 	// the other pair at 0.5 too.
-	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 0.5, 0); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, flatOptimism(len(cands)+2, 0.5), 0); len(got) != 2 || got[0].boundMs != 35 || got[1].boundMs != 35 {
 		t.Fatalf("optimism 0.5: got %+v, want a-b and b-x at 35 ms", got)
 	}
-	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, 1, 0); len(got) != 0 {
+	if got := optimisticPairs(gridOf(cands, rtt), 3, 50, flatOptimism(len(cands)+2, 1), 0); len(got) != 0 {
 		t.Fatalf("optimism 1: got %+v, want none", got)
 	}
 }
@@ -120,7 +141,7 @@ func TestOptimisticPairsLimitIsThePrefixOfTheWholeOrder(t *testing.T) {
 		// Whole milliseconds from a few values: ties are common.
 		return float64(10 + 5*rnd.IntN(4)), rnd.IntN(4) > 0, true
 	})
-	whole := optimisticPairs(g, 3, 60, 0.8, 0)
+	whole := optimisticPairs(g, 3, 60, flatOptimism(g.n(), 0.8), 0)
 	if len(whole) < 8 {
 		t.Fatalf("%d pairs: too few to test a limit", len(whole))
 	}
@@ -130,7 +151,7 @@ func TestOptimisticPairsLimitIsThePrefixOfTheWholeOrder(t *testing.T) {
 		t.Fatalf("not in (bound, a, b) order: %+v", whole)
 	}
 	for k := 1; k <= len(whole)+1; k++ {
-		got := optimisticPairs(g, 3, 60, 0.8, k)
+		got := optimisticPairs(g, 3, 60, flatOptimism(g.n(), 0.8), k)
 		if want := whole[:min(k, len(whole))]; !slices.Equal(got, want) {
 			t.Fatalf("limit %d: %+v, want %+v", k, got, want)
 		}

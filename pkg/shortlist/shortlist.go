@@ -120,6 +120,18 @@ const (
 	// 1,898, in 3.0 s instead of 3.1 s (medians; 7 rounds against 8).
 	// 0.5 and 0.4 planned as well (90.7 %, 91.0 %) for more probes.
 	DefaultOptimism = 0.6
+	// DefaultYoungFor and DefaultYoungOptimism: a relay whose coordinate
+	// has been measured for less than DefaultYoungFor (a relay that just
+	// joined, or restarted: a new relayd starts its coordinate afresh) has
+	// its estimated pairs probed at DefaultYoungOptimism instead of
+	// Optimism. In the simulator (1,000 relays; make bench-sim-rejoin),
+	// of pairs whose every chain within 10 % of the optimum goes through
+	// one of 100 relays of 19 cities restarted a minute before, 83.5 %
+	// were planned within 10 % at optimism 0.6 and 93 % at 0.4 (96.5 %
+	// with those relays never restarted); five minutes after restarting,
+	// 93.25 % at 0.6.
+	DefaultYoungFor      = 10 * time.Minute
+	DefaultYoungOptimism = 0.4
 	// DefaultCaution: when the first cut is ranked again on its measured
 	// ends, a chain's estimated segments count this much longer than
 	// their estimates. Estimates err both ways and a chain that rests on
@@ -218,6 +230,14 @@ type Config struct {
 	// near 0: only measured segments rule a chain out; 1 = trust the
 	// estimates).
 	Optimism float64
+	// YoungFor: a relay whose coordinate has been measured for less than
+	// this (Relay.MeasuredFor) is young, its coordinate still finding its
+	// place: its estimated pairs are probed at YoungOptimism. 0 =
+	// DefaultYoungFor, negative = no relay is young.
+	YoungFor time.Duration
+	// YoungOptimism is Optimism for a young relay's pairs (the lower of
+	// the two wins); 0 = DefaultYoungOptimism.
+	YoungOptimism float64
 	// ExplorePerRound bounds each round's probes, those of the ranked
 	// plans' segments and the optimistic ones together; default
 	// DefaultExplorePerRound.
@@ -339,6 +359,8 @@ func (c Config) withDefaults() Config {
 	c.Landmarks = cmp.Or(c.Landmarks, DefaultLandmarks)
 	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	c.Optimism = cmp.Or(c.Optimism, DefaultOptimism)
+	c.YoungFor = cmp.Or(c.YoungFor, DefaultYoungFor)
+	c.YoungOptimism = cmp.Or(c.YoungOptimism, DefaultYoungOptimism)
 	c.ExplorePerRound = cmp.Or(c.ExplorePerRound, DefaultExplorePerRound)
 	c.Handshakes = cmp.Or(c.Handshakes, DefaultHandshakes)
 	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
@@ -375,6 +397,10 @@ func (c Config) sizes(placed int) (firstCut, candidates int) {
 type Relay struct {
 	Node  planner.Node           // Relay must be true; its windows and limit as known
 	Coord *coordinate.Coordinate // nil: not placed yet (never a candidate unless measured)
+	// MeasuredFor is how long the relay had measured its coordinate when
+	// it published it, plus the publication's age (0: not said, as by a
+	// relayd that does not publish it): see Config.YoungFor.
+	MeasuredFor time.Duration
 }
 
 // Input is what Plan plans from.
@@ -544,7 +570,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	placed := make(map[string]Relay, len(in.Relays))
 	var peers []coord.Peer
+	young := map[string]bool{}
 	for _, r := range in.Relays {
+		if r.MeasuredFor > 0 && r.MeasuredFor < cfg.YoungFor {
+			young[r.Node.Name] = true
+		}
 		if r.Node.Name == client || r.Node.Name == dst {
 			return nil, nil, st, fmt.Errorf("shortlist: relay %q has an endpoint's name", r.Node.Name)
 		}
@@ -1178,7 +1208,13 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			bMs := res.Best.Segments[res.Best.Bottleneck].RTTMs
 			// The loop takes at most ExplorePerRound of them: each it
 			// passes over is either added or already in the batch.
-			for _, pb := range optimisticPairs(&g, hops, bMs, cfg.Optimism, cfg.ExplorePerRound) {
+			optimism := flatOptimism(g.n(), cfg.Optimism)
+			for i, name := range g.name {
+				if young[name] {
+					optimism[i] = min(cfg.Optimism, cfg.YoungOptimism)
+				}
+			}
+			for _, pb := range optimisticPairs(&g, hops, bMs, optimism, cfg.ExplorePerRound) {
 				if len(batch) >= cfg.ExplorePerRound {
 					break
 				}

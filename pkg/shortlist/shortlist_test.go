@@ -1055,3 +1055,37 @@ func TestPlanSettlesWithinItsShare(t *testing.T) {
 		p.wantOracle(t, 0, in, res)
 	}
 }
+
+// A relay that says its coordinate was measured for less than YoungFor is
+// young: the rounds probe its estimated pairs more readily. One measured
+// for longer, or that does not say, is planned as before.
+func TestPlanProbesAYoungRelaysPairsMoreReadily(t *testing.T) {
+	probesOf := func(measuredFor time.Duration) (int, int) {
+		p, in := newPlane(30, 5)
+		young := in.Relays[7].Node.Name
+		in.Relays[7].MeasuredFor = measuredFor
+		if _, _, _, err := Plan(context.Background(), Config{Rounds: 1}, in, p); err != nil {
+			t.Fatal(err)
+		}
+		all, its := 0, 0
+		for _, round := range p.asked {
+			for _, pr := range round {
+				all++
+				if pr.From == young || pr.To == young {
+					its++
+				}
+			}
+		}
+		return all, its
+	}
+	allNot, itsNot := probesOf(0)
+	allOld, itsOld := probesOf(DefaultYoungFor)
+	allYoung, itsYoung := probesOf(time.Minute)
+	t.Logf("probes of the relay's pairs: %d of %d not said, %d of %d measured for 10 min, %d of %d young", itsNot, allNot, itsOld, allOld, itsYoung, allYoung)
+	if allOld != allNot || itsOld != itsNot {
+		t.Errorf("measured for %v: %d of %d probes, not said: %d of %d: want the same plan", DefaultYoungFor, itsOld, allOld, itsNot, allNot)
+	}
+	if itsYoung <= itsNot {
+		t.Errorf("young: %d probes of its pairs, settled %d: want more", itsYoung, itsNot)
+	}
+}

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
-
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -49,20 +47,20 @@ func ParseMode(s string) (Mode, error) {
 
 // CoordinatesOf reads reg's relays' own published coordinates, for
 // Survey.Coordinates; nil when reg carries none.
-func CoordinatesOf(reg registry.Store) func(context.Context) (map[string]*coordinate.Coordinate, error) {
+func CoordinatesOf(reg registry.Store) func(context.Context) (map[string]registry.Coordinate, error) {
 	cs, ok := reg.(registry.Coordinates)
 	if !ok {
 		return nil
 	}
-	return func(ctx context.Context) (map[string]*coordinate.Coordinate, error) {
+	return func(ctx context.Context) (map[string]registry.Coordinate, error) {
 		list, err := cs.Coordinates(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[string]*coordinate.Coordinate, len(list))
+		out := make(map[string]registry.Coordinate, len(list))
 		for _, c := range list {
 			if c.Coord != nil {
-				out[c.Relay] = c.Coord
+				out[c.Relay] = c
 			}
 		}
 		return out, nil
@@ -70,12 +68,12 @@ func CoordinatesOf(reg registry.Store) func(context.Context) (map[string]*coordi
 }
 
 // shortlisting says whether to shortlist, and with which coordinates.
-func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map[string]*coordinate.Coordinate, bool, error) {
+func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map[string]registry.Coordinate, bool, error) {
 	mode, err := ParseMode(string(s.Mode))
 	if err != nil || mode == ModeFull {
 		return nil, false, err
 	}
-	var coords map[string]*coordinate.Coordinate
+	var coords map[string]registry.Coordinate
 	if s.Coordinates != nil {
 		if coords, err = s.Coordinates(ctx); err != nil && mode == ModeShortlist {
 			return nil, false, fmt.Errorf("reading the relays' coordinates: %w", err)
@@ -83,7 +81,7 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 	}
 	placed := 0
 	for _, r := range usable {
-		if coords[r.Name] != nil {
+		if coords[r.Name].Coord != nil {
 			placed++
 		}
 	}
@@ -99,12 +97,12 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 // runShortlist fills res the shortlist way: the matrix is the candidates
 // shortlist.Plan planned over, with every pair it measured, and their
 // windows read.
-func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]*coordinate.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
+func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
 	in := shortlist.Input{Client: clientNode, Destination: dstNode, Request: s.Plan}
 	// A region's relay hosts the destination: its own coordinate places
 	// it, and no landmark is asked to probe it.
 	if res.Target.Relay != "" {
-		in.DestinationCoord = coords[res.Target.Relay]
+		in.DestinationCoord = coords[res.Target.Relay].Coord
 	}
 	c := &in.Request.Constraints
 	known := map[string]bool{}
@@ -118,7 +116,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	byName := map[string]registry.Relay{}
 	for _, r := range usable {
-		if coords[r.Name] == nil || slices.Contains(c.Exclude, r.Name) || len(c.Include) > 0 && !slices.Contains(c.Include, r.Name) {
+		if coords[r.Name].Coord == nil || slices.Contains(c.Exclude, r.Name) || len(c.Include) > 0 && !slices.Contains(c.Include, r.Name) {
 			continue
 		}
 		// A name the registry lists twice is one relay to the plan (the
@@ -128,7 +126,8 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		}
 		byName[r.Name] = r
 		in.Relays = append(in.Relays, shortlist.Relay{
-			Node: planner.Node{Name: r.Name, Relay: true, Region: r.Region}, Coord: coords[r.Name]})
+			Node: planner.Node{Name: r.Name, Relay: true, Region: r.Region}, Coord: coords[r.Name].Coord,
+			MeasuredFor: coords[r.Name].MeasuredFor(s.now())})
 	}
 	rp, notes := relayPairs(pairs, byName, ownRTTs(pairs), s.now())
 	res.Notes = append(res.Notes, notes...)

@@ -137,7 +137,13 @@ func (f *planeFleet) survey(mode Mode) *Survey {
 		Measure: func(_ context.Context, addr string) (time.Duration, error) {
 			return time.Duration(f.distance("client", addr) * float64(time.Millisecond)), nil
 		},
-		Coordinates: func(context.Context) (map[string]*coordinate.Coordinate, error) { return f.coords, nil },
+		Coordinates: func(context.Context) (map[string]registry.Coordinate, error) {
+			out := map[string]registry.Coordinate{}
+			for name, c := range f.coords {
+				out[name] = registry.Coordinate{Relay: name, Coord: c}
+			}
+			return out, nil
+		},
 	}
 }
 

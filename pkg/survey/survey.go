@@ -22,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
-
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -74,7 +72,7 @@ type Survey struct {
 	// Coordinates reads the relays' published network coordinates, by
 	// relay name, for ModeShortlist and ModeAuto; nil: none known (every
 	// survey measures every relay).
-	Coordinates func(ctx context.Context) (map[string]*coordinate.Coordinate, error)
+	Coordinates func(ctx context.Context) (map[string]registry.Coordinate, error)
 	// Shortlist tunes a shortlist survey (candidates, first cut,
 	// rounds); the zero value is shortlist's defaults.
 	Shortlist shortlist.Config
