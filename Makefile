@@ -195,7 +195,8 @@ bench-sim-settle:
 	./bench/run-sim-settle.sh
 
 # Whole cities of relays restarted a minute (and five) before the plans,
-# and not at all: the plans of pairs that need them, in the simulator (~8 min, no
+# and not at all: the plans of pairs that need them, with and without the
+# young relays' optimism, in the simulator (~18 min, no
 # root): bench/results/sim-rejoin.json.
 bench-sim-rejoin:
 	./bench/run-sim-rejoin.sh
