@@ -110,10 +110,13 @@ type SelfRegistration struct {
 // cache current with blocking queries; Relays and Pairs answer from it, so
 // they keep answering (with the last known data) while Consul is down.
 type Consul struct {
-	client *api.Client
-	opts   ConsulOptions
-	addr   string // for messages; never the token
-	log    *zap.Logger
+	// started is when this registry (its relayd) started: the coordinates
+	// it publishes have been measured since (Coordinate.MeasuredForS).
+	started time.Time
+	client  *api.Client
+	opts    ConsulOptions
+	addr    string // for messages; never the token
+	log     *zap.Logger
 
 	regMu   sync.Mutex // one (re-)registration at a time
 	writeMu sync.Mutex // one KV write at a time: a late write must not overwrite a newer one
@@ -149,7 +152,6 @@ type published struct {
 	// coord is the newest given to PublishCoordinate (nil: none), and
 	// coordWrittenAt when it last reached KV (zero: never, or lost).
 	coord          *Coordinate
-	coordSince     time.Time // the first PublishCoordinate (Coordinate.MeasuredForS)
 	coordWrittenAt time.Time
 }
 
@@ -189,7 +191,7 @@ func newConsul(opts ConsulOptions) (*Consul, error) {
 		measured: map[string][]Pair{}, coords: map[string]*coordinate.Coordinate{},
 		relayCoords: map[string]Coordinate{}, relayCoordsEvery: relayCoordCoalesce,
 		mine: map[string]*published{}, failing: map[string]time.Time{},
-		gen: make(chan struct{}), badKeys: map[string]bool{}, lastContact: time.Now(),
+		gen: make(chan struct{}), badKeys: map[string]bool{}, lastContact: time.Now(), started: time.Now(),
 	}, nil
 }
 

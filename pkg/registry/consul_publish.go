@@ -119,11 +119,7 @@ func (c *Consul) PublishCoordinate(ctx context.Context, relay string, coord *coo
 		m = &published{}
 		c.mine[relay] = m
 	}
-	now := time.Now()
-	if m.coordSince.IsZero() {
-		m.coordSince = now
-	}
-	m.coord = &Coordinate{Relay: relay, Coord: coord.Clone(), UpdatedAt: now, MeasuredForS: now.Sub(m.coordSince).Seconds()}
+	m.coord = ownCoordinate(relay, coord, c.started)
 	need := (m.coordWrittenAt.IsZero() || time.Since(m.coordWrittenAt) >= c.opts.PublishEvery) && !c.left
 	c.mu.Unlock()
 	if !need {

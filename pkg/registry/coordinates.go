@@ -16,10 +16,17 @@ type Coordinate struct {
 	Coord     *coordinate.Coordinate `json:"coord"`
 	UpdatedAt time.Time              `json:"updated_at"`
 	// MeasuredForS is how long, seconds, the relay had been measuring
-	// this coordinate when it published it: since its relayd's first
-	// publication (a relay that joins or restarts starts afresh). 0: not
-	// said. A planner probes a young coordinate's pairs more readily.
+	// this coordinate when it published it: since its registry (its
+	// relayd) started, so a relay that joins or restarts starts afresh.
+	// 0: not said. A planner probes a young coordinate's pairs more readily.
 	MeasuredForS float64 `json:"measured_for_s,omitempty"`
+}
+
+// ownCoordinate is relay's own coordinate c as published now by a registry
+// that started at started: a copy, timestamped, and measured since then.
+func ownCoordinate(relay string, c *coordinate.Coordinate, started time.Time) *Coordinate {
+	now := time.Now()
+	return &Coordinate{Relay: relay, Coord: c.Clone(), UpdatedAt: now, MeasuredForS: now.Sub(started).Seconds()}
 }
 
 // MeasuredFor is how long the relay had been measuring its coordinate at

@@ -69,11 +69,11 @@ type Fleet struct {
 	size    int64
 	local   []Pair
 	coord   *Coordinate // this relay's own, from PublishCoordinate
-	// coordSince is this relay's first PublishCoordinate: its
+	// started is when this registry (its relayd) started: its
 	// coordinate has been measured since (Coordinate.MeasuredForS).
-	coordSince time.Time
-	pulled     map[string]pull
-	relayed    map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
+	started time.Time
+	pulled  map[string]pull
+	relayed map[string][]Pair // by From: pairs of peers we cannot reach, as another peer knows them
 	// relayedCoords are the coordinates of peers we cannot reach, as
 	// another peer knows them.
 	relayedCoords map[string]Coordinate
@@ -99,7 +99,7 @@ type pull struct {
 // reaches the relays' admin APIs (a 3 s timeout suits the pulls).
 func openFleet(path, self string, admin *AdminClient) (*Fleet, error) {
 	f := &Fleet{
-		path: path, self: self, client: admin, pullEvery: DefaultPullInterval,
+		path: path, self: self, client: admin, pullEvery: DefaultPullInterval, started: time.Now(),
 		pulled: map[string]pull{}, relayed: map[string][]Pair{}, relayedCoords: map[string]Coordinate{},
 	}
 	if _, err := f.Reload(); err != nil {
@@ -236,12 +236,8 @@ func (f *Fleet) PublishCoordinate(_ context.Context, relay string, c *coordinate
 	if !saneCoord(c) {
 		return fmt.Errorf("fleet registry of %q: coordinate %+v is not a usable one (finite, at most %d dimensions, within %d s)", relay, c, maxCoordDims, maxCoordSeconds)
 	}
-	now := time.Now()
 	f.mu.Lock()
-	if f.coordSince.IsZero() {
-		f.coordSince = now
-	}
-	f.coord = &Coordinate{Relay: relay, Coord: c.Clone(), UpdatedAt: now, MeasuredForS: now.Sub(f.coordSince).Seconds()}
+	f.coord = ownCoordinate(relay, c, f.started)
 	f.mu.Unlock()
 	return nil
 }
