@@ -192,6 +192,11 @@ type ProbeConfig struct {
 	// in every publication, and made no measurable difference to plans in
 	// the fleet simulator.
 	Shortcuts int `yaml:"shortcuts"`
+	// PerRing is how many of the Nearest peers one ring of RTT (below
+	// 4 ms, 4–8 ms, 8–16 ms, ...) may hold in mode coordinates, so that a
+	// relay with many city-mates probes the next cities' relays too; -1:
+	// no limit, the Nearest lowest RTTs.
+	PerRing int `yaml:"per_ring"`
 }
 
 // Probe modes (ProbeConfig.Mode).
@@ -202,7 +207,7 @@ const (
 
 // coordConfig is the pkg/coord configuration of mode coordinates.
 func (p ProbeConfig) coordConfig() coord.Config {
-	return coord.Config{ProbesPerMinute: p.PerMinute, Nearest: p.Nearest, Random: p.Random, Shortcuts: p.Shortcuts}
+	return coord.Config{ProbesPerMinute: p.PerMinute, Nearest: p.Nearest, Random: p.Random, Shortcuts: p.Shortcuts, PerRing: p.PerRing}
 }
 
 // AuthConfig lists client credentials. Empty means no authentication.
@@ -272,6 +277,7 @@ const (
 	DefaultProbePerMinute   = coord.DefaultProbesPerMinute
 	DefaultProbeNearest     = coord.DefaultNearest
 	DefaultProbeRandom      = coord.DefaultRandom
+	DefaultProbePerRing     = coord.DefaultPerRing
 )
 
 // Defaults returns the configuration relayd runs with when nothing is given.
@@ -300,6 +306,7 @@ func Defaults() Config {
 			PerMinute:    DefaultProbePerMinute,
 			Nearest:      DefaultProbeNearest,
 			Random:       DefaultProbeRandom,
+			PerRing:      DefaultProbePerRing,
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
@@ -544,6 +551,10 @@ func (p ProbeConfig) validateCoordinates() []string {
 	}
 	if p.Shortcuts < 0 || p.Shortcuts > maxProbeSetPeers {
 		errs = append(errs, fmt.Sprintf("probe.shortcuts: must be 0..%d peers (0: none), got %d", maxProbeSetPeers, p.Shortcuts))
+		bad = true
+	}
+	if p.PerRing != -1 && (p.PerRing < 1 || p.PerRing > maxProbeSetPeers) {
+		errs = append(errs, fmt.Sprintf("probe.per_ring: must be 1..%d peers a ring of RTT, or -1 for no limit, got %d", maxProbeSetPeers, p.PerRing))
 		bad = true
 	}
 	if bad {

@@ -79,6 +79,10 @@ type Node struct {
 	// fewer than Nearest are ranked by RTT): a measurement that crosses
 	// it changes the nearest set, and ranks again at the next pick.
 	worstNearestMs float64
+	// ringWorstMs is, with Config.PerRing, the rank of the last nearest
+	// peer of each ring that holds PerRing of them: a peer measured in a
+	// full ring enters the nearest peers only below it.
+	ringWorstMs map[int]float64
 	// expireAt is when expire next has something to do: the first
 	// result's expiry, or MaxAge after the last pass.
 	expireAt time.Time
@@ -361,6 +365,12 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 	learning := n.learning() || !valid(self)
 	n.gen++
 	top := make([]rank, 0, n.cfg.Nearest+1)
+	// With PerRing, each ring's best PerRing (class 0) are kept apart,
+	// and merged with top once the fleet is ranked.
+	var rings map[int][]rank
+	if n.cfg.PerRing > 0 {
+		rings = map[int][]rank{}
+	}
 	for _, p := range fleet {
 		if p.Name == "" || p.Name == n.name {
 			continue
@@ -373,21 +383,16 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 			st.seen = n.gen
 		}
 		r := n.rankOf(p, st, self, learning)
-		if len(top) == n.cfg.Nearest && !r.less(top[len(top)-1]) {
+		if rings != nil && r.class == 0 {
+			ring := ringOf(r.ms)
+			rings[ring] = insertRank(rings[ring], r, n.cfg.PerRing, st == nil)
 			continue
 		}
-		if st == nil && slices.ContainsFunc(top, func(t rank) bool { return t.name == p.Name }) {
-			continue // listed twice
-		}
-		i, _ := slices.BinarySearchFunc(top, r, func(a, b rank) int {
-			if a.less(b) {
-				return -1
-			}
-			return 1
-		})
-		top = slices.Insert(top, i, r)
-		if len(top) > n.cfg.Nearest {
-			top = top[:n.cfg.Nearest]
+		top = insertRank(top, r, n.cfg.Nearest, st == nil)
+	}
+	for _, ring := range rings {
+		for _, r := range ring {
+			top = insertRank(top, r, n.cfg.Nearest, false)
 		}
 	}
 	n.worstNearestMs = math.Inf(1)
@@ -395,11 +400,63 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 		n.worstNearestMs = top[len(top)-1].ms
 	}
 	n.nearest = n.nearest[:0]
+	clear(n.ringWorstMs)
+	held := map[int]int{}
 	for _, r := range top {
 		n.nearest = append(n.nearest, r.name)
+		if rings != nil && r.class == 0 {
+			ring := ringOf(r.ms)
+			if held[ring]++; held[ring] == n.cfg.PerRing {
+				if n.ringWorstMs == nil {
+					n.ringWorstMs = map[int]float64{}
+				}
+				n.ringWorstMs[ring] = r.ms
+			}
+		}
 	}
 
 	n.rebuildSet(now, fleet)
+}
+
+// wouldBeNear says a peer not among the nearest, measured at ms, would be
+// one of them were they ranked again.
+func (n *Node) wouldBeNear(ms float64) bool {
+	if !(ms < n.worstNearestMs) {
+		return false
+	}
+	worst, full := n.ringWorstMs[ringOf(ms)]
+	return !full || ms < worst
+}
+
+// insertRank inserts r into top, sorted, keeping at most limit; a peer
+// that may be listed twice (check) is not inserted again.
+func insertRank(top []rank, r rank, limit int, check bool) []rank {
+	if len(top) == limit && !r.less(top[len(top)-1]) {
+		return top
+	}
+	if check && slices.ContainsFunc(top, func(t rank) bool { return t.name == r.name }) {
+		return top // listed twice
+	}
+	i, _ := slices.BinarySearchFunc(top, r, func(a, b rank) int {
+		if a.less(b) {
+			return -1
+		}
+		return 1
+	})
+	top = slices.Insert(top, i, r)
+	if len(top) > limit {
+		top = top[:limit]
+	}
+	return top
+}
+
+// ringOf is the ring of Config.PerRing an RTT falls in: 0 below 4 ms, 1
+// for 4–8 ms, 2 for 8–16 ms, and so on.
+func ringOf(ms float64) int {
+	if !(ms >= 4) {
+		return 0
+	}
+	return 1 + int(math.Log2(ms/4))
 }
 
 // rebuildSet completes the probe set around the nearest peers: the random
@@ -509,7 +566,7 @@ func (n *Node) Observe(now time.Time, peer Peer, rttMs float64, failed bool) {
 	st.results = append(st.results, r)
 	st.update(n.cfg.MaxAge)
 	near := slices.Contains(n.nearest, peer.Name)
-	if near && (failed || st.sum.MedianMs > n.worstNearestMs) || !near && !failed && st.sum.MedianMs < n.worstNearestMs {
+	if near && (failed || st.sum.MedianMs > n.worstNearestMs) || !near && !failed && n.wouldBeNear(st.sum.MedianMs) {
 		n.rankedAt = time.Time{} // the nearest set may change: rank again
 	}
 	if st.expires.Before(n.expireAt) {

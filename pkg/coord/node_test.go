@@ -16,7 +16,8 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // small is a probe set of 3 nearest and 2 random peers, one probe every
 // 10 s, so a cycle through the set takes 50 s.
-var small = Config{ProbesPerMinute: 6, Nearest: 3, Random: 2, RotateEvery: 5 * time.Minute, Window: 4, MaxAge: 10 * time.Minute}
+// small ranks its nearest peers by RTT alone (no rings: PerRing -1).
+var small = Config{ProbesPerMinute: 6, Nearest: 3, Random: 2, RotateEvery: 5 * time.Minute, Window: 4, MaxAge: 10 * time.Minute, PerRing: -1}
 
 func newNode(t *testing.T, name string, cfg Config, seed uint64) *Node {
 	t.Helper()
@@ -206,6 +207,53 @@ func TestNextTargetNearestByCoordinate(t *testing.T) {
 	got = picks(t, n, &now, fleet, 5)
 	if slices.Contains(got[:3], "p02") {
 		t.Errorf("after p02 failed: %v, want it out of the nearest", got)
+	}
+}
+
+func TestNextTargetNearestByRing(t *testing.T) {
+	cfg := small
+	cfg.Nearest, cfg.PerRing = 4, 2
+	n := newNode(t, "self", cfg, 5)
+	// City-mates at 1–3 ms (ring 0), the next city at 5–7 ms (ring 1),
+	// then 10, 12 and 20 ms; this node is done learning.
+	var fleet []Peer
+	for _, ms := range []float64{1, 1.5, 2, 2.5, 3, 5, 6, 7, 10, 12, 20} {
+		fleet = append(fleet, Peer{Name: fmt.Sprintf("p%04.1f", ms), Coord: at(ms)})
+	}
+	if err := n.client.SetCoordinate(at(0)); err != nil {
+		t.Fatal(err)
+	}
+	n.stats.Updates = 100
+	now := t0
+	got := picks(t, n, &now, fleet, 6)
+	if want := []string{"p01.0", "p01.5", "p05.0", "p06.0"}; !slices.Equal(got[:4], want) {
+		t.Errorf("picks %v: want %v first, two a ring", got, want)
+	}
+	// A peer of a full ring measured below its worst enters the nearest
+	// at the next pick, before the minute's ranking is due: p10.0 measured
+	// at 4.5 ms takes p06.0's place.
+	n.Observe(now, Peer{Name: "p10.0"}, 4.5, false)
+	picks(t, n, &now, fleet, 1)
+	if want := []string{"p01.0", "p01.5", "p10.0", "p05.0"}; !slices.Equal(n.nearest, want) {
+		t.Errorf("after p10.0 measured at 4.5 ms: nearest %v, want %v", n.nearest, want)
+	}
+	// One measured in a full ring above its worst would not enter, and
+	// costs no ranking before the minute's: p02.0 at 1.8 ms.
+	ranked := n.rankedAt
+	n.Observe(now, Peer{Name: "p02.0"}, 1.8, false)
+	if n.rankedAt != ranked {
+		t.Errorf("p02.0 measured at 1.8 ms, behind two nearer in its ring, asked for a new ranking")
+	}
+	// Without rings, the four lowest RTTs.
+	cfg.PerRing = -1
+	n = newNode(t, "self", cfg, 5)
+	if err := n.client.SetCoordinate(at(0)); err != nil {
+		t.Fatal(err)
+	}
+	n.stats.Updates = 100
+	got = picks(t, n, &now, fleet, 6)
+	if want := []string{"p01.0", "p01.5", "p02.0", "p02.5"}; !slices.Equal(got[:4], want) {
+		t.Errorf("no rings: picks %v, want %v first", got, want)
 	}
 }
 
