@@ -192,10 +192,10 @@ type ProbeConfig struct {
 	// in every publication, and made no measurable difference to plans in
 	// the fleet simulator.
 	Shortcuts int `yaml:"shortcuts"`
-	// PerRing is how many of the Nearest peers one ring of RTT (below
-	// 4 ms, 4–8 ms, 8–16 ms, ...) may hold in mode coordinates, so that a
-	// relay with many city-mates probes the next cities' relays too; -1:
-	// no limit, the Nearest lowest RTTs.
+	// PerRing is how many of the Nearest peers each ring of RTT (below
+	// 4 ms, 4–8 ms, 8–16 ms, ...) gives before the rest in mode
+	// coordinates, so that a relay with many city-mates probes the next
+	// cities' relays too; -1: no rings, the Nearest lowest RTTs.
 	PerRing int `yaml:"per_ring"`
 }
 
@@ -554,7 +554,7 @@ func (p ProbeConfig) validateCoordinates() []string {
 		bad = true
 	}
 	if p.PerRing != -1 && (p.PerRing < 1 || p.PerRing > maxProbeSetPeers) {
-		errs = append(errs, fmt.Sprintf("probe.per_ring: must be 1..%d peers a ring of RTT, or -1 for no limit, got %d", maxProbeSetPeers, p.PerRing))
+		errs = append(errs, fmt.Sprintf("probe.per_ring: must be 1..%d peers a ring of RTT, or -1 for no rings, got %d", maxProbeSetPeers, p.PerRing))
 		bad = true
 	}
 	if bad {

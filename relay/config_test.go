@@ -88,7 +88,7 @@ func TestParseConfig(t *testing.T) {
 		{"no nearest", "probe: {mode: coordinates, nearest: 0}", "probe.nearest: must be 1..1000 peers, got 0"},
 		{"negative random", "probe: {mode: coordinates, random: -1}", "probe.random: must be 1..1000 peers, got -1"},
 		{"negative shortcuts", "probe: {mode: coordinates, shortcuts: -1}", "probe.shortcuts: must be 0..1000 peers (0: none), got -1"},
-		{"no peer a ring", "probe: {mode: coordinates, per_ring: 0}", "probe.per_ring: must be 1..1000 peers a ring of RTT, or -1 for no limit, got 0"},
+		{"no peer a ring", "probe: {mode: coordinates, per_ring: 0}", "probe.per_ring: must be 1..1000 peers a ring of RTT, or -1 for no rings, got 0"},
 		{"a set too slow to go round", "probe: {mode: coordinates, per_minute: 1}",
 			"probe.per_minute, probe.nearest, probe.random: going round 12 peers at 1 a minute takes 12m0s"},
 		{"per_minute misspelt", "probe: {per_minut: 3}", "per_minut"},

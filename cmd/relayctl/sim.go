@@ -186,7 +186,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
 	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate and instance, its view for choosing whom to probe (the coordinate of the peer it probes it reads fresh, at each probe); reported as fleet_view_bytes_per_relay_min (0: as relayd on Consul, 0.6 s a relay, from 10 s to 10 minutes)")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
-	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "most of a relay's nearest peers in one ring of RTT: below 4 ms, 4–8, 8–16, ... ms (relayd probe.per_ring; -1: no limit, the nearest by RTT alone)")
+	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "a relay's nearest peers from each ring of RTT (below 4 ms, 4–8, 8–16, ... ms) before the rest (relayd probe.per_ring; -1: no rings, the nearest by RTT alone)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults()})
 	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes, and that relay probes the first cut's ends (default: a random server, placed by the landmarks and probed by the relays)")

@@ -82,14 +82,16 @@ type Config struct {
 	Shortcuts int
 	// ShortcutMaxAge is how long a shortcut is kept after its last probe.
 	ShortcutMaxAge time.Duration
-	// PerRing is how many of the Nearest peers one ring of RTT may
-	// hold: the rings are below 4 ms, 4–8 ms, 8–16 ms and so on, doubling,
-	// each ring's lowest RTTs first. In a fleet of many relays a city the
-	// Nearest peers by RTT alone are the relay's city-mates, a few ms
-	// away: its coordinate then learns nothing of the next cities, and
-	// it publishes no pair between cities, the segments a chain is made
-	// of. 0 = DefaultPerRing; negative = no limit, the Nearest lowest
-	// RTTs.
+	// PerRing is how many of the Nearest peers each ring of RTT gives
+	// before the rest: the rings are below 4 ms, 4–8 ms, 8–16 ms and so
+	// on, doubling. The Nearest are each ring's PerRing lowest RTTs, the
+	// lowest first, then the next lowest of every ring, so a fleet in
+	// few rings (one data centre) still fills them. In a fleet of many
+	// relays a city the Nearest peers by RTT alone are the relay's
+	// city-mates, a few ms away: its coordinate then learns nothing of
+	// the next cities, and it publishes no pair between cities, the
+	// segments a chain is made of. 0 = DefaultPerRing; negative = no
+	// rings, the Nearest lowest RTTs.
 	PerRing int
 	// Vivaldi tunes the coordinate (nil: coordinate.DefaultConfig(), as
 	// Consul and Serf use it: 8 dimensions plus a height).

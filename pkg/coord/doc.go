@@ -7,7 +7,7 @@
 // whatever the fleet size, spent on a small probe set:
 //
 //   - the Nearest peers (default 8), by RTT measured or else estimated,
-//     at most PerRing (default 2) of them in one ring of RTT (below 4 ms,
+//     PerRing (default 2) from each ring of RTT before the rest (below 4 ms,
 //     4–8 ms, 8–16 ms, ...): the pairs a relay chain is most likely to
 //     use, measured exactly, its city-mates and the next cities' relays;
 //   - Random peers (default 4), redrawn every RotateEvery (5 min), so that

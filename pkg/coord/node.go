@@ -75,14 +75,22 @@ type Node struct {
 	// and how many peers the fleet then listed (see rebuild).
 	rankedAt  time.Time
 	rankedLen int
-	// worstNearestMs is the rank of the last nearest peer (+Inf while
-	// fewer than Nearest are ranked by RTT): a measurement that crosses
-	// it changes the nearest set, and ranks again at the next pick.
+	// worstNearestMs is the highest rank among the nearest peers (+Inf
+	// while fewer than Nearest are ranked by RTT): a nearest peer
+	// measured above it may leave the set, and ranks again at the next
+	// pick.
 	worstNearestMs float64
-	// ringWorstMs is, with Config.PerRing, the rank of the last nearest
-	// peer of each ring that holds PerRing of them: a peer measured in a
-	// full ring enters the nearest peers only below it.
+	// With Config.PerRing the nearest peers are each ring's first
+	// PerRing, then the rings' next ones (see fillRings). ringWorstMs is
+	// the rank of the PerRing-th peer of each ring that has that many: a
+	// peer measured in that ring is one of its first only below it.
+	// firstCapMs and nextCapMs are the ranks a peer measured must be
+	// below to enter the nearest as one of its ring's first, or as one of
+	// the next (+Inf: any enters; -Inf: none). Without rings every peer
+	// is one of the first.
 	ringWorstMs map[int]float64
+	firstCapMs  float64
+	nextCapMs   float64
 	// expireAt is when expire next has something to do: the first
 	// result's expiry, or MaxAge after the last pass.
 	expireAt time.Time
@@ -365,7 +373,7 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 	learning := n.learning() || !valid(self)
 	n.gen++
 	top := make([]rank, 0, n.cfg.Nearest+1)
-	// With PerRing, each ring's best PerRing (class 0) are kept apart,
+	// With PerRing, each ring's best Nearest (class 0) are kept apart,
 	// and merged with top once the fleet is ranked.
 	var rings map[int][]rank
 	if n.cfg.PerRing > 0 {
@@ -385,47 +393,85 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 		r := n.rankOf(p, st, self, learning)
 		if rings != nil && r.class == 0 {
 			ring := ringOf(r.ms)
-			rings[ring] = insertRank(rings[ring], r, n.cfg.PerRing, st == nil)
+			rings[ring] = insertRank(rings[ring], r, n.cfg.Nearest, st == nil)
 			continue
 		}
 		top = insertRank(top, r, n.cfg.Nearest, st == nil)
 	}
-	for _, ring := range rings {
-		for _, r := range ring {
-			top = insertRank(top, r, n.cfg.Nearest, false)
+	full := func(set []rank) bool { return len(set) == n.cfg.Nearest && set[len(set)-1].class == 0 }
+	if rings != nil {
+		top = n.fillRings(rings, top)
+	} else {
+		n.firstCapMs, n.nextCapMs = math.Inf(1), math.Inf(-1)
+		if full(top) {
+			n.firstCapMs = top[len(top)-1].ms
 		}
 	}
 	n.worstNearestMs = math.Inf(1)
-	if len(top) == n.cfg.Nearest && top[len(top)-1].class == 0 {
-		n.worstNearestMs = top[len(top)-1].ms
+	if full(top) {
+		n.worstNearestMs = 0
 	}
 	n.nearest = n.nearest[:0]
-	clear(n.ringWorstMs)
-	held := map[int]int{}
 	for _, r := range top {
 		n.nearest = append(n.nearest, r.name)
-		if rings != nil && r.class == 0 {
-			ring := ringOf(r.ms)
-			if held[ring]++; held[ring] == n.cfg.PerRing {
-				if n.ringWorstMs == nil {
-					n.ringWorstMs = map[int]float64{}
-				}
-				n.ringWorstMs[ring] = r.ms
-			}
-		}
+		n.worstNearestMs = max(n.worstNearestMs, r.ms)
 	}
 
 	n.rebuildSet(now, fleet)
 }
 
+// fillRings merges the rings' ranked peers (class 0, each ring sorted)
+// with top (the peers ranked without an RTT, sorted) into the nearest
+// peers: each ring's first PerRing, by rank, then the rings' next ones,
+// by rank, then top's, at most Nearest in all. A fleet in fewer rings
+// than Nearest/PerRing, such as one data centre's, so still fills the
+// set with its lowest RTTs. It sets ringWorstMs, firstCapMs and nextCapMs
+// for wouldBeNear.
+func (n *Node) fillRings(rings map[int][]rank, top []rank) []rank {
+	var first, next []rank
+	clear(n.ringWorstMs)
+	for g, ring := range rings {
+		k := min(len(ring), n.cfg.PerRing)
+		first = append(first, ring[:k]...)
+		next = append(next, ring[k:]...)
+		if k == n.cfg.PerRing {
+			if n.ringWorstMs == nil {
+				n.ringWorstMs = map[int]float64{}
+			}
+			n.ringWorstMs[g] = ring[k-1].ms
+		}
+	}
+	byRank := func(a, b rank) int {
+		if a.less(b) {
+			return -1
+		}
+		return 1
+	}
+	slices.SortFunc(first, byRank)
+	slices.SortFunc(next, byRank)
+	set := slices.Concat(first, next, top)
+	set = set[:min(len(set), n.cfg.Nearest)]
+	n.firstCapMs, n.nextCapMs = math.Inf(1), math.Inf(1)
+	switch {
+	case len(first) >= n.cfg.Nearest:
+		// All first: a peer enters as one of its ring's first, below the
+		// set's worst, and never as a next one.
+		n.firstCapMs, n.nextCapMs = set[len(set)-1].ms, math.Inf(-1)
+	case len(set) == n.cfg.Nearest && set[len(set)-1].class == 0:
+		// Full, the last a next one: any new first enters, a next one
+		// only below that last.
+		n.nextCapMs = set[len(set)-1].ms
+	}
+	return set
+}
+
 // wouldBeNear says a peer not among the nearest, measured at ms, would be
 // one of them were they ranked again.
 func (n *Node) wouldBeNear(ms float64) bool {
-	if !(ms < n.worstNearestMs) {
-		return false
+	if worst, full := n.ringWorstMs[ringOf(ms)]; !full || ms < worst {
+		return ms < n.firstCapMs
 	}
-	worst, full := n.ringWorstMs[ringOf(ms)]
-	return !full || ms < worst
+	return ms < n.nextCapMs
 }
 
 // insertRank inserts r into top, sorted, keeping at most limit; a peer

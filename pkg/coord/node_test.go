@@ -244,6 +244,40 @@ func TestNextTargetNearestByRing(t *testing.T) {
 	if n.rankedAt != ranked {
 		t.Errorf("p02.0 measured at 1.8 ms, behind two nearer in its ring, asked for a new ranking")
 	}
+	// A fleet in one ring, one data centre's: the set still holds four,
+	// the lowest RTTs.
+	var dc []Peer
+	for _, ms := range []float64{1, 1.5, 2, 2.5, 3, 3.5} {
+		dc = append(dc, Peer{Name: fmt.Sprintf("d%03.1f", ms), Coord: at(ms)})
+	}
+	n = newNode(t, "self", cfg, 5)
+	if err := n.client.SetCoordinate(at(0)); err != nil {
+		t.Fatal(err)
+	}
+	n.stats.Updates = 100
+	picks(t, n, &now, dc, 1)
+	if want := []string{"d1.0", "d1.5", "d2.0", "d2.5"}; !slices.Equal(n.nearest, want) {
+		t.Errorf("one ring: nearest %v, want %v", n.nearest, want)
+	}
+	// A peer of that full ring measured below the set's last enters as
+	// one of the next; one above it asks for no ranking; one measured in
+	// a ring of its own enters ahead of the ring's next ones.
+	n.Observe(now, Peer{Name: "d3.0"}, 1.8, false)
+	picks(t, n, &now, dc, 1)
+	if want := []string{"d1.0", "d1.5", "d3.0", "d2.0"}; !slices.Equal(n.nearest, want) {
+		t.Errorf("after d3.0 measured at 1.8 ms: nearest %v, want %v", n.nearest, want)
+	}
+	ranked = n.rankedAt
+	n.Observe(now, Peer{Name: "d3.5"}, 2.2, false)
+	if n.rankedAt != ranked {
+		t.Errorf("d3.5 measured at 2.2 ms, above the set's last, asked for a new ranking")
+	}
+	n.Observe(now, Peer{Name: "d3.5"}, 30, false)
+	n.Observe(now, Peer{Name: "d3.5"}, 30, false)
+	picks(t, n, &now, dc, 1)
+	if want := []string{"d1.0", "d1.5", "d3.5", "d3.0"}; !slices.Equal(n.nearest, want) {
+		t.Errorf("after d3.5 measured at 30 ms: nearest %v, want %v", n.nearest, want)
+	}
 	// Without rings, the four lowest RTTs.
 	cfg.PerRing = -1
 	n = newNode(t, "self", cfg, 5)
