@@ -186,6 +186,8 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
 	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate and instance, its view for choosing whom to probe (the coordinate of the peer it probes it reads fresh, at each probe); reported as fleet_view_bytes_per_relay_min (0: as relayd on Consul, 0.6 s a relay, from 10 s to 10 minutes)")
 	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
+	fl.IntVar(&cfg.Coord.Nearest, "nearest", coord.DefaultNearest, "peers each relay keeps probed by lowest RTT, measured or else estimated (relayd probe.nearest)")
+	fl.IntVar(&cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
 	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "a relay's nearest peers from each ring of RTT (below 4 ms, 4–8, 8–16, ... ms) before the rest (relayd probe.per_ring; -1: no rings, the nearest by RTT alone)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
 	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults()})
