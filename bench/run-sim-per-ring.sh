@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A relay's nearest peers by rings of RTT (probe.per_ring): each relay's
 # probe set with its nearest peers by RTT alone (--per-ring -1, as before
-# rings) and with at most two of them in each ring of RTT (below 4 ms,
-# 4-8 ms, 8-16 ms, ...; the default), in the world and with the pairs of
+# rings) and with two of them from each ring of RTT before the rest (below
+# 4 ms, 4-8 ms, 8-16 ms, ...; the default), in the world and with the pairs of
 # bench/run-sim-bench.sh: 1,000 relays (400 pairs, the first 200 those of
 # sim.json) and 5,000 relays (200 pairs), 30 minutes of measurement. Each
 # setting measures its own fleet (the probes differ), so each is a run of

@@ -19,10 +19,10 @@ const (
 	DefaultShortcutMaxAge  = time.Hour
 	// DefaultPerRing: in the fleet simulator, after 30 minutes of
 	// measurement, 2 took the plans within 10 % of the optimum from
-	// 83.5 % to 88.5 % of 200 pairs at 5,000 relays (some 23 a city), and
-	// the coordinates' p90 relative error from 43 % to 40 %; at 1,000
-	// relays (some 5 a city) 96 % to 96–98 %, p90 42 % to 38 % (make
-	// bench-sim-per-ring).
+	// 83.5 % to 90.5 % of 200 pairs at 5,000 relays (some 23 a city), and
+	// the coordinates' p90 relative error from 43 % to 41 %; at 1,000
+	// relays (some 5 a city) from 94.25 % to 96.75 % of 400 pairs, p90
+	// 42 % to 38 % (make bench-sim-per-ring).
 	DefaultPerRing = 2
 )
 
