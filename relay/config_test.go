@@ -24,12 +24,12 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{"probe mode mesh by default", "",
 			func(c Config) bool {
-				return c.Probe.Mode == ProbeMesh && c.Probe.PerMinute == 12 && c.Probe.Nearest == 8 && c.Probe.Random == 4
+				return c.Probe.Mode == ProbeMesh && c.Probe.PerMinute == 12 && c.Probe.Nearest == 12 && c.Probe.Random == 1
 			}},
 		{"probe mode coordinates", "probe: {mode: coordinates, per_minute: 30, nearest: 5}",
 			func(c Config) bool {
 				cc := c.Probe.coordConfig()
-				return c.Probe.Mode == ProbeCoordinates && cc.ProbesPerMinute == 30 && cc.Nearest == 5 && cc.Random == 4 &&
+				return c.Probe.Mode == ProbeCoordinates && cc.ProbesPerMinute == 30 && cc.Nearest == 5 && cc.Random == 1 &&
 					c.Probe.Timeout == DefaultProbeTimeout
 			}},
 		{"no shortcuts by default", "probe: {mode: coordinates}",
@@ -90,7 +90,7 @@ func TestParseConfig(t *testing.T) {
 		{"negative shortcuts", "probe: {mode: coordinates, shortcuts: -1}", "probe.shortcuts: must be 0..1000 peers (0: none), got -1"},
 		{"no peer a ring", "probe: {mode: coordinates, per_ring: 0}", "probe.per_ring: must be 1..1000 peers a ring of RTT, or -1 for no rings, got 0"},
 		{"a set too slow to go round", "probe: {mode: coordinates, per_minute: 1}",
-			"probe.per_minute, probe.nearest, probe.random: going round 12 peers at 1 a minute takes 12m0s"},
+			"probe.per_minute, probe.nearest, probe.random: going round 13 peers at 1 a minute takes 13m0s"},
 		{"per_minute misspelt", "probe: {per_minut: 3}", "per_minut"},
 	}
 	for _, tc := range bad {

@@ -117,9 +117,9 @@ TCP handshakes to their admin ports (--probe-mode; ~450 bytes each):
   mesh         every peer every probe.interval (2 s): one handshake per peer
                per interval, 30 a minute per peer; fine for tens of relays.
   coordinates  probe.per_minute handshakes a minute (12) whatever the fleet
-               size, to the probe.nearest (8) peers, probe.per_ring (2) from
+               size, to the probe.nearest (12) peers, probe.per_ring (2) from
                each ring of RTT (below 4 ms, 4-8, 8-16, ... ms) before the
-               rest, and the probe.random (4) others; the rest is estimated
+               rest, and probe.random (1) other; the rest is estimated
                from network coordinates, published with the measurements.
                For fleets of hundreds of relays and more.
 

@@ -13,7 +13,7 @@ func TestWithDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ProbesPerMinute != 12 || c.Nearest != 8 || c.Random != 4 || c.RotateEvery != 5*time.Minute ||
+	if c.ProbesPerMinute != 12 || c.Nearest != 12 || c.Random != 1 || c.RotateEvery != 5*time.Minute ||
 		c.Window != 8 || c.MaxAge != 10*time.Minute || c.Vivaldi == nil || c.Vivaldi.Dimensionality != 8 {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -66,7 +66,7 @@ func TestWithDefaultsErrorsNameTheField(t *testing.T) {
 			t.Errorf("%s: error %v, want one naming %s", tc.field, err, tc.field)
 		}
 	}
-	if _, err := (Config{MaxAge: time.Minute}).WithDefaults(); err != nil {
+	if _, err := (Config{MaxAge: 65 * time.Second}).WithDefaults(); err != nil {
 		t.Errorf("MaxAge of exactly one cycle: %v", err)
 	}
 }

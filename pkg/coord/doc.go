@@ -6,12 +6,13 @@
 // Config.ProbesPerMinute handshakes a minute (default 12, one every 5 s),
 // whatever the fleet size, spent on a small probe set:
 //
-//   - the Nearest peers (default 8), by RTT measured or else estimated,
+//   - the Nearest peers (default 12), by RTT measured or else estimated,
 //     PerRing (default 2) from each ring of RTT before the rest (below 4 ms,
 //     4–8 ms, 8–16 ms, ...): the pairs a relay chain is most likely to
-//     use, measured exactly, its city-mates and the next cities' relays;
-//   - Random peers (default 4), redrawn every RotateEvery (5 min), so that
-//     the coordinate also fits far peers and new near ones are found;
+//     use, measured exactly, its city-mates and the next cities' relays,
+//     and with twelve some six rings, out to 128 ms, so far peers too;
+//   - Random peers (default 1), redrawn every RotateEvery (5 min), so that
+//     new near ones are found;
 //   - peers a plan asked for with Node.Want, for a while.
 //
 // Vivaldi's authors (Dabek et al. 2004) found that a node needs near as well
