@@ -341,6 +341,15 @@ type rank struct {
 	name  string
 }
 
+// byRank orders ranks for slices' sort and search functions; no two
+// ranks are equal (names differ), so it never returns 0.
+func byRank(a, b rank) int {
+	if a.less(b) {
+		return -1
+	}
+	return 1
+}
+
 func (a rank) less(b rank) bool {
 	if a.class != b.class {
 		return a.class < b.class
@@ -398,17 +407,16 @@ func (n *Node) rebuild(now time.Time, fleet []Peer) {
 		}
 		top = insertRank(top, r, n.cfg.Nearest, st == nil)
 	}
-	full := func(set []rank) bool { return len(set) == n.cfg.Nearest && set[len(set)-1].class == 0 }
 	if rings != nil {
 		top = n.fillRings(rings, top)
 	} else {
 		n.firstCapMs, n.nextCapMs = math.Inf(1), math.Inf(-1)
-		if full(top) {
+		if n.full(top) {
 			n.firstCapMs = top[len(top)-1].ms
 		}
 	}
 	n.worstNearestMs = math.Inf(1)
-	if full(top) {
+	if n.full(top) {
 		n.worstNearestMs = 0
 	}
 	n.nearest = n.nearest[:0]
@@ -441,12 +449,6 @@ func (n *Node) fillRings(rings map[int][]rank, top []rank) []rank {
 			n.ringWorstMs[g] = ring[k-1].ms
 		}
 	}
-	byRank := func(a, b rank) int {
-		if a.less(b) {
-			return -1
-		}
-		return 1
-	}
 	slices.SortFunc(first, byRank)
 	slices.SortFunc(next, byRank)
 	set := slices.Concat(first, next, top)
@@ -457,12 +459,17 @@ func (n *Node) fillRings(rings map[int][]rank, top []rank) []rank {
 		// All first: a peer enters as one of its ring's first, below the
 		// set's worst, and never as a next one.
 		n.firstCapMs, n.nextCapMs = set[len(set)-1].ms, math.Inf(-1)
-	case len(set) == n.cfg.Nearest && set[len(set)-1].class == 0:
+	case n.full(set):
 		// Full, the last a next one: any new first enters, a next one
 		// only below that last.
 		n.nextCapMs = set[len(set)-1].ms
 	}
 	return set
+}
+
+// full says a nearest set holds Nearest peers, all ranked by RTT.
+func (n *Node) full(set []rank) bool {
+	return len(set) == n.cfg.Nearest && set[len(set)-1].class == 0
 }
 
 // wouldBeNear says a peer not among the nearest, measured at ms, would be
@@ -483,12 +490,7 @@ func insertRank(top []rank, r rank, limit int, check bool) []rank {
 	if check && slices.ContainsFunc(top, func(t rank) bool { return t.name == r.name }) {
 		return top // listed twice
 	}
-	i, _ := slices.BinarySearchFunc(top, r, func(a, b rank) int {
-		if a.less(b) {
-			return -1
-		}
-		return 1
-	})
+	i, _ := slices.BinarySearchFunc(top, r, byRank)
 	top = slices.Insert(top, i, r)
 	if len(top) > limit {
 		top = top[:limit]
