@@ -23,7 +23,7 @@
 FROM scratch AS local
 COPY bin/docker/relayd bin/docker/relayctl /
 USER 65532:65532
-EXPOSE 1080 8080 7000 9090
+EXPOSE 1080 8080 7000 9090 9090/udp
 # Nothing but relayd itself can check it here: no shell, no curl.
 HEALTHCHECK --interval=10s --timeout=4s --start-period=5s --retries=3 CMD ["/relayd", "health", "--admin", "127.0.0.1:9090"]
 ENTRYPOINT ["/relayd"]
@@ -41,7 +41,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/relayd ./cm
 FROM scratch AS release
 COPY --from=build /out/relayd /out/relayctl /
 USER 65532:65532
-EXPOSE 1080 8080 7000 9090
+EXPOSE 1080 8080 7000 9090 9090/udp
 HEALTHCHECK --interval=10s --timeout=4s --start-period=5s --retries=3 CMD ["/relayd", "health", "--admin", "127.0.0.1:9090"]
 ENTRYPOINT ["/relayd"]
 CMD ["run", "--config", "/etc/relaymesh/relayd.yaml"]

@@ -254,6 +254,93 @@ func TestConsulCoordinatesMode(t *testing.T) {
 	}
 }
 
+// coordinatesFleet is a fleet file's relays named names, in probe mode
+// coordinates on loopback, over TLS links, each started with extra flags.
+type coordinatesFleet struct {
+	path   string // the fleet file
+	token  string
+	relays []*relayd
+}
+
+func startCoordinatesFleet(t *testing.T, names []string, extra ...string) *coordinatesFleet {
+	t.Helper()
+	dir := t.TempDir()
+	f := &coordinatesFleet{path: filepath.Join(dir, "fleet.yaml"), token: "e2e-token-0123456789"}
+	admins, relayAddrs := map[string]string{}, map[string]string{}
+	var b strings.Builder
+	fmt.Fprintf(&b, "admin_token: %s\nrelays:\n", f.token)
+	for _, n := range names {
+		admins[n], relayAddrs[n] = freeAddr(t), freeAddr(t)
+		fmt.Fprintf(&b, "  - {name: %s, region: reg-%s, admin: %s, relay: %s}\n", n, n, admins[n], relayAddrs[n])
+	}
+	if err := os.WriteFile(f.path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := fleetSecretFile(t)
+	for _, n := range names {
+		cfg := filepath.Join(dir, n+".yaml")
+		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", f.path)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"--config", cfg, "--name", n, "--admin", admins[n], "--admin-token", f.token, "--allow-private",
+			"--relay-listen", relayAddrs[n], "--fleet-secret-file", secret}, extra...)
+		f.relays = append(f.relays, startRelayd(t, args...))
+	}
+	return f
+}
+
+// udpAnswered sums the probe asks over UDP the relays answered (relayd
+// admin_udp).
+func (f *coordinatesFleet) udpAnswered(t *testing.T) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, r := range f.relays {
+		page := adminGet(t, r, "/metrics", f.token)
+		for _, line := range strings.Split(page, "\n") {
+			if strings.HasPrefix(line, `relaymesh_udp_asks_total{result="answered"} `) {
+				var v float64
+				fmt.Sscan(strings.Fields(line)[1], &v)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+type planJSON struct {
+	Chain []string `json:"chain"`
+	Notes []string `json:"notes"`
+}
+
+// shortlistOnce plans to dst with args until the plan shortlists over
+// all n relays (each must have published a coordinate first), for up to
+// 20 s.
+func (f *coordinatesFleet) shortlistOnce(t *testing.T, dst string, n int, args ...string) planJSON {
+	t.Helper()
+	var out planJSON
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// Until every relay has published a coordinate, the plan fails
+		// and says so.
+		got, err := relayctlCmd(t, append([]string{"plan", "--fleet", f.path, "--dst", dst, "--survey", "shortlist", "-o", "json"}, args...)...).Output()
+		notes := ""
+		if err == nil {
+			if err := json.Unmarshal(got, &out); err != nil {
+				t.Fatalf("%v\n%s", err, got)
+			}
+			notes = strings.Join(out.Notes, "\n")
+			if strings.Contains(notes, fmt.Sprintf("shortlist: planned over %d of %d relays", n, n)) {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no shortlist over the %d relays in 20 s: %v; notes:\n%s", n, err, notes)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // TestPlanShortlistsACoordinatesFleet: relayctl plan on a fleet whose
 // relays publish coordinates (probe mode coordinates) surveys by
 // shortlist: the landmarks and candidates are asked through their real
@@ -261,55 +348,21 @@ func TestConsulCoordinatesMode(t *testing.T) {
 // what the shortlist measured. On loopback every RTT is tiny, so the plan
 // itself is not the point; the path through the binaries is.
 func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
-	dir := t.TempDir()
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	const token = "e2e-token-0123456789"
 	names := []string{"a", "b", "c", "d", "e"}
-	admins, relayAddrs := map[string]string{}, map[string]string{}
-	var b strings.Builder
-	fmt.Fprintf(&b, "admin_token: %s\nrelays:\n", token)
-	for _, n := range names {
-		admins[n], relayAddrs[n] = freeAddr(t), freeAddr(t)
-		fmt.Fprintf(&b, "  - {name: %s, region: reg-%s, admin: %s, relay: %s}\n", n, n, admins[n], relayAddrs[n])
-	}
-	if err := os.WriteFile(fleetPath, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	secret := fleetSecretFile(t)
-	for _, n := range names {
-		cfg := filepath.Join(dir, n+".yaml")
-		body := fmt.Sprintf("probe: {mode: coordinates, per_minute: 600, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", fleetPath)
-		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		startRelayd(t, "--config", cfg, "--name", n, "--admin", admins[n], "--admin-token", token, "--allow-private",
-			"--relay-listen", relayAddrs[n], "--fleet-secret-file", secret)
-	}
-	var out struct {
-		Chain []string `json:"chain"`
-		Notes []string `json:"notes"`
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		// Until every relay has published a coordinate, the plan fails
-		// and says so.
-		got, err := relayctlCmd(t, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "shortlist", "-o", "json").Output()
-		notes := ""
-		if err == nil {
-			if err := json.Unmarshal(got, &out); err != nil {
-				t.Fatalf("%v\n%s", err, got)
-			}
-			notes = strings.Join(out.Notes, "\n")
-			if strings.Contains(notes, "shortlist: planned over 5 of 5 relays") {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no shortlist over the 5 relays in 20 s: %v; notes:\n%s", err, notes)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	fl := startCoordinatesFleet(t, names)
+	fleetPath := fl.path
+	out := fl.shortlistOnce(t, "reg-e", len(names))
 	t.Logf("plan %v; notes %q", out.Chain, out.Notes)
+	// Its relays' first probes were asked over UDP, and each acknowledged.
+	before := fl.udpAnswered(t)
+	if before == 0 || strings.Contains(strings.Join(out.Notes, "\n"), "over UDP did not acknowledge") {
+		t.Errorf("%v asks over UDP answered; notes %q: want the plans' first probes asked over UDP", before, out.Notes)
+	}
+	// --udp-ask=false asks over HTTPS only.
+	relayctlJSON(t, &out, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "shortlist", "--udp-ask=false", "-o", "json")
+	if after := fl.udpAnswered(t); after != before {
+		t.Errorf("--udp-ask=false: asks over UDP answered went from %v to %v", before, after)
+	}
 	// relayctl nodes shows each relay's coordinate and its age.
 	var nodes struct {
 		Relays []struct {
@@ -331,5 +384,22 @@ func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
 	relayctlJSON(t, &out, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "full", "-o", "json")
 	if strings.Contains(strings.Join(out.Notes, "\n"), "shortlist") {
 		t.Errorf("--survey full shortlisted: %q", out.Notes)
+	}
+}
+
+// Relays that answer no asks over UDP (admin_udp off, as a filtered UDP
+// port would) are asked over HTTPS once the connection beside each ask is
+// up, and the plan is made as ever, saying how many relays did not
+// acknowledge.
+func TestPlanAsksOverHTTPSWhenUDPAsksGoUnanswered(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	fl := startCoordinatesFleet(t, names, "--admin-udp=false")
+	out := fl.shortlistOnce(t, "reg-c", len(names))
+	t.Logf("plan %v; notes %q", out.Chain, out.Notes)
+	if !strings.Contains(strings.Join(out.Notes, "\n"), "over UDP did not acknowledge") {
+		t.Errorf("no note of the asks over UDP that went unacknowledged: %q", out.Notes)
+	}
+	if n := fl.udpAnswered(t); n != 0 {
+		t.Errorf("%v asks over UDP answered with admin_udp off", n)
 	}
 }

@@ -22,12 +22,18 @@ const testSecret = "a-fleet-secret-of-32-bytes-long!"
 // loopback.
 func startAdmin(t *testing.T) *Server {
 	t.Helper()
+	return startAdminWith(t, func(cfg *Config) { cfg.CapacityMbit = 250 })
+}
+
+// startAdminWith is startAdmin with its config changed by set.
+func startAdminWith(t *testing.T, set func(*Config)) *Server {
+	t.Helper()
 	cfg := Defaults()
 	cfg.Name = "r1"
 	cfg.SOCKS, cfg.HTTP, cfg.Admin, cfg.Relay = "", "", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.FleetSecret = testSecret
 	cfg.AdminToken = "admin-token-0123456789"
-	cfg.CapacityMbit = 250
+	set(&cfg)
 	s, err := New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

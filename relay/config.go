@@ -33,6 +33,12 @@ type Config struct {
 	// AdminToken, when set, is required as "Authorization: Bearer <token>" on
 	// every admin path but /healthz. Required when Admin is not loopback.
 	AdminToken string `yaml:"admin_token"`
+	// AdminUDP answers probe asks in one UDP datagram on the admin port's
+	// number (pkg/udpask): a planner's first request to this relay costs
+	// one round trip instead of a new HTTPS connection's three. Only with
+	// transport tls, a fleet secret and an admin token (its key comes from
+	// both); nil means true.
+	AdminUDP *bool `yaml:"admin_udp"`
 
 	// Relay is the listen address of the native inter-relay protocol
 	// (docs/protocol.md): other relays send route headers here. Empty: off.

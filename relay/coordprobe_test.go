@@ -250,20 +250,7 @@ func measurementsOf(t *testing.T, s *Server, scope string) registry.Measurements
 // pairs and coordinate through the registry, and serves them at
 // /v1/measurements: its own in scope=local, every relay's in scope=fleet.
 func TestCoordinatesModeOnAFleet(t *testing.T) {
-	bare, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bare.Close()
-	go func() {
-		for {
-			c, err := bare.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	bare := acceptingListener(t)
 	names := []string{"a", "b", "c", "mesh"}
 	admins := map[string]string{}
 	var fleet strings.Builder

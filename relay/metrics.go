@@ -33,6 +33,8 @@ type metrics struct {
 	// is how many peers are probed (every one in mode mesh).
 	probes       *prometheus.CounterVec
 	probeSetSize prometheus.Gauge
+	// udpAsks counts probe asks over UDP (pkg/udpask) by result.
+	udpAsks *prometheus.CounterVec
 	// coordNode is the coordinate whose counters the coordinate metrics
 	// report (probe mode coordinates); unset, they read 0.
 	coordNode atomic.Pointer[coord.Node]
@@ -84,6 +86,10 @@ func newMetrics() *metrics {
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_probes_total",
 			Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), error (timeout, unreachable).",
+		}, []string{"result"}),
+		udpAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_asks_total",
+			Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
 		}, []string{"result"}),
 		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relaymesh_probe_set_size",
@@ -140,7 +146,7 @@ func newMetrics() *metrics {
 		}),
 	)
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -69,7 +69,7 @@ func (s *Server) newPlanRouter() *planroute.PerDestination {
 	// fleet that publishes coordinates), afresh every
 	// survey.DefaultFreshEvery.
 	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken, Admin: s.adminClient(10 * time.Second),
-		Coordinates: survey.CoordinatesOf(s.measure.reg), Replans: &survey.Replans{}}
+		Coordinates: survey.CoordinatesOf(s.measure.reg), Replans: &survey.Replans{}, AskKey: s.askKey()}
 	// The survey connects to the destination only where a tunnel could.
 	dialer := s.policy.Dialer(net.Dialer{})
 	sv.MeasureDst = func(ctx context.Context, addr string) (time.Duration, error) {

@@ -73,6 +73,7 @@ type Server struct {
 	draining bool // set by shutdown: no new conn may start waiting
 
 	socksLn, httpLn, adminLn, relayLn net.Listener
+	udp                               *udpAsks // admin_udp's socket; nil when off
 	httpSrv, adminSrv                 *http.Server
 	shutdownOnce                      sync.Once
 }
@@ -356,10 +357,16 @@ func (s *Server) Start() error {
 			s.adminSrv.ConnContext = adminConnContext
 		}
 		go s.adminSrv.Serve(ln)
+		if s.udp = s.listenUDPAsks(); s.udp != nil {
+			go s.udp.serve()
+		}
 	}
 	if err := s.startMeasuring(); err != nil {
 		if s.adminSrv != nil {
 			s.adminSrv.Close()
+		}
+		if s.udp != nil {
+			s.udp.conn.Close()
 		}
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
@@ -377,7 +384,7 @@ func (s *Server) Start() error {
 		zap.String("name", s.cfg.Name), zap.String("region", s.cfg.Region),
 		zap.String("socks", addrOf(s.socksLn)), zap.String("http", addrOf(s.httpLn)), zap.String("admin", addrOf(s.adminLn)),
 		zap.String("relay", addrOf(s.relayLn)), zap.Strings("next", s.chain.Load().Names()), zap.Bool("auth", s.auth.enabled()),
-		zap.Bool("admin_https", s.adminLn != nil && s.link != nil))
+		zap.Bool("admin_https", s.adminLn != nil && s.link != nil), zap.Bool("admin_udp", s.udp != nil))
 	if s.adminLn != nil {
 		s.logAdminFastOpen(noFastOpen)
 	}
@@ -641,6 +648,9 @@ func (s *Server) Shutdown(grace time.Duration) {
 func (s *Server) shutdown(grace time.Duration) {
 	s.log.Info("shutting down: no new connections", zap.Int("active", s.active()), zap.Duration("grace", grace))
 	s.measure.stop()
+	if s.udp != nil {
+		s.udp.conn.Close() // asks in flight go unanswered: their askers fall back to HTTPS
+	}
 	if s.socksLn != nil {
 		s.socksLn.Close()
 	}

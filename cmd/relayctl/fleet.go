@@ -22,6 +22,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -92,6 +93,25 @@ func (f *registryFlags) adminTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return id.AdminClientConfig(), nil
+}
+
+// askKey is the key of probe asks over UDP (pkg/udpask) for a fleet with
+// transport tls, derived from the fleet secret and the admin token; nil
+// (asks go over HTTPS) without either, or with transport plain.
+func (f *registryFlags) askKey(adminToken string) *udpask.Key {
+	path := f.secretPath()
+	if f.transport != relay.TransportTLS || path == "" || adminToken == "" {
+		return nil
+	}
+	secret, err := (&relay.Config{FleetSecretFile: path}).LoadFleetSecret()
+	if err != nil {
+		return nil
+	}
+	key, err := udpask.DeriveKey(string(secret), adminToken)
+	if err != nil {
+		return nil
+	}
+	return &key
 }
 
 // admin reaches the relays' admin APIs (see adminTLS). When that cannot

@@ -23,6 +23,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/survey"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 	"github.com/relaymesh/relaymesh/planner"
 	"github.com/relaymesh/relaymesh/relay"
 )
@@ -76,6 +77,18 @@ type planFlags struct {
 	// plansDir keeps, between runs of plan and bench, what each
 	// shortlist plan learnt (keptPlans); "" = nothing kept.
 	plansDir string
+	// udpAsk asks relays' first probes of a shortlist plan over UDP
+	// (--udp-ask).
+	udpAsk bool
+}
+
+// askKey is the survey's AskKey: with --udp-ask, on a fleet with
+// transport tls whose secret and admin token this host holds.
+func (f *planFlags) askKey() *udpask.Key {
+	if !f.udpAsk {
+		return nil
+	}
+	return f.reg.askKey(f.token())
 }
 
 // checkShortlist refuses --shortlist-candidates below 0,
@@ -130,6 +143,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "with a shortlist survey: end the rounds of targeted probes once a chain measured throughout predicts within this share of the best plan on estimates (its longest segment's neighbourhood searched), and plan on that chain: sooner plans, a little worse (0.1 = 10 %; 0: none, the rounds go on until the best plan stands on measurements)")
 	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (e.g. 2s; the first rounds are made whatever it says; 0: none)")
 	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "with a shortlist survey: a round ends once this share of its requests has answered, and the slowest (a far relay over a new connection, one that is down) answer into a later round (1: every round waits for its last)")
+	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask each relay's first probes in one UDP datagram to its admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge is asked over HTTPS (false: HTTPS only)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }
 
@@ -282,7 +296,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		replans, keep = keptPlans(filepath.Join(f.plansDir, plansFile(f.reg.id())))
 	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist, Replans: replans}
+		Coordinates: survey.CoordinatesOf(reg), Shortlist: f.shortlist, Replans: replans, AskKey: f.askKey()}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ go doc ./pkg/netsim.`,
   relayctl sim --relays 1000 --rejoin 100 --pairs 400
   relayctl sim --relays 1000 --replan --pairs 100
   relayctl sim --relays 1000 --variant 'tfo=--fast-open'
+  relayctl sim --relays 1000 --variant 'https=--udp-ask=false'
   relayctl sim --relays 5000 --variant 'small=--first-cut 384 --candidates 192' --variant 'rounds-12=--rounds 12'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -190,7 +191,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
 	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "a relay's nearest peers from each ring of RTT (below 4 ms, 4–8, 8–16, ... ms) before the rest (relayd probe.per_ring; -1: no rings, the nearest by RTT alone)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
-	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults()})
+	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults(), UDPAsk: true})
 	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes, and that relay probes the first cut's ends (default: a random server, placed by the landmarks and probed by the relays)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
@@ -251,6 +252,7 @@ func checkSimShortlist(c shortlist.Config) error {
 func simPlanningFlags(fs *pflag.FlagSet, p *fleetsim.Planning, base fleetsim.Planning) {
 	simShortlistFlags(fs, &p.Shortlist, base.Shortlist)
 	fs.BoolVar(&p.FastOpen, "fast-open", base.FastOpen, "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two")
+	fs.BoolVar(&p.UDPAsk, "udp-ask", base.UDPAsk, "ask each relay's first request of a plan in one UDP datagram, as relayctl plan --udp-ask does: one round trip and the relay's probes, while the HTTPS connection for its later requests opens beside it (false: over a new HTTPS connection, two round trips more)")
 	fs.BoolVar(&p.FitDst, "fit-dst", base.FitDst, "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate")
 	fs.BoolVar(&p.RelaysProbeDst, "relays-probe-dst", base.RelaysProbeDst, "with --dst-relays: each relay of the first cut probes the destination, as for any host, not the destination's relay them")
 }

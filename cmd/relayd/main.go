@@ -59,6 +59,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"http":              func() { cfg.HTTP = f.HTTP },
 		"admin":             func() { cfg.Admin = f.Admin },
 		"admin-token":       func() { cfg.AdminToken = f.AdminToken },
+		"admin-udp":         func() { cfg.AdminUDP = f.AdminUDP },
 		"relay-listen":      func() { cfg.Relay = f.Relay },
 		"fleet-secret-file": func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" },
 		"transport":         func() { cfg.Transport = f.Transport },
@@ -99,6 +100,7 @@ var flagsApart = []string{"config", "user", "password", "help"}
 func runCmd() *cobra.Command {
 	var configPath, password string
 	var f relay.Config // flag targets; applied over the file only when set
+	f.AdminUDP = new(bool)
 	var users []string
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -233,6 +235,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
 	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback)")
+	fl.BoolVar(f.AdminUDP, "admin-udp", true, "with transport tls, a fleet secret and --admin-token: answer planners' probe asks in one UDP datagram on the admin port's number, one round trip where a new HTTPS connection takes three (datagrams carry an HMAC from the secret and the token; nothing is answered without it)")
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
 	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --fleet-secret-file; "" disables)`)
 	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding the fleet secret (>= 16 bytes) that authenticates relays to each other; needed by --relay-listen and relaymesh:// hops")

@@ -167,6 +167,18 @@ func TestLabCoordinates(t *testing.T) {
 		chosen = max(chosen, rtt)
 	}
 	best := bestBottleneckMs(truth, relays, dst, 4)
+	// relayctl asked each relay's first probes over UDP (relayd
+	// admin_udp), and every relay acknowledged: the relays sent datagrams
+	// (their acks and replies; nothing else of theirs is UDP) and the
+	// plan says none was asked over HTTPS instead.
+	udpOut := 0
+	for _, r := range relays {
+		udpOut += netCounter(t, st, r, "/proc/net/snmp", "Udp:", "OutDatagrams")
+	}
+	t.Logf("UDP: %d datagrams from the relays, %d to the client", udpOut, netCounter(t, st, "client", "/proc/net/snmp", "Udp:", "InDatagrams"))
+	if udpOut == 0 || strings.Contains(strings.Join(first.Notes, "\n"), "over UDP did not acknowledge") {
+		t.Errorf("the relays sent %d datagrams; the plan's notes: %q: want its first probes asked over UDP and answered", udpOut, first.Notes)
+	}
 	t.Logf("plan %v in %.1f s: longest segment %.1f ms; the best chain's %.1f ms; direct %.1f ms", first.Chain, planTook.Seconds(), chosen, best, truth[[2]string{"client", dst}])
 	if best/chosen < 0.9 {
 		t.Errorf("the plan's longest segment %.1f ms: the best chain's is %.1f ms, more than 10 %% faster", chosen, best)
@@ -195,6 +207,11 @@ func TestLabCoordinates(t *testing.T) {
 	}
 	if took > 10*time.Second {
 		t.Errorf("a plan without %s took %.1f s from the cut: want within 10 s", gone, took.Seconds())
+	}
+	// The vanished relay answered neither its ask over UDP nor the
+	// connection beside it: that is no sign of a filtered UDP port.
+	if strings.Contains(strings.Join(after.Notes, "\n"), "over UDP did not acknowledge") {
+		t.Errorf("the plan after %s vanished blames UDP: %q", gone, after.Notes)
 	}
 
 	// The second plan asked relays the first had asked: its new admin
@@ -309,18 +326,26 @@ func tailLines(s string, n int) string {
 // (/proc/net/netstat, as nstat shows it).
 func netstatCounter(t *testing.T, st *lab.State, node, name string) int {
 	t.Helper()
-	cmd, err := st.Command(context.Background(), node, "cat", "/proc/net/netstat")
+	return netCounter(t, st, node, "/proc/net/netstat", "TcpExt:", name)
+}
+
+// netCounter is a counter of node's network namespace from file, a
+// /proc/net file of header and value lines in pairs (netstat, snmp), in
+// the section whose lines start with section ("TcpExt:", "Udp:").
+func netCounter(t *testing.T, st *lab.State, node, file, section, name string) int {
+	t.Helper()
+	cmd, err := st.Command(context.Background(), node, "cat", file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: /proc/net/netstat: %v", node, err)
+		t.Fatalf("%s: %s: %v", node, file, err)
 	}
 	lines := strings.Split(string(out), "\n")
 	for i := 0; i+1 < len(lines); i += 2 {
 		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) {
+		if len(names) == 0 || names[0] != section || len(values) != len(names) {
 			continue
 		}
 		if k := slices.Index(names, name); k > 0 {
@@ -331,7 +356,7 @@ func netstatCounter(t *testing.T, st *lab.State, node, name string) int {
 			return v
 		}
 	}
-	t.Fatalf("%s: no TcpExt %s in /proc/net/netstat", node, name)
+	t.Fatalf("%s: no %s %s in %s", node, section, name, file)
 	return 0
 }
 

@@ -149,6 +149,13 @@ type Planning struct {
 	// AdminSetupRTTs. An upper bound for a host that has planned before:
 	// it holds cookies only for the relays it asked.
 	FastOpen bool
+	// UDPAsk asks each relay's first request of a plan in one UDP
+	// datagram (relayctl plan --udp-ask, the default; pkg/udpask): one
+	// round trip and the relay's probes, while the HTTPS connection for
+	// its later requests opens beside it and the relay's windows are read
+	// over it, in the request's slot. Every ask gets through in the model
+	// (a relayctl whose ask is not acknowledged asks over HTTPS).
+	UDPAsk bool
 	// FitDst places a relay-hosted destination (Config.DstRelays) from
 	// the landmarks, as any host, not by its relay's coordinate.
 	FitDst bool
@@ -714,6 +721,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	if v.FastOpen {
 		p.setupRTTs = AdminSetupRTTsFastOpen
 	}
+	p.udpAsk = v.UDPAsk
 	t0 := time.Now()
 	res, m, st, err := shortlist.Plan(ctx, scfg, in, p)
 	if err != nil {
@@ -902,6 +910,8 @@ type prober struct {
 	// setupRTTs is what a new admin connection costs before its
 	// request's round trip (AdminSetupRTTs, or AdminSetupRTTsFastOpen).
 	setupRTTs float64
+	// udpAsk: a relay's first request goes in one datagram (Planning.UDPAsk).
+	udpAsk bool
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -1030,8 +1040,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			case kept:
 				r.via = g.From
 			default:
-				r.connectMs = p.setupRTTs * r.askMs
-				r.opens, r.setupMs = g.From, r.connectMs
+				r.opens, r.setupMs = g.From, p.setupRTTs*r.askMs
+				if p.udpAsk {
+					// Asked in one datagram; the connection opens
+					// beside it and the windows are read over it.
+					r.readMs = r.askMs
+				} else {
+					r.connectMs = r.setupMs
+				}
 			}
 			asked[g.From] = true
 		}

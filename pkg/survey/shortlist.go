@@ -2,6 +2,7 @@ package survey
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -137,6 +139,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 		}
 	}
 	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
+	defer pr.close()
 	// A region's relay probes for its host: the first cut's ends are its
 	// probes of the first cut, a request to it for every probe.MaxTargets
 	// of them, where each relay of the first cut would be asked over a new
@@ -272,8 +275,12 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			s.Shortlist.Deadline))
 	}
 	pr.mu.Lock()
-	fellBack := pr.fellBack
+	fellBack, asked, unacked := pr.fellBack, len(pr.asked), pr.unacked
 	pr.mu.Unlock()
+	if unacked > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d of %d relays asked over UDP did not acknowledge before their HTTPS connection was up, and were asked over it: is UDP to their admin port filtered? (relayd admin_udp; --udp-ask=false asks over HTTPS only)",
+			unacked, asked))
+	}
 	if fellBack > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: the destination's relay %s did not answer %d request(s) for its probes of the first cut; each of those relays probed the destination instead",
 			pr.dstRelay.Name, fellBack))
@@ -326,6 +333,13 @@ type surveyProber struct {
 	// fellBack counts the destination's relay's requests that failed and
 	// whose probes each relay then made (see Probe).
 	fellBack int
+	// ask asks relays' first probes over UDP (Survey.AskKey); nil: none.
+	// asked are the relays asked over it (once each), unacked how many
+	// of them were asked over HTTPS after all (no acknowledgement by the
+	// time the connection beside was up).
+	ask     *udpask.Client
+	asked   map[string]bool
+	unacked int
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
 	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
@@ -361,9 +375,21 @@ const (
 )
 
 func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target, dst string) *surveyProber {
-	return &surveyProber{s: s, relays: relays, target: target, dst: dst,
+	p := &surveyProber{s: s, relays: relays, target: target, dst: dst,
 		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
-		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{}}
+		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{}, asked: map[string]bool{}}
+	if s.AskKey != nil {
+		// No socket: every request goes over HTTPS, as without a key.
+		p.ask, _ = udpask.NewClient(*s.AskKey)
+	}
+	return p
+}
+
+// close closes the asks' socket: answers still in flight are dropped.
+func (p *surveyProber) close() {
+	if p.ask != nil {
+		p.ask.Close()
+	}
 }
 
 // info is what p knows of relay's windows: w when state is infoAnswered.
@@ -425,6 +451,21 @@ func (p *surveyProber) endRead(relay string, done chan struct{}, w *windows, err
 	p.learnLocked(relay, w, err)
 	p.mu.Unlock()
 	close(done)
+}
+
+// readingLocked is the done channel of relay's read in flight, nil when
+// there is none; p.mu held.
+func (p *surveyProber) readingLocked(relay string) chan struct{} {
+	done := p.reads[relay]
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+		return done
+	}
 }
 
 // awaitRead waits for the read of relay's windows in flight, if any (a
@@ -508,6 +549,12 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		addrs    []string
 		toDst    bool
 		withInfo bool // the relay's first request: it asks for its windows
+		// udp: the relay's first request, asked over UDP (p.ask) while
+		// no connection to it is up: its windows are read over HTTPS
+		// beside it (opens), or a read of them is in flight already;
+		// readDone is closed once that read has ended.
+		udp      bool
+		readDone chan struct{}
 		// opens is the relay this host's probe of opens a connection to
 		// beside it, over which it reads the relay's windows: no request
 		// of the plan has gone to it, and none of this round does.
@@ -549,6 +596,14 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	p.mu.Lock()
 	for _, rq := range reqs {
 		switch to := probes[rq.At[0]].To; {
+		case rq.From != ClientNode && p.ask != nil && !p.asked[rq.relay.Name] && p.infos[rq.relay.Name].state == infoUnasked:
+			rq.udp = true
+			rq.opens, rq.read = rq.relay.Name, p.startReadLocked(rq.relay.Name)
+			rq.readDone = rq.read
+		case rq.From != ClientNode && p.ask != nil && !p.asked[rq.relay.Name] && p.readingLocked(rq.relay.Name) != nil:
+			// A read of its windows (readLater) is opening the
+			// connection.
+			rq.udp, rq.readDone = true, p.readingLocked(rq.relay.Name)
 		case rq.From != ClientNode && p.infos[rq.relay.Name].state == infoUnasked:
 			rq.withInfo = true
 			p.infos[rq.relay.Name] = knownInfo{state: infoPending}
@@ -629,7 +684,22 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 					read.Wait()
 					return
 				}
-				sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+				if rq.udp {
+					// The slot is held until the read beside the ask
+					// has answered too, as for this host's probes.
+					var read sync.WaitGroup
+					if rq.opens != "" {
+						read.Go(func() {
+							w, err := p.readHeld(ctx, rq.relay)
+							p.endRead(rq.opens, rq.read, &w, err)
+						})
+					}
+					defer read.Wait()
+					sums, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.readDone)
+				}
+				if !rq.udp || err != nil {
+					sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+				}
 				if err != nil && rq.From == p.dst {
 					sums = p.relaysProbeDst(ctx, probes, rq.At, rq.Handshakes)
 				}
@@ -657,6 +727,63 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		}
 	}
 	return round.out, nil
+}
+
+// errNoAck is an ask over UDP not acknowledged by the time the read
+// beside it had ended: up, or failed.
+var errNoAck = errors.New("no acknowledgement of the ask over UDP")
+
+// askUDP asks relay for its probes of addrs in one datagram (p.ask). The
+// read of its windows beside it (readDone closed once it has ended) opens
+// a connection in three round trips; the ask is acknowledged in one. An ask
+// not acknowledged by then is not getting through (the relay's UDP port is
+// filtered, say) and fails with errNoAck at once, for the caller to ask
+// over HTTPS.
+func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, readDone <-chan struct{}) ([]probe.Summary, error) {
+	p.mu.Lock()
+	p.asked[relay.Name] = true
+	p.mu.Unlock()
+	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer pend.Cancel()
+	select {
+	case <-pend.Acked():
+	case <-readDone:
+		select {
+		case <-pend.Acked():
+		default:
+			// Counted only when the connection came up: a relay
+			// that vanished answers neither.
+			p.mu.Lock()
+			if st := p.infos[relay.Name].state; st == infoAnswered || st == infoMissing {
+				p.unacked++
+			}
+			p.mu.Unlock()
+			return nil, errNoAck
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
+	defer cancel()
+	rtts, err := pend.Wait(wctx)
+	if err != nil {
+		return nil, err
+	}
+	now := p.s.now()
+	sums := make([]probe.Summary, len(rtts))
+	for i, d := range rtts {
+		sums[i] = probe.Summary{Samples: handshakes, LastAt: now}
+		if d < 0 {
+			sums[i].Lost, sums[i].Loss, sums[i].LastErr = handshakes, 1, "no answer (asked over UDP)"
+			continue
+		}
+		ms := float64(d) / float64(time.Millisecond)
+		sums[i].MinMs, sums[i].MedianMs, sums[i].P90Ms = ms, ms, ms
+	}
+	return sums, nil
 }
 
 // relayProbes asks relay for its probes of addrs in one request (and for

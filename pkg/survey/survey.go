@@ -25,6 +25,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -88,6 +89,13 @@ type Survey struct {
 	// plans with it: its candidates are only relays Include and Exclude
 	// allow, so the matrix holds no other.
 	Plan planner.Request
+	// AskKey, when set, asks each relay's first probes of a shortlist
+	// plan in one UDP datagram (pkg/udpask; relayd admin_udp), one round
+	// trip where a new HTTPS connection takes three; its windows are read
+	// over HTTPS beside it, which opens the connection its later requests
+	// take. A relay that does not acknowledge the ask by the time that
+	// connection is up is asked over it. nil: HTTPS only.
+	AskKey *udpask.Key
 }
 
 // Target is the destination of a survey.

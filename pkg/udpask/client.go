@@ -1,0 +1,196 @@
+package udpask
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// Client asks relays over one UDP socket, for as many asks at once as its
+// caller makes. Close it when done.
+type Client struct {
+	key  Key
+	conn *net.UDPConn
+	now  func() time.Time
+
+	mu      sync.Mutex
+	waiting map[Nonce]*call
+	err     error // the socket's, once its reader stopped
+}
+
+// call is one datagram's ask in flight.
+type call struct {
+	acked   chan struct{} // closed at its acknowledgement (or its reply)
+	replied chan Reply    // its reply, once
+	ackOnce sync.Once
+}
+
+// NewClient opens a UDP socket (any local port, both address families)
+// whose asks and replies are authenticated with key.
+func NewClient(key Key) (*Client, error) {
+	conn, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{key: key, conn: conn, now: time.Now, waiting: map[Nonce]*call{}}
+	go c.read()
+	return c, nil
+}
+
+// Close closes the socket; asks in flight fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func (c *Client) read() {
+	buf := make([]byte, MaxDatagram+1)
+	for {
+		n, _, err := c.conn.ReadFromUDP(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				c.mu.Lock()
+				c.err = err
+				c.mu.Unlock()
+				return
+			}
+			continue // an ICMP error for one ask (port unreachable): others go on
+		}
+		b := buf[:n]
+		if nonce, err := c.key.OpenAck(b); err == nil {
+			c.mu.Lock()
+			cl := c.waiting[nonce]
+			c.mu.Unlock()
+			if cl != nil {
+				cl.ackOnce.Do(func() { close(cl.acked) })
+			}
+			continue
+		}
+		if r, err := c.key.OpenReply(b); err == nil {
+			c.mu.Lock()
+			cl := c.waiting[r.Nonce]
+			delete(c.waiting, r.Nonce)
+			c.mu.Unlock()
+			if cl != nil {
+				cl.ackOnce.Do(func() { close(cl.acked) })
+				cl.replied <- r
+			}
+		}
+	}
+}
+
+// Pending is an ask in flight: its targets split over as many datagrams as
+// they need.
+type Pending struct {
+	c       *Client
+	nonces  []Nonce
+	calls   []*call
+	parts   [][]int // parts[i]: the indices into the targets of calls[i]
+	targets int
+	acked   chan struct{} // closed once every part is acknowledged
+	done    chan struct{} // closed by Cancel
+	once    sync.Once
+}
+
+// Ask sends addr (a relay's admin host:port; its UDP port is the same
+// number) an ask for handshakes timed to each of targets, each bounded by
+// timeout. Wait for its answer or Cancel it.
+func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout time.Duration, targets []string) (*Pending, error) {
+	ua, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostOf(addr))
+	if err != nil || len(ua) == 0 {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	to, err := net.ResolveUDPAddr("udp", net.JoinHostPort(ua[0].Unmap().String(), port))
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{c: c, targets: len(targets), acked: make(chan struct{}), done: make(chan struct{})}
+	// Greedy split: as many targets a datagram as fit.
+	for start := 0; start < len(targets); {
+		end := start + 1
+		for end < len(targets) && end-start < 255 && AskSize(targets[start:end+1]) <= MaxDatagram {
+			end++
+		}
+		var n Nonce
+		_, _ = rand.Read(n[:])
+		b, err := c.key.SealAsk(Ask{Nonce: n, At: c.now(), Handshakes: handshakes,
+			TimeoutMs: max(1, min(int(timeout.Milliseconds()), 65535)), Targets: targets[start:end]})
+		if err != nil {
+			p.Cancel()
+			return nil, err
+		}
+		cl := &call{acked: make(chan struct{}), replied: make(chan Reply, 1)}
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			p.Cancel()
+			return nil, c.err
+		}
+		c.waiting[n] = cl
+		c.mu.Unlock()
+		idx := make([]int, 0, end-start)
+		for i := start; i < end; i++ {
+			idx = append(idx, i)
+		}
+		p.nonces, p.calls, p.parts = append(p.nonces, n), append(p.calls, cl), append(p.parts, idx)
+		if _, err := c.conn.WriteToUDP(b, to); err != nil {
+			p.Cancel()
+			return nil, err
+		}
+		start = end
+	}
+	go func() {
+		for _, cl := range p.calls {
+			select {
+			case <-cl.acked:
+			case <-p.done:
+				return
+			}
+		}
+		close(p.acked)
+	}()
+	return p, nil
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// Acked is closed once the relay has acknowledged every datagram of the
+// ask: asks reach it, and its replies reach here.
+func (p *Pending) Acked() <-chan struct{} { return p.acked }
+
+// Wait waits for the replies (or ctx's end) and returns each target's
+// median RTT, negative for one the relay could not measure.
+func (p *Pending) Wait(ctx context.Context) ([]time.Duration, error) {
+	defer p.Cancel()
+	out := make([]time.Duration, p.targets)
+	for i, cl := range p.calls {
+		select {
+		case r := <-cl.replied:
+			if len(r.RTTs) != len(p.parts[i]) {
+				return nil, errors.New("udpask: a reply for another number of targets")
+			}
+			for j, k := range p.parts[i] {
+				out[k] = r.RTTs[j]
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// Cancel forgets the ask: a reply after it is dropped. Wait calls it.
+func (p *Pending) Cancel() {
+	p.once.Do(func() { close(p.done) })
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	for _, n := range p.nonces {
+		delete(p.c.waiting, n)
+	}
+}

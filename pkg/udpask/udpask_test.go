@@ -1,0 +1,207 @@
+package udpask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func testKey(t *testing.T, secret, token string) Key {
+	t.Helper()
+	k, err := DeriveKey(secret, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestAskAckReplyRoundTrip(t *testing.T) {
+	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	at := time.UnixMilli(1_800_000_000_123)
+	a := Ask{Nonce: Nonce{1, 2, 3}, At: at, Handshakes: 3, TimeoutMs: 2500, Targets: []string{"198.51.100.7:9090", "[2001:db8::1]:443"}}
+	b, err := k.SealAsk(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.OpenAsk(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Nonce != a.Nonce || !got.At.Equal(at) || got.Handshakes != 3 || got.TimeoutMs != 2500 || strings.Join(got.Targets, ",") != strings.Join(a.Targets, ",") {
+		t.Errorf("ask came back as %+v, want %+v", got, a)
+	}
+	if n, err := k.OpenAck(k.SealAck(a.Nonce)); err != nil || n != a.Nonce {
+		t.Errorf("ack: %v, %v", n, err)
+	}
+	r := Reply{Nonce: a.Nonce, RTTs: []time.Duration{12345 * time.Microsecond, -1}}
+	gotR, err := k.OpenReply(k.SealReply(r))
+	if err != nil || gotR.Nonce != a.Nonce || len(gotR.RTTs) != 2 || gotR.RTTs[0] != r.RTTs[0] || gotR.RTTs[1] >= 0 {
+		t.Errorf("reply came back as %+v (%v), want %+v", gotR, err, r)
+	}
+	// Each kind opens only as itself.
+	if _, err := k.OpenReply(b); err == nil {
+		t.Error("an ask opened as a reply")
+	}
+	if _, err := k.OpenAsk(k.SealAck(a.Nonce)); err == nil {
+		t.Error("an ack opened as an ask")
+	}
+}
+
+// Another fleet secret or admin token, or any byte changed: refused.
+func TestForgedOrForeignAsksAreRefused(t *testing.T) {
+	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{"192.0.2.1:80"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []Key{
+		testKey(t, "another-fleet-secret-of-32-bytes", "admin-token-0123456789"),
+		testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-9876543210"),
+	} {
+		if _, err := other.OpenAsk(b); !errors.Is(err, ErrBadMAC) {
+			t.Errorf("opened under another key: %v", err)
+		}
+	}
+	for i := range b {
+		c := append([]byte(nil), b...)
+		c[i] ^= 0x40
+		if _, err := k.OpenAsk(c); err == nil {
+			t.Fatalf("byte %d changed: still opened", i)
+		}
+	}
+	if _, err := k.OpenAsk(b[:len(b)-1]); err == nil {
+		t.Error("a truncated ask opened")
+	}
+	if _, err := DeriveKey("", "token"); err == nil {
+		t.Error("a key without a fleet secret")
+	}
+}
+
+// A relay cannot amplify: the ack and the reply are never larger than the
+// ask, down to targets of three bytes and up to a full datagram.
+func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
+	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	for n := 1; n <= 255; n++ {
+		targets := make([]string, n)
+		for i := range targets {
+			targets[i] = "a:1"
+		}
+		if AskSize(targets) > MaxDatagram {
+			break
+		}
+		b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: targets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := k.SealReply(Reply{RTTs: make([]time.Duration, n)})
+		if len(reply) > len(b) || len(k.SealAck(Nonce{})) > len(b) {
+			t.Fatalf("%d targets: ask %d bytes, reply %d", n, len(b), len(reply))
+		}
+	}
+	if _, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: []string{strings.Repeat("x", 255), strings.Repeat("y", 255), strings.Repeat("z", 255), strings.Repeat("w", 255), strings.Repeat("v", 255)}}); err == nil {
+		t.Error("an ask over MaxDatagram sealed")
+	}
+}
+
+func TestReplaysRefuseStaleRepeatedAndTooMany(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	r := NewReplays(2)
+	ask := func(n byte, at time.Time) Ask { return Ask{Nonce: Nonce{n}, At: at} }
+	if err := r.Admit(ask(1, now.Add(-Window-time.Second)), now); !errors.Is(err, ErrStale) {
+		t.Errorf("an ask from 31 s ago: %v", err)
+	}
+	if err := r.Admit(ask(1, now.Add(Window+time.Second)), now); !errors.Is(err, ErrStale) {
+		t.Errorf("an ask from 31 s ahead: %v", err)
+	}
+	if err := r.Admit(ask(1, now), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Admit(ask(1, now), now.Add(time.Second)); !errors.Is(err, ErrReplay) {
+		t.Errorf("the same nonce again: %v", err)
+	}
+	if err := r.Admit(ask(2, now), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Admit(ask(3, now), now); !errors.Is(err, ErrBusy) {
+		t.Errorf("a third nonce in the window with room for two: %v", err)
+	}
+	// Once the first two are out of the window they are forgotten.
+	later := now.Add(Window + 2*time.Second)
+	if err := r.Admit(ask(3, later), later); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+}
+
+// A client's ask with more targets than a datagram holds goes in several,
+// each acknowledged and answered on its own, and the RTTs come back in the
+// targets' order. The relay here is the test's, with this package's codec.
+func TestClientSplitsAndReassembles(t *testing.T) {
+	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var datagrams atomic.Int32
+	go func() {
+		buf := make([]byte, MaxDatagram+1)
+		for {
+			n, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			a, err := k.OpenAsk(buf[:n])
+			if err != nil {
+				continue
+			}
+			datagrams.Add(1)
+			srv.WriteToUDP(k.SealAck(a.Nonce), from)
+			r := Reply{Nonce: a.Nonce}
+			for _, tg := range a.Targets {
+				var ms int
+				for _, c := range strings.TrimPrefix(strings.Split(tg, ":")[0], "t") {
+					ms = ms*10 + int(c-'0')
+				}
+				r.RTTs = append(r.RTTs, time.Duration(ms)*time.Millisecond)
+			}
+			srv.WriteToUDP(k.SealReply(r), from)
+		}
+	}()
+	c, err := NewClient(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var targets []string
+	for i := range 100 {
+		targets = append(targets, fmt.Sprintf("t%022d:9090", i)) // 29 bytes: about 38 a datagram
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := c.Ask(ctx, srv.LocalAddr().String(), 1, time.Second, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Acked():
+	case <-ctx.Done():
+		t.Fatal("no acknowledgement")
+	}
+	rtts, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range rtts {
+		if d != time.Duration(i)*time.Millisecond {
+			t.Fatalf("target %d: %v, want %d ms", i, d, i)
+		}
+	}
+	if datagrams.Load() < 3 {
+		t.Errorf("100 targets of 29 bytes went in %d datagrams", datagrams.Load())
+	}
+}
