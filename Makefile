@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask
 
 all: build
 
@@ -215,6 +215,12 @@ bench-sim-per-ring:
 # in the simulator (~30 min, no root): bench/results/sim-probe-split.json.
 bench-sim-probe-split:
 	./bench/run-sim-probe-split.sh
+
+# What asking relays in one UDP datagram saves a first plan against new
+# HTTPS connections, in the simulator (~15 min, no root):
+# bench/results/sim-udp-ask.json.
+bench-sim-udp-ask:
+	./bench/run-sim-udp-ask.sh
 
 # What TCP Fast Open on admin connections saves a plan, in the simulator
 # (~15 min, no root): bench/results/sim-fast-open.json.

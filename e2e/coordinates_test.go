@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -358,6 +359,20 @@ func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
 	if before == 0 || strings.Contains(strings.Join(out.Notes, "\n"), "over UDP did not acknowledge") {
 		t.Errorf("%v asks over UDP answered; notes %q: want the plans' first probes asked over UDP", before, out.Notes)
 	}
+	// To a host:port, with two landmarks: they are asked to probe it
+	// over UDP with the HTTPS connection opening beside (until an ask is
+	// acknowledged), and the other relays of the first cut over UDP
+	// alone, their windows coming with the reply (the plan describes
+	// every relay it holds: none is unknown), this host's probe of each
+	// being the ask's acknowledgement (none is left out unreached).
+	dst := startServer(t, func(c net.Conn) { c.Close() })
+	out = fl.shortlistOnce(t, dst.addr(), len(names), "--shortlist-landmarks", "2")
+	t.Logf("plan to %s %v; notes %q", dst.addr(), out.Chain, out.Notes)
+	notes := strings.Join(out.Notes, "\n")
+	if got := fl.udpAnswered(t) - before; got < float64(len(names)) || strings.Contains(notes, "over UDP did not acknowledge") || strings.Contains(notes, "window unknown") || strings.Contains(notes, "left out") {
+		t.Errorf("a plan to a host:port: %v asks over UDP answered, want one for each of the %d relays at least; notes %q", got, len(names), out.Notes)
+	}
+	before = fl.udpAnswered(t)
 	// --udp-ask=false asks over HTTPS only.
 	relayctlJSON(t, &out, "plan", "--fleet", fleetPath, "--dst", "reg-e", "--survey", "shortlist", "--udp-ask=false", "-o", "json")
 	if after := fl.udpAnswered(t); after != before {

@@ -75,7 +75,13 @@ func (s *Server) learntToAsker(r *http.Request) (float64, time.Duration) {
 	if err != nil {
 		return 0, 0
 	}
-	bps, age, _ := s.rates.learnt(ap.Addr(), time.Now())
+	return s.learntTo(ap.Addr())
+}
+
+// learntTo is the best rate this relay's tunnels to host sustained while
+// the path held them back, bits/s, and how long ago (datarate.go).
+func (s *Server) learntTo(host netip.Addr) (float64, time.Duration) {
+	bps, age, _ := s.rates.learnt(host, time.Now())
 	return bps, age
 }
 

@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -80,6 +82,24 @@ func (u *udpAsks) serve() {
 	}
 }
 
+// info is the relay's windows for an ask with udpask.FlagInfo (nil
+// without): what /v1/info says of them, from.
+func (u *udpAsks) info(a udpask.Ask, from net.Addr) *udpask.Info {
+	if a.Flags&udpask.FlagInfo == 0 {
+		return nil
+	}
+	limits := ReadLimits()
+	info := &udpask.Info{WindowBytes: limits.WindowBytesApprox, TCPWmemMaxBytes: limits.TCPWmemMaxBytes,
+		CapacityBps: u.s.cfg.CapacityMbit * 1e6, Congestion: cmp.Or(u.s.cfg.RelaySocket.Congestion, limits.CongestionControl)}
+	if ua, ok := from.(*net.UDPAddr); ok {
+		if host, ok := netip.AddrFromSlice(ua.IP); ok {
+			bps, age := u.s.learntTo(host.Unmap())
+			info.LearntToYouBps, info.LearntAgeSec = bps, float32(age.Seconds())
+		}
+	}
+	return info
+}
+
 // refuse counts an ask dropped unanswered and logs it, sampled.
 func (u *udpAsks) refuse(result string, from net.Addr, err error) {
 	u.s.metrics.udpAsks.WithLabelValues(result).Inc()
@@ -139,7 +159,7 @@ func (u *udpAsks) handle(b []byte, from net.Addr) {
 			})
 		}
 		wg.Wait()
-		reply := u.key.SealReply(udpask.Reply{Nonce: a.Nonce, RTTs: rtts})
+		reply := u.key.SealReply(udpask.Reply{Nonce: a.Nonce, RTTs: rtts, Info: u.info(a, from)})
 		if len(reply) > size {
 			return // never: a target takes more bytes in the ask than its RTT in the reply
 		}

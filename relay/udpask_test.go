@@ -54,7 +54,7 @@ func askOnce(t *testing.T, key udpask.Key, addr string, targets []string, wait t
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	p, err := c.Ask(ctx, addr, 2, time.Second, targets)
+	p, err := c.Ask(ctx, addr, 2, time.Second, targets, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func askOnce(t *testing.T, key udpask.Key, addr string, targets []string, wait t
 	case <-ctx.Done():
 		return false, nil
 	}
-	rtts, err := p.Wait(ctx)
+	rtts, _, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatalf("acknowledged, then: %v", err)
 	}
@@ -97,6 +97,23 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.metrics.udpAsks.WithLabelValues("answered")); n != 1 {
 		t.Errorf("answered asks: %v", n)
+	}
+	// An ask for the relay's windows alone: what /v1/info says of them.
+	c, err := udpask.NewClient(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := c.Ask(ctx, s.AdminAddr(), 1, time.Second, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, info, err := p.Wait(ctx)
+	limits := ReadLimits()
+	if err != nil || len(none) != 0 || info == nil || info.WindowBytes != limits.WindowBytesApprox || info.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.Congestion == "" {
+		t.Errorf("the windows: %v, %+v (%v); /v1/info's limits %+v", none, info, err, limits)
 	}
 
 	other, _ := udpask.DeriveKey(testSecret, "another-admin-token-0123")

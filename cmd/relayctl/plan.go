@@ -77,7 +77,7 @@ type planFlags struct {
 	// plansDir keeps, between runs of plan and bench, what each
 	// shortlist plan learnt (keptPlans); "" = nothing kept.
 	plansDir string
-	// udpAsk asks relays' first probes of a shortlist plan over UDP
+	// udpAsk asks relays for a shortlist plan's probes over UDP
 	// (--udp-ask).
 	udpAsk bool
 }
@@ -138,12 +138,12 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
 	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
 	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
-	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")
+	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (an ask over UDP until the relay acknowledges it; a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")
 	fl.Float64Var(&f.shortlist.LaterQuorum, "shortlist-later-quorum", shortlist.DefaultLaterQuorum, "with a shortlist survey: --shortlist-quorum for the rounds after the first two (the landmarks', the first cut's ends), whose requests go over connections already open and whose stragglers are far relays' probes (1: every later round waits for its last)")
 	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "with a shortlist survey: end the rounds of targeted probes once a chain measured throughout predicts within this share of the best plan on estimates (its longest segment's neighbourhood searched), and plan on that chain: sooner plans, a little worse (0.1 = 10 %; 0: none, the rounds go on until the best plan stands on measurements)")
 	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (e.g. 2s; the first rounds are made whatever it says; 0: none)")
 	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "with a shortlist survey: a round ends once this share of its requests has answered, and the slowest (a far relay over a new connection, one that is down) answer into a later round (1: every round waits for its last)")
-	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask each relay's first probes in one UDP datagram to its admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge is asked over HTTPS (false: HTTPS only)")
+	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask relays for their probes and windows in one UDP datagram to their admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge in time is asked over HTTPS (false: HTTPS only)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 }
 

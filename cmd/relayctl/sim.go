@@ -228,7 +228,7 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.YoungOptimism, "young-optimism", base.YoungOptimism, "--optimism for a young relay's pairs")
 	fs.IntVar(&c.PerSite, "per-site", base.PerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
-	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
+	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together, an ask over UDP until it is acknowledged (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
 	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
 	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
@@ -252,7 +252,7 @@ func checkSimShortlist(c shortlist.Config) error {
 func simPlanningFlags(fs *pflag.FlagSet, p *fleetsim.Planning, base fleetsim.Planning) {
 	simShortlistFlags(fs, &p.Shortlist, base.Shortlist)
 	fs.BoolVar(&p.FastOpen, "fast-open", base.FastOpen, "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two")
-	fs.BoolVar(&p.UDPAsk, "udp-ask", base.UDPAsk, "ask each relay's first request of a plan in one UDP datagram, as relayctl plan --udp-ask does: one round trip and the relay's probes, while the HTTPS connection for its later requests opens beside it (false: over a new HTTPS connection, two round trips more)")
+	fs.BoolVar(&p.UDPAsk, "udp-ask", base.UDPAsk, "ask relays in one UDP datagram, as relayctl plan --udp-ask does: one round trip and the relay's probes; the plan's first asks open the HTTPS connection beside them, later ones go alone (false: over new HTTPS connections, two round trips more each)")
 	fs.BoolVar(&p.FitDst, "fit-dst", base.FitDst, "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate")
 	fs.BoolVar(&p.RelaysProbeDst, "relays-probe-dst", base.RelaysProbeDst, "with --dst-relays: each relay of the first cut probes the destination, as for any host, not the destination's relay them")
 }

@@ -149,12 +149,18 @@ type Planning struct {
 	// AdminSetupRTTs. An upper bound for a host that has planned before:
 	// it holds cookies only for the relays it asked.
 	FastOpen bool
-	// UDPAsk asks each relay's first request of a plan in one UDP
-	// datagram (relayctl plan --udp-ask, the default; pkg/udpask): one
-	// round trip and the relay's probes, while the HTTPS connection for
-	// its later requests opens beside it and the relay's windows are read
-	// over it, in the request's slot. Every ask gets through in the model
-	// (a relayctl whose ask is not acknowledged asks over HTTPS).
+	// UDPAsk asks relays in one UDP datagram (relayctl plan --udp-ask,
+	// the default; pkg/udpask): one round trip and the relay's probes.
+	// Until an ask of the plan has been acknowledged (in the model: after
+	// its first round with one), each opens the HTTPS connection beside
+	// it and the relay's windows are read over it, in the ask's slot, and
+	// so do this host's probes of relays not asked; after, asks go alone,
+	// their windows with the reply, and a relay with an HTTPS connection
+	// up is asked over it. An ask's slot is free once it is acknowledged
+	// (and the read beside it has answered), and this host's probe of a
+	// relay asked over UDP in the same round is that acknowledgement. Every
+	// ask gets through in the model (a relayctl whose ask is not
+	// acknowledged asks over HTTPS).
 	UDPAsk bool
 	// FitDst places a relay-hosted destination (Config.DstRelays) from
 	// the landmarks, as any host, not by its relay's coordinate.
@@ -910,8 +916,11 @@ type prober struct {
 	// setupRTTs is what a new admin connection costs before its
 	// request's round trip (AdminSetupRTTs, or AdminSetupRTTsFastOpen).
 	setupRTTs float64
-	// udpAsk: a relay's first request goes in one datagram (Planning.UDPAsk).
-	udpAsk bool
+	// udpAsk: relays are asked in one datagram (Planning.UDPAsk);
+	// proven once an ask of the plan has been (after its first round
+	// with one). Until then each ask opens the HTTPS connection beside
+	// it; after, none is opened.
+	udpAsk, proven bool
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -924,6 +933,7 @@ type lateAnswer struct {
 // connections stay, up.
 func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
+	p.proven = false // a new plan's asks prove UDP again
 	for name := range p.readyMs {
 		p.readyMs[name] = 0
 	}
@@ -975,7 +985,8 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	// later round's request after its own handshakes.
 	type request struct {
 		askMs, probeMs, atMs float64
-		at                   []int // the probes' indices
+		at                   []int  // the probes' indices
+		from                 string // who makes the probes
 		// connectMs are the handshakes of a new connection to the relay
 		// asked, before its request; over a kept one the request
 		// starts once that is up (via).
@@ -987,6 +998,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		// relay's windows over it, readMs more, in its slot.
 		opens           string
 		setupMs, readMs float64
+		// udp: the request is an ask over UDP, whose slot is free once
+		// its acknowledgement is in (one round trip), the relay's
+		// probes going on without it.
+		udp bool
+		// ackOf: this host's probe of that relay is answered by the
+		// acknowledgement of its ask over UDP in the same round; it
+		// takes no slot and no handshake of its own.
+		ackOf string
 	}
 	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
@@ -997,10 +1016,19 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	for _, g := range groups {
 		asking[g.From] = true
 	}
+	// udpAsked: relays of this round whose first request of it goes over
+	// UDP (no HTTPS connection to them up or opening).
+	udpAsked := map[string]bool{}
+	for _, g := range groups {
+		if _, kept := p.readyMs[g.From]; g.From != "client" && p.udpAsk && !kept {
+			udpAsked[g.From] = true
+		}
+	}
 	var reqs []*request
 	asked := map[string]bool{} // relays whose request of this round has started
+	asksUDP := false           // a relay of this round is asked over UDP
 	for _, g := range groups {
-		r := &request{at: g.At}
+		r := &request{at: g.At, from: g.From}
 		a, _ := p.point(g.From)
 		for _, k := range g.At {
 			pr := probes[k]
@@ -1023,7 +1051,10 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			}
 			r.probeMs = max(r.probeMs, float64(count)*p.world.RTTMs(a, b))
 		}
-		if to := probes[g.At[0]].To; g.From == "client" && to != "destination" && !asking[to] {
+		if to := probes[g.At[0]].To; g.From == "client" && udpAsked[to] && g.Handshakes <= 1 {
+			r.ackOf = to
+		}
+		if to := probes[g.At[0]].To; g.From == "client" && to != "destination" && !asking[to] && !(p.udpAsk && p.proven) {
 			if _, ok := p.readyMs[to]; !ok {
 				b, _ := p.point(to)
 				r.opens = to
@@ -1035,19 +1066,21 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			r.askMs = p.world.RTTMs(p.client, a)
 			_, kept := p.readyMs[g.From]
 			switch {
+			case p.udpAsk && !kept && p.proven:
+				// Asked in one datagram, alone.
+				asksUDP, r.udp = true, true
+			case p.udpAsk && !kept && !asked[g.From]:
+				// Asked in one datagram; the connection opens beside
+				// it and the windows are read over it.
+				asksUDP, r.udp = true, true
+				r.opens, r.setupMs, r.readMs = g.From, p.setupRTTs*r.askMs, r.askMs
 			case asked[g.From]: // a second connection beside the first
 				r.connectMs = p.setupRTTs * r.askMs
 			case kept:
 				r.via = g.From
 			default:
 				r.opens, r.setupMs = g.From, p.setupRTTs*r.askMs
-				if p.udpAsk {
-					// Asked in one datagram; the connection opens
-					// beside it and the windows are read over it.
-					r.readMs = r.askMs
-				} else {
-					r.connectMs = r.setupMs
-				}
+				r.connectMs = r.setupMs
 			}
 			asked[g.From] = true
 		}
@@ -1060,7 +1093,11 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		p.free = make([]float64, max(p.inFlight, 1))
 	}
 	var ends []float64
+	startMs := map[string]float64{} // when each relay's ask over UDP started
 	for _, r := range reqs {
+		if r.ackOf != "" {
+			continue // below, once its ask has started
+		}
 		slot := 0
 		for i, t := range p.free {
 			if t < p.free[slot] {
@@ -1073,11 +1110,23 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		}
 		r.atMs = start + r.connectMs + r.askMs + r.probeMs
 		p.free[slot] = r.atMs
+		if r.udp {
+			p.free[slot] = start + r.askMs
+			if _, first := startMs[r.from]; !first {
+				startMs[r.from] = start
+			}
+		}
 		if r.opens != "" {
 			p.readyMs[r.opens] = start + r.setupMs
-			p.free[slot] = max(r.atMs, start+r.setupMs+r.readMs)
+			p.free[slot] = max(p.free[slot], start+r.setupMs+r.readMs)
 		}
 		ends = append(ends, r.atMs)
+	}
+	for _, r := range reqs {
+		if r.ackOf != "" {
+			r.atMs = startMs[r.ackOf] + r.probeMs
+			ends = append(ends, r.atMs)
+		}
 	}
 	slices.Sort(ends)
 	end := ends[p.shortlist.RoundNeedsAt(len(p.roundEndsMs), len(ends))-1]
@@ -1092,6 +1141,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	}
 	p.wallMs = max(p.wallMs, end)
 	p.roundEndsMs = append(p.roundEndsMs, p.wallMs)
+	p.proven = p.proven || asksUDP
 	return out, nil
 }
 

@@ -354,6 +354,11 @@ func TestUDPAskShortensTheFirstRound(t *testing.T) {
 	if !(udp < tfo && udp < 0.7*base && udp > 0.2*base) {
 		t.Errorf("the landmarks' round asked over UDP %.0f ms against %.0f (Fast Open %.0f): want two round trips in three less", udp, base, tfo)
 	}
+	// The first cut's ends: asked alone once the landmarks' asks were
+	// acknowledged, and this host's probes open no connection beside.
+	if s, su := rep.Plans.SecondRoundMsMedian, rep.Variants[0].Plans.SecondRoundMsMedian; !(su < 0.8*s) {
+		t.Errorf("the first cut's ends asked over UDP %.0f ms against %.0f: want a fifth less at least", su, s)
+	}
 	if q, qu := rep.Plans.Within10, rep.Variants[0].Plans.Within10; qu < q-0.1 {
 		t.Errorf("plans within 10 %%: %.2f asked over UDP against %.2f", qu, q)
 	}

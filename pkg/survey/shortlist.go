@@ -275,10 +275,10 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			s.Shortlist.Deadline))
 	}
 	pr.mu.Lock()
-	fellBack, asked, unacked := pr.fellBack, len(pr.asked), pr.unacked
+	fellBack, asked, unacked := pr.fellBack, len(pr.asked), len(pr.unacked)
 	pr.mu.Unlock()
 	if unacked > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d of %d relays asked over UDP did not acknowledge before their HTTPS connection was up, and were asked over it: is UDP to their admin port filtered? (relayd admin_udp; --udp-ask=false asks over HTTPS only)",
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d of %d relays asked over UDP did not acknowledge in time and were asked over HTTPS: is UDP to their admin port filtered? (relayd admin_udp; --udp-ask=false asks over HTTPS only)",
 			unacked, asked))
 	}
 	if fellBack > 0 {
@@ -333,13 +333,21 @@ type surveyProber struct {
 	// fellBack counts the destination's relay's requests that failed and
 	// whose probes each relay then made (see Probe).
 	fellBack int
-	// ask asks relays' first probes over UDP (Survey.AskKey); nil: none.
-	// asked are the relays asked over it (once each), unacked how many
-	// of them were asked over HTTPS after all (no acknowledgement by the
-	// time the connection beside was up).
-	ask     *udpask.Client
-	asked   map[string]bool
-	unacked int
+	// ask asks relays for their probes over UDP (Survey.AskKey); nil:
+	// none. A relay is asked over it until an HTTPS connection to it is
+	// up or opening (https: a read of its windows, or a request over
+	// HTTPS). Until an ask of the plan has been acknowledged (proven),
+	// each opens the HTTPS connection beside it, which tells a relay
+	// whose asks do not get through; after, an ask goes alone and waits
+	// ackWait for its acknowledgement. asked are the relays asked over
+	// UDP, unacked those of them then asked over HTTPS, successfully:
+	// their acknowledgement had not come.
+	ask       *udpask.Client
+	https     map[string]bool
+	proven    bool
+	maxAckRTT time.Duration // the slowest acknowledgement of the plan
+	asked     map[string]bool
+	unacked   map[string]bool
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
 	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
@@ -377,7 +385,8 @@ const (
 func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target, dst string) *surveyProber {
 	p := &surveyProber{s: s, relays: relays, target: target, dst: dst,
 		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
-		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{}, asked: map[string]bool{}}
+		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{},
+		https: map[string]bool{}, asked: map[string]bool{}, unacked: map[string]bool{}}
 	if s.AskKey != nil {
 		// No socket: every request goes over HTTPS, as without a key.
 		p.ask, _ = udpask.NewClient(*s.AskKey)
@@ -437,9 +446,11 @@ func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
 		return
 	}
 	done := p.startReadLocked(r.Name)
+	udp := p.ask != nil && p.proven && !p.https[r.Name]
+	p.https[r.Name] = p.https[r.Name] || !udp
 	p.mu.Unlock()
 	go func() {
-		w, err := p.read(ctx, r)
+		w, err := p.read(ctx, r, udp)
 		p.endRead(r.Name, done, &w, err)
 	}()
 }
@@ -479,14 +490,22 @@ func (p *surveyProber) awaitRead(relay string) {
 	}
 }
 
-// read reads r's windows from its /v1/info, in one of p's slots.
-func (p *surveyProber) read(ctx context.Context, r registry.Relay) (windows, error) {
+// read reads r's windows from its /v1/info, in one of p's slots; with
+// udp in an ask over UDP for them alone (askUDP), and over HTTPS if it
+// is not acknowledged.
+func (p *surveyProber) read(ctx context.Context, r registry.Relay, udp bool) (windows, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
 		return windows{}, ctx.Err()
 	}
 	defer func() { <-p.sem }()
+	if udp {
+		_, info, err := p.askUDP(ctx, r, nil, 1, true, nil, nil)
+		if err == nil && info != nil {
+			return info.windows(false), nil
+		}
+	}
 	return p.readHeld(ctx, r)
 }
 
@@ -549,12 +568,21 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		addrs    []string
 		toDst    bool
 		withInfo bool // the relay's first request: it asks for its windows
-		// udp: the relay's first request, asked over UDP (p.ask) while
-		// no connection to it is up: its windows are read over HTTPS
-		// beside it (opens), or a read of them is in flight already;
-		// readDone is closed once that read has ended.
+		// udp: asked over UDP (p.ask), no HTTPS connection to the
+		// relay being up. Until UDP is proven the connection opens
+		// beside the ask (opens, or a read of the relay's windows in
+		// flight already): readDone is closed once that read has
+		// ended; nil: the ask waits ackWait.
 		udp      bool
 		readDone chan struct{}
+		// acked is closed once the ask over UDP has been acknowledged
+		// (ackRTT its round trip) or has failed (ackRTT negative).
+		acked  chan struct{}
+		ackRTT time.Duration
+		// ackOf: this host's probe of a relay asked over UDP in this
+		// round, answered by that ask's acknowledgement (its round
+		// trip) instead of a handshake and a slot of its own.
+		ackOf *request
 		// opens is the relay this host's probe of opens a connection to
 		// beside it, over which it reads the relay's windows: no request
 		// of the plan has gone to it, and none of this round does.
@@ -595,25 +623,57 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// pending, not unasked.
 	p.mu.Lock()
 	for _, rq := range reqs {
+		name := rq.relay.Name
 		switch to := probes[rq.At[0]].To; {
-		case rq.From != ClientNode && p.ask != nil && !p.asked[rq.relay.Name] && p.infos[rq.relay.Name].state == infoUnasked:
+		case rq.From != ClientNode && p.ask != nil && !p.proven && p.infos[name].state == infoUnasked:
 			rq.udp = true
-			rq.opens, rq.read = rq.relay.Name, p.startReadLocked(rq.relay.Name)
+			rq.opens, rq.read = name, p.startReadLocked(name)
 			rq.readDone = rq.read
-		case rq.From != ClientNode && p.ask != nil && !p.asked[rq.relay.Name] && p.readingLocked(rq.relay.Name) != nil:
+			p.https[name] = true
+		case rq.From != ClientNode && p.ask != nil && !p.proven && p.readingLocked(name) != nil:
 			// A read of its windows (readLater) is opening the
 			// connection.
-			rq.udp, rq.readDone = true, p.readingLocked(rq.relay.Name)
-		case rq.From != ClientNode && p.infos[rq.relay.Name].state == infoUnasked:
+			rq.udp, rq.readDone = true, p.readingLocked(name)
+		case rq.From != ClientNode && p.ask != nil && p.proven && !p.https[name]:
+			rq.udp = true
+			if p.infos[name].state == infoUnasked {
+				// The windows come with the reply.
+				rq.withInfo = true
+				p.infos[name] = knownInfo{state: infoPending}
+			}
+		case rq.From != ClientNode && p.infos[name].state == infoUnasked:
 			rq.withInfo = true
-			p.infos[rq.relay.Name] = knownInfo{state: infoPending}
-		case rq.From == ClientNode && !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked:
+			p.infos[name] = knownInfo{state: infoPending}
+			p.https[name] = true
+		case rq.From != ClientNode:
+			p.https[name] = true
+		case !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked && !(p.ask != nil && p.proven):
 			// Its later requests then go over a connection up since,
-			// not a new one: over TLS two round trips fewer.
+			// not a new one: over TLS two round trips fewer. (Once
+			// asks over UDP are proven, they go that way instead.)
 			rq.opens, rq.read = to, p.startReadLocked(to)
+			p.https[to] = true
 		}
 	}
 	p.mu.Unlock()
+	// This host's probe of a relay asked over UDP in this round is that
+	// ask's acknowledgement: one round trip to the relay, as its
+	// handshake would be (and the relay's reading the ask, under a
+	// millisecond), without a connection of its own.
+	udpOf := map[string]*request{}
+	for _, rq := range reqs {
+		if rq.udp {
+			if _, ok := udpOf[rq.relay.Name]; !ok {
+				udpOf[rq.relay.Name] = rq
+				rq.acked = make(chan struct{})
+			}
+		}
+	}
+	for _, rq := range reqs {
+		if rq.From == ClientNode && !rq.toDst && rq.Handshakes <= 1 {
+			rq.ackOf = udpOf[probes[rq.At[0]].To]
+		}
+	}
 	// answer records a request's summaries (and the relay's windows when
 	// it asked for them, info): in the round while it is open, else as
 	// late answers.
@@ -651,6 +711,10 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// end before the last has started.
 	go func() {
 		for _, rq := range reqs {
+			if rq.ackOf != nil {
+				go p.byAck(ctx, rq.ackOf.acked, &rq.ackOf.ackRTT, rq.addrs[0], rq.Handshakes, func(sums []probe.Summary, err error) { answer(rq, sums, nil, err) })
+				continue
+			}
 			select {
 			case p.sem <- struct{}{}:
 			case <-ctx.Done():
@@ -658,10 +722,15 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 				if rq.opens != "" {
 					p.endRead(rq.opens, rq.read, nil, ctx.Err())
 				}
+				if rq.acked != nil {
+					rq.ackRTT = -1
+					close(rq.acked)
+				}
 				continue
 			}
 			go func() {
-				defer func() { <-p.sem }()
+				release := sync.OnceFunc(func() { <-p.sem })
+				defer release()
 				var sums []probe.Summary
 				var info *adminInfo
 				var err error
@@ -685,8 +754,9 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 					return
 				}
 				if rq.udp {
-					// The slot is held until the read beside the ask
-					// has answered too, as for this host's probes.
+					// The slot is free once the ask is acknowledged
+					// (the relay's handshakes go on without it) and
+					// the read beside it, if any, has answered.
 					var read sync.WaitGroup
 					if rq.opens != "" {
 						read.Go(func() {
@@ -695,10 +765,35 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 						})
 					}
 					defer read.Wait()
-					sums, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.readDone)
+					var ackOnce sync.Once
+					ackEnds := func(rtt time.Duration) {
+						ackOnce.Do(func() {
+							if rq.acked != nil {
+								rq.ackRTT = rtt
+								close(rq.acked)
+							}
+						})
+					}
+					onAck := func(rtt time.Duration) {
+						ackEnds(rtt)
+						go func() {
+							read.Wait()
+							release()
+						}()
+					}
+					sums, info, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo, rq.readDone, onAck)
+					if err != nil {
+						ackEnds(-1) // no acknowledgement: a probe answered by it is made as ever
+					}
 				}
 				if !rq.udp || err != nil {
+					noAck := errors.Is(err, errNoAck)
 					sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+					if noAck && err == nil {
+						p.mu.Lock()
+						p.unacked[rq.relay.Name] = true
+						p.mu.Unlock()
+					}
 				}
 				if err != nil && rq.From == p.dst {
 					sums = p.relaysProbeDst(ctx, probes, rq.At, rq.Handshakes)
@@ -729,48 +824,73 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	return round.out, nil
 }
 
-// errNoAck is an ask over UDP not acknowledged by the time the read
-// beside it had ended: up, or failed.
+// errNoAck is an ask over UDP not acknowledged in time: by the end of the
+// read beside it, or within ackWait.
 var errNoAck = errors.New("no acknowledgement of the ask over UDP")
 
-// askUDP asks relay for its probes of addrs in one datagram (p.ask). The
-// read of its windows beside it (readDone closed once it has ended) opens
-// a connection in three round trips; the ask is acknowledged in one. An ask
-// not acknowledged by then is not getting through (the relay's UDP port is
-// filtered, say) and fails with errNoAck at once, for the caller to ask
-// over HTTPS.
-func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, readDone <-chan struct{}) ([]probe.Summary, error) {
+// ackWait is how long an ask alone waits for its acknowledgement, once
+// UDP is proven: twice the slowest acknowledgement of the plan (the first
+// asks are the landmarks', spread over the world) and 50 ms, within
+// 100 ms and the survey's timeout. p.mu held.
+func (p *surveyProber) ackWaitLocked() time.Duration {
+	return min(max(2*p.maxAckRTT+50*time.Millisecond, 100*time.Millisecond), p.s.timeout())
+}
+
+// askUDP asks relay for its probes of addrs in one datagram (p.ask), and
+// for its windows withInfo (returned as info). With readDone (the read
+// of its windows beside it, which opens a connection in three round
+// trips, where the ask is acknowledged in one), an ask not acknowledged
+// once the read has ended is not getting through (the relay's UDP port is
+// filtered, say); without, one not acknowledged within ackWait. Either
+// fails with errNoAck at once, for the caller to ask over HTTPS, and the
+// relay is asked over HTTPS from then on.
+func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool, readDone <-chan struct{}, onAck func(time.Duration)) ([]probe.Summary, *adminInfo, error) {
 	p.mu.Lock()
 	p.asked[relay.Name] = true
+	wait := p.ackWaitLocked()
 	p.mu.Unlock()
-	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs)
+	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer pend.Cancel()
+	var deadline <-chan time.Time
+	if readDone == nil {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	noAck := func() ([]probe.Summary, *adminInfo, error) {
+		p.mu.Lock()
+		p.https[relay.Name] = true
+		p.mu.Unlock()
+		return nil, nil, errNoAck
+	}
 	select {
 	case <-pend.Acked():
 	case <-readDone:
 		select {
 		case <-pend.Acked():
 		default:
-			// Counted only when the connection came up: a relay
-			// that vanished answers neither.
-			p.mu.Lock()
-			if st := p.infos[relay.Name].state; st == infoAnswered || st == infoMissing {
-				p.unacked++
-			}
-			p.mu.Unlock()
-			return nil, errNoAck
+			return noAck()
 		}
+	case <-deadline:
+		return noAck()
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
+	}
+	p.mu.Lock()
+	p.proven = true
+	p.maxAckRTT = max(p.maxAckRTT, pend.AckRTT())
+	p.mu.Unlock()
+	if onAck != nil {
+		onAck(pend.AckRTT())
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 	defer cancel()
-	rtts, err := pend.Wait(wctx)
+	rtts, got, err := pend.Wait(wctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := p.s.now()
 	sums := make([]probe.Summary, len(rtts))
@@ -783,7 +903,38 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 		ms := float64(d) / float64(time.Millisecond)
 		sums[i].MinMs, sums[i].MedianMs, sums[i].P90Ms = ms, ms, ms
 	}
-	return sums, nil
+	var info *adminInfo
+	if got != nil {
+		info = &adminInfo{SocketLimits: adminLimits{WindowBytesApprox: got.WindowBytes, TCPWmemMaxBytes: got.TCPWmemMaxBytes},
+			CapacityBps: got.CapacityBps, CongestionControl: got.Congestion, LearntToYouBps: got.LearntToYouBps, LearntAgeSec: float64(got.LearntAgeSec)}
+	}
+	return sums, info, nil
+}
+
+// byAck answers this host's probe of addr (a relay's admin address) by
+// the acknowledgement of an ask over UDP to that relay: acked is closed
+// once it came (*rtt its round trip) or failed (*rtt negative); then the
+// probe is made as ever, in one of p's slots.
+func (p *surveyProber) byAck(ctx context.Context, acked <-chan struct{}, rtt *time.Duration, addr string, handshakes int, answer func([]probe.Summary, error)) {
+	select {
+	case <-acked:
+	case <-ctx.Done():
+		answer(nil, ctx.Err())
+		return
+	}
+	if d := *rtt; d >= 0 {
+		ms := float64(d) / float64(time.Millisecond)
+		answer([]probe.Summary{{Samples: 1, MinMs: ms, MedianMs: ms, P90Ms: ms, LastAt: p.s.now()}}, nil)
+		return
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		answer(nil, ctx.Err())
+		return
+	}
+	defer func() { <-p.sem }()
+	answer([]probe.Summary{p.s.sample(ctx, addr, handshakes, 0, p.s.Measure)}, nil)
 }
 
 // relayProbes asks relay for its probes of addrs in one request (and for

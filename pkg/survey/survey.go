@@ -89,12 +89,12 @@ type Survey struct {
 	// plans with it: its candidates are only relays Include and Exclude
 	// allow, so the matrix holds no other.
 	Plan planner.Request
-	// AskKey, when set, asks each relay's first probes of a shortlist
-	// plan in one UDP datagram (pkg/udpask; relayd admin_udp), one round
-	// trip where a new HTTPS connection takes three; its windows are read
-	// over HTTPS beside it, which opens the connection its later requests
-	// take. A relay that does not acknowledge the ask by the time that
-	// connection is up is asked over it. nil: HTTPS only.
+	// AskKey, when set, asks relays for a shortlist plan's probes (and
+	// their windows) in one UDP datagram each (pkg/udpask; relayd
+	// admin_udp), one round trip where a new HTTPS connection takes
+	// three, until an HTTPS connection to the relay is up. A relay that
+	// does not acknowledge an ask in time is asked over HTTPS (see
+	// surveyProber). nil: HTTPS only.
 	AskKey *udpask.Key
 }
 
@@ -595,18 +595,21 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 // adminInfo is what the planner reads of a relay's /v1/info (which
 // /v1/probe?info=1 carries too).
 type adminInfo struct {
-	SocketLimits struct {
-		WindowBytesApprox int64  `json:"window_bytes_approx"`
-		TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
-		CongestionControl string `json:"congestion_control"` // the system default
-	} `json:"limits"`
-	CapacityBps float64 `json:"capacity_bps"`
+	SocketLimits adminLimits `json:"limits"`
+	CapacityBps  float64     `json:"capacity_bps"`
 	// What it sends with on relay links; relays before it had only
 	// the system default.
 	CongestionControl string `json:"congestion_control"`
 	// What its tunnels to this host sustained (0 through ?via=).
 	LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
 	LearntAgeSec   float64 `json:"learnt_send_age_s"`
+}
+
+// adminLimits are the socket limits /v1/info reports.
+type adminLimits struct {
+	WindowBytesApprox int64  `json:"window_bytes_approx"`
+	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
+	CongestionControl string `json:"congestion_control"` // the system default
 }
 
 // windows are info's windows; forwarded: info came through ?via=, so what

@@ -23,9 +23,19 @@ type Client struct {
 
 // call is one datagram's ask in flight.
 type call struct {
+	sent    time.Time
 	acked   chan struct{} // closed at its acknowledgement (or its reply)
+	ackedAt time.Time     // set before acked is closed
 	replied chan Reply    // its reply, once
 	ackOnce sync.Once
+}
+
+// ack marks the call acknowledged at now.
+func (cl *call) ack(now time.Time) {
+	cl.ackOnce.Do(func() {
+		cl.ackedAt = now
+		close(cl.acked)
+	})
 }
 
 // NewClient opens a UDP socket (any local port, both address families)
@@ -62,7 +72,7 @@ func (c *Client) read() {
 			cl := c.waiting[nonce]
 			c.mu.Unlock()
 			if cl != nil {
-				cl.ackOnce.Do(func() { close(cl.acked) })
+				cl.ack(c.now())
 			}
 			continue
 		}
@@ -72,7 +82,7 @@ func (c *Client) read() {
 			delete(c.waiting, r.Nonce)
 			c.mu.Unlock()
 			if cl != nil {
-				cl.ackOnce.Do(func() { close(cl.acked) })
+				cl.ack(c.now())
 				cl.replied <- r
 			}
 		}
@@ -94,8 +104,9 @@ type Pending struct {
 
 // Ask sends addr (a relay's admin host:port; its UDP port is the same
 // number) an ask for handshakes timed to each of targets, each bounded by
-// timeout. Wait for its answer or Cancel it.
-func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout time.Duration, targets []string) (*Pending, error) {
+// timeout, and with withInfo for the relay's windows (then targets may be
+// none). Wait for its answer or Cancel it.
+func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout time.Duration, targets []string, withInfo bool) (*Pending, error) {
 	ua, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostOf(addr))
 	if err != nil || len(ua) == 0 {
 		return nil, err
@@ -106,21 +117,26 @@ func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout t
 		return nil, err
 	}
 	p := &Pending{c: c, targets: len(targets), acked: make(chan struct{}), done: make(chan struct{})}
-	// Greedy split: as many targets a datagram as fit.
-	for start := 0; start < len(targets); {
-		end := start + 1
-		for end < len(targets) && end-start < 255 && AskSize(targets[start:end+1]) <= MaxDatagram {
+	// Greedy split: as many targets a datagram as fit; the first asks
+	// for the windows.
+	for start := 0; start < len(targets) || len(p.calls) == 0; {
+		var flags byte
+		if withInfo && start == 0 {
+			flags = FlagInfo
+		}
+		end := min(start+1, len(targets))
+		for end < len(targets) && end-start < 255 && AskSize(targets[start:end+1], flags) <= MaxDatagram {
 			end++
 		}
 		var n Nonce
 		_, _ = rand.Read(n[:])
-		b, err := c.key.SealAsk(Ask{Nonce: n, At: c.now(), Handshakes: handshakes,
+		b, err := c.key.SealAsk(Ask{Nonce: n, At: c.now(), Handshakes: handshakes, Flags: flags,
 			TimeoutMs: max(1, min(int(timeout.Milliseconds()), 65535)), Targets: targets[start:end]})
 		if err != nil {
 			p.Cancel()
 			return nil, err
 		}
-		cl := &call{acked: make(chan struct{}), replied: make(chan Reply, 1)}
+		cl := &call{sent: c.now(), acked: make(chan struct{}), replied: make(chan Reply, 1)}
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
@@ -164,25 +180,35 @@ func hostOf(addr string) string {
 // ask: asks reach it, and its replies reach here.
 func (p *Pending) Acked() <-chan struct{} { return p.acked }
 
+// AckRTT is how long the first datagram's acknowledgement took: the round
+// trip to the relay (and its reading the ask). Call it once Acked is
+// closed.
+func (p *Pending) AckRTT() time.Duration { return p.calls[0].ackedAt.Sub(p.calls[0].sent) }
+
 // Wait waits for the replies (or ctx's end) and returns each target's
-// median RTT, negative for one the relay could not measure.
-func (p *Pending) Wait(ctx context.Context) ([]time.Duration, error) {
+// median RTT, negative for one the relay could not measure, and the
+// relay's windows when asked for (nil from a reply without them).
+func (p *Pending) Wait(ctx context.Context) ([]time.Duration, *Info, error) {
 	defer p.Cancel()
 	out := make([]time.Duration, p.targets)
+	var info *Info
 	for i, cl := range p.calls {
 		select {
 		case r := <-cl.replied:
 			if len(r.RTTs) != len(p.parts[i]) {
-				return nil, errors.New("udpask: a reply for another number of targets")
+				return nil, nil, errors.New("udpask: a reply for another number of targets")
 			}
 			for j, k := range p.parts[i] {
 				out[k] = r.RTTs[j]
 			}
+			if r.Info != nil {
+				info = r.Info
+			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
-	return out, nil
+	return out, info, nil
 }
 
 // Cancel forgets the ask: a reply after it is dropped. Wait calls it.

@@ -25,13 +25,15 @@
 //
 // The wire format, all integers big-endian:
 //
-//	ask:   "rmA1" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] n[1]
-//	       n × (len[1] host:port[len])  mac[32]
+//	ask:   "rmA1" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] flags[1]
+//	       n[1] n × (len[1] host:port[len])  zero padding  mac[32]
 //	ack:   "rmK1" nonce[16] mac[32]
-//	reply: "rmR1" nonce[16] n[1] n × rtt_us[4]  mac[32]
+//	reply: "rmR1" nonce[16] flags[1] n[1] n × rtt_us[4]  [info[InfoBytes]]  mac[32]
 //
 // rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
-// the relay could not reach (or refused by its destination policy).
+// the relay could not reach (or refused by its destination policy). With
+// FlagInfo the ask asks for the relay's windows too (Info), and may name no
+// target; it is padded so that the reply with them is no larger.
 package udpask
 
 import (
@@ -42,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -60,10 +63,30 @@ const NoAnswer = math.MaxUint32
 const (
 	macBytes   = sha256.Size
 	nonceBytes = 16
-	askHead    = 4 + nonceBytes + 8 + 1 + 2 + 1
+	askHead    = 4 + nonceBytes + 8 + 1 + 2 + 1 + 1
 	ackBytes   = 4 + nonceBytes + macBytes
-	replyHead  = 4 + nonceBytes + 1
+	replyHead  = 4 + nonceBytes + 1 + 1
 )
+
+// FlagInfo asks for the relay's windows (Info) in the reply.
+const FlagInfo = 1
+
+// InfoBytes is the size of a reply's Info.
+const InfoBytes = 8 + 8 + 8 + 8 + 4 + congestionBytes
+
+const congestionBytes = 16
+
+// Info is what a planner reads of a relay with its answer: what
+// /v1/info says of its windows (relay.SocketLimits), its capacity, and the
+// rate it learnt of its path to the asker.
+type Info struct {
+	WindowBytes     int64   // limits.window_bytes_approx: the receive window autotuning reaches
+	TCPWmemMaxBytes int64   // limits.tcp_wmem_max_bytes
+	CapacityBps     float64 // declared capacity, bits/s; 0: none
+	LearntToYouBps  float64 // learnt_send_bps_to_you; 0: none
+	LearntAgeSec    float32 // learnt_send_age_s
+	Congestion      string  // congestion control on relay links, at most 16 bytes
+}
 
 var (
 	magicAsk   = [4]byte{'r', 'm', 'A', '1'}
@@ -124,16 +147,27 @@ type Ask struct {
 	At         time.Time // when asked; the relay refuses one beyond Window
 	Handshakes int       // timed to each target, 1..255; the reply has their median
 	TimeoutMs  int       // a handshake's bound, 1..65535 ms
-	Targets    []string  // host:port, 1..255 of them, each at most 255 bytes
+	Flags      byte      // FlagInfo
+	Targets    []string  // host:port, up to 255 of them (1 or more without FlagInfo), each at most 255 bytes
 }
 
-// AskSize is the size of an ask's datagram with these targets.
-func AskSize(targets []string) int {
+// AskSize is the size of an ask's datagram with these targets and flags,
+// its padding included.
+func AskSize(targets []string, flags byte) int {
 	n := askHead + macBytes
 	for _, t := range targets {
 		n += 1 + len(t)
 	}
-	return n
+	return max(n, replySize(len(targets), flags))
+}
+
+// replySize is the size of a reply for n targets with flags.
+func replySize(n int, flags byte) int {
+	size := replyHead + 4*n + macBytes
+	if flags&FlagInfo != 0 {
+		size += InfoBytes
+	}
+	return size
 }
 
 // SealAsk encodes a and signs it.
@@ -143,17 +177,19 @@ func (k Key) SealAsk(a Ask) ([]byte, error) {
 		return nil, fmt.Errorf("udpask: %d handshakes, want 1..255", a.Handshakes)
 	case a.TimeoutMs < 1 || a.TimeoutMs > math.MaxUint16:
 		return nil, fmt.Errorf("udpask: timeout %d ms, want 1..%d", a.TimeoutMs, math.MaxUint16)
-	case len(a.Targets) < 1 || len(a.Targets) > 255:
-		return nil, fmt.Errorf("udpask: %d targets, want 1..255", len(a.Targets))
-	case AskSize(a.Targets) > MaxDatagram:
-		return nil, fmt.Errorf("udpask: %d targets take %d bytes, over %d", len(a.Targets), AskSize(a.Targets), MaxDatagram)
+	case len(a.Targets) > 255 || (len(a.Targets) == 0 && a.Flags&FlagInfo == 0):
+		return nil, fmt.Errorf("udpask: %d targets, want 1..255 (0 only with FlagInfo)", len(a.Targets))
+	case AskSize(a.Targets, a.Flags) > MaxDatagram:
+		return nil, fmt.Errorf("udpask: %d targets take %d bytes, over %d", len(a.Targets), AskSize(a.Targets, a.Flags), MaxDatagram)
 	}
-	b := make([]byte, 0, AskSize(a.Targets))
+	size := AskSize(a.Targets, a.Flags)
+	b := make([]byte, 0, size)
 	b = append(b, magicAsk[:]...)
 	b = append(b, a.Nonce[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(a.At.UnixMilli()))
 	b = append(b, byte(a.Handshakes))
 	b = binary.BigEndian.AppendUint16(b, uint16(a.TimeoutMs))
+	b = append(b, a.Flags)
 	b = append(b, byte(len(a.Targets)))
 	for _, t := range a.Targets {
 		if len(t) == 0 || len(t) > 255 {
@@ -162,6 +198,7 @@ func (k Key) SealAsk(a Ask) ([]byte, error) {
 		b = append(b, byte(len(t)))
 		b = append(b, t...)
 	}
+	b = append(b, make([]byte, size-macBytes-len(b))...) // padding: the reply fits
 	return append(b, k.mac(b)...), nil
 }
 
@@ -182,6 +219,7 @@ func (k Key) OpenAsk(b []byte) (Ask, error) {
 	a.At = time.UnixMilli(int64(binary.BigEndian.Uint64(body[4+nonceBytes:])))
 	a.Handshakes = int(body[4+nonceBytes+8])
 	a.TimeoutMs = int(binary.BigEndian.Uint16(body[4+nonceBytes+9:]))
+	a.Flags = body[askHead-2]
 	n := int(body[askHead-1])
 	rest := body[askHead:]
 	for range n {
@@ -191,7 +229,12 @@ func (k Key) OpenAsk(b []byte) (Ask, error) {
 		a.Targets = append(a.Targets, string(rest[1:1+int(rest[0])]))
 		rest = rest[1+int(rest[0]):]
 	}
-	if len(rest) != 0 || n == 0 || a.Handshakes == 0 || a.TimeoutMs == 0 {
+	for _, c := range rest {
+		if c != 0 {
+			return a, errMalformed
+		}
+	}
+	if (n == 0 && a.Flags&FlagInfo == 0) || a.Handshakes == 0 || a.TimeoutMs == 0 || len(b) < replySize(n, a.Flags) {
 		return a, errMalformed
 	}
 	return a, nil
@@ -218,17 +261,24 @@ func (k Key) OpenAck(b []byte) (Nonce, error) {
 }
 
 // Reply is an ask's answer: RTTs[i] is Targets[i]'s median handshake RTT,
-// or negative for a target the relay could not measure.
+// or negative for a target the relay could not measure; Info the relay's
+// windows when the ask had FlagInfo.
 type Reply struct {
 	Nonce Nonce
 	RTTs  []time.Duration
+	Info  *Info
 }
 
 // SealReply encodes r and signs it.
 func (k Key) SealReply(r Reply) []byte {
-	b := make([]byte, 0, replyHead+4*len(r.RTTs)+macBytes)
+	var flags byte
+	if r.Info != nil {
+		flags = FlagInfo
+	}
+	b := make([]byte, 0, replySize(len(r.RTTs), flags))
 	b = append(b, magicReply[:]...)
 	b = append(b, r.Nonce[:]...)
+	b = append(b, flags)
 	b = append(b, byte(len(r.RTTs)))
 	for _, d := range r.RTTs {
 		us := uint32(NoAnswer)
@@ -236,6 +286,16 @@ func (k Key) SealReply(r Reply) []byte {
 			us = uint32(min(d.Microseconds(), NoAnswer-1))
 		}
 		b = binary.BigEndian.AppendUint32(b, us)
+	}
+	if i := r.Info; i != nil {
+		b = binary.BigEndian.AppendUint64(b, uint64(max(i.WindowBytes, 0)))
+		b = binary.BigEndian.AppendUint64(b, uint64(max(i.TCPWmemMaxBytes, 0)))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.CapacityBps))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.LearntToYouBps))
+		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntAgeSec))
+		var cc [congestionBytes]byte
+		copy(cc[:], i.Congestion)
+		b = append(b, cc[:]...)
 	}
 	return append(b, k.mac(b)...)
 }
@@ -247,17 +307,34 @@ func (k Key) OpenReply(b []byte) (Reply, error) {
 	if err != nil {
 		return r, err
 	}
-	if len(body) < replyHead || len(body) != replyHead+4*int(body[replyHead-1]) {
+	if len(body) < replyHead {
+		return r, errMalformed
+	}
+	flags, n := body[replyHead-2], int(body[replyHead-1])
+	if len(body)+macBytes != replySize(n, flags) {
 		return r, errMalformed
 	}
 	copy(r.Nonce[:], body[4:])
-	for i := replyHead; i < len(body); i += 4 {
-		us := binary.BigEndian.Uint32(body[i:])
+	at := replyHead
+	for range n {
+		us := binary.BigEndian.Uint32(body[at:])
 		d := time.Duration(-1)
 		if us != NoAnswer {
 			d = time.Duration(us) * time.Microsecond
 		}
 		r.RTTs = append(r.RTTs, d)
+		at += 4
+	}
+	if flags&FlagInfo != 0 {
+		b := body[at:]
+		r.Info = &Info{
+			WindowBytes:     int64(binary.BigEndian.Uint64(b)),
+			TCPWmemMaxBytes: int64(binary.BigEndian.Uint64(b[8:])),
+			CapacityBps:     math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
+			LearntToYouBps:  math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
+			LearntAgeSec:    math.Float32frombits(binary.BigEndian.Uint32(b[32:])),
+			Congestion:      strings.TrimRight(string(b[36:36+congestionBytes]), "\x00"),
+		}
 	}
 	return r, nil
 }

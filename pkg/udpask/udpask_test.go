@@ -40,8 +40,24 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	}
 	r := Reply{Nonce: a.Nonce, RTTs: []time.Duration{12345 * time.Microsecond, -1}}
 	gotR, err := k.OpenReply(k.SealReply(r))
-	if err != nil || gotR.Nonce != a.Nonce || len(gotR.RTTs) != 2 || gotR.RTTs[0] != r.RTTs[0] || gotR.RTTs[1] >= 0 {
+	if err != nil || gotR.Nonce != a.Nonce || len(gotR.RTTs) != 2 || gotR.RTTs[0] != r.RTTs[0] || gotR.RTTs[1] >= 0 || gotR.Info != nil {
 		t.Errorf("reply came back as %+v (%v), want %+v", gotR, err, r)
+	}
+	// With the relay's windows, for an ask of them that names no target.
+	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5, Congestion: "bbr"}
+	b, err = k.SealAsk(Ask{Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.OpenAsk(b); err != nil || got.Flags != FlagInfo || len(got.Targets) != 0 {
+		t.Errorf("an ask for the windows alone came back as %+v (%v)", got, err)
+	}
+	withInfo := k.SealReply(Reply{Nonce: a.Nonce, Info: &info})
+	if len(withInfo) > len(b) {
+		t.Errorf("the windows' reply is %d bytes, the ask %d", len(withInfo), len(b))
+	}
+	if gotR, err := k.OpenReply(withInfo); err != nil || gotR.Info == nil || *gotR.Info != info {
+		t.Errorf("windows came back as %+v (%v), want %+v", gotR.Info, err, info)
 	}
 	// Each kind opens only as itself.
 	if _, err := k.OpenReply(b); err == nil {
@@ -91,16 +107,26 @@ func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
 		for i := range targets {
 			targets[i] = "a:1"
 		}
-		if AskSize(targets) > MaxDatagram {
-			break
-		}
-		b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: targets})
-		if err != nil {
-			t.Fatal(err)
-		}
-		reply := k.SealReply(Reply{RTTs: make([]time.Duration, n)})
-		if len(reply) > len(b) || len(k.SealAck(Nonce{})) > len(b) {
-			t.Fatalf("%d targets: ask %d bytes, reply %d", n, len(b), len(reply))
+		for _, flags := range []byte{0, FlagInfo} {
+			if AskSize(targets, flags) > MaxDatagram {
+				continue
+			}
+			b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Flags: flags, Targets: targets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Reply{RTTs: make([]time.Duration, n)}
+			if flags == FlagInfo {
+				r.Info = &Info{Congestion: strings.Repeat("c", 40)}
+			}
+			reply := k.SealReply(r)
+			if len(reply) > len(b) || len(k.SealAck(Nonce{})) > len(b) {
+				t.Fatalf("%d targets, flags %d: ask %d bytes, reply %d", n, flags, len(b), len(reply))
+			}
+			// An ask cut short of its reply's size is refused.
+			if _, err := k.OpenAsk(k.mac2(b[:len(b)-macBytes-1])); err == nil && len(b[:len(b)-1]) < len(reply) {
+				t.Fatalf("%d targets, flags %d: an ask smaller than its reply opened", n, flags)
+			}
 		}
 	}
 	if _, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: []string{strings.Repeat("x", 255), strings.Repeat("y", 255), strings.Repeat("z", 255), strings.Repeat("w", 255), strings.Repeat("v", 255)}}); err == nil {
@@ -183,7 +209,7 @@ func TestClientSplitsAndReassembles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := c.Ask(ctx, srv.LocalAddr().String(), 1, time.Second, targets)
+	p, err := c.Ask(ctx, srv.LocalAddr().String(), 1, time.Second, targets, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +218,7 @@ func TestClientSplitsAndReassembles(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no acknowledgement")
 	}
-	rtts, err := p.Wait(ctx)
+	rtts, _, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,4 +230,9 @@ func TestClientSplitsAndReassembles(t *testing.T) {
 	if datagrams.Load() < 3 {
 		t.Errorf("100 targets of 29 bytes went in %d datagrams", datagrams.Load())
 	}
+}
+
+// mac2 signs an ask's body as SealAsk would, whatever it holds.
+func (k Key) mac2(body []byte) []byte {
+	return append(append([]byte(nil), body...), k.mac(body)...)
 }
