@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// readBufferBytes is the receive buffer a Client asks for: a thousand
+// answers as the kernel counts them (about 1 KB each, headers included).
+const readBufferBytes = 1 << 20
+
 // Client asks relays over one UDP socket, for as many asks at once as its
 // caller makes. Close it when done.
 type Client struct {
@@ -45,6 +49,10 @@ func NewClient(key Key) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A plan's round asks hundreds of relays, whose acknowledgements and
+	// replies may arrive together: room for them while the reader
+	// catches up (the kernel caps it at net.core.rmem_max).
+	_ = conn.SetReadBuffer(readBufferBytes)
 	c := &Client{key: key, conn: conn, now: time.Now, waiting: map[Nonce]*call{}}
 	go c.read()
 	return c, nil
