@@ -85,6 +85,16 @@ func (s *Server) learntTo(host netip.Addr) (float64, time.Duration) {
 	return bps, age
 }
 
+// capacityBps is the declared capacity, bits/s; 0: not declared.
+func (s *Server) capacityBps() float64 { return s.cfg.CapacityMbit * 1e6 }
+
+// congestion is what this relay sends with on relay links (and to the
+// clients of its relay listener): relay_socket.congestion, else the
+// system default in limits.
+func (s *Server) congestion(limits SocketLimits) string {
+	return cmp.Or(s.cfg.RelaySocket.Congestion, limits.CongestionControl)
+}
+
 // info is what /v1/info answers r with (and /v1/probe with info=1):
 // identity, chain, socket limits, and what this relay learnt of the path to
 // the asker.
@@ -103,11 +113,11 @@ func (s *Server) info(r *http.Request) map[string]any {
 		"fleet":   s.cfg.Fleet,
 		"limits":  limits,
 		// The declared capacity, bits/s; 0: not declared.
-		"capacity_bps": s.cfg.CapacityMbit * 1e6,
+		"capacity_bps": s.capacityBps(),
 		// What this relay sends with on relay links (and to the
 		// clients of its relay listener): relay_socket.congestion,
 		// else the system default.
-		"congestion_control": cmp.Or(s.cfg.RelaySocket.Congestion, limits.CongestionControl),
+		"congestion_control": s.congestion(limits),
 		// The best rate this relay's tunnels to the asker's host
 		// sustained while the path held them back (datarate.go),
 		// bits/s, and how long ago; 0: none learnt, or the request

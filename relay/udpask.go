@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"cmp"
 	"errors"
 	"net"
 	"net/netip"
@@ -90,7 +89,7 @@ func (u *udpAsks) info(a udpask.Ask, from net.Addr) *udpask.Info {
 	}
 	limits := ReadLimits()
 	info := &udpask.Info{WindowBytes: limits.WindowBytesApprox, TCPWmemMaxBytes: limits.TCPWmemMaxBytes,
-		CapacityBps: u.s.cfg.CapacityMbit * 1e6, Congestion: cmp.Or(u.s.cfg.RelaySocket.Congestion, limits.CongestionControl)}
+		CapacityBps: u.s.capacityBps(), Congestion: u.s.congestion(limits)}
 	if ua, ok := from.(*net.UDPAddr); ok {
 		if host, ok := netip.AddrFromSlice(ua.IP); ok {
 			bps, age := u.s.learntTo(host.Unmap())
