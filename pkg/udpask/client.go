@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -27,6 +28,8 @@ type Client struct {
 
 // call is one datagram's ask in flight.
 type call struct {
+	nonce   Nonce
+	first   int // the index of its first target among the ask's
 	sent    time.Time
 	acked   chan struct{} // closed at its acknowledgement (or its reply)
 	ackedAt time.Time     // set before acked is closed
@@ -101,11 +104,9 @@ func (c *Client) read() {
 // they need.
 type Pending struct {
 	c       *Client
-	nonces  []Nonce
-	calls   []*call
-	parts   [][]int // parts[i]: the indices into the targets of calls[i]
+	calls   []*call // in the targets' order
 	targets int
-	acked   chan struct{} // closed once every part is acknowledged
+	acked   chan struct{} // closed once every datagram is acknowledged
 	done    chan struct{} // closed by Cancel
 	once    sync.Once
 }
@@ -116,8 +117,11 @@ type Pending struct {
 // none). Wait for its answer or Cancel it.
 func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout time.Duration, targets []string, withInfo bool) (*Pending, error) {
 	ua, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostOf(addr))
-	if err != nil || len(ua) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if len(ua) == 0 {
+		return nil, fmt.Errorf("udpask: %s: no address", addr)
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	to, err := net.ResolveUDPAddr("udp", net.JoinHostPort(ua[0].Unmap().String(), port))
@@ -144,7 +148,7 @@ func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout t
 			p.Cancel()
 			return nil, err
 		}
-		cl := &call{sent: c.now(), acked: make(chan struct{}), replied: make(chan Reply, 1)}
+		cl := &call{nonce: n, first: start, sent: c.now(), acked: make(chan struct{}), replied: make(chan Reply, 1)}
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
@@ -153,11 +157,7 @@ func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout t
 		}
 		c.waiting[n] = cl
 		c.mu.Unlock()
-		idx := make([]int, 0, end-start)
-		for i := start; i < end; i++ {
-			idx = append(idx, i)
-		}
-		p.nonces, p.calls, p.parts = append(p.nonces, n), append(p.calls, cl), append(p.parts, idx)
+		p.calls = append(p.calls, cl)
 		if _, err := c.conn.WriteToUDP(b, to); err != nil {
 			p.Cancel()
 			return nil, err
@@ -201,14 +201,16 @@ func (p *Pending) Wait(ctx context.Context) ([]time.Duration, *Info, error) {
 	out := make([]time.Duration, p.targets)
 	var info *Info
 	for i, cl := range p.calls {
+		end := p.targets
+		if i+1 < len(p.calls) {
+			end = p.calls[i+1].first
+		}
 		select {
 		case r := <-cl.replied:
-			if len(r.RTTs) != len(p.parts[i]) {
+			if len(r.RTTs) != end-cl.first {
 				return nil, nil, errors.New("udpask: a reply for another number of targets")
 			}
-			for j, k := range p.parts[i] {
-				out[k] = r.RTTs[j]
-			}
+			copy(out[cl.first:end], r.RTTs)
 			if r.Info != nil {
 				info = r.Info
 			}
@@ -224,7 +226,7 @@ func (p *Pending) Cancel() {
 	p.once.Do(func() { close(p.done) })
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
-	for _, n := range p.nonces {
-		delete(p.c.waiting, n)
+	for _, cl := range p.calls {
+		delete(p.c.waiting, cl.nonce)
 	}
 }
