@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -265,6 +266,13 @@ type coordinatesFleet struct {
 
 func startCoordinatesFleet(t *testing.T, names []string, extra ...string) *coordinatesFleet {
 	t.Helper()
+	return startCoordinatesFleetWith(t, names, func(string) []string { return extra })
+}
+
+// startCoordinatesFleetWith is startCoordinatesFleet with each relay's
+// extra relayd flags from extra (by its name).
+func startCoordinatesFleetWith(t *testing.T, names []string, extra func(name string) []string) *coordinatesFleet {
+	t.Helper()
 	dir := t.TempDir()
 	f := &coordinatesFleet{path: filepath.Join(dir, "fleet.yaml"), token: "e2e-token-0123456789"}
 	admins, relayAddrs := map[string]string{}, map[string]string{}
@@ -285,7 +293,7 @@ func startCoordinatesFleet(t *testing.T, names []string, extra ...string) *coord
 			t.Fatal(err)
 		}
 		args := append([]string{"--config", cfg, "--name", n, "--admin", admins[n], "--admin-token", f.token, "--allow-private",
-			"--relay-listen", relayAddrs[n], "--fleet-secret-file", secret}, extra...)
+			"--relay-listen", relayAddrs[n], "--fleet-secret-file", secret}, extra(n)...)
 		f.relays = append(f.relays, startRelayd(t, args...))
 	}
 	return f
@@ -416,5 +424,62 @@ func TestPlanAsksOverHTTPSWhenUDPAsksGoUnanswered(t *testing.T) {
 	}
 	if n := fl.udpAnswered(t); n != 0 {
 		t.Errorf("%v asks over UDP answered with admin_udp off", n)
+	}
+}
+
+// TestNodesChecksUDPAsks: relayctl nodes --check-udp asks every relay in
+// one UDP datagram, as plans do, and tells a relay that answers from one
+// that does not (here admin_udp off; a filtered port looks the same),
+// naming the latter and what to look at.
+func TestNodesChecksUDPAsks(t *testing.T) {
+	fl := startCoordinatesFleetWith(t, []string{"a", "b"}, func(name string) []string {
+		if name == "b" {
+			return []string{"--admin-udp=false"}
+		}
+		return nil
+	})
+	var out struct {
+		Relays []struct {
+			Name     string   `json:"name"`
+			UDPAsk   string   `json:"udp_ask"`
+			UDPAskMs *float64 `json:"udp_ask_ms"`
+		} `json:"relays"`
+	}
+	cmd := relayctlCmd(t, "nodes", "--fleet", fl.path, "--check-udp", "--udp-wait", "1s", "-o", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	got, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("relayctl nodes --check-udp: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(got, &out); err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	asks := map[string]string{}
+	for _, r := range out.Relays {
+		asks[r.Name] = r.UDPAsk
+		if (r.UDPAskMs != nil) != (r.UDPAsk == "answered") {
+			t.Errorf("relay %s: udp_ask %q with udp_ask_ms %v", r.Name, r.UDPAsk, r.UDPAskMs)
+		}
+	}
+	if asks["a"] != "answered" || asks["b"] != "no answer" {
+		t.Errorf("udp_ask by relay %v, want a answered and b (admin_udp off) no answer", asks)
+	}
+	if n := fl.udpAnswered(t); n != 1 {
+		t.Errorf("the relays counted %v asks over UDP answered, want 1 (a's)", n)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "healthy relays that did not answer an ask over UDP in 1s: 1 (b)") {
+		t.Errorf("stderr does not name the relay that did not answer:\n%s", msg)
+	}
+	// The table has the column; without the secret the check says what
+	// it needs.
+	table, err := relayctlCmd(t, "nodes", "--fleet", fl.path, "--check-udp", "--udp-wait", "1s").Output()
+	if err != nil || !strings.Contains(string(table), "UDP ASK") {
+		t.Errorf("table: %v\n%s", err, table)
+	}
+	bare := exec.Command(relayctlBin, "nodes", "--fleet", fl.path, "--check-udp")
+	bare.Env = append(os.Environ(), "RELAYMESH_FLEET_SECRET_FILE=")
+	if msg, err := bare.CombinedOutput(); err == nil || !strings.Contains(string(msg), "--fleet-secret-file") {
+		t.Errorf("--check-udp without the fleet secret: %v\n%s", err, msg)
 	}
 }

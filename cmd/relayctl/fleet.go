@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
+	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
@@ -93,6 +95,25 @@ func (f *registryFlags) adminTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return id.AdminClientConfig(), nil
+}
+
+// token is the admin token for the relays' admin APIs: explicit (an
+// --admin-token flag) when set, else the fleet file's admin_token, else
+// $RELAYMESH_ADMIN_TOKEN.
+func (f *registryFlags) token(explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	path := f.fleetPath
+	if path == "" && f.consulAddr == "" {
+		path = os.Getenv(envvar.Fleet)
+	}
+	if path != "" {
+		if file, err := fleet.Load(path); err == nil && file.AdminToken != "" {
+			return file.AdminToken
+		}
+	}
+	return os.Getenv(envAdminToken)
 }
 
 // askKey is the key of probe asks over UDP (pkg/udpask) for a fleet with
@@ -247,6 +268,9 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 
 func nodesCmd() *cobra.Command {
 	var f registryFlags
+	var checkUDP bool
+	var adminToken string
+	var udpWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the fleet's relays: region, health, age of their measurements",
@@ -257,9 +281,28 @@ every relay itself). With --consul, healthy means every Consul check of the
 relay (its node's and the one on its /healthz) is passing. AGE is the age of
 the newest RTT measurement the relay made; COORD the age of the network
 coordinate it published (relayd probe.mode coordinates; -o json shows the
-coordinate itself).`,
+coordinate itself).
+
+With --check-udp, relayctl also asks each relay for its windows in one UDP
+datagram to its admin port's number, as a plan asks relays for their probes
+(relayd admin_udp, on a fleet with transport tls, a fleet secret and an admin
+token), and UDP ASK shows the round trip of its answer. A relay that does not
+answer is asked over HTTPS by plans, three round trips where UDP takes one:
+is UDP to its admin port filtered, or is admin_udp off?`,
+		Example: `  relayctl nodes --fleet fleet.yaml
+  relayctl nodes --consul 127.0.0.1:8500 --check-udp -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var key *udpask.Key
+			if checkUDP {
+				if f.transport != relay.TransportTLS {
+					return errors.New("--check-udp: relays answer asks over UDP only with transport tls; this fleet runs --transport " + f.transport)
+				}
+				if key = f.askKey(f.token(adminToken)); key == nil {
+					return errors.New("--check-udp: asks over UDP are signed with a key from the fleet secret and the admin token: give --fleet-secret-file (or $" +
+						envvar.FleetSecretFile + ") and --admin-token (or the fleet file's admin_token, or $" + envAdminToken + ")")
+				}
+			}
 			reg, err := f.open(cmd.Context())
 			if err != nil {
 				return err
@@ -281,10 +324,35 @@ coordinate itself).`,
 				// (serf's, in seconds); null: none.
 				Coordinate     *coordinate.Coordinate `json:"coordinate"`
 				CoordinateAgeS *float64               `json:"coordinate_age_s"`
+				// UDPAsk is the relay's answer to --check-udp: "answered",
+				// "no answer", or "no admin address"; absent without it.
+				UDPAsk string `json:"udp_ask,omitempty"`
+				// UDPAskMs is the round trip of its acknowledgement, ms.
+				UDPAskMs *float64 `json:"udp_ask_ms,omitempty"`
+			}
+			var udpMs map[string]float64
+			if key != nil {
+				if udpMs, err = checkUDPAsks(cmd.Context(), *key, relays, udpWait); err != nil {
+					return err
+				}
 			}
 			var rows []row
+			var unanswered []string
 			for _, r := range relays {
 				rw := row{Relay: r}
+				if key != nil {
+					switch ms, ok := udpMs[r.Name]; {
+					case r.Admin == "":
+						rw.UDPAsk = "no admin address"
+					case ok:
+						rw.UDPAsk, rw.UDPAskMs = "answered", &ms
+					default:
+						rw.UDPAsk = "no answer"
+						if r.Healthy {
+							unanswered = append(unanswered, r.Name)
+						}
+					}
+				}
 				if c, ok := coords[r.Name]; ok && c.Coord != nil {
 					age := math.Round(max(now.Sub(c.UpdatedAt).Seconds(), 0)*10) / 10
 					rw.Coordinate, rw.CoordinateAgeS = c.Coord, &age
@@ -299,11 +367,24 @@ coordinate itself).`,
 				}
 				rows = append(rows, rw)
 			}
+			// After the list, on stderr: which relays plans will ask over
+			// HTTPS, and what to look at.
+			defer func() {
+				if len(unanswered) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "\nhealthy relays that did not answer an ask over UDP in %s: %d (%s). Plans ask them over HTTPS, three round trips where UDP takes one. "+
+						"Is UDP to their admin port's number filtered (a firewall, a security group), or is their admin_udp off?\n",
+						udpWait, len(unanswered), namesUpTo(unanswered, 10))
+				}
+			}()
 			if f.output == "json" {
 				return writeJSONTo(cmd.OutOrStdout(), map[string]any{"relays": rows})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE\tCOORD")
+			head := "NAME\tREGION\tHEALTHY\tSEEN BY\tADMIN\tAGE\tCOORD"
+			if key != nil {
+				head += "\tUDP ASK"
+			}
+			fmt.Fprintln(tw, head)
 			for _, r := range rows {
 				age := "-"
 				if r.AgeS != nil {
@@ -316,13 +397,31 @@ coordinate itself).`,
 				if r.CoordinateAgeS != nil {
 					coordAge = fmt.Sprintf("%.0fs", *r.CoordinateAgeS)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.Region), r.Healthy, r.Health, orDash(r.Admin), age, coordAge)
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s", r.Name, orDash(r.Region), r.Healthy, r.Health, orDash(r.Admin), age, coordAge)
+				switch {
+				case r.UDPAskMs != nil:
+					fmt.Fprintf(tw, "\t%.1fms", *r.UDPAskMs)
+				case key != nil:
+					fmt.Fprintf(tw, "\t%s", r.UDPAsk)
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&checkUDP, "check-udp", false, "ask each relay for its windows in one UDP datagram to its admin port's number, as plans ask relays for probes, and show the round trip of its answer (UDP ASK; needs transport tls, the fleet secret and the admin token)")
+	cmd.Flags().DurationVar(&udpWait, "udp-wait", 2*time.Second, "with --check-udp: how long to wait for each relay's answer")
+	cmd.Flags().StringVar(&adminToken, "admin-token", "", "with --check-udp: the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
 	return cmd
+}
+
+// namesUpTo joins names, the first n of them and how many more.
+func namesUpTo(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 func rttCmd() *cobra.Command {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/bytesize"
 	"github.com/relaymesh/relaymesh/pkg/envvar"
-	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/registry"
@@ -229,21 +228,7 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 }
 
 // token is the admin token for the relays' admin APIs.
-func (f *planFlags) token() string {
-	if f.adminToken != "" {
-		return f.adminToken
-	}
-	path := f.reg.fleetPath
-	if path == "" && f.reg.consulAddr == "" {
-		path = os.Getenv(envvar.Fleet)
-	}
-	if path != "" {
-		if file, err := fleet.Load(path); err == nil && file.AdminToken != "" {
-			return file.AdminToken
-		}
-	}
-	return os.Getenv(envAdminToken)
-}
+func (f *planFlags) token() string { return f.reg.token(f.adminToken) }
 
 // plan measures (or reads the matrix) and plans. avoid names relays to
 // leave out as --exclude does (connect's relays that are down); names the
