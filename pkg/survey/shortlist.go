@@ -346,8 +346,11 @@ type surveyProber struct {
 	https     map[string]bool
 	proven    bool
 	maxAckRTT time.Duration // the slowest acknowledgement of the plan
-	asked     map[string]bool
-	unacked   map[string]bool
+	// maxReply is the longest a reply of the plan came after its
+	// acknowledgement (the relay's probes, mostly); see replyWait.
+	maxReply time.Duration
+	asked    map[string]bool
+	unacked  map[string]bool
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
 	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
@@ -886,12 +889,87 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 	if onAck != nil {
 		onAck(pend.AckRTT())
 	}
-	wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
-	defer cancel()
-	rtts, got, err := pend.Wait(wctx)
-	if err != nil {
-		return nil, nil, err
+	return p.reply(ctx, pend, relay, addrs, handshakes, withInfo)
+}
+
+// replyWait is how long after its acknowledgement an ask's reply may take
+// before the same probes are asked over HTTPS beside it: twice the
+// plan's slowest reply and 50 ms, within 100 ms and the relay's probes'
+// bound; that bound until a reply of the plan has come. p.mu held.
+func (p *surveyProber) replyWaitLocked(handshakes int) time.Duration {
+	bound := p.s.relayProbesTimeout(handshakes, 0)
+	if p.maxReply == 0 {
+		return bound
 	}
+	return min(max(2*p.maxReply+50*time.Millisecond, 100*time.Millisecond), bound)
+}
+
+// reply waits for the reply to an acknowledged ask. A reply lost on the
+// way would be waited for till the relay's probes' bound (seconds, and
+// the plan with it when its best chain rests on them): once it is later
+// than replyWait, the same probes are asked over HTTPS beside it, and the
+// first answer counts.
+func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+	type answer struct {
+		sums []probe.Summary
+		info *adminInfo
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the other of the two, once one has answered
+	acked := time.Now()
+	p.mu.Lock()
+	wait := p.replyWaitLocked(handshakes)
+	p.mu.Unlock()
+	udp := make(chan answer, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
+		defer cancel()
+		rtts, got, err := pend.Wait(wctx)
+		if err == nil {
+			p.mu.Lock()
+			p.maxReply = max(p.maxReply, time.Since(acked))
+			p.mu.Unlock()
+		}
+		sums, info := p.udpSums(rtts, got, handshakes)
+		udp <- answer{sums, info, err}
+	}()
+	overdue := time.NewTimer(wait)
+	defer overdue.Stop()
+	select {
+	case a := <-udp:
+		return a.sums, a.info, a.err
+	case <-overdue.C:
+	}
+	https := make(chan answer, 1)
+	go func() {
+		sums, info, err := p.relayProbes(ctx, relay, addrs, handshakes, withInfo)
+		https <- answer{sums, info, err}
+	}()
+	// Each of the two answers once (both within the probes' bound): the
+	// first without an error counts; when both fail, the HTTPS error.
+	var err error
+	for range 2 {
+		select {
+		case a := <-udp:
+			if a.err == nil {
+				return a.sums, a.info, nil
+			}
+			if err == nil {
+				err = a.err
+			}
+		case a := <-https:
+			if a.err == nil {
+				return a.sums, a.info, nil
+			}
+			err = a.err
+		}
+	}
+	return nil, nil, err
+}
+
+// udpSums are an ask's reply as the survey's summaries, and its windows.
+func (p *surveyProber) udpSums(rtts []time.Duration, got *udpask.Info, handshakes int) ([]probe.Summary, *adminInfo) {
 	now := p.s.now()
 	sums := make([]probe.Summary, len(rtts))
 	for i, d := range rtts {
@@ -908,7 +986,7 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 		info = &adminInfo{SocketLimits: adminLimits{WindowBytesApprox: got.WindowBytes, TCPWmemMaxBytes: got.TCPWmemMaxBytes},
 			CapacityBps: got.CapacityBps, CongestionControl: got.Congestion, LearntToYouBps: got.LearntToYouBps, LearntAgeSec: float64(got.LearntAgeSec)}
 	}
-	return sums, info, nil
+	return sums, info
 }
 
 // byAck answers this host's probe of addr (a relay's admin address) by

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -504,5 +506,90 @@ func TestProberEndsLaterRoundsAtTheLaterQuorum(t *testing.T) {
 		if _, err := p.Late(context.Background(), true); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// udpRelay answers asks over UDP (pkg/udpask) on a plane relay's admin
+// port's number: it acknowledges each, and replies with the plane's
+// distances unless lose says the reply is lost on the way. It counts the
+// asks it acknowledged.
+func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose bool) *atomic.Int64 {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var acked atomic.Int64
+	go func() {
+		buf := make([]byte, udpask.MaxDatagram)
+		for {
+			n, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			a, err := key.OpenAsk(buf[:n])
+			if err != nil {
+				continue
+			}
+			_, _ = conn.WriteTo(key.SealAck(a.Nonce), from)
+			acked.Add(1)
+			if lose {
+				continue
+			}
+			r := udpask.Reply{Nonce: a.Nonce}
+			for _, target := range a.Targets {
+				r.RTTs = append(r.RTTs, time.Duration(f.distance(admin, target)*float64(time.Millisecond)))
+			}
+			_, _ = conn.WriteTo(key.SealReply(r), from)
+		}
+	}()
+	return &acked
+}
+
+// An ask over UDP that is acknowledged but whose reply is lost on the way
+// is asked over HTTPS once the reply is overdue (twice the plan's slowest
+// reply and 50 ms), not after the bound of the relay's probes (here 10 s,
+// past the test's 4 s).
+func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
+	f := newPlaneFleet(t, 2)
+	key, err := udpask.DeriveKey("a fleet secret for the test", "an admin token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.survey(ModeShortlist)
+	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1 // every answer in its round
+	s.Timeout, s.AskKey = 5*time.Second, &key
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	replied := f.udpRelay(t, key, relays["r00"].Admin, false)
+	lost := f.udpRelay(t, key, relays["r01"].Admin, true)
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
+	defer p.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	// r00's ask proves UDP and sets the plan's slowest reply; r01 is then
+	// asked alone, and its reply never comes.
+	for _, name := range []string{"r00", "r01"} {
+		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want := f.distance(relays[name].Admin, planeDst); math.Abs(got[0]-want) > 1e-3 {
+			t.Errorf("%s→dst = %v ms, want %.3f", name, got[0], want)
+		}
+	}
+	if replied.Load() != 1 || lost.Load() != 1 {
+		t.Errorf("asks acknowledged: r00 %d, r01 %d; want 1 each", replied.Load(), lost.Load())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.requests[relays["r01"].Admin]; n != 1 {
+		t.Errorf("r01 got %d requests over HTTPS, want 1 (its reply lost)", n)
+	}
+	if n := f.requests[relays["r00"].Admin]; n != 0 {
+		t.Errorf("r00 got %d requests over HTTPS, want 0 (answered over UDP)", n)
 	}
 }
