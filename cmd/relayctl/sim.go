@@ -191,7 +191,7 @@ go doc ./pkg/netsim.`,
 	fl.IntVar(&cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
 	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "a relay's nearest peers from each ring of RTT (below 4 ms, 4–8, 8–16, ... ms) before the rest (relayd probe.per_ring; -1: no rings, the nearest by RTT alone)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers each relay keeps publishing because they measured well below their estimate (relayd probe.shortcuts; 0: none)")
-	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults(), UDPAsk: true})
+	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults(), UDPAsk: true, UDPLoss: true})
 	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as relayctl plan --dst REGION plans: placed by that relay's published coordinate, so the landmarks' round is the client's own probes, and that relay probes the first cut's ends (default: a random server, placed by the landmarks and probed by the relays)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair a second time as relayctl connect replans a destination: from what the first plan learnt, over the admin connections it opened (kept 90 s); reports those plans' quality, probes and wall time")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections still), not from the first plan")
@@ -253,6 +253,7 @@ func simPlanningFlags(fs *pflag.FlagSet, p *fleetsim.Planning, base fleetsim.Pla
 	simShortlistFlags(fs, &p.Shortlist, base.Shortlist)
 	fs.BoolVar(&p.FastOpen, "fast-open", base.FastOpen, "model a host that holds a TCP Fast Open cookie for every relay (it asked each before) and relays that accept Fast Open (net.ipv4.tcp_fastopen=3): a new admin connection costs one round trip before its request, not two")
 	fs.BoolVar(&p.UDPAsk, "udp-ask", base.UDPAsk, "ask relays in one UDP datagram, as relayctl plan --udp-ask does: one round trip and the relay's probes; the plan's first asks open the HTTPS connection beside them, later ones go alone (false: over new HTTPS connections, two round trips more each)")
+	fs.BoolVar(&p.UDPLoss, "udp-loss", base.UDPLoss, "with --udp-ask: asks and their answers are lost as the path's packets are, and the plan goes on as relayctl's does: an ask not acknowledged is asked over HTTPS (once the connection opening beside it is up, or after twice the plan's slowest acknowledgement and 50 ms), a reply lost after its acknowledgement after the relay's probes' timeout (false: every ask gets through)")
 	fs.BoolVar(&p.FitDst, "fit-dst", base.FitDst, "with --dst-relays: place the destination from the landmarks' probes, as any host, not by its relay's coordinate")
 	fs.BoolVar(&p.RelaysProbeDst, "relays-probe-dst", base.RelaysProbeDst, "with --dst-relays: each relay of the first cut probes the destination, as for any host, not the destination's relay them")
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -159,9 +160,20 @@ type Planning struct {
 	// up is asked over it. An ask's slot is free once it is acknowledged
 	// (and the read beside it has answered), and this host's probe of a
 	// relay asked over UDP in the same round is that acknowledgement. Every
-	// ask gets through in the model (a relayctl whose ask is not
-	// acknowledged asks over HTTPS).
+	// ask gets through in the model unless UDPLoss.
 	UDPAsk bool
+	// UDPLoss, with UDPAsk: asks and their answers are lost as the path's
+	// packets are (netsim's loss rate, each way), and the plan goes on as
+	// relayctl's does: an ask not acknowledged is asked over HTTPS once
+	// the connection opening beside it is up, or (alone) after the ask's
+	// wait (twice the plan's slowest acknowledgement and 50 ms, within
+	// 100 ms and the survey's timeout), over a new connection; this host's
+	// probe of that relay is then made as ever; a reply lost after its
+	// acknowledgement is asked over HTTPS once it is overdue (twice the
+	// plan's slowest reply after its acknowledgement and 50 ms, within
+	// 100 ms and the relay's probes' bound: the survey's timeout, twice
+	// with one handshake; that bound before any reply).
+	UDPLoss bool
 	// FitDst places a relay-hosted destination (Config.DstRelays) from
 	// the landmarks, as any host, not by its relay's coordinate.
 	FitDst bool
@@ -727,7 +739,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	if v.FastOpen {
 		p.setupRTTs = AdminSetupRTTsFastOpen
 	}
-	p.udpAsk = v.UDPAsk
+	p.udpAsk, p.udpLoss = v.UDPAsk, v.UDPLoss
 	t0 := time.Now()
 	res, m, st, err := shortlist.Plan(ctx, scfg, in, p)
 	if err != nil {
@@ -921,6 +933,14 @@ type prober struct {
 	// with one). Until then each ask opens the HTTPS connection beside
 	// it; after, none is opened.
 	udpAsk, proven bool
+	// udpLoss: asks over UDP are lost as the path's packets are
+	// (Planning.UDPLoss); maxAckMs is the plan's slowest acknowledgement
+	// so far, ms, which sets how long an ask alone waits for its own.
+	udpLoss  bool
+	maxAckMs float64
+	// maxReplyMs is the plan's slowest reply after its acknowledgement
+	// so far, ms: how long a reply may take before it is overdue.
+	maxReplyMs float64
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -934,6 +954,7 @@ type lateAnswer struct {
 func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
 	p.proven = false // a new plan's asks prove UDP again
+	p.maxAckMs, p.maxReplyMs = 0, 0
 	for name := range p.readyMs {
 		p.readyMs[name] = 0
 	}
@@ -1006,6 +1027,9 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		// acknowledgement of its ask over UDP in the same round; it
 		// takes no slot and no handshake of its own.
 		ackOf string
+		// lostAsk: the ask over UDP or its acknowledgement is lost
+		// (Planning.UDPLoss); lostReply: its reply is.
+		lostAsk, lostReply bool
 	}
 	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
@@ -1026,7 +1050,6 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	}
 	var reqs []*request
 	asked := map[string]bool{} // relays whose request of this round has started
-	asksUDP := false           // a relay of this round is asked over UDP
 	for _, g := range groups {
 		r := &request{at: g.At, from: g.From}
 		a, _ := p.point(g.From)
@@ -1068,12 +1091,14 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			switch {
 			case p.udpAsk && !kept && p.proven:
 				// Asked in one datagram, alone.
-				asksUDP, r.udp = true, true
+				r.udp = true
+				r.lostAsk, r.lostReply = p.udpLost(g.From, a)
 			case p.udpAsk && !kept && !asked[g.From]:
 				// Asked in one datagram; the connection opens beside
 				// it and the windows are read over it.
-				asksUDP, r.udp = true, true
+				r.udp = true
 				r.opens, r.setupMs, r.readMs = g.From, p.setupRTTs*r.askMs, r.askMs
+				r.lostAsk, r.lostReply = p.udpLost(g.From, a)
 			case asked[g.From]: // a second connection beside the first
 				r.connectMs = p.setupRTTs * r.askMs
 			case kept:
@@ -1094,6 +1119,21 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	}
 	var ends []float64
 	startMs := map[string]float64{} // when each relay's ask over UDP started
+	// failMs: when a relay's ask over UDP is given up for want of an
+	// acknowledgement; ackWaitMs how long one alone waits (the slowest
+	// acknowledgement before this round's, as the survey's prober has it
+	// when it asks).
+	failMs := map[string]float64{}
+	ackWaitMs := min(max(2*p.maxAckMs+50, 100), float64(survey.DefaultTimeout.Milliseconds()))
+	// replyWaitMs: how long after its acknowledgement a reply is
+	// overdue (likewise, the slowest reply before this round's).
+	boundMs := float64((survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes))).Milliseconds())
+	replyWaitMs := boundMs
+	if p.maxReplyMs > 0 {
+		replyWaitMs = min(max(2*p.maxReplyMs+50, 100), boundMs)
+	}
+	slowestReplyMs := p.maxReplyMs
+	acked := false // an ask of this round was acknowledged: UDP is proven
 	for _, r := range reqs {
 		if r.ackOf != "" {
 			continue // below, once its ask has started
@@ -1120,11 +1160,48 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			p.readyMs[r.opens] = start + r.setupMs
 			p.free[slot] = max(p.free[slot], start+r.setupMs+r.readMs)
 		}
+		switch {
+		case r.lostAsk:
+			// Given up when the read beside it has answered, or after
+			// the wait; then asked over HTTPS, the slot held throughout.
+			fail := start + ackWaitMs
+			httpsMs := p.setupRTTs*r.askMs + r.askMs + r.probeMs
+			if r.opens != "" {
+				fail, httpsMs = start+r.setupMs+r.readMs, r.askMs+r.probeMs
+			} else {
+				p.readyMs[r.from] = fail + p.setupRTTs*r.askMs
+			}
+			if _, first := failMs[r.from]; !first {
+				failMs[r.from] = fail
+			}
+			r.atMs = fail + httpsMs
+			p.free[slot] = r.atMs
+		case r.lostReply:
+			// Acknowledged; the reply waited for till it is overdue,
+			// then asked over HTTPS.
+			acked = true
+			p.maxAckMs = max(p.maxAckMs, r.askMs)
+			wait := replyWaitMs
+			setup := p.setupRTTs * r.askMs
+			if r.opens != "" {
+				setup = 0 // the connection opened beside the ask is up
+			} else {
+				p.readyMs[r.from] = start + r.askMs + wait + setup
+			}
+			r.atMs = start + r.askMs + wait + setup + r.askMs + r.probeMs
+		case r.udp:
+			acked = true
+			p.maxAckMs = max(p.maxAckMs, r.askMs)
+			slowestReplyMs = max(slowestReplyMs, r.probeMs)
+		}
 		ends = append(ends, r.atMs)
 	}
 	for _, r := range reqs {
 		if r.ackOf != "" {
 			r.atMs = startMs[r.ackOf] + r.probeMs
+			if fail, lost := failMs[r.ackOf]; lost {
+				r.atMs = fail + r.probeMs // this host's own handshake, then
+			}
 			ends = append(ends, r.atMs)
 		}
 	}
@@ -1141,8 +1218,25 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	}
 	p.wallMs = max(p.wallMs, end)
 	p.roundEndsMs = append(p.roundEndsMs, p.wallMs)
-	p.proven = p.proven || asksUDP
+	p.proven = p.proven || acked
+	p.maxReplyMs = slowestReplyMs
 	return out, nil
+}
+
+// udpLost draws whether an ask over UDP to relay (at a) is lost, or its
+// acknowledgement (lostAsk), else its reply (lostReply), at the path's
+// loss rate each way (Planning.UDPLoss); its own source, from the relay
+// and the round, so that plans that differ elsewhere lose alike.
+func (p *prober) udpLost(relay string, a netsim.Point) (lostAsk, lostReply bool) {
+	if !p.udpLoss {
+		return false, false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "udp\x00%s\x00%d", relay, len(p.roundEndsMs))
+	rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
+	loss := p.world.Path(p.client, a).LossRate
+	lostAsk = rnd.Float64() < 1-(1-loss)*(1-loss)
+	return lostAsk, !lostAsk && rnd.Float64() < loss
 }
 
 // Late hands over the pending probes answered by now; with wait, the

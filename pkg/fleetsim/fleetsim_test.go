@@ -364,6 +364,31 @@ func TestUDPAskShortensTheFirstRound(t *testing.T) {
 	}
 }
 
+// Asks over UDP lost as the path's packets are (here a tenth each way):
+// the relays whose ask, acknowledgement or reply was lost are asked over
+// HTTPS, so the plans are as good, and take longer than when every ask
+// gets through.
+func TestLostUDPAsksAreAskedOverHTTPS(t *testing.T) {
+	cfg := small()
+	cfg.World.LossBase, cfg.World.LossPer100Ms = 0.1, -1
+	cfg.UDPAsk = true
+	cfg.Variants = []Variant{{Name: "lost", Planning: Planning{Shortlist: cfg.Shortlist, UDPAsk: true, UDPLoss: true}}}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, lost := rep.Plans, rep.Variants[0].Plans
+	t.Logf("every ask through: within 10 %% %.2f, wall %.0f ms (p95 %.0f); asks lost: %.2f, %.0f ms (p95 %.0f)",
+		all.Within10, all.WallMsMedian, all.WallMsP95, lost.Within10, lost.WallMsMedian, lost.WallMsP95)
+	if lost.Within10 < all.Within10-0.1 || lost.ChainShare < all.ChainShare-0.1 {
+		t.Errorf("asks lost: within 10 %% %.2f and chains %.2f, against %.2f and %.2f: lost asks lost their probes",
+			lost.Within10, lost.ChainShare, all.Within10, all.ChainShare)
+	}
+	if !(lost.WallMsMedian > all.WallMsMedian) {
+		t.Errorf("asks lost: a plan's wall %.0f ms against %.0f: want longer (each lost ask waits, then HTTPS)", lost.WallMsMedian, all.WallMsMedian)
+	}
+}
+
 // Destinations at relays' hosts, placed by the relays' coordinates: the
 // landmarks' round is the client's own handshakes, one round trip to the
 // farthest landmark, not three and its probe of the destination; placed
