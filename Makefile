@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask bench-sim-udp-loss
 
 all: build
 
@@ -221,6 +221,11 @@ bench-sim-probe-split:
 # bench/results/sim-udp-ask.json.
 bench-sim-udp-ask:
 	./bench/run-sim-udp-ask.sh
+
+# What lost datagrams cost a plan asked over UDP, against every ask getting
+# through and against HTTPS (bench/results/sim-udp-loss.json). ~25 min.
+bench-sim-udp-loss:
+	./bench/run-sim-udp-loss.sh
 
 # What TCP Fast Open on admin connections saves a plan, in the simulator
 # (~15 min, no root): bench/results/sim-fast-open.json.
