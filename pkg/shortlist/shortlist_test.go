@@ -644,8 +644,10 @@ func TestPlanChoosesAmongMeasuredChainsWhenRoundsRunOut(t *testing.T) {
 	}
 }
 
-// reach splits its relays among goroutines from parallelFrom relays on:
-// the costs are the same as on one.
+// reach splits its relays among goroutines from parallelFrom relays on,
+// and keeps the pairs' estimates between hops up to segCacheRelays: the
+// costs are the same on one core, on many, without the kept estimates,
+// and as defined.
 func TestReachIsTheSameOnEveryCore(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	n := parallelFrom + 37
@@ -667,9 +669,12 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 	oneFrom, oneTo := sp.reach(from, to, 4, 100, 200)
 	runtime.GOMAXPROCS(7)
 	manyFrom, manyTo := sp.reach(from, to, 4, 100, 200)
+	defer func(n int) { segCacheRelays = n }(segCacheRelays)
+	segCacheRelays = 0
+	uncachedFrom, uncachedTo := sp.reach(from, to, 4, 100, 200)
 	// The definition, written plainly: one more hop from any relay whose
 	// cost is within the bound, over an estimate within it (u to v, as
-	// estimated from u) or a published pair.
+	// estimated from u, rounded to float32) or a published pair.
 	bound := normCost(200, 100)
 	ref := func(end []float64) [][]float64 {
 		out := [][]float64{make([]float64, n)}
@@ -683,7 +688,7 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 					continue
 				}
 				for v := range n {
-					if ms := sp.ms(u, v); ms <= 200 {
+					if ms := float64(float32(sp.ms(u, v))); ms <= 200 {
 						cur[v] = math.Min(cur[v], prev[u]+normCost(ms, 100))
 					}
 				}
@@ -695,13 +700,16 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 		}
 		return out
 	}
-	for side, got := range map[string][3][][]float64{
-		"from": {oneFrom, manyFrom, ref(from)},
-		"to":   {oneTo, manyTo, ref(to)},
+	for side, got := range map[string][4][][]float64{
+		"from": {oneFrom, manyFrom, ref(from), uncachedFrom},
+		"to":   {oneTo, manyTo, ref(to), uncachedTo},
 	} {
 		for k := range got[0] {
 			if !slices.Equal(got[0][k], got[1][k]) {
 				t.Fatalf("%s, hop %d: the costs differ between one goroutine and seven", side, k+1)
+			}
+			if !slices.Equal(got[0][k], got[3][k]) {
+				t.Fatalf("%s, hop %d: the costs differ without the estimates kept between hops", side, k+1)
 			}
 			if !slices.Equal(got[0][k], got[2][k]) {
 				t.Fatalf("%s, hop %d: the costs differ from the definition's", side, k+1)
