@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -939,8 +940,13 @@ type prober struct {
 	udpLoss  bool
 	maxAckMs float64
 	// maxReplyMs is the plan's slowest reply after its acknowledgement
-	// so far, ms: how long a reply may take before it is overdue.
+	// so far, ms: how long a reply may take before it is overdue, when
+	// the plan expects nothing of its probes.
 	maxReplyMs float64
+	// knownMs is this host's RTT to each relay as the plan has seen it
+	// (an acknowledgement, or this host's probe), ms: how long an ask to
+	// it alone waits for its acknowledgement.
+	knownMs map[string]float64
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -955,6 +961,7 @@ func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
 	p.proven = false // a new plan's asks prove UDP again
 	p.maxAckMs, p.maxReplyMs = 0, 0
+	p.knownMs = nil
 	for name := range p.readyMs {
 		p.readyMs[name] = 0
 	}
@@ -1028,14 +1035,24 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		// takes no slot and no handshake of its own.
 		ackOf string
 		// lostAsk: the ask over UDP or its acknowledgement is lost
-		// (Planning.UDPLoss); lostReply: its reply is.
-		lostAsk, lostReply bool
+		// (Planning.UDPLoss); lostReply: its reply is; lostAgain: the
+		// ask made again for either is lost too.
+		lostAsk, lostReply, lostAgain bool
+		// expectMs is the probes' longest RTT as the plan expects it
+		// (shortlist.Probe.ExpectMs) times their handshakes, 0: none.
+		expectMs float64
 	}
 	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
 		_, okB := p.point(pr.To)
 		return okA && okB
 	})
+	if p.knownMs == nil {
+		p.knownMs = map[string]float64{}
+	}
+	// What the plan knew before this round sets its waits (the
+	// round's own answers come in as it goes, after its asks start).
+	knownBefore := maps.Clone(p.knownMs)
 	asking := map[string]bool{} // relays with a request of their own in this round
 	for _, g := range groups {
 		asking[g.From] = true
@@ -1071,8 +1088,12 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			}
 			if len(samples) > 0 {
 				out[k] = quantile(samples, 0.5)
+				if g.From == "client" && pr.To != "destination" {
+					p.knownMs[pr.To] = out[k]
+				}
 			}
 			r.probeMs = max(r.probeMs, float64(count)*p.world.RTTMs(a, b))
+			r.expectMs = max(r.expectMs, float64(count)*pr.ExpectMs)
 		}
 		if to := probes[g.At[0]].To; g.From == "client" && udpAsked[to] && g.Handshakes <= 1 {
 			r.ackOf = to
@@ -1092,13 +1113,13 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 			case p.udpAsk && !kept && p.proven:
 				// Asked in one datagram, alone.
 				r.udp = true
-				r.lostAsk, r.lostReply = p.udpLost(g.From, a)
+				r.lostAsk, r.lostReply, r.lostAgain = p.udpLost(g.From, a)
 			case p.udpAsk && !kept && !asked[g.From]:
 				// Asked in one datagram; the connection opens beside
 				// it and the windows are read over it.
 				r.udp = true
 				r.opens, r.setupMs, r.readMs = g.From, p.setupRTTs*r.askMs, r.askMs
-				r.lostAsk, r.lostReply = p.udpLost(g.From, a)
+				r.lostAsk, r.lostReply, r.lostAgain = p.udpLost(g.From, a)
 			case asked[g.From]: // a second connection beside the first
 				r.connectMs = p.setupRTTs * r.askMs
 			case kept:
@@ -1120,19 +1141,43 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	var ends []float64
 	startMs := map[string]float64{} // when each relay's ask over UDP started
 	// failMs: when a relay's ask over UDP is given up for want of an
-	// acknowledgement; ackWaitMs how long one alone waits (the slowest
-	// acknowledgement before this round's, as the survey's prober has it
-	// when it asks).
+	// acknowledgement; ackWaitMs how long one alone waits: twice this
+	// host's RTT to the relay and 50 ms, or for a relay not measured
+	// the slowest acknowledgement before this round's, as the survey's
+	// prober has them when it asks.
 	failMs := map[string]float64{}
-	ackWaitMs := min(max(2*p.maxAckMs+50, 100), float64(survey.DefaultTimeout.Milliseconds()))
+	timeoutMs := float64(survey.DefaultTimeout.Milliseconds())
+	ackWaitMs := func(relay string) float64 {
+		rtt, ok := knownBefore[relay]
+		if !ok {
+			rtt = p.maxAckMs
+		}
+		return min(max(2*rtt+50, 100), timeoutMs)
+	}
 	// replyWaitMs: how long after its acknowledgement a reply is
-	// overdue (likewise, the slowest reply before this round's).
+	// overdue: twice its probes' expected time and 50 ms, or without
+	// one, twice the slowest reply before this round's.
 	boundMs := float64((survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes))).Milliseconds())
-	replyWaitMs := boundMs
-	if p.maxReplyMs > 0 {
-		replyWaitMs = min(max(2*p.maxReplyMs+50, 100), boundMs)
+	replyWaitMs := func(r *request) float64 {
+		switch {
+		case r.expectMs > 0:
+			return min(max(2*r.expectMs+50, 100), boundMs)
+		case p.maxReplyMs > 0:
+			return min(max(2*p.maxReplyMs+50, 100), boundMs)
+		}
+		return boundMs
 	}
 	slowestReplyMs := p.maxReplyMs
+	// again is when a request given up at fail is answered: asked again
+	// over UDP (one round trip, unless lost too) and over HTTPS (setupMs
+	// first, for a new connection) at once.
+	again := func(r *request, fail, setupMs float64) float64 {
+		at := fail + setupMs + r.askMs + r.probeMs
+		if !r.lostAgain {
+			at = min(at, fail+r.askMs+r.probeMs)
+		}
+		return at
+	}
 	acked := false // an ask of this round was acknowledged: UDP is proven
 	for _, r := range reqs {
 		if r.ackOf != "" {
@@ -1162,36 +1207,41 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		}
 		switch {
 		case r.lostAsk:
-			// Given up when the read beside it has answered, or after
-			// the wait; then asked over HTTPS, the slot held throughout.
-			fail := start + ackWaitMs
-			httpsMs := p.setupRTTs*r.askMs + r.askMs + r.probeMs
+			// Given up when the read beside it has answered (then
+			// asked over that connection), or after the wait (then
+			// asked again over UDP and over HTTPS), the slot held
+			// throughout.
+			var fail float64
 			if r.opens != "" {
-				fail, httpsMs = start+r.setupMs+r.readMs, r.askMs+r.probeMs
+				fail = start + r.setupMs + r.readMs
+				r.atMs = fail + r.askMs + r.probeMs
 			} else {
+				fail = start + ackWaitMs(r.from)
 				p.readyMs[r.from] = fail + p.setupRTTs*r.askMs
+				r.atMs = again(r, fail, p.setupRTTs*r.askMs)
 			}
 			if _, first := failMs[r.from]; !first {
 				failMs[r.from] = fail
 			}
-			r.atMs = fail + httpsMs
 			p.free[slot] = r.atMs
 		case r.lostReply:
 			// Acknowledged; the reply waited for till it is overdue,
-			// then asked over HTTPS.
+			// then asked again over UDP and over HTTPS.
 			acked = true
 			p.maxAckMs = max(p.maxAckMs, r.askMs)
-			wait := replyWaitMs
+			p.knownMs[r.from] = r.askMs
+			overdue := start + r.askMs + replyWaitMs(r)
 			setup := p.setupRTTs * r.askMs
 			if r.opens != "" {
 				setup = 0 // the connection opened beside the ask is up
 			} else {
-				p.readyMs[r.from] = start + r.askMs + wait + setup
+				p.readyMs[r.from] = overdue + setup
 			}
-			r.atMs = start + r.askMs + wait + setup + r.askMs + r.probeMs
+			r.atMs = again(r, overdue, setup)
 		case r.udp:
 			acked = true
 			p.maxAckMs = max(p.maxAckMs, r.askMs)
+			p.knownMs[r.from] = r.askMs
 			slowestReplyMs = max(slowestReplyMs, r.probeMs)
 		}
 		ends = append(ends, r.atMs)
@@ -1225,18 +1275,21 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 
 // udpLost draws whether an ask over UDP to relay (at a) is lost, or its
 // acknowledgement (lostAsk), else its reply (lostReply), at the path's
-// loss rate each way (Planning.UDPLoss); its own source, from the relay
-// and the round, so that plans that differ elsewhere lose alike.
-func (p *prober) udpLost(relay string, a netsim.Point) (lostAsk, lostReply bool) {
+// loss rate each way (Planning.UDPLoss), and whether the ask made again
+// for either is lost too, or its reply (lostAgain); its own source, from
+// the relay and the round, so that plans that differ elsewhere lose
+// alike.
+func (p *prober) udpLost(relay string, a netsim.Point) (lostAsk, lostReply, lostAgain bool) {
 	if !p.udpLoss {
-		return false, false
+		return false, false, false
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "udp\x00%s\x00%d", relay, len(p.roundEndsMs))
 	rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
 	loss := p.world.Path(p.client, a).LossRate
 	lostAsk = rnd.Float64() < 1-(1-loss)*(1-loss)
-	return lostAsk, !lostAsk && rnd.Float64() < loss
+	lostReply = !lostAsk && rnd.Float64() < loss
+	return lostAsk, lostReply, rnd.Float64() < 1-(1-loss)*(1-loss)
 }
 
 // Late hands over the pending probes answered by now; with wait, the

@@ -487,6 +487,10 @@ type Measured struct {
 type Probe struct {
 	From, To   string
 	Handshakes int
+	// ExpectMs is the pair's RTT by the best figure Plan knows when it
+	// asks (an estimate, until measured), ms; 0: none. A Prober can tell
+	// by it an answer that is lost from one that is slow.
+	ExpectMs float64
 }
 
 // Prober measures RTTs, milliseconds. It answers one value per probe, in
@@ -664,6 +668,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		for i := range batch {
 			batch[i].Handshakes = cfg.Handshakes
+			if rtt != nil {
+				batch[i].ExpectMs, _, _ = rtt(batch[i].From, batch[i].To)
+			}
 		}
 		// The longest probes first (lengthMs): the Prober has a bounded
 		// number in flight and the round lasts until its last one, so a

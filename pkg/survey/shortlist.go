@@ -346,6 +346,11 @@ type surveyProber struct {
 	https     map[string]bool
 	proven    bool
 	maxAckRTT time.Duration // the slowest acknowledgement of the plan
+	// rttTo is this host's RTT to each relay as the plan has seen it
+	// (an acknowledgement's round trip, or this host's probe of it),
+	// which sets how long an ask to it waits for its acknowledgement
+	// (ackWait).
+	rttTo map[string]time.Duration
 	// maxReply is the longest a reply of the plan came after its
 	// acknowledgement (the relay's probes, mostly); see replyWait.
 	maxReply time.Duration
@@ -389,7 +394,7 @@ func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target,
 	p := &surveyProber{s: s, relays: relays, target: target, dst: dst,
 		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
 		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{},
-		https: map[string]bool{}, asked: map[string]bool{}, unacked: map[string]bool{}}
+		https: map[string]bool{}, asked: map[string]bool{}, unacked: map[string]bool{}, rttTo: map[string]time.Duration{}}
 	if s.AskKey != nil {
 		// No socket: every request goes over HTTPS, as without a key.
 		p.ask, _ = udpask.NewClient(*s.AskKey)
@@ -504,9 +509,12 @@ func (p *surveyProber) read(ctx context.Context, r registry.Relay, udp bool) (wi
 	}
 	defer func() { <-p.sem }()
 	if udp {
-		_, info, err := p.askUDP(ctx, r, nil, 1, true, nil, nil)
-		if err == nil && info != nil {
+		_, info, err := p.askUDP(ctx, r, nil, 1, true, 0, nil, nil)
+		switch {
+		case err == nil && info != nil:
 			return info.windows(false), nil
+		case errors.Is(err, errAskedBoth):
+			return windows{}, err
 		}
 	}
 	return p.readHeld(ctx, r)
@@ -569,6 +577,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		shortlist.Request
 		relay    registry.Relay // asked, unless From is this host
 		addrs    []string
+		expectMs float64 // its probes' longest ExpectMs (see replyWait)
 		toDst    bool
 		withInfo bool // the relay's first request: it asks for its windows
 		// udp: asked over UDP (p.ask), no HTTPS connection to the
@@ -615,6 +624,7 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		for _, k := range g.At {
 			addr, _ := addrOf(probes[k].To)
 			rq.addrs = append(rq.addrs, addr)
+			rq.expectMs = max(rq.expectMs, probes[k].ExpectMs)
 		}
 		reqs = append(reqs, rq)
 	}
@@ -694,6 +704,9 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			ms := 0.0
 			if j < len(sums) && sums[j].Reachable() {
 				ms = sums[j].MedianMs
+			}
+			if to := probes[k].To; rq.From == ClientNode && ms > 0 && to != p.dst {
+				p.rttTo[to] = time.Duration(ms * float64(time.Millisecond))
 			}
 			if round.closed {
 				p.late = append(p.late, shortlist.Answer{Probe: probes[k], RTTMs: ms})
@@ -784,14 +797,31 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 							release()
 						}()
 					}
-					sums, info, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo, rq.readDone, onAck)
+					sums, info, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo, rq.expectMs, rq.readDone, onAck)
 					if err != nil {
 						ackEnds(-1) // no acknowledgement: a probe answered by it is made as ever
 					}
 				}
-				if !rq.udp || err != nil {
+				// Over HTTPS: a relay not asked over UDP, and one whose
+				// ask was not acknowledged or could not be sent (not one
+				// asked over HTTPS already, beside a reply overdue).
+				if !rq.udp || err != nil && !errors.Is(err, errAskedBoth) {
 					noAck := errors.Is(err, errNoAck)
-					sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+					if noAck && rq.readDone == nil {
+						// Asked alone: the ask or its acknowledgement
+						// was lost, or UDP to it is filtered. Asked
+						// again beside the request over HTTPS, which
+						// costs two round trips more.
+						sums, info, err = p.firstOf(ctx,
+							func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+								return p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+							},
+							func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+								return p.askAgain(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+							})
+					} else {
+						sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+					}
 					if noAck && err == nil {
 						p.mu.Lock()
 						p.unacked[rq.relay.Name] = true
@@ -831,12 +861,19 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 // read beside it, or within ackWait.
 var errNoAck = errors.New("no acknowledgement of the ask over UDP")
 
-// ackWait is how long an ask alone waits for its acknowledgement, once
-// UDP is proven: twice the slowest acknowledgement of the plan (the first
-// asks are the landmarks', spread over the world) and 50 ms, within
-// 100 ms and the survey's timeout. p.mu held.
-func (p *surveyProber) ackWaitLocked() time.Duration {
-	return min(max(2*p.maxAckRTT+50*time.Millisecond, 100*time.Millisecond), p.s.timeout())
+// ackWait is how long an ask to relay alone waits for its
+// acknowledgement, once UDP is proven: twice this host's RTT to it and
+// 50 ms, within 100 ms and the survey's timeout; for a relay the plan
+// has no RTT to yet, twice the slowest acknowledgement of the plan (the
+// first asks are the landmarks', spread over the world) and 50 ms. The
+// plan's slowest alone would hold an ask to a near relay whose datagram
+// was lost for the round trip of the farthest, twice. p.mu held.
+func (p *surveyProber) ackWaitLocked(relay string) time.Duration {
+	rtt, ok := p.rttTo[relay]
+	if !ok {
+		rtt = p.maxAckRTT
+	}
+	return min(max(2*rtt+50*time.Millisecond, 100*time.Millisecond), p.s.timeout())
 }
 
 // askUDP asks relay for its probes of addrs in one datagram (p.ask), and
@@ -846,11 +883,12 @@ func (p *surveyProber) ackWaitLocked() time.Duration {
 // once the read has ended is not getting through (the relay's UDP port is
 // filtered, say); without, one not acknowledged within ackWait. Either
 // fails with errNoAck at once, for the caller to ask over HTTPS, and the
-// relay is asked over HTTPS from then on.
-func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool, readDone <-chan struct{}, onAck func(time.Duration)) ([]probe.Summary, *adminInfo, error) {
+// relay is asked over HTTPS from then on. expectMs is the probes'
+// expected time, which tells a reply lost from one slow (replyWait).
+func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64, readDone <-chan struct{}, onAck func(time.Duration)) ([]probe.Summary, *adminInfo, error) {
 	p.mu.Lock()
 	p.asked[relay.Name] = true
-	wait := p.ackWaitLocked()
+	wait := p.ackWaitLocked(relay.Name)
 	p.mu.Unlock()
 	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
 	if err != nil {
@@ -885,87 +923,136 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 	p.mu.Lock()
 	p.proven = true
 	p.maxAckRTT = max(p.maxAckRTT, pend.AckRTT())
+	p.rttTo[relay.Name] = pend.AckRTT()
 	p.mu.Unlock()
 	if onAck != nil {
 		onAck(pend.AckRTT())
 	}
-	return p.reply(ctx, pend, relay, addrs, handshakes, withInfo)
+	return p.reply(ctx, pend, relay, addrs, handshakes, withInfo, expectMs)
 }
 
 // replyWait is how long after its acknowledgement an ask's reply may take
-// before the same probes are asked over HTTPS beside it: twice the
-// plan's slowest reply and 50 ms, within 100 ms and the relay's probes'
-// bound; that bound until a reply of the plan has come. p.mu held.
-func (p *surveyProber) replyWaitLocked(handshakes int) time.Duration {
+// before the same probes are asked again: twice the relay's probes'
+// expected time (expectMs, their longest RTT by the best figure the plan
+// knows, times handshakes; none for an ask for windows alone) and 50 ms,
+// within 100 ms and the relay's probes' bound. Without an expectation,
+// twice the plan's slowest reply and 50 ms; that bound until a reply of
+// the plan has come. p.mu held.
+func (p *surveyProber) replyWaitLocked(handshakes int, expectMs float64, targets int) time.Duration {
 	bound := p.s.relayProbesTimeout(handshakes, 0)
-	if p.maxReply == 0 {
+	var expect time.Duration
+	switch {
+	case targets == 0:
+	case expectMs > 0:
+		expect = time.Duration(expectMs * float64(max(handshakes, 1)) * float64(time.Millisecond))
+	case p.maxReply == 0:
 		return bound
+	default:
+		expect = p.maxReply
 	}
-	return min(max(2*p.maxReply+50*time.Millisecond, 100*time.Millisecond), bound)
+	return min(max(2*expect+50*time.Millisecond, 100*time.Millisecond), bound)
 }
+
+// errAskedBoth is a relay's probes asked over UDP and over HTTPS, and
+// neither answered: its caller does not ask a third time.
+var errAskedBoth = errors.New("asked over UDP and over HTTPS")
 
 // reply waits for the reply to an acknowledged ask. A reply lost on the
 // way would be waited for till the relay's probes' bound (seconds, and
 // the plan with it when its best chain rests on them): once it is later
-// than replyWait, the same probes are asked over HTTPS beside it, and the
-// first answer counts.
-func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+// than replyWait, the same probes are asked again, over UDP (one round
+// trip) and over HTTPS (three, on a new connection) at once, and the
+// first answer of the three counts.
+func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64) ([]probe.Summary, *adminInfo, error) {
+	acked := time.Now()
+	p.mu.Lock()
+	wait := p.replyWaitLocked(handshakes, expectMs, len(addrs))
+	p.mu.Unlock()
+	sums, info, err := p.firstOf(ctx,
+		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+			wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
+			defer cancel()
+			rtts, got, err := pend.Wait(wctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			p.mu.Lock()
+			p.maxReply = max(p.maxReply, time.Since(acked))
+			p.mu.Unlock()
+			sums, info := p.udpSums(rtts, got, handshakes)
+			return sums, info, nil
+		},
+		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+			overdue := time.NewTimer(wait)
+			defer overdue.Stop()
+			select {
+			case <-overdue.C:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return p.firstOf(ctx,
+				func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+					return p.relayProbes(ctx, relay, addrs, handshakes, withInfo)
+				},
+				func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+					return p.askAgain(ctx, relay, addrs, handshakes, withInfo)
+				})
+		})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errAskedBoth, err)
+	}
+	return sums, info, nil
+}
+
+// asker is one way of asking a relay for its probes.
+type asker func(context.Context) ([]probe.Summary, *adminInfo, error)
+
+// firstOf asks every way at once and returns the first answer without
+// an error, the others cancelled; when all fail, the last error.
+func (p *surveyProber) firstOf(ctx context.Context, ways ...asker) ([]probe.Summary, *adminInfo, error) {
 	type answer struct {
 		sums []probe.Summary
 		info *adminInfo
 		err  error
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the other of the two, once one has answered
-	acked := time.Now()
-	p.mu.Lock()
-	wait := p.replyWaitLocked(handshakes)
-	p.mu.Unlock()
-	udp := make(chan answer, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
-		defer cancel()
-		rtts, got, err := pend.Wait(wctx)
-		if err == nil {
-			p.mu.Lock()
-			p.maxReply = max(p.maxReply, time.Since(acked))
-			p.mu.Unlock()
-		}
-		sums, info := p.udpSums(rtts, got, handshakes)
-		udp <- answer{sums, info, err}
-	}()
-	overdue := time.NewTimer(wait)
-	defer overdue.Stop()
-	select {
-	case a := <-udp:
-		return a.sums, a.info, a.err
-	case <-overdue.C:
+	defer cancel() // the others, once one has answered
+	answers := make(chan answer, len(ways))
+	for _, ask := range ways {
+		go func() {
+			sums, info, err := ask(ctx)
+			answers <- answer{sums, info, err}
+		}()
 	}
-	https := make(chan answer, 1)
-	go func() {
-		sums, info, err := p.relayProbes(ctx, relay, addrs, handshakes, withInfo)
-		https <- answer{sums, info, err}
-	}()
-	// Each of the two answers once (both within the probes' bound): the
-	// first without an error counts; when both fail, the HTTPS error.
 	var err error
-	for range 2 {
-		select {
-		case a := <-udp:
-			if a.err == nil {
-				return a.sums, a.info, nil
-			}
-			if err == nil {
-				err = a.err
-			}
-		case a := <-https:
-			if a.err == nil {
-				return a.sums, a.info, nil
-			}
-			err = a.err
+	for range ways {
+		a := <-answers
+		if a.err == nil {
+			return a.sums, a.info, nil
 		}
+		err = a.err
 	}
 	return nil, nil, err
+}
+
+// askAgain asks relay over UDP once more for the probes of an ask whose
+// acknowledgement or reply was lost, in a new datagram (a new nonce: a
+// relay refuses one it has seen), and waits for its reply within the
+// relay's probes' bound.
+func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
+	defer cancel()
+	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pend.Cancel()
+	rtts, got, err := pend.Wait(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	sums, info := p.udpSums(rtts, got, handshakes)
+	return sums, info, nil
 }
 
 // udpSums are an ask's reply as the survey's summaries, and its windows.

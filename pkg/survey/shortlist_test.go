@@ -511,9 +511,9 @@ func TestProberEndsLaterRoundsAtTheLaterQuorum(t *testing.T) {
 
 // udpRelay answers asks over UDP (pkg/udpask) on a plane relay's admin
 // port's number: it acknowledges each, and replies with the plane's
-// distances unless lose says the reply is lost on the way. It counts the
-// asks it acknowledged.
-func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose bool) *atomic.Int64 {
+// distances, unless lose (given the ask's number, from 1) says the ask
+// or the reply is lost on the way. It counts the asks it acknowledged.
+func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose func(n int) (ask, reply bool)) *atomic.Int64 {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", admin)
 	if err != nil {
@@ -523,7 +523,7 @@ func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose b
 	var acked atomic.Int64
 	go func() {
 		buf := make([]byte, udpask.MaxDatagram)
-		for {
+		for asks := 1; ; asks++ {
 			n, from, err := conn.ReadFrom(buf)
 			if err != nil {
 				return
@@ -532,9 +532,13 @@ func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose b
 			if err != nil {
 				continue
 			}
+			lostAsk, lostReply := lose(asks)
+			if lostAsk {
+				continue
+			}
 			_, _ = conn.WriteTo(key.SealAck(a.Nonce), from)
 			acked.Add(1)
-			if lose {
+			if lostReply {
 				continue
 			}
 			r := udpask.Reply{Nonce: a.Nonce}
@@ -548,9 +552,9 @@ func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose b
 }
 
 // An ask over UDP that is acknowledged but whose reply is lost on the way
-// is asked over HTTPS once the reply is overdue (twice the plan's slowest
-// reply and 50 ms), not after the bound of the relay's probes (here 10 s,
-// past the test's 4 s).
+// is asked again, over UDP and over HTTPS at once, once the reply is
+// overdue (twice the plan's slowest reply and 50 ms), not after the bound
+// of the relay's probes (here 10 s, past the test's 4 s).
 func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
 	f := newPlaneFleet(t, 2)
 	key, err := udpask.DeriveKey("a fleet secret for the test", "an admin token")
@@ -564,8 +568,8 @@ func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
 	for _, r := range f.reg.relays {
 		relays[r.Name] = r
 	}
-	replied := f.udpRelay(t, key, relays["r00"].Admin, false)
-	lost := f.udpRelay(t, key, relays["r01"].Admin, true)
+	replied := f.udpRelay(t, key, relays["r00"].Admin, func(int) (bool, bool) { return false, false })
+	lost := f.udpRelay(t, key, relays["r01"].Admin, func(int) (bool, bool) { return false, true })
 	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
 	defer p.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
@@ -581,8 +585,8 @@ func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
 			t.Errorf("%s→dst = %v ms, want %.3f", name, got[0], want)
 		}
 	}
-	if replied.Load() != 1 || lost.Load() != 1 {
-		t.Errorf("asks acknowledged: r00 %d, r01 %d; want 1 each", replied.Load(), lost.Load())
+	if replied.Load() != 1 || lost.Load() != 2 {
+		t.Errorf("asks acknowledged: r00 %d, r01 %d; want 1, and 2 (asked again)", replied.Load(), lost.Load())
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -591,5 +595,78 @@ func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
 	}
 	if n := f.requests[relays["r00"].Admin]; n != 0 {
 		t.Errorf("r00 got %d requests over HTTPS, want 0 (answered over UDP)", n)
+	}
+}
+
+// An ask alone whose datagram is lost (no acknowledgement) is asked
+// again over UDP beside the request over HTTPS, after a wait set by this
+// host's RTT to that relay; the answer is the relay's probes either way.
+func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
+	f := newPlaneFleet(t, 2)
+	key, err := udpask.DeriveKey("a fleet secret for the test", "an admin token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.survey(ModeShortlist)
+	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1
+	s.Timeout, s.AskKey = 5*time.Second, &key
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	f.udpRelay(t, key, relays["r00"].Admin, func(int) (bool, bool) { return false, false })
+	second := f.udpRelay(t, key, relays["r01"].Admin, func(n int) (bool, bool) { return n == 1, false })
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
+	defer p.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	for _, name := range []string{"r00", "r01"} {
+		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want := f.distance(relays[name].Admin, planeDst); math.Abs(got[0]-want) > 1e-3 {
+			t.Errorf("%s→dst = %v ms, want %.3f", name, got[0], want)
+		}
+	}
+	if second.Load() != 1 {
+		t.Errorf("r01 acknowledged %d asks, want 1 (the one asked again)", second.Load())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.unacked["r01"] {
+		t.Error("r01 is not counted among the relays whose ask was not acknowledged")
+	}
+}
+
+// An ask's waits follow what the plan knows: the acknowledgement's this
+// host's RTT to the relay, the reply's its probes' expected time.
+func TestProberWaitsByWhatItKnows(t *testing.T) {
+	s := &Survey{Timeout: 2 * time.Second}
+	p := newSurveyProber(s, nil, Target{}, "dst")
+	p.maxAckRTT, p.rttTo["near"] = 300*time.Millisecond, 20*time.Millisecond
+	if got, want := p.ackWaitLocked("near"), 100*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay 20 ms away: %v, want %v (the floor)", got, want)
+	}
+	p.rttTo["mid"] = 80 * time.Millisecond
+	if got, want := p.ackWaitLocked("mid"), 210*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay 80 ms away: %v, want %v", got, want)
+	}
+	if got, want := p.ackWaitLocked("unknown"), 650*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay not measured: %v, want %v (the plan's slowest's)", got, want)
+	}
+	bound := s.relayProbesTimeout(1, 0)
+	if got := p.replyWaitLocked(1, 0, 3); got != bound {
+		t.Errorf("reply wait with nothing known: %v, want the bound %v", got, bound)
+	}
+	if got, want := p.replyWaitLocked(1, 0, 0), 100*time.Millisecond; got != want {
+		t.Errorf("reply wait of an ask for windows alone: %v, want %v", got, want)
+	}
+	if got, want := p.replyWaitLocked(2, 60, 3), 290*time.Millisecond; got != want {
+		t.Errorf("reply wait of two handshakes expected at 60 ms: %v, want %v", got, want)
+	}
+	p.maxReply = 400 * time.Millisecond
+	if got, want := p.replyWaitLocked(1, 0, 3), 850*time.Millisecond; got != want {
+		t.Errorf("reply wait with no expectation, the plan's slowest reply 400 ms: %v, want %v", got, want)
 	}
 }
