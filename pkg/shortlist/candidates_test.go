@@ -27,6 +27,32 @@ func BenchmarkRankCandidates5000(b *testing.B) {
 	}
 }
 
+// msRow, which the ranking's first hop keeps, is ms32 for every pair, in
+// serf's 8 dimensions and in others.
+func TestMsRowIsMs(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, dim := range []int{8, 3} {
+		n := 40
+		sp := &space{dim: dim}
+		for i := range n {
+			for range dim {
+				sp.vec = append(sp.vec, rnd.NormFloat64()*80)
+			}
+			sp.hgt, sp.adj = append(sp.hgt, rnd.Float64()*5), append(sp.adj, rnd.Float64()*4-2)
+			sp.name = append(sp.name, fmt.Sprintf("r%d", i))
+		}
+		for u := range n {
+			row := make([]float32, n-u-1)
+			sp.msRow(u, row)
+			for v := u + 1; v < n; v++ {
+				if got, want := row[v-u-1], sp.ms32(u, v); got != want {
+					t.Fatalf("dim %d, pair (%d, %d): msRow %v, ms32 %v", dim, u, v, got, want)
+				}
+			}
+		}
+	}
+}
+
 func TestFirstCutAndCandidatesGrowWithTheFleet(t *testing.T) {
 	for _, c := range []struct {
 		set          Config
