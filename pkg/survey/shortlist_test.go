@@ -551,57 +551,14 @@ func (f *planeFleet) udpRelay(t *testing.T, key udpask.Key, admin string, lose f
 	return &acked
 }
 
-// An ask over UDP that is acknowledged but whose reply is lost on the way
-// is asked again, over UDP and over HTTPS at once, once the reply is
-// overdue (twice the plan's slowest reply and 50 ms), not after the bound
-// of the relay's probes (here 10 s, past the test's 4 s).
-func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
-	f := newPlaneFleet(t, 2)
-	key, err := udpask.DeriveKey("a fleet secret for the test", "an admin token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := f.survey(ModeShortlist)
-	s.Shortlist.Quorum, s.Shortlist.LaterQuorum = 1, 1 // every answer in its round
-	s.Timeout, s.AskKey = 5*time.Second, &key
-	relays := map[string]registry.Relay{}
-	for _, r := range f.reg.relays {
-		relays[r.Name] = r
-	}
-	replied := f.udpRelay(t, key, relays["r00"].Admin, func(int) (bool, bool) { return false, false })
-	lost := f.udpRelay(t, key, relays["r01"].Admin, func(int) (bool, bool) { return false, true })
-	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
-	defer p.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	// r00's ask proves UDP and sets the plan's slowest reply; r01 is then
-	// asked alone, and its reply never comes.
-	for _, name := range []string{"r00", "r01"} {
-		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1}})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if want := f.distance(relays[name].Admin, planeDst); math.Abs(got[0]-want) > 1e-3 {
-			t.Errorf("%s→dst = %v ms, want %.3f", name, got[0], want)
-		}
-	}
-	if replied.Load() != 1 || lost.Load() != 2 {
-		t.Errorf("asks acknowledged: r00 %d, r01 %d; want 1, and 2 (asked again)", replied.Load(), lost.Load())
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := f.requests[relays["r01"].Admin]; n != 1 {
-		t.Errorf("r01 got %d requests over HTTPS, want 1 (its reply lost)", n)
-	}
-	if n := f.requests[relays["r00"].Admin]; n != 0 {
-		t.Errorf("r00 got %d requests over HTTPS, want 0 (answered over UDP)", n)
-	}
-}
-
-// An ask alone whose datagram is lost (no acknowledgement) is asked
-// again over UDP beside the request over HTTPS, after a wait set by this
-// host's RTT to that relay; the answer is the relay's probes either way.
-func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
+// udpPair asks two plane relays over UDP, r00 then r01 (each answering
+// as udpRelay does with lose00 and lose01; r01's /v1/probe over HTTPS
+// answering 503 with broken01), each for its probe of the destination,
+// in a round of its own, every answer in its round; each must answer its
+// plane distance within the test's 4 s. It returns the prober, the
+// relays and the asks each acknowledged.
+func udpPair(t *testing.T, lose00, lose01 func(n int) (ask, reply bool), broken01 bool) (*planeFleet, *surveyProber, map[string]registry.Relay, [2]*atomic.Int64) {
+	t.Helper()
 	f := newPlaneFleet(t, 2)
 	key, err := udpask.DeriveKey("a fleet secret for the test", "an admin token")
 	if err != nil {
@@ -614,14 +571,23 @@ func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
 	for _, r := range f.reg.relays {
 		relays[r.Name] = r
 	}
-	f.udpRelay(t, key, relays["r00"].Admin, func(int) (bool, bool) { return false, false })
-	second := f.udpRelay(t, key, relays["r01"].Admin, func(n int) (bool, bool) { return n == 1, false })
+	acked := [2]*atomic.Int64{f.udpRelay(t, key, relays["r00"].Admin, lose00), f.udpRelay(t, key, relays["r01"].Admin, lose01)}
+	f.broken = map[string]bool{relays["r01"].Admin: broken01}
 	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
-	defer p.close()
+	t.Cleanup(p.close)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
+	// r00's ask proves UDP (unless the read of its windows beside it, on
+	// loopback, beats its acknowledgement: then it is asked over HTTPS,
+	// and UDP is proven here, as an acknowledgement would); r01 is then
+	// asked alone. The probes' expected RTT sets the replies' wait.
 	for _, name := range []string{"r00", "r01"} {
-		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1}})
+		if name == "r01" {
+			p.mu.Lock()
+			p.proven = true
+			p.mu.Unlock()
+		}
+		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1, ExpectMs: 60}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -629,8 +595,52 @@ func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
 			t.Errorf("%s→dst = %v ms, want %.3f", name, got[0], want)
 		}
 	}
-	if second.Load() != 1 {
-		t.Errorf("r01 acknowledged %d asks, want 1 (the one asked again)", second.Load())
+	return f, p, relays, acked
+}
+
+// noLoss loses nothing.
+func noLoss(int) (bool, bool) { return false, false }
+
+// An ask over UDP that is acknowledged but whose reply is lost on the way
+// is asked again, over UDP and over HTTPS at once, once the reply is
+// overdue (twice its probes' expected time and 50 ms), not after the bound
+// of the relay's probes (here 10 s, past the test's 4 s). Every reply of
+// r01 is lost here: HTTPS answers.
+func TestProberAsksOverHTTPSWhenAReplyIsLost(t *testing.T) {
+	f, p, relays, acked := udpPair(t, noLoss, func(int) (bool, bool) { return false, true }, false)
+	if acked[0].Load() != 1 || acked[1].Load() < 1 {
+		t.Errorf("asks acknowledged: r00 %d, r01 %d; want 1, and at least 1", acked[0].Load(), acked[1].Load())
+	}
+	p.mu.Lock()
+	r00ByUDP := !p.unacked["r00"]
+	p.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.requests[relays["r01"].Admin]; n != 1 {
+		t.Errorf("r01 got %d requests over HTTPS, want 1 (its reply lost)", n)
+	}
+	if n := f.requests[relays["r00"].Admin]; r00ByUDP && n != 0 {
+		t.Errorf("r00 got %d requests over HTTPS, want 0 (answered over UDP)", n)
+	}
+}
+
+// The same, r01's first reply lost and its HTTPS broken: the ask made
+// again over UDP answers.
+func TestProberAsksAgainOverUDPWhenAReplyIsLost(t *testing.T) {
+	_, _, _, acked := udpPair(t, noLoss, func(n int) (bool, bool) { return false, n == 1 }, true)
+	if acked[1].Load() != 2 {
+		t.Errorf("r01 acknowledged %d asks, want 2 (the first, and the one asked again)", acked[1].Load())
+	}
+}
+
+// An ask alone whose datagram is lost (no acknowledgement) is asked
+// again over UDP beside the request over HTTPS, after a wait set by this
+// host's RTT to that relay; here r01's HTTPS is broken, and the ask made
+// again answers.
+func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
+	_, p, _, acked := udpPair(t, noLoss, func(n int) (bool, bool) { return n == 1, false }, true)
+	if acked[1].Load() != 1 {
+		t.Errorf("r01 acknowledged %d asks, want 1 (the one asked again)", acked[1].Load())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
