@@ -1146,26 +1146,30 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	// the slowest acknowledgement before this round's, as the survey's
 	// prober has them when it asks.
 	failMs := map[string]float64{}
-	timeoutMs := float64(survey.DefaultTimeout.Milliseconds())
+	// overdueMs is survey.OverdueAfter in ms.
+	overdueMs := func(expectMs float64, bound time.Duration) float64 {
+		d := survey.OverdueAfter(time.Duration(expectMs*float64(time.Millisecond)), bound)
+		return float64(d) / float64(time.Millisecond)
+	}
 	ackWaitMs := func(relay string) float64 {
 		rtt, ok := knownBefore[relay]
 		if !ok {
 			rtt = p.maxAckMs
 		}
-		return min(max(2*rtt+50, 100), timeoutMs)
+		return overdueMs(rtt, survey.DefaultTimeout)
 	}
 	// replyWaitMs: how long after its acknowledgement a reply is
 	// overdue: twice its probes' expected time and 50 ms, or without
 	// one, twice the slowest reply before this round's.
-	boundMs := float64((survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes))).Milliseconds())
+	bound := survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes))
 	replyWaitMs := func(r *request) float64 {
 		switch {
 		case r.expectMs > 0:
-			return min(max(2*r.expectMs+50, 100), boundMs)
+			return overdueMs(r.expectMs, bound)
 		case p.maxReplyMs > 0:
-			return min(max(2*p.maxReplyMs+50, 100), boundMs)
+			return overdueMs(p.maxReplyMs, bound)
 		}
-		return boundMs
+		return float64(bound) / float64(time.Millisecond)
 	}
 	slowestReplyMs := p.maxReplyMs
 	// again is when a request given up at fail is answered: asked again

@@ -873,7 +873,15 @@ func (p *surveyProber) ackWaitLocked(relay string) time.Duration {
 	if !ok {
 		rtt = p.maxAckRTT
 	}
-	return min(max(2*rtt+50*time.Millisecond, 100*time.Millisecond), p.s.timeout())
+	return OverdueAfter(rtt, p.s.timeout())
+}
+
+// OverdueAfter is how long an answer over UDP expected in expect is
+// waited for before it counts as lost: twice expect and 50 ms, within
+// 100 ms and bound. The simulator (pkg/fleetsim) models the survey's
+// waits by it.
+func OverdueAfter(expect, bound time.Duration) time.Duration {
+	return min(max(2*expect+50*time.Millisecond, 100*time.Millisecond), bound)
 }
 
 // askUDP asks relay for its probes of addrs in one datagram (p.ask), and
@@ -950,7 +958,7 @@ func (p *surveyProber) replyWaitLocked(handshakes int, expectMs float64, targets
 	default:
 		expect = p.maxReply
 	}
-	return min(max(2*expect+50*time.Millisecond, 100*time.Millisecond), bound)
+	return OverdueAfter(expect, bound)
 }
 
 // errAskedBoth is a relay's probes asked over UDP and over HTTPS, and
