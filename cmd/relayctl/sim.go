@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +28,7 @@ func simCmd() *cobra.Command {
 		progress bool
 		churn    bool
 		variants []string
+		profile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim [--relays 100,1000,5000]",
@@ -86,6 +89,17 @@ go doc ./pkg/netsim.`,
 				// Each relay leaves or fails about once in two hours and
 				// comes back after about two: a lively fleet.
 				cfg.World.JoinPerHour, cfg.World.LeavePerHour, cfg.World.FailPerHour, cfg.World.InitialDownShare = 0.5, 0.25, 0.25, 0.1
+			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			var reports []*fleetsim.Report
 			for _, n := range ns {
@@ -179,6 +193,7 @@ go doc ./pkg/netsim.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to this file; the plans' samples carry the label sim=plan (go tool pprof -tagfocus sim=plan relayctl FILE)")
 	fl.StringArrayVar(&variants, "variant", nil, "NAME=FLAGS: also plan the same pairs with these planning flags (--candidates, --rounds, ...) over the flags given, side by side in one run (the fleet measured once); repeatable")
 	fl.StringVar(&sizes, "relays", "1000", "fleet sizes to simulate, comma-separated")
 	fl.IntVar(&cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")

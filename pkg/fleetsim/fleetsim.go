@@ -27,6 +27,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"time"
@@ -742,7 +743,17 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	}
 	p.udpAsk, p.udpLoss = v.UDPAsk, v.UDPLoss
 	t0 := time.Now()
-	res, m, st, err := shortlist.Plan(ctx, scfg, in, p)
+	var (
+		res *planner.Result
+		m   *planner.Matrix
+		st  shortlist.Stats
+		err error
+	)
+	// Labelled for a CPU profile of the run (relayctl sim --cpuprofile):
+	// the plans' computation apart from the warm-up's.
+	pprof.Do(ctx, pprof.Labels("sim", "plan"), func(ctx context.Context) {
+		res, m, st, err = shortlist.Plan(ctx, scfg, in, p)
+	})
 	if err != nil {
 		return r, err
 	}
