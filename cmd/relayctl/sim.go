@@ -224,7 +224,7 @@ func simShortlistDefaults() shortlist.Config {
 	return shortlist.Config{
 		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
-		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
+		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, FirstQuorum: shortlist.DefaultFirstQuorum, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
 		Caution: shortlist.DefaultCaution, YoungFor: shortlist.DefaultYoungFor, YoungOptimism: shortlist.DefaultYoungOptimism,
 	}
 }
@@ -244,7 +244,8 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.IntVar(&c.PerSite, "per-site", base.PerSite, "relays of one site (within --site-radius of each other by coordinates) the first cut and the candidates take before the rest of their ranking (-1: no limit)")
 	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
 	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once, this host's probes one each and a relay's one together, an ask over UDP until it is acknowledged (relayctl plan --shortlist-in-flight); the modelled wall time counts the waves")
-	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's round ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: every round waits for its last)")
+	fs.Float64Var(&c.FirstQuorum, "first-quorum", base.FirstQuorum, "a plan's first round (the landmarks') ends once this share of its requests has answered: this host's probes and most landmarks' probes of the destination, the farthest joining a later round (relayctl plan --shortlist-first-quorum; 1: it waits for its last)")
+	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's second round (the first cut's ends) ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: it waits for its last)")
 	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
 	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
 	fs.Float64Var(&c.Settle, "settle", base.Settle, "a plan's rounds end once a chain measured throughout predicts within this share of the best plan on estimates (its bottleneck's neighbourhood searched), and the plan is that chain (relayctl plan --shortlist-settle; 0: none, the rounds go on until the best plan stands on measurements)")

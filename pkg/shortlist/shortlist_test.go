@@ -906,6 +906,59 @@ func TestPlanTakesLateAnswers(t *testing.T) {
 	}
 }
 
+// lateLandmarks holds back the first round's answers of its first held
+// landmarks' probes of the destination (a LateProber whose quorum left
+// them in flight), and records whether the plan waited for them before
+// its second round.
+type lateLandmarks struct {
+	*plane
+	held    int
+	rounds  int
+	waited  bool // Late(wait) before the second round
+	pending []Answer
+}
+
+func (l *lateLandmarks) Probe(ctx context.Context, probes []Probe) ([]float64, error) {
+	out, err := l.plane.Probe(ctx, probes)
+	if l.rounds == 0 {
+		for i, pr := range probes {
+			if pr.To == "destination" && pr.From != "client" && len(l.pending) < l.held {
+				l.pending = append(l.pending, Answer{Probe: pr, RTTMs: out[i]})
+				out[i] = math.NaN()
+			}
+		}
+	}
+	l.rounds++
+	return out, err
+}
+
+func (l *lateLandmarks) Late(_ context.Context, wait bool) ([]Answer, error) {
+	if wait && l.rounds == 1 {
+		l.waited = true
+	}
+	out := l.pending
+	l.pending = nil
+	return out, nil
+}
+
+// The landmarks' round goes on without its slowest landmarks while each
+// end has minFitLandmarks of them answered, and waits for them below.
+func TestTheLandmarksRoundWaitsOnlyForTheFits(t *testing.T) {
+	for _, tc := range []struct {
+		held     int
+		wantWait bool
+	}{{0, false}, {16 - minFitLandmarks, false}, {16 - minFitLandmarks + 1, true}} {
+		p, in := newPlane(30, 3)
+		l := &lateLandmarks{plane: p, held: tc.held}
+		if _, _, _, err := Plan(context.Background(), Config{Landmarks: 16}, in, l); err != nil {
+			t.Fatal(err)
+		}
+		if l.waited != tc.wantWait {
+			t.Errorf("%d of 16 landmarks' probes of the destination in flight: waited for them %v, want %v", tc.held, l.waited, tc.wantWait)
+		}
+	}
+}
+
 // Stats.FirstCut are the relays whose ends the first two rounds measured
 // (the landmarks' the first, the rest the second): FirstCut of them,
 // sorted.
@@ -974,19 +1027,32 @@ func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
 	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
 }
 
-// A round's quorum: Quorum for a plan's first two rounds, LaterQuorum (or
-// its default) for the rest.
+// A round's quorum: FirstQuorum for a plan's first round, Quorum for its
+// second, LaterQuorum for the rest (or their defaults).
 func TestRoundNeedsAt(t *testing.T) {
-	c := Config{Quorum: 0.9, LaterQuorum: 0.7}
+	c := Config{FirstQuorum: 0.5, Quorum: 0.9, LaterQuorum: 0.7}
 	for _, tc := range []struct{ round, n, want int }{
-		{0, 10, 9}, {1, 10, 9}, {2, 10, 7}, {5, 10, 7}, {2, 1, 1}, {2, 0, 0},
+		{0, 10, 5}, {1, 10, 9}, {2, 10, 7}, {5, 10, 7}, {2, 1, 1}, {2, 0, 0}, {0, 1, 1},
 	} {
 		if got := c.RoundNeedsAt(tc.round, tc.n); got != tc.want {
 			t.Errorf("round %d of %d requests: needs %d, want %d", tc.round, tc.n, got, tc.want)
 		}
 	}
-	if got := (Config{Quorum: 0.9}).RoundNeedsAt(4, 10); got != 7 {
-		t.Errorf("without LaterQuorum, round 4 of 10 requests needs %d, want DefaultLaterQuorum's 7", got)
+	var defaults Config
+	for _, tc := range []struct {
+		round int
+		q     float64
+	}{{0, DefaultFirstQuorum}, {1, DefaultQuorum}, {4, DefaultLaterQuorum}} {
+		if got, want := defaults.RoundNeedsAt(tc.round, 33), int(math.Ceil(tc.q*33)); got != want {
+			t.Errorf("the defaults: round %d of 33 requests needs %d, want %d", tc.round, got, want)
+		}
+	}
+	// The landmarks' round of the defaults: this host's probes (the
+	// direct path and one a landmark) and most landmarks' probes of the
+	// destination, at least minFitLandmarks.
+	if got := defaults.RoundNeedsAt(0, 2*DefaultLandmarks+1) - (DefaultLandmarks + 1); got < minFitLandmarks || got >= DefaultLandmarks {
+		t.Errorf("the landmarks' round waits for %d of the %d landmarks' probes of the destination: want at least %d, not all",
+			got, DefaultLandmarks, minFitLandmarks)
 	}
 	if got := (Config{Quorum: 1, LaterQuorum: 1}).RoundNeedsAt(4, 10); got != 10 {
 		t.Errorf("LaterQuorum 1: round 4 of 10 requests needs %d, want 10", got)

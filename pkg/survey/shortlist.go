@@ -312,7 +312,7 @@ func containsNode(m *planner.Matrix, name string) bool {
 // to it would open a new connection, two round trips more over TLS, and
 // the neighbourhood searches ask one relay for a dozen.
 //
-// A round ends once Shortlist.RoundQuorum of its requests have answered
+// A round ends once Shortlist.RoundNeedsAt of its requests have answered
 // (a round would otherwise wait for its slowest: a far relay asked over
 // a new connection, or one down, until its timeout); the others stay in
 // flight, holding their slots, and Late hands their answers over. It is a

@@ -440,7 +440,7 @@ func TestProberKeepsARequestsAnswersPastASilentTarget(t *testing.T) {
 func TestProberEndsARoundAtItsQuorum(t *testing.T) {
 	f := newPlaneFleet(t, 3)
 	s := f.survey(ModeShortlist)
-	s.Shortlist.Quorum = 0.5
+	s.Shortlist.FirstQuorum = 0.5 // the probes below are the plan's first round
 	relays := map[string]registry.Relay{}
 	for _, r := range f.reg.relays {
 		relays[r.Name] = r
