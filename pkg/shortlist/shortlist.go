@@ -182,9 +182,9 @@ const (
 	// at 0.9 of its requests took a plan from 4.1 s to 3.1 s (medians;
 	// p95 7.3 s to 5.5 s) for 1.4 points fewer plans within 10 % of the
 	// optimum (87.2 % to 85.8 %; quality median 0.970 and 0.968, p5 0.837
-	// and 0.845); 0.8 was no faster (the landmarks' fits then wait for
-	// their stragglers) and planned 84.3 %; at 0.7 and below, too few
-	// ends were measured for the candidates' ranking.
+	// and 0.845); 0.8 was no faster (with 8 landmarks, whose fits then
+	// waited for three in four of them) and planned 84.3 %; at 0.7 and
+	// below, too few ends were measured for the candidates' ranking.
 	DefaultQuorum = 0.9
 	// DefaultLaterQuorum: the rounds after a plan's first two ask over
 	// connections already open, and their stragglers are far relays'
