@@ -292,10 +292,11 @@ type Config struct {
 	// DefaultInFlight. Plan does not read it: it is here so that the
 	// prober and the simulator take it from one place (InFlightProbes).
 	InFlight int
-	// Quorum is the share of a round's requests after whose answers a
-	// LateProber ends the round (the rest answer in a later one); 0 =
-	// DefaultQuorum, 1 or more = every round waits for its last. Plan
-	// does not read it either (RoundNeedsAt).
+	// Quorum is the share of a plan's second round's requests (the
+	// first cut's ends) after whose answers a LateProber ends the round
+	// (the rest answer in a later one); 0 or less = DefaultQuorum, 1 or
+	// more = it waits for its last. Plan does not read it either
+	// (RoundNeedsAt).
 	Quorum float64
 	// FirstQuorum is Quorum for a plan's first round: the landmarks'
 	// (a replan's, its first cut's ends and its Prior's chains). 0 =
@@ -350,14 +351,15 @@ func (c Config) RoundNeedsAt(round, n int) int {
 	if n == 0 {
 		return 0
 	}
-	var q float64
-	switch {
-	case round == 0:
-		q = cmp.Or(c.FirstQuorum, DefaultFirstQuorum)
-	case round == 1:
-		q = cmp.Or(c.Quorum, DefaultQuorum)
-	default:
-		q = cmp.Or(c.LaterQuorum, DefaultLaterQuorum)
+	q, def := c.LaterQuorum, DefaultLaterQuorum
+	switch round {
+	case 0:
+		q, def = c.FirstQuorum, DefaultFirstQuorum
+	case 1:
+		q, def = c.Quorum, DefaultQuorum
+	}
+	if q <= 0 {
+		q = def
 	}
 	return max(int(math.Ceil(min(q, 1)*float64(n))), 1)
 }

@@ -1038,6 +1038,13 @@ func TestRoundNeedsAt(t *testing.T) {
 			t.Errorf("round %d of %d requests: needs %d, want %d", tc.round, tc.n, got, tc.want)
 		}
 	}
+	// A negative quorum is its default, as 0 is.
+	negative := Config{FirstQuorum: -1, Quorum: -1, LaterQuorum: -1}
+	for _, round := range []int{0, 1, 4} {
+		if got, want := negative.RoundNeedsAt(round, 33), (Config{}).RoundNeedsAt(round, 33); got != want {
+			t.Errorf("negative quorums: round %d of 33 requests needs %d, want the default's %d", round, got, want)
+		}
+	}
 	var defaults Config
 	for _, tc := range []struct {
 		round int
