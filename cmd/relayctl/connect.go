@@ -211,10 +211,9 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 	}
 	sv.Reg = reg
 	sv.Coordinates = survey.CoordinatesOf(reg)
-	if err := f.checkShortlist(); err != nil {
+	if sv.Shortlist, err = f.shortlistConfig(); err != nil {
 		return err
 	}
-	sv.Shortlist = f.shortlist
 	if sv.Mode, err = survey.ParseMode(f.survey); err != nil {
 		return fmt.Errorf("--survey: %w", err)
 	}

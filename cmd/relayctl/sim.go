@@ -67,7 +67,7 @@ go doc ./pkg/netsim.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			if err := checkSimShortlist(cfg.Shortlist); err != nil {
+			if err := checkSimShortlist(&cfg.Shortlist); err != nil {
 				return err
 			}
 			for _, v := range variants {
@@ -226,6 +226,7 @@ func simShortlistDefaults() shortlist.Config {
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
 		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, FirstQuorum: shortlist.DefaultFirstQuorum, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
 		Caution: shortlist.DefaultCaution, YoungFor: shortlist.DefaultYoungFor, YoungOptimism: shortlist.DefaultYoungOptimism,
+		Deadline: shortlist.DefaultDeadline,
 	}
 }
 
@@ -247,18 +248,22 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.FirstQuorum, "first-quorum", base.FirstQuorum, "a plan's first round (the landmarks') ends once this share of its requests has answered: this host's probes and most landmarks' probes of the destination, the farthest joining a later round (relayctl plan --shortlist-first-quorum; 1: it waits for its last)")
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's second round (the first cut's ends) ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: it waits for its last)")
 	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
-	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
+	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none, every round is made)")
 	fs.Float64Var(&c.Settle, "settle", base.Settle, "a plan's rounds end once a chain measured throughout predicts within this share of the best plan on estimates (its bottleneck's neighbourhood searched), and the plan is that chain (relayctl plan --shortlist-settle; 0: none, the rounds go on until the best plan stands on measurements)")
 	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 }
 
-// checkSimShortlist refuses planning flags the simulator cannot run.
-func checkSimShortlist(c shortlist.Config) error {
+// checkSimShortlist refuses planning flags the simulator cannot run, and
+// makes a --deadline of 0 the shortlist's none.
+func checkSimShortlist(c *shortlist.Config) error {
 	if c.Landmarks < 1 {
 		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
 	}
-	if c.Deadline < 0 {
+	switch {
+	case c.Deadline < 0:
 		return fmt.Errorf("--deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
+	case c.Deadline == 0:
+		c.Deadline = -1
 	}
 	return nil
 }
@@ -292,7 +297,7 @@ func parseSimVariant(arg string, base fleetsim.Planning) (fleetsim.Variant, erro
 	if fs.NArg() > 0 {
 		return v, fmt.Errorf("--variant %s: unexpected %q: want planning flags only", name, fs.Args())
 	}
-	if err := checkSimShortlist(v.Shortlist); err != nil {
+	if err := checkSimShortlist(&v.Shortlist); err != nil {
 		return v, fmt.Errorf("--variant %s: %w", name, err)
 	}
 	return v, nil

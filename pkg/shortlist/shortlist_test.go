@@ -1025,6 +1025,22 @@ func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
 		}
 	}
 	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
+	// The zero Config keeps DefaultDeadline: rounds of 1.5 s leave no
+	// room for the third; a negative Deadline is none.
+	_, _, st, err = Plan(context.Background(), Config{}, in, &clocked{plane: p, per: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Deadlined || st.Rounds != 2 {
+		t.Errorf("the default deadline (%s), rounds of 1.5 s: %d rounds (deadlined %v), want 2 and deadlined", DefaultDeadline, st.Rounds, st.Deadlined)
+	}
+	_, _, st, err = Plan(context.Background(), Config{Deadline: -1}, in, &clocked{plane: p, per: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Deadlined || st.Rounds != 3 {
+		t.Errorf("no deadline, rounds of 1.5 s: %d rounds (deadlined %v), want 3", st.Rounds, st.Deadlined)
+	}
 }
 
 // A round's quorum: FirstQuorum for a plan's first round, Quorum for its

@@ -272,7 +272,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	if st.Deadlined {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
-			s.Shortlist.Deadline))
+			s.Shortlist.PlanDeadline()))
 	}
 	pr.mu.Lock()
 	fellBack, asked, unacked := pr.fellBack, len(pr.asked), len(pr.unacked)
