@@ -91,9 +91,9 @@ func (f *planFlags) askKey() *udpask.Key {
 }
 
 // shortlistConfig is the shortlist's configuration from the flags: it
-// refuses --shortlist-candidates below 0, --shortlist-landmarks below 1 and
-// a negative --shortlist-deadline, and makes a --shortlist-deadline of 0
-// the shortlist's none.
+// refuses --shortlist-candidates below 0, --shortlist-landmarks below 1, a
+// negative --shortlist-deadline or --shortlist-search-budget, and makes a
+// --shortlist-search-budget of 0 the shortlist's none.
 func (f *planFlags) shortlistConfig() (shortlist.Config, error) {
 	c := f.shortlist
 	if c.Candidates < 0 {
@@ -102,11 +102,14 @@ func (f *planFlags) shortlistConfig() (shortlist.Config, error) {
 	if c.Landmarks < 1 {
 		return c, fmt.Errorf("--shortlist-landmarks %d: want 1 or more", c.Landmarks)
 	}
-	switch {
-	case c.Deadline < 0:
+	if c.Deadline < 0 {
 		return c, fmt.Errorf("--shortlist-deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
-	case c.Deadline == 0:
-		c.Deadline = -1
+	}
+	switch {
+	case c.SearchBudget < 0:
+		return c, fmt.Errorf("--shortlist-search-budget %s: want a duration of 0 (none) or more, e.g. 1.6s", c.SearchBudget)
+	case c.SearchBudget == 0:
+		c.SearchBudget = -1
 	}
 	return c, nil
 }
@@ -146,7 +149,8 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (an ask over UDP until the relay acknowledges it; a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")
 	fl.Float64Var(&f.shortlist.LaterQuorum, "shortlist-later-quorum", shortlist.DefaultLaterQuorum, "with a shortlist survey: --shortlist-quorum for the rounds after the first two (the landmarks', the first cut's ends), whose requests go over connections already open and whose stragglers are far relays' probes (1: every later round waits for its last)")
 	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "with a shortlist survey: end the rounds of targeted probes once a chain measured throughout predicts within this share of the best plan on estimates (its longest segment's neighbourhood searched), and plan on that chain: sooner plans, a little worse (0.1 = 10 %; 0: none, the rounds go on until the best plan stands on measurements)")
-	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", shortlist.DefaultDeadline, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (the first two rounds are made whatever it says; 0: none, every round is made however long they take)")
+	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (e.g. 2s; the first rounds are made whatever it says; 0: none)")
+	fl.DurationVar(&f.shortlist.SearchBudget, "shortlist-search-budget", shortlist.DefaultSearchBudget, "with a shortlist survey: make no round of targeted probes that would end more than this after the first cut's ends have answered, and plan on the chains measured by then (more: plans a little better at 5,000 relays and slower; 0: none, every round is made however long they take)")
 	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "with a shortlist survey: the second round (the first cut's ends) ends once this share of its requests has answered, and the slowest (a far relay over a new connection, one that is down) answer into a later round (1: it waits for its last)")
 	fl.Float64Var(&f.shortlist.FirstQuorum, "shortlist-first-quorum", shortlist.DefaultFirstQuorum, "with a shortlist survey: --shortlist-quorum for the first round (the landmarks'): this host's probes and most landmarks' probes of the destination, the farthest answering into a later round (1: it waits for its last)")
 	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask relays for their probes and windows in one UDP datagram to their admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge in time is asked over HTTPS (false: HTTPS only)")

@@ -91,26 +91,27 @@ func TestPlanSize(t *testing.T) {
 }
 
 // The shortlist's counts out of range are refused with the flag's name,
-// before any probe; a deadline of 0 is none.
+// before any probe; a search budget of 0 is none.
 func TestShortlistConfigNamesTheFlag(t *testing.T) {
 	for _, c := range []int{0, 96} { // 0: the default, grown with the fleet
-		ok := planFlags{shortlist: shortlist.Config{Candidates: c, Landmarks: 8, Deadline: shortlist.DefaultDeadline}}
+		ok := planFlags{shortlist: shortlist.Config{Candidates: c, Landmarks: 8, SearchBudget: shortlist.DefaultSearchBudget}}
 		got, err := ok.shortlistConfig()
 		if err != nil {
 			t.Fatalf("candidates %d refused: %v", c, err)
 		}
-		if got.PlanDeadline() != shortlist.DefaultDeadline {
-			t.Errorf("--shortlist-deadline %s: the plan keeps %s", shortlist.DefaultDeadline, got.PlanDeadline())
+		if got.PlanSearchBudget() != shortlist.DefaultSearchBudget {
+			t.Errorf("--shortlist-search-budget %s: the plan keeps %s", shortlist.DefaultSearchBudget, got.PlanSearchBudget())
 		}
 	}
 	none := planFlags{shortlist: shortlist.Config{Landmarks: 8}}
-	if got, err := none.shortlistConfig(); err != nil || got.PlanDeadline() != 0 {
-		t.Errorf("--shortlist-deadline 0: the plan keeps %s (%v), want none", got.PlanDeadline(), err)
+	if got, err := none.shortlistConfig(); err != nil || got.PlanSearchBudget() != 0 {
+		t.Errorf("--shortlist-search-budget 0: the plan keeps %s (%v), want none", got.PlanSearchBudget(), err)
 	}
 	for flag, f := range map[string]planFlags{
-		"--shortlist-candidates": {shortlist: shortlist.Config{Candidates: -1, Landmarks: 8}},
-		"--shortlist-landmarks":  {shortlist: shortlist.Config{Candidates: 96, Landmarks: -1}},
-		"--shortlist-deadline":   {shortlist: shortlist.Config{Landmarks: 8, Deadline: -time.Second}},
+		"--shortlist-candidates":    {shortlist: shortlist.Config{Candidates: -1, Landmarks: 8}},
+		"--shortlist-landmarks":     {shortlist: shortlist.Config{Candidates: 96, Landmarks: -1}},
+		"--shortlist-deadline":      {shortlist: shortlist.Config{Landmarks: 8, Deadline: -time.Second}},
+		"--shortlist-search-budget": {shortlist: shortlist.Config{Landmarks: 8, SearchBudget: -time.Second}},
 	} {
 		if _, err := f.shortlistConfig(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: error %v, want one naming the flag", flag, err)

@@ -163,6 +163,9 @@ go doc ./pkg/netsim.`,
 					if p.DeadlinedShare > 0 {
 						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the deadline\n", r.Relays, name, 100*p.DeadlinedShare)
 					}
+					if p.OutOfBudgetShare > 0 {
+						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the search budget\n", r.Relays, name, 100*p.OutOfBudgetShare)
+					}
 					if cfg.Replan {
 						fmt.Fprintf(out, "%d relays, %s: each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
 							r.Relays, name, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
@@ -226,7 +229,7 @@ func simShortlistDefaults() shortlist.Config {
 		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
 		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, FirstQuorum: shortlist.DefaultFirstQuorum, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
 		Caution: shortlist.DefaultCaution, YoungFor: shortlist.DefaultYoungFor, YoungOptimism: shortlist.DefaultYoungOptimism,
-		Deadline: shortlist.DefaultDeadline,
+		SearchBudget: shortlist.DefaultSearchBudget,
 	}
 }
 
@@ -248,22 +251,26 @@ func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Co
 	fs.Float64Var(&c.FirstQuorum, "first-quorum", base.FirstQuorum, "a plan's first round (the landmarks') ends once this share of its requests has answered: this host's probes and most landmarks' probes of the destination, the farthest joining a later round (relayctl plan --shortlist-first-quorum; 1: it waits for its last)")
 	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "a plan's second round (the first cut's ends) ends once this share of its requests has answered; the rest join a later round (relayctl plan --shortlist-quorum; 1: it waits for its last)")
 	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for a plan's rounds after its first two (relayctl plan --shortlist-later-quorum; 1: every later round waits for its last)")
-	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none, every round is made)")
+	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "a plan makes no shortlist round that would end past this much of its wall time, and plans on the chains measured by then (relayctl plan --shortlist-deadline; 0: none)")
+	fs.DurationVar(&c.SearchBudget, "search-budget", base.SearchBudget, "a plan makes no shortlist round that would end more than this after the first cut's ends have answered (relayctl plan --shortlist-search-budget; 0: none, every round is made)")
 	fs.Float64Var(&c.Settle, "settle", base.Settle, "a plan's rounds end once a chain measured throughout predicts within this share of the best plan on estimates (its bottleneck's neighbourhood searched), and the plan is that chain (relayctl plan --shortlist-settle; 0: none, the rounds go on until the best plan stands on measurements)")
 	fs.Float64Var(&c.Caution, "caution", base.Caution, "when the first cut is ranked again on its measured ends, estimated relay pairs count this many times their estimate (1: as estimated)")
 }
 
 // checkSimShortlist refuses planning flags the simulator cannot run, and
-// makes a --deadline of 0 the shortlist's none.
+// makes a --search-budget of 0 the shortlist's none.
 func checkSimShortlist(c *shortlist.Config) error {
 	if c.Landmarks < 1 {
 		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
 	}
-	switch {
-	case c.Deadline < 0:
+	if c.Deadline < 0 {
 		return fmt.Errorf("--deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
-	case c.Deadline == 0:
-		c.Deadline = -1
+	}
+	switch {
+	case c.SearchBudget < 0:
+		return fmt.Errorf("--search-budget %s: want a duration of 0 (none) or more, e.g. 1.6s", c.SearchBudget)
+	case c.SearchBudget == 0:
+		c.SearchBudget = -1
 	}
 	return nil
 }

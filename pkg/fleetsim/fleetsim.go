@@ -306,6 +306,9 @@ type Plans struct {
 	// DeadlinedShare is the share of plans whose rounds the shortlist's
 	// Deadline stopped.
 	DeadlinedShare float64 `json:"deadlined_share,omitempty"`
+	// OutOfBudgetShare is the share of plans whose rounds the
+	// shortlist's SearchBudget stopped.
+	OutOfBudgetShare float64 `json:"out_of_budget_share,omitempty"`
 	// SettledShare is the share of plans whose rounds the shortlist's
 	// Settle ended.
 	SettledShare float64 `json:"settled_share"`
@@ -700,6 +703,7 @@ type pairResult struct {
 	probes, rounds             int
 	estimated                  int
 	deadlined                  bool // the shortlist's Deadline stopped its rounds
+	outOfBudget                bool // its SearchBudget did
 	settled                    bool // the shortlist's Settle ended its rounds
 	computeMs, wallMs          float64
 	// roundMs are the plan's rounds' lengths on the model's clock, ms:
@@ -766,7 +770,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 			r.roundMs = append(r.roundMs, end-p.roundEndsMs[i-1])
 		}
 	}
-	r.probes, r.rounds, r.estimated, r.deadlined, r.settled = st.Probes, st.Rounds, st.Estimated, st.Deadlined, st.Settled
+	r.probes, r.rounds, r.estimated, r.deadlined, r.outOfBudget, r.settled = st.Probes, st.Rounds, st.Estimated, st.Deadlined, st.OutOfBudget, st.Settled
 	r.chain = len(res.Best.Chain) > 0
 	r.quality = pc.optMs / pc.trueMs(res.Best.Chain)
 	r.modelQuality = pc.modelQuality(res.Best.Chain)
@@ -833,7 +837,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, settled, replanWithin, replanModelWithin int
+	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -859,6 +863,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 		count(r.cutWithin, &cutWithin)
 		count(r.cutCitiesWithin, &cutCitiesWithin)
 		count(r.deadlined, &deadlined)
+		count(r.outOfBudget, &outOfBudget)
 		count(r.settled, &settled)
 		if replan {
 			replanWallMs = append(replanWallMs, r.replanWallMs)
@@ -876,6 +881,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.FirstCutCitiesWithin10 = float64(cutCitiesWithin) / float64(pl.Count)
 	pl.ChainShare = float64(chains) / float64(pl.Count)
 	pl.DeadlinedShare = float64(deadlined) / float64(pl.Count)
+	pl.OutOfBudgetShare = float64(outOfBudget) / float64(pl.Count)
 	pl.SettledShare = float64(settled) / float64(pl.Count)
 	pl.OptimumGainMedian = quantile(gains, 0.5)
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)

@@ -13,11 +13,11 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 )
 
-// small is a small world planned without a deadline: a deadline counts
+// small is a small world planned without a search budget: a budget counts
 // this machine's computation, and the tests compare plans run to run.
 func small() Config {
 	cfg := Config{Relays: 80, Seed: 3, Warmup: 10 * time.Minute, Pairs: 20}
-	cfg.Shortlist.Deadline = -1
+	cfg.Shortlist.SearchBudget = -1
 	return cfg
 }
 

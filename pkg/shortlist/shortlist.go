@@ -43,8 +43,9 @@
 //     Then the planner plans again. That repeats until the best plan
 //     stands on measurements only and its longest segment's neighbourhood
 //     was searched, or a chain measured throughout predicts within Settle
-//     of it, or Rounds run out; then the plan is the best of the chains
-//     measured throughout.
+//     of it, or Rounds run out, or the next round would end past the
+//     SearchBudget (1.6 s by default) or the Deadline; then the plan is
+//     the best of the chains measured throughout.
 //
 // A replan between the same endpoints can start from what a plan learnt
 // (Input.Prior, from its Stats.Prior): no landmarks, the earlier
@@ -165,13 +166,21 @@ const (
 	// (more relays asked, farther ones among them); at 1,000 relays (400
 	// pairs) 96.75 % against 97 %.
 	DefaultExplorePerRound = 8000
-	// DefaultDeadline: at 5,000 relays (200 pairs) plans took a median
-	// 2.8–2.9 s without a deadline, p95 4.4–4.6 s, by how fast this
-	// machine computed that day (0.44–0.81 s a plan); with 3 s (and
-	// DefaultExplorePerRound) 2.87 s, p95 3.3 s, and 93 % within 10 %
-	// of the optimum against 93.5 % without: half of the plans stopped
-	// their rounds at it. At 1,000 relays (400 pairs) 1 % did.
-	DefaultDeadline = 3 * time.Second
+	// DefaultSearchBudget: the rounds of targeted probes are where a
+	// plan's time varies (how many it makes, each a round trip to the
+	// farthest relay asked and this host's computation), the first two
+	// rounds' time is the network's. At 5,000 relays (200 pairs, relays
+	// asked over UDP) plans made all their rounds and took a median
+	// 2.8–2.9 s, p95 4.4–4.6 s, by how fast this machine computed that
+	// day (0.44–0.81 s a plan); a deadline of 3 s from the plan's start
+	// (Deadline; the budget ends about there when the first two rounds
+	// take 0.9 s) took them to 2.86 s, p95 3.4 s, and planned 93 % within
+	// 10 % of the optimum against 93.5 % without. Asked over HTTPS, whose
+	// first two rounds take 2.7 s there, that deadline left no room for
+	// targeted rounds (39 % within 10 %, against 92 % without): a
+	// budget for the search itself keeps a plan's search whatever its
+	// first rounds took.
+	DefaultSearchBudget = 1600 * time.Millisecond
 	// DefaultHandshakes: one handshake's RTT is within its queueing delay
 	// of the median of three, at a third of the wait, and a plan waits
 	// for its slowest probe once per round. In the simulator (1,000
@@ -324,16 +333,21 @@ type Config struct {
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
 	Handshakes int
-	// Deadline bounds a plan's wall time from Plan's start: a shortlist
-	// round that would end past it is not made, and
+	// Deadline, when positive, bounds a plan's wall time from Plan's
+	// start: a shortlist round that would end past it is not made, and
 	// the plan is the best of the chains measured throughout, as when the
 	// rounds run out. A round's length is foreseen as its requests' (the
 	// round trip of asking a relay and its longest probe, by the best
 	// figures known; the quorum's longest), new connections and queueing
 	// aside. The landmarks' round and the first cut's ends are made
-	// whatever it says. 0 = DefaultDeadline, negative = none (a plan
-	// then makes all its Rounds, however long they take).
+	// whatever it says. 0 = none.
 	Deadline time.Duration
+	// SearchBudget bounds the rounds of targeted probes as Deadline
+	// bounds the plan: from when the first cut's ends have answered (a
+	// replan's first round), no round is made that would end more than
+	// this later. 0 = DefaultSearchBudget, negative = none (a plan makes
+	// all its Rounds, however long they take).
+	SearchBudget time.Duration
 	// Settle, when positive, ends the rounds once the best chain
 	// measured throughout predicts within this share of the best plan on
 	// estimates (its rate, or for a sized request its completion time)
@@ -377,16 +391,16 @@ func (c Config) RoundNeedsAt(round, n int) int {
 	return max(int(math.Ceil(min(q, 1)*float64(n))), 1)
 }
 
-// PlanDeadline is the deadline Plan keeps: Deadline, DefaultDeadline for
-// 0, and 0 (none) for a negative Deadline.
-func (c Config) PlanDeadline() time.Duration {
+// PlanSearchBudget is the search budget Plan keeps: SearchBudget,
+// DefaultSearchBudget for 0, and 0 (none) for a negative SearchBudget.
+func (c Config) PlanSearchBudget() time.Duration {
 	switch {
-	case c.Deadline < 0:
+	case c.SearchBudget < 0:
 		return 0
-	case c.Deadline == 0:
-		return DefaultDeadline
+	case c.SearchBudget == 0:
+		return DefaultSearchBudget
 	}
-	return c.Deadline
+	return c.SearchBudget
 }
 
 // InFlightProbes is c.InFlight, or its default.
@@ -410,7 +424,7 @@ func (c Config) withDefaults() Config {
 	c.PerSite = cmp.Or(c.PerSite, DefaultPerSite)
 	c.SiteRadius = cmp.Or(c.SiteRadius, DefaultSiteRadius)
 	c.Settle = max(c.Settle, 0)
-	c.Deadline = c.PlanDeadline()
+	c.SearchBudget = c.PlanSearchBudget()
 	if c.Rounds < 0 {
 		c.Rounds = 0
 	}
@@ -585,8 +599,9 @@ type Stats struct {
 	FirstCut []string
 	// Measured and Estimated count the best plan's segments by source.
 	Measured, Estimated int
-	// Deadlined says Config.Deadline stopped the rounds.
-	Deadlined bool
+	// Deadlined says Config.Deadline stopped the rounds; OutOfBudget
+	// that Config.SearchBudget did.
+	Deadlined, OutOfBudget bool
 	// Settled says Config.Settle stopped the rounds.
 	Settled bool
 	// Unreachable are the relays this host's probe could not reach, left
@@ -1104,6 +1119,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			return nil, nil, st, err
 		}
 	}
+	// The search budget counts from here: the first cut's ends are in.
+	searchFrom := elapsed()
 	if len(cands) > candidates {
 		// Rank the first cut again on its measured ends: the candidates
 		// are its best Candidates.
@@ -1275,9 +1292,12 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 			}
 		}
-		// A round that would end past the deadline is not made.
-		if cfg.Deadline > 0 && elapsed()+time.Duration(roundMs(batch)*float64(time.Millisecond)) > cfg.Deadline {
-			st.Deadlined = true
+		// A round that would end past the deadline or the search
+		// budget is not made.
+		ends := elapsed() + time.Duration(roundMs(batch)*float64(time.Millisecond))
+		st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
+		st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
+		if st.Deadlined || st.OutOfBudget {
 			break
 		}
 		// The new candidates are described while the round's probes run.
@@ -1301,8 +1321,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return err
 	}
 	// The best plan waiting on a probe in flight: wait for it (but at
-	// the deadline, when it counts as the estimate it is, below).
-	if !st.Deadlined && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
+	// the deadline or the search budget's end, when it counts as the
+	// estimate it is, below).
+	if !st.Deadlined && !st.OutOfBudget && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
 		if err := late(true); err != nil {
 			return nil, nil, st, err
 		}
@@ -1317,7 +1338,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// simulator, a chain believed at 58 ms was 71; at 1,000 relays this
 	// took the plans within 10 % of the optimum from 60 % to 72 %).
 	// Without rounds the plan stands on the estimates, as configured. At
-	// the deadline likewise the chains measured throughout.
+	// the deadline or the search budget's end likewise the chains
+	// measured throughout.
 	if cfg.Rounds > 0 && hasEstimate(res.Best) {
 		if err := searchAgain(true); err != nil {
 			return nil, nil, st, err

@@ -1025,21 +1025,36 @@ func TestPlanStopsItsRoundsAtTheDeadline(t *testing.T) {
 		}
 	}
 	t.Logf("with the third round %v; without it %v", free.Best.Chain, res.Best.Chain)
-	// The zero Config keeps DefaultDeadline: rounds of 1.5 s leave no
-	// room for the third; a negative Deadline is none.
-	_, _, st, err = Plan(context.Background(), Config{}, in, &clocked{plane: p, per: 1500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// The search budget counts from the first cut's ends: rounds of 1 s on the
+// clock, the first two done at 2 s, leave a budget of 1 s room for the
+// third (some 100 ms foreseen), where a deadline of 1 s leaves none; a
+// budget of 50 ms leaves none either. The zero Config keeps
+// DefaultSearchBudget, a negative one none.
+func TestPlanStopsItsRoundsAtTheSearchBudget(t *testing.T) {
+	p, in := newPlane(40, 3)
+	for _, tc := range []struct {
+		budget time.Duration
+		rounds int
+		out    bool
+	}{{time.Second, 3, false}, {0, 3, false}, {50 * time.Millisecond, 2, true}} {
+		res, _, st, err := Plan(context.Background(), Config{SearchBudget: tc.budget}, in, &clocked{plane: p, per: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Rounds != tc.rounds || st.OutOfBudget != tc.out || st.Deadlined {
+			t.Errorf("a search budget of %s: %d rounds (out of budget %v, deadlined %v), want %d (%v)", tc.budget, st.Rounds, st.OutOfBudget, st.Deadlined, tc.rounds, tc.out)
+		}
+		if hasEstimate(res.Best) {
+			t.Errorf("a search budget of %s: the plan %v rests on an estimate", tc.budget, res.Best.Chain)
+		}
 	}
-	if !st.Deadlined || st.Rounds != 2 {
-		t.Errorf("the default deadline (%s), rounds of 1.5 s: %d rounds (deadlined %v), want 2 and deadlined", DefaultDeadline, st.Rounds, st.Deadlined)
+	if got := (Config{}).PlanSearchBudget(); got != DefaultSearchBudget {
+		t.Errorf("the zero Config's search budget %s, want %s", got, DefaultSearchBudget)
 	}
-	_, _, st, err = Plan(context.Background(), Config{Deadline: -1}, in, &clocked{plane: p, per: 1500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Deadlined || st.Rounds != 3 {
-		t.Errorf("no deadline, rounds of 1.5 s: %d rounds (deadlined %v), want 3", st.Rounds, st.Deadlined)
+	if got := (Config{SearchBudget: -1}).PlanSearchBudget(); got != 0 {
+		t.Errorf("a negative search budget keeps %s, want none", got)
 	}
 }
 

@@ -272,7 +272,11 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	if st.Deadlined {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
-			s.Shortlist.PlanDeadline()))
+			s.Shortlist.Deadline))
+	}
+	if st.OutOfBudget {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds of targeted probes at their budget (%s, --shortlist-search-budget): the plan is the best of the chains measured by then",
+			s.Shortlist.PlanSearchBudget()))
 	}
 	pr.mu.Lock()
 	fellBack, asked, unacked := pr.fellBack, len(pr.asked), len(pr.unacked)
