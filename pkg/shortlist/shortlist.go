@@ -179,7 +179,10 @@ const (
 	// first two rounds take 2.7 s there, that deadline left no room for
 	// targeted rounds (39 % within 10 %, against 92 % without): a
 	// budget for the search itself keeps a plan's search whatever its
-	// first rounds took.
+	// first rounds took. With 1.6 s (and DefaultExplorePerRound), 2.68 s,
+	// p95 3.28 s, 92.5 % within 10 % (54 % of the plans stopped at it);
+	// over HTTPS 4.59 s and 91 %; at 1,000 relays (400 pairs) 1.54 s and
+	// 96.5 % against 1.52 s and 97 % without (2 % stopped).
 	DefaultSearchBudget = 1600 * time.Millisecond
 	// DefaultHandshakes: one handshake's RTT is within its queueing delay
 	// of the median of three, at a third of the wait, and a plan waits
