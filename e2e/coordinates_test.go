@@ -360,9 +360,25 @@ func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"}
 	fl := startCoordinatesFleet(t, names)
 	fleetPath := fl.path
-	out := fl.shortlistOnce(t, "reg-e", len(names))
-	t.Logf("plan %v; notes %q", out.Chain, out.Notes)
 	// Its relays' first probes were asked over UDP, and each acknowledged.
+	// On a machine busy with other tests (two cores, the race detector)
+	// an acknowledgement can come after the HTTPS read beside its ask,
+	// and the plan rightly asks that relay over HTTPS instead: up to
+	// three plans, the last of which must have had every ask
+	// acknowledged.
+	ackedPlan := func(dst string, args ...string) planJSON {
+		t.Helper()
+		var out planJSON
+		for try := 1; try <= 3; try++ {
+			out = fl.shortlistOnce(t, dst, len(names), args...)
+			t.Logf("plan to %s %v; notes %q", dst, out.Chain, out.Notes)
+			if !strings.Contains(strings.Join(out.Notes, "\n"), "over UDP did not acknowledge") {
+				break
+			}
+		}
+		return out
+	}
+	out := ackedPlan("reg-e")
 	before := fl.udpAnswered(t)
 	if before == 0 || strings.Contains(strings.Join(out.Notes, "\n"), "over UDP did not acknowledge") {
 		t.Errorf("%v asks over UDP answered; notes %q: want the plans' first probes asked over UDP", before, out.Notes)
@@ -374,8 +390,7 @@ func TestPlanShortlistsACoordinatesFleet(t *testing.T) {
 	// every relay it holds: none is unknown), this host's probe of each
 	// being the ask's acknowledgement (none is left out unreached).
 	dst := startServer(t, func(c net.Conn) { c.Close() })
-	out = fl.shortlistOnce(t, dst.addr(), len(names), "--shortlist-landmarks", "2")
-	t.Logf("plan to %s %v; notes %q", dst.addr(), out.Chain, out.Notes)
+	out = ackedPlan(dst.addr(), "--shortlist-landmarks", "2")
 	notes := strings.Join(out.Notes, "\n")
 	if got := fl.udpAnswered(t) - before; got < float64(len(names)) || strings.Contains(notes, "over UDP did not acknowledge") || strings.Contains(notes, "window unknown") || strings.Contains(notes, "left out") {
 		t.Errorf("a plan to a host:port: %v asks over UDP answered, want one for each of the %d relays at least; notes %q", got, len(names), out.Notes)
