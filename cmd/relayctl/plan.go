@@ -102,16 +102,23 @@ func (f *planFlags) shortlistConfig() (shortlist.Config, error) {
 	if c.Landmarks < 1 {
 		return c, fmt.Errorf("--shortlist-landmarks %d: want 1 or more", c.Landmarks)
 	}
+	return c, checkTimeBounds(&c, "--shortlist-deadline", "--shortlist-search-budget")
+}
+
+// checkTimeBounds refuses a negative Deadline or SearchBudget in c, by
+// their flags' names, and makes a SearchBudget of 0 (the flag's none) the
+// shortlist's none: relayctl plan's and relayctl sim's flags alike.
+func checkTimeBounds(c *shortlist.Config, deadlineFlag, budgetFlag string) error {
 	if c.Deadline < 0 {
-		return c, fmt.Errorf("--shortlist-deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
+		return fmt.Errorf("%s %s: want a duration of 0 (none) or more, e.g. 2s", deadlineFlag, c.Deadline)
 	}
 	switch {
 	case c.SearchBudget < 0:
-		return c, fmt.Errorf("--shortlist-search-budget %s: want a duration of 0 (none) or more, e.g. 1.6s", c.SearchBudget)
+		return fmt.Errorf("%s %s: want a duration of 0 (none) or more, e.g. 1.6s", budgetFlag, c.SearchBudget)
 	case c.SearchBudget == 0:
 		c.SearchBudget = -1
 	}
-	return c, nil
+	return nil
 }
 
 // windowProbeFlag registers --window-probe with its default, bytes.

@@ -263,16 +263,7 @@ func checkSimShortlist(c *shortlist.Config) error {
 	if c.Landmarks < 1 {
 		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
 	}
-	if c.Deadline < 0 {
-		return fmt.Errorf("--deadline %s: want a duration of 0 (none) or more, e.g. 2s", c.Deadline)
-	}
-	switch {
-	case c.SearchBudget < 0:
-		return fmt.Errorf("--search-budget %s: want a duration of 0 (none) or more, e.g. 1.6s", c.SearchBudget)
-	case c.SearchBudget == 0:
-		c.SearchBudget = -1
-	}
-	return nil
+	return checkTimeBounds(c, "--deadline", "--search-budget")
 }
 
 // simPlanningFlags adds the flags of how pairs are planned to fs, into p,

@@ -1297,11 +1297,13 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		// A round that would end past the deadline or the search
 		// budget is not made.
-		ends := elapsed() + time.Duration(roundMs(batch)*float64(time.Millisecond))
-		st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
-		st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
-		if st.Deadlined || st.OutOfBudget {
-			break
+		if cfg.Deadline > 0 || cfg.SearchBudget > 0 {
+			ends := elapsed() + time.Duration(roundMs(batch)*float64(time.Millisecond))
+			st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
+			st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
+			if st.Deadlined || st.OutOfBudget {
+				break
+			}
 		}
 		// The new candidates are described while the round's probes run.
 		// A round with nothing new to ask waits for what is in flight.
