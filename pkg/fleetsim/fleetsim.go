@@ -290,6 +290,16 @@ type Plans struct {
 	// coordinate search left the measured rounds to find. Within10 can be
 	// no higher.
 	CandidatesWithin10 float64 `json:"candidates_within_10pct"`
+	// TrueChoiceWithin10 is the share of plans for which the planner,
+	// given the true RTT of every pair among the plan's candidates and
+	// endpoints, chooses a chain within 10 % of the optimum (by its own
+	// rule: the fewest relays among chains within its ErrorMargin):
+	// what the measured rounds could have chosen with every figure
+	// exact. Between it and CandidatesWithin10 is the planner's rule;
+	// between it and Within10, the figures the plan had (estimates,
+	// probes' noise). TrueChoiceModelWithin10 is the same by the model.
+	TrueChoiceWithin10      float64 `json:"true_choice_within_10pct"`
+	TrueChoiceModelWithin10 float64 `json:"true_choice_model_within_10pct"`
 	// FirstCutWithin10 is the share of plans whose first cut (the relays
 	// picked on coordinates, their ends then measured) held such a chain;
 	// FirstCutCitiesWithin10 the share whose first cut's cities did, every
@@ -697,6 +707,8 @@ type pairCase struct {
 type pairResult struct {
 	quality, modelQuality float64
 	chain, candsWithin    bool
+	// the planner's choice over the candidates' true RTTs (see Plans)
+	trueChoiceWithin, trueChoiceModelWithin bool
 	// the first cut's relays', and its cities' (see Plans)
 	cutWithin, cutCitiesWithin bool
 	gain                       float64 // the optimum's rate over direct's
@@ -804,6 +816,12 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 		}
 	}
 	r.candsWithin = pc.holdsWithin10(cands)
+	choice, err := pc.trueChoice(m.Nodes, in.Request, in.Client.Name, in.Destination.Name)
+	if err != nil {
+		return r, fmt.Errorf("the planner over the candidates' true RTTs: %w", err)
+	}
+	r.trueChoiceWithin = pc.optMs/pc.trueMs(choice) >= 0.9
+	r.trueChoiceModelWithin = pc.modelQuality(choice) >= 0.9
 	cut := make([]int, 0, len(st.FirstCut))
 	inCity := map[int]bool{}
 	for _, name := range st.FirstCut {
@@ -822,6 +840,62 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	return r, nil
 }
 
+// trueChoice is the chain the planner chooses (req's constraints and
+// model) over nodes, the plan's endpoints (client and dst, by name) and
+// candidates, with every pair between them at its true RTT.
+func (pc *pairCase) trueChoice(nodes []planner.Node, req planner.Request, client, dst string) ([]string, error) {
+	// at is a node's RTT figures: a relay's row of the true matrix, or
+	// an endpoint's to every relay.
+	type at struct {
+		relay      int // -1: an endpoint
+		toRelaysMs []float64
+	}
+	ends := 0
+	spots := make([]at, len(nodes))
+	for i, node := range nodes {
+		switch {
+		case node.Relay:
+			spots[i] = at{relay: pc.index[node.Name]}
+		case node.Name == client:
+			spots[i] = at{relay: -1, toRelaysMs: pc.to}
+			ends++
+		case node.Name == dst:
+			spots[i] = at{relay: -1, toRelaysMs: pc.from}
+			ends++
+		default:
+			return nil, fmt.Errorf("node %q is neither a relay nor an endpoint", node.Name)
+		}
+	}
+	if ends != 2 {
+		return nil, fmt.Errorf("want the two endpoints among the plan's nodes, found %d", ends)
+	}
+	req.Client, req.Destination = client, dst
+	m := &planner.Matrix{Nodes: nodes}
+	n := len(pc.relays)
+	for i, a := range spots {
+		for j := i + 1; j < len(spots); j++ {
+			b := spots[j]
+			var ms float64
+			switch {
+			case a.relay >= 0 && b.relay >= 0:
+				ms = float64(pc.truth.rtt[a.relay*n+b.relay])
+			case a.relay >= 0:
+				ms = b.toRelaysMs[a.relay]
+			case b.relay >= 0:
+				ms = a.toRelaysMs[b.relay]
+			default:
+				ms = pc.directMs
+			}
+			m.Pairs = append(m.Pairs, planner.Pair{A: nodes[i].Name, B: nodes[j].Name, RTTMs: max(ms, 0.001)})
+		}
+	}
+	res, err := planner.Search(m, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Best.Chain, nil
+}
+
 // holdsWithin10 says the relays at set (indices) hold a chain whose true
 // bottleneck is within 10 % of the optimum's.
 func (pc *pairCase) holdsWithin10(set []int) bool {
@@ -837,7 +911,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
+	var chains, candsWithin, trueChoiceWithin, trueChoiceModelWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -860,6 +934,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 		pl.EstimatedSegments += r.estimated
 		count(r.chain, &chains)
 		count(r.candsWithin, &candsWithin)
+		count(r.trueChoiceWithin, &trueChoiceWithin)
+		count(r.trueChoiceModelWithin, &trueChoiceModelWithin)
 		count(r.cutWithin, &cutWithin)
 		count(r.cutCitiesWithin, &cutCitiesWithin)
 		count(r.deadlined, &deadlined)
@@ -877,6 +953,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.Within15, pl.Within20 = shareAtLeast(quality, 0.85), shareAtLeast(quality, 0.8)
 	pl.ModelQualityMedian = quantile(modelQuality, 0.5)
 	pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
+	pl.TrueChoiceWithin10 = float64(trueChoiceWithin) / float64(pl.Count)
+	pl.TrueChoiceModelWithin10 = float64(trueChoiceModelWithin) / float64(pl.Count)
 	pl.FirstCutWithin10 = float64(cutWithin) / float64(pl.Count)
 	pl.FirstCutCitiesWithin10 = float64(cutCitiesWithin) / float64(pl.Count)
 	pl.ChainShare = float64(chains) / float64(pl.Count)

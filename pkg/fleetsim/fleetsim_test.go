@@ -53,6 +53,11 @@ func TestRunReportsTheBudgetAndPlansNoBetterThanTheOptimum(t *testing.T) {
 	if p.CandidatesWithin10 < p.Within10 {
 		t.Errorf("candidates within 10 %% of the optimum %.2f, plans %.2f: the plans beat their own candidates", p.CandidatesWithin10, p.Within10)
 	}
+	// The planner over the candidates' true RTTs chooses one of them.
+	if p.TrueChoiceWithin10 > p.CandidatesWithin10 || p.TrueChoiceWithin10 <= 0 {
+		t.Errorf("the planner on the candidates' true RTTs within 10 %% of the optimum %.2f, the candidates %.2f: want above 0, at most the candidates",
+			p.TrueChoiceWithin10, p.CandidatesWithin10)
+	}
 	// Every relay of the first cut is in one of its cities. The small
 	// world's first cut is every placed relay (it is smaller than the
 	// least first cut), the candidates a part of it: it holds what they

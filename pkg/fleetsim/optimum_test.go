@@ -3,7 +3,10 @@ package fleetsim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // bruteBottleneckMs tries every chain of distinct relays up to maxHops.
@@ -96,5 +99,55 @@ func TestBestByHopsIsTheBruteForceOptimumOfEachLength(t *testing.T) {
 		if r := bestModelRate(got, 0.02); r != bestRate {
 			t.Fatalf("trial %d: best model rate %v, brute force %v", trial, r, bestRate)
 		}
+	}
+}
+
+// The planner over a pair's true RTTs takes the fastest chain among the
+// nodes it is given, each segment the right way round: the client's
+// RTTs to the relays start a chain, the relays' to the destination end
+// it.
+func TestTrueChoiceIsThePlannersOverTheTrueRTTs(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	relayMs := map[[2]int]float64{{0, 1}: 10}
+	pc := &pairCase{
+		relays: make([]*relay, len(names)),
+		index:  map[string]int{"a": 0, "b": 1, "c": 2},
+		truth: newTrueMatrix(len(names), func(a, b int) float64 {
+			if ms, ok := relayMs[[2]int{min(a, b), max(a, b)}]; ok {
+				return ms
+			}
+			return 100
+		}),
+		to:       []float64{10, 40, 30},
+		from:     []float64{40, 10, 30},
+		directMs: 200,
+	}
+	nodes := func(relays ...string) []planner.Node {
+		out := []planner.Node{{Name: "client"}, {Name: "server"}}
+		for _, r := range relays {
+			out = append(out, planner.Node{Name: r, Relay: true})
+		}
+		return out
+	}
+	req := planner.Request{Constraints: planner.Constraints{MaxHops: 3}}
+	for _, c := range []struct {
+		relays []string
+		want   []string
+	}{
+		{names, []string{"a", "b"}},         // 10 ms throughout; b then a would be 40
+		{[]string{"a", "c"}, []string{"c"}}, // 30 ms; a alone is 40
+		{[]string{"b"}, []string{"b"}},      // 40 ms against 200 direct
+		{nil, nil},                          // direct
+	} {
+		got, err := pc.trueChoice(nodes(c.relays...), req, "client", "server")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("over %v: chose %v, want %v", c.relays, got, c.want)
+		}
+	}
+	if _, err := pc.trueChoice(append(nodes(names...), planner.Node{Name: "stranger"}), req, "client", "server"); err == nil {
+		t.Error("a node neither relay nor endpoint: no error")
 	}
 }
