@@ -53,9 +53,9 @@
 // Search finds the exact best chain of at most Constraints.MaxHops distinct
 // relays, ranked by predicted_bps, then lower total RTT, then fewer relays,
 // then the lexicographically smaller chain. Chains predicting within
-// Model.ErrorMargin (5 %) of the first are ties, and the tie goes to the
-// one with the fewest relays: a relay that adds less than the model's
-// error is not chosen. For each relay count k it runs
+// Model.ErrorMargin (2 %, one relay's overhead) of the first are ties, and
+// the tie goes to the one with the fewest relays: a relay that adds less
+// than its own overhead again is not chosen. For each relay count k it runs
 // a bottleneck dynamic program over hop count (Bellman-Ford with max/min:
 // best[k][v] = max over u of min(best[k−1][u], rate(u,v))), skipping rows
 // that cannot beat a chain already found, then a shortest-RTT program

@@ -579,21 +579,21 @@ func TestLearntRateBoundsItsSender(t *testing.T) {
 	}
 }
 
-// A second relay that adds less than the model's error (5 %) is not
-// chosen: the one-relay chain wins the tie, and the two-relay chain is
-// listed with why it lost. With no margin, the faster prediction wins.
+// A second relay that adds less than the tie margin (2 %) is not chosen:
+// the one-relay chain wins the tie, and the two-relay chain is listed with
+// why it lost. With no margin, the faster prediction wins.
 func TestTiesGoToFewerRelays(t *testing.T) {
 	w := int64(1 << 20)
 	m := lineMatrix(
 		spot{name: "client", x: 0, window: w}, spot{name: "srv", x: 50, window: w},
-		spot{name: "b", x: 24.5, relay: true, window: w},
-		spot{name: "c", x: 25.5, relay: true, window: w},
+		spot{name: "b", x: 24.6, relay: true, window: w},
+		spot{name: "c", x: 25.4, relay: true, window: w},
 	)
 	r := mustSearch(t, m, Request{})
 	wantChain(t, r, "b")
-	// b, c: 24.5 ms segments, 2 relays; b: a 25.5 ms segment, 1 relay.
-	two := float64(w) * 8 / 0.0245 * 0.98 * 0.98
-	one := float64(w) * 8 / 0.0255 * 0.98
+	// b, c: 24.6 ms segments, 2 relays; b: a 25.4 ms segment, 1 relay.
+	two := float64(w) * 8 / 0.0246 * 0.98 * 0.98
+	one := float64(w) * 8 / 0.0254 * 0.98
 	if !near(r.Best.PredictedBps, one) {
 		t.Errorf("predicted %v, want %v", r.Best.PredictedBps, one)
 	}
@@ -601,7 +601,15 @@ func TestTiesGoToFewerRelays(t *testing.T) {
 	if i < 0 || !near(r.Alternatives[i].PredictedBps, two) {
 		t.Fatalf("no alternative via b, c predicting %v:\n%s", two, Explain(r))
 	}
-	wantReason(t, r, r.Alternatives[i].Reasons, "predicts 2% more than the best plan (via b", "within the model's 5% error, with more relays (2 > 1)")
+	wantReason(t, r, r.Alternatives[i].Reasons, "predicts 1.2% more than the best plan (via b", "within the 2% tie margin, with more relays (2 > 1)")
+
+	// 3 % more is no tie.
+	wider := lineMatrix(
+		spot{name: "client", x: 0, window: w}, spot{name: "srv", x: 50, window: w},
+		spot{name: "b", x: 24.4, relay: true, window: w},
+		spot{name: "c", x: 25.6, relay: true, window: w},
+	)
+	wantChain(t, mustSearch(t, wider, Request{}), "b", "c")
 
 	exact := mustSearch(t, m, Request{Model: Model{ErrorMargin: -1}})
 	wantChain(t, exact, "b", "c")

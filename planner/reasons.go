@@ -109,7 +109,7 @@ func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate)
 		return s.lossReasonSized(c, best)
 	}
 	if c.predictedBps > best.predictedBps {
-		return fmt.Sprintf("lost: predicts %s more than the best plan (via %s, %s), within the model's %s error, with more relays (%d > %d)",
+		return fmt.Sprintf("lost: predicts %s more than the best plan (via %s, %s), within the %s tie margin, with more relays (%d > %d)",
 			fmtPct(c.predictedBps/best.predictedBps-1), s.chainNames(best.chain), fmtBps(best.predictedBps),
 			fmtPct(s.req.Model.ErrorMargin), len(c.chain), len(best.chain))
 	}
@@ -125,7 +125,7 @@ func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate)
 func (s *search) lossReasonSized(c, best candidate) string {
 	switch {
 	case c.completionMs < best.completionMs:
-		return fmt.Sprintf("lost: finishes %s sooner than the best plan (via %s, %s), within the model's %s error, with more relays (%d > %d)",
+		return fmt.Sprintf("lost: finishes %s sooner than the best plan (via %s, %s), within the %s tie margin, with more relays (%d > %d)",
 			fmtPct(best.completionMs/c.completionMs-1), s.chainNames(best.chain), fmtDur(best.completionMs),
 			fmtPct(s.req.Model.ErrorMargin), len(c.chain), len(best.chain))
 	case c.completionMs > best.completionMs:

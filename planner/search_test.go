@@ -70,7 +70,7 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 	bf.gain = math.Max(bf.gain, 0)
 	bf.margin = req.Model.ErrorMargin
 	if bf.margin == 0 {
-		bf.margin = 0.05
+		bf.margin = DefaultErrorMargin
 	}
 	bf.margin = math.Max(bf.margin, 0)
 	maxAge := c.MaxAgeSec

@@ -64,14 +64,14 @@ func TestColourOff(t *testing.T) {
 }
 
 // --error-margin reaches the planner: on a matrix where a second relay adds
-// 2 %, the default margin keeps one relay and 0 takes the faster chain; an
+// 1 %, the default margin keeps one relay and 0 takes the faster chain; an
 // impossible margin is refused.
 func TestErrorMarginFlag(t *testing.T) {
 	matrix := filepath.Join(t.TempDir(), "m.json")
 	const m = `{"nodes": {"client": {"window_bytes": 1048576}, "srv": {"window_bytes": 1048576},
 	  "b": {"relay": true, "window_bytes": 1048576}, "c": {"relay": true, "window_bytes": 1048576}},
-	 "rtt_ms": [["client", "srv", 50], ["client", "b", 24.5], ["client", "c", 25.5], ["b", "c", 1],
-	            ["b", "srv", 25.5], ["c", "srv", 24.5]]}`
+	 "rtt_ms": [["client", "srv", 50], ["client", "b", 24.6], ["client", "c", 25.4], ["b", "c", 0.8],
+	            ["b", "srv", 25.4], ["c", "srv", 24.6]]}`
 	if err := os.WriteFile(matrix, []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}

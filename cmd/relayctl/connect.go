@@ -36,7 +36,8 @@ var (
 // dstOnlyFlags are the plan flags connect applies only with --dst: a plan
 // per destination is made on its own survey (not a matrix file) with
 // --max-hops, from this host, any gain over this host's direct path
-// winning and ties within 5 % going to the fewest relays.
+// winning and ties within the planner's margin (planner.DefaultErrorMargin)
+// going to the fewest relays.
 var dstOnlyFlags = []string{"matrix", "save-matrix", "from", "direction", "min-gain", "error-margin", "include", "exclude"}
 
 func connectCmd() *cobra.Command {
@@ -71,7 +72,7 @@ first connection's host:port is what is measured for all of them. At most
 1024 hosts are kept (the least recently used go) and 4 surveyed at once
 (the others go direct until a survey slot frees). Plans are logged when a
 host's chain changes. Any gain over this host's direct path wins, and chains
-within 5 % of the fastest go to the fewest relays: --direction, --min-gain,
+within 2 % of the fastest go to the fewest relays: --direction, --min-gain,
 --error-margin, --include, --exclude and --matrix apply only with --dst.
 
 With --dst, it plans the path to --dst (as relayctl plan does) and sends

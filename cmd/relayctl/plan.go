@@ -142,7 +142,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
 	fl.IntVar(&f.maxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain (0: direct only)")
 	fl.Float64Var(&f.minGain, "min-gain", planner.DefaultMinGain, "speed-up over direct a chain needs to be chosen, a fraction (0.10 = 10 %; 0: any gain)")
-	fl.Float64Var(&f.errorMargin, "error-margin", planner.DefaultErrorMargin, "chains predicting within this fraction of the fastest are ties, won by the fewest relays (0.05 = 5 %; 0: the fastest prediction wins)")
+	fl.Float64Var(&f.errorMargin, "error-margin", planner.DefaultErrorMargin, "chains predicting within this fraction of the fastest are ties, won by the fewest relays (0.02 = 2 %; 0: the fastest prediction wins)")
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
