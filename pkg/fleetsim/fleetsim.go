@@ -323,7 +323,9 @@ type Plans struct {
 	// Settle ended.
 	SettledShare float64 `json:"settled_share"`
 	// ComputeMs is the planning code's own time per plan, milliseconds
-	// (measured on this machine); WallMs adds the probes' round trips as
+	// (measured on this machine), less what a real round's wait would
+	// have hidden (shortlist's Stats.Hidden: the relay pairs' costs,
+	// computed during the first round); WallMs adds the probes' round trips as
 	// the model times them (each round: the slowest probe, asked over the
 	// client's path to the relay that makes it, its handshakes back to
 	// back as the survey's shortlist asks).
@@ -773,7 +775,7 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 	if err != nil {
 		return r, err
 	}
-	r.computeMs = float64(time.Since(t0)) / 1e6
+	r.computeMs = float64(time.Since(t0)-st.Hidden) / 1e6
 	r.wallMs = r.computeMs + p.wallMs
 	for i, end := range p.roundEndsMs {
 		if i == 0 {

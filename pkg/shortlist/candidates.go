@@ -22,6 +22,9 @@ type space struct {
 	// scale is the factor subset multiplied the coordinates by (the
 	// caution); 0 means 1.
 	scale float64
+	// off are the relays out of this plan (its first round could not
+	// reach them): no relay of a chain, no one's neighbour. nil: none.
+	off []bool
 	// exact are the published relay pairs, both ways: exact[u] lists v
 	// and their RTT. A pair the coordinates cannot estimate (a direct
 	// route between hubs, far faster than the embedding allows) reaches
@@ -117,7 +120,7 @@ func (s *space) nearest(u, count int) []string {
 	}
 	var top []near
 	for v := 0; v < s.n(); v++ {
-		if v == u {
+		if v == u || s.off != nil && s.off[v] {
 			continue
 		}
 		ms := s.ms(u, v)
@@ -137,21 +140,76 @@ func (s *space) nearest(u, count int) []string {
 	return out
 }
 
-// normCost is (ms/scaleMs)^8: a chain's cost for the candidate ranking is
-// the sum of its segments' (the 8-norm, to the 8th power). A chain's rate
-// is set by its longest segment, but ranking by that alone ties every
-// chain that shares one unavoidable segment (a client's slow access link
-// binds them all) and breaks the tie by name; the p-norm tends to the
-// longest segment as p grows and ranks those chains by the slack of their
-// other segments: the ones that an estimate's error is least likely to
-// spoil. In the fleet simulator (300 relays, 50 pairs) the candidates held
-// a chain within 10 % of the optimum for 84 % of pairs with p = 8, 56 %
-// ranked by the longest segment; p = 4 and 16 gave 74 % and 72 %.
-func normCost(ms, scaleMs float64) float64 {
-	x := ms / scaleMs
+// normCost is (ms/costUnitMs)^8: a chain's cost for the candidate ranking
+// is the sum of its segments' (the 8-norm, to the 8th power). A chain's
+// rate is set by its longest segment, but ranking by that alone ties
+// every chain that shares one unavoidable segment (a client's slow access
+// link binds them all) and breaks the tie by name; the p-norm tends to
+// the longest segment as p grows and ranks those chains by the slack of
+// their other segments: the ones that an estimate's error is least likely
+// to spoil. In the fleet simulator (300 relays, 50 pairs) the candidates
+// held a chain within 10 % of the optimum for 84 % of pairs with p = 8,
+// 56 % ranked by the longest segment; p = 4 and 16 gave 74 % and 72 %.
+//
+// The unit is fixed, not the plan's direct path: multiplying every cost
+// by one factor keeps their order, so a pair of relays costs the same in
+// every plan and pairCosts can cost them all before a plan knows its
+// endpoints.
+func normCost(ms float64) float64 {
+	x := ms / costUnitMs
 	x *= x
 	x *= x
 	return x * x
+}
+
+// costUnitMs is normCost's unit: costs of segments from 0.01 ms to 10 s
+// are normal float32s (1e-32 to 1e24).
+const costUnitMs = 100
+
+// segCost is the cost of the pair (u, v) as reach counts it: its estimate
+// rounded to float32 (a few nanoseconds in a hundred milliseconds), its
+// cost rounded again, so a pair costs the same kept in pairCosts or not.
+func (s *space) segCost(u, v int) float32 {
+	return float32(normCost(float64(float32(s.ms(u, v)))))
+}
+
+// pairCosts is segCost of every pair, in segAt's layout; nil for more than
+// segCacheRelays relays. It is O(n²) estimates (an 8-dimensional distance
+// and its square root each), most of a ranking's computation with the
+// hops' lowering; rows are shared among GOMAXPROCS goroutines from
+// parallelFrom relays on. It hangs on the coordinates alone, so a plan
+// computes it while its first round's probes are out.
+func (s *space) pairCosts() []float32 {
+	n := s.n()
+	if n < 2 || n > segCacheRelays {
+		return nil
+	}
+	tri := make([]float32, n*(n-1)/2)
+	workers := 1
+	if n >= parallelFrom {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var next atomic.Int64 // the next block of rows to take
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(reachBlock)) - reachBlock
+				if lo >= n {
+					return
+				}
+				for u := lo; u < min(lo+reachBlock, n-1); u++ {
+					row := tri[segAt(n, u, u+1) : segAt(n, u, u+1)+n-u-1]
+					s.msRow(u, row)
+					for i, ms := range row {
+						row[i] = float32(normCost(float64(ms)))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return tri
 }
 
 // reach is, for every relay v and every k in 1..hops, the lowest cost
@@ -162,41 +220,41 @@ func normCost(ms, scaleMs float64) float64 {
 // is optimistic, the rounds measure. Paths with a segment longer than
 // boundMs are not extended (nothing through them can be a candidate).
 //
-// Each hop is O(n²) estimates, the bulk of a plan's computation at
-// thousands of relays. Both endpoints' costs are extended in one pass
-// that estimates each unordered pair once (ms is symmetric), so a hop
-// costs n²/2 estimates, not 2n². The first hop keeps every pair's
-// estimate (up to segCacheRelays relays, float32: 50 MB at 5,000) and
-// the later hops read them: the estimate (an 8-dimensional distance and
-// its square root) was most of a hop's time: at 5,000 relays
-// (BenchmarkRankCandidates5000, 2 cores) the ranking takes 0.39 s, and
-// took 0.58 s with each hop estimating anew. A
-// segment's estimate is rounded to float32 whether kept or not (a few
-// nanoseconds in a hundred milliseconds), so the costs are the same
-// either way. The pass's rows are shared among
-// GOMAXPROCS goroutines, each lowering its own copy of the costs; the
-// copies are merged by their minimum, and a minimum of the same sums is
-// the same whatever the order, so the result does not depend on the
-// cores.
-func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64) (from, to [][]float64) {
+// Each hop is O(n²) pairs, the bulk of a plan's computation at thousands
+// of relays. Both endpoints' costs are extended in one pass that visits
+// each unordered pair once (a pair's estimate is symmetric), so a hop
+// costs n²/2 pairs, not 2n². The pairs' costs are tri (pairCosts of s),
+// or computed here when tri is nil: kept between hops up to
+// segCacheRelays relays (float32: 50 MB at 5,000), else estimated anew
+// each hop. At 5,000 relays (BenchmarkRankCandidates5000, 2 cores) a
+// ranking with its pairs' costs at hand takes 0.06 s and pairCosts
+// 0.06–0.10 s, where the ranking took 0.21–0.25 s estimating the pairs
+// in its first hop and branching on each pair's worth (three runs of
+// each, one after the other). The pass's rows are shared among
+// GOMAXPROCS goroutines, each
+// lowering its own copy of the costs; the copies are merged by their
+// minimum, and a minimum of the same sums is the same whatever the
+// order, so the result does not depend on the cores.
+func (s *space) reach(fromMs, toMs []float64, hops int, boundMs float64, tri []float32) (from, to [][]float64) {
 	n := s.n()
-	bound := normCost(boundMs, scaleMs)
+	bound := normCost(boundMs)
 	from, to = make([][]float64, hops), make([][]float64, hops)
 	from[0], to[0] = make([]float64, n), make([]float64, n)
 	for v := range n {
-		from[0][v], to[0][v] = normCost(fromMs[v], scaleMs), normCost(toMs[v], scaleMs)
+		from[0][v], to[0][v] = normCost(fromMs[v]), normCost(toMs[v])
 	}
+	s.turnOff(from[0], to[0])
 	workers := 1
 	if n >= parallelFrom {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	var seg []float32
-	if hops > 2 && n <= segCacheRelays {
-		seg = make([]float32, n*(n-1)/2)
+	if tri == nil && hops > 2 {
+		tri = s.pairCosts()
 	}
 	for k := 1; k < hops; k++ {
 		prevA, prevB := from[k-1], to[k-1]
 		curA, curB := slices.Clone(prevA), slices.Clone(prevB)
+		srcA, srcB := withinBound(prevA, bound), withinBound(prevB, bound)
 		var next atomic.Int64 // the next block of rows to take
 		// own are the workers' costs: the first lowers cur itself.
 		own := [][2][]float64{{curA, curB}}
@@ -211,7 +269,7 @@ func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64
 					if lo >= n {
 						return
 					}
-					s.extend(prevA, prevB, own[w][0], own[w][1], lo, min(lo+reachBlock, n), scaleMs, boundMs, bound, seg, k == 1)
+					s.extend(srcA, srcB, own[w][0], own[w][1], lo, min(lo+reachBlock, n), bound, tri)
 				}
 			})
 		}
@@ -224,7 +282,7 @@ func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64
 		if s.exact != nil {
 			for v := range n {
 				for _, e := range s.exact[v] {
-					c := normCost(e.ms, scaleMs)
+					c := normCost(e.ms)
 					if a := prevA[e.v]; a <= bound && a+c < curA[v] {
 						curA[v] = a + c
 					}
@@ -234,22 +292,46 @@ func (s *space) reach(fromMs, toMs []float64, hops int, scaleMs, boundMs float64
 				}
 			}
 		}
+		s.turnOff(curA, curB)
 		from[k], to[k] = curA, curB
 	}
 	return from, to
 }
 
-// parallelFrom is the fleet size from which reach splits its work;
-// reachBlock is how many rows a goroutine takes at a time (rows differ in
-// length: row u pairs u with the relays after it).
+// turnOff sets the costs of the relays out of the plan to +Inf.
+func (s *space) turnOff(costs ...[]float64) {
+	for v, off := range s.off {
+		if off {
+			for _, c := range costs {
+				c[v] = math.Inf(1)
+			}
+		}
+	}
+}
+
+// withinBound is costs with those above bound +Inf: no hop extends them.
+func withinBound(costs []float64, bound float64) []float64 {
+	out := make([]float64, len(costs))
+	for v, c := range costs {
+		if c > bound {
+			c = math.Inf(1)
+		}
+		out[v] = c
+	}
+	return out
+}
+
+// parallelFrom is the fleet size from which reach and pairCosts split
+// their work; reachBlock is how many rows a goroutine takes at a time
+// (rows differ in length: row u pairs u with the relays after it).
 const (
 	parallelFrom = 500
 	reachBlock   = 32
 )
 
-// segCacheRelays is the largest fleet whose pairs' estimates reach keeps
-// between hops: n²/2 float32s, 128 MiB at this size. A variable for the
-// tests, which compare the costs with and without.
+// segCacheRelays is the largest fleet whose pairs' costs pairCosts keeps:
+// n²/2 float32s, 128 MiB at this size. A variable for the tests, which
+// compare the costs with and without.
 var segCacheRelays = 8192
 
 // segAt is the index of pair (u, v), u < v, among n relays' pairs in a
@@ -260,63 +342,49 @@ func segAt(n, u, v int) int {
 
 // extend lowers curA and curB by one more hop, over the pairs (u, v) with
 // lo ≤ u < hi and u < v, in either direction, from a relay whose cost in
-// prevA or prevB is at most bound and over an estimate of at most boundMs.
-// With seg (segAt's layout), fill estimates every pair of those rows and
-// keeps it there; else the estimates are read from it.
-func (s *space) extend(prevA, prevB, curA, curB []float64, lo, hi int, scaleMs, boundMs, bound float64, seg []float32, fill bool) {
+// prevA or prevB is at most bound (srcA and srcB: those costs, the others
+// +Inf) and over a segment costing at most bound. The pairs' costs are
+// read from tri (pairCosts' layout) or, nil, computed (segCost). The loop
+// has no branch on the costs: at thousands of relays most pairs lower
+// nothing, and which is as good as random; a min always taken is cheaper
+// than a branch mispredicted.
+func (s *space) extend(srcA, srcB, curA, curB []float64, lo, hi int, bound float64, tri []float32) {
 	n := s.n()
-	for u := lo; u < hi; u++ {
-		au, bu := prevA[u], prevB[u]
-		fromAu, fromBu := au <= bound, bu <= bound
+	inf := math.Inf(1)
+	var own []float32 // row u's costs, when computed here
+	for u := lo; u < hi && u < n-1; u++ {
 		var row []float32
-		if seg != nil {
-			row = seg[segAt(n, u, u+1) : segAt(n, u, u+1)+n-u-1]
-			if fill {
-				s.msRow(u, row)
+		if tri != nil {
+			row = tri[segAt(n, u, u+1) : segAt(n, u, u+1)+n-u-1]
+		} else {
+			own = own[:0]
+			for v := u + 1; v < n; v++ {
+				own = append(own, s.segCost(u, v))
 			}
+			row = own
 		}
-		for v := u + 1; v < n; v++ {
-			av, bv := prevA[v], prevB[v]
-			// Adding a segment never lowers a cost, so an update can only
-			// help where the target's cost is above the source's.
-			if !(fromAu && curA[v] > au || fromBu && curB[v] > bu ||
-				av <= bound && curA[u] > av || bv <= bound && curB[u] > bv) {
-				continue
+		au, bu := srcA[u], srcB[u]
+		toUA, toUB := curA[u], curB[u]
+		sA, sB := srcA[u+1:n], srcB[u+1:n]
+		cA, cB := curA[u+1:n], curB[u+1:n]
+		sA, sB, cA, cB = sA[:len(row)], sB[:len(row)], cA[:len(row)], cB[:len(row)]
+		for i, c32 := range row {
+			c := float64(c32)
+			if c > bound {
+				c = inf
 			}
-			var ms float64
-			if row != nil {
-				ms = float64(row[v-u-1])
-			} else {
-				ms = float64(s.ms32(u, v))
-			}
-			if ms > boundMs {
-				continue
-			}
-			c := normCost(ms, scaleMs)
-			if x := au + c; fromAu && x < curA[v] {
-				curA[v] = x
-			}
-			if x := bu + c; fromBu && x < curB[v] {
-				curB[v] = x
-			}
-			if x := av + c; av <= bound && x < curA[u] {
-				curA[u] = x
-			}
-			if x := bv + c; bv <= bound && x < curB[u] {
-				curB[u] = x
-			}
+			cA[i] = min(cA[i], au+c)
+			cB[i] = min(cB[i], bu+c)
+			toUA = min(toUA, sA[i]+c)
+			toUB = min(toUB, sB[i]+c)
 		}
+		curA[u], curB[u] = toUA, toUB
 	}
 }
 
-// ms32 is ms(u, v) as reach counts it, rounded to float32 (see reach).
-func (s *space) ms32(u, v int) float32 {
-	return float32(s.ms(u, v))
-}
-
-// msRow sets row[v−u−1] to ms32(u, v) for every v after u: ms inlined,
-// u's part read once (the same operations in the same order, so the same
-// figures to the bit).
+// msRow sets row[v−u−1] to float32(ms(u, v)) for every v after u: ms
+// inlined, u's part read once (the same operations in the same order, so
+// the same figures to the bit).
 func (s *space) msRow(u int, row []float32) {
 	dim := s.dim
 	vecU, hgtU, adjU := s.vec[u*dim:(u+1)*dim], s.hgt[u], s.adj[u]
@@ -362,7 +430,9 @@ type siteLimit struct {
 // city pairs best with which of the next is for the rounds to measure
 // (the neighbourhood search); which cities are on the chain is what
 // coordinates can tell.
-func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int, site siteLimit) []int {
+//
+// tri is s's pairCosts when the caller has them (nil: computed here).
+func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64, hops, count int, site siteLimit, tri []float32) []int {
 	if hops < 1 || s.n() == 0 {
 		return nil
 	}
@@ -370,9 +440,9 @@ func (s *space) rankCandidates(fromClientMs, toDstMs []float64, directMs float64
 	// estimate's error, allow segments up to twice direct.
 	scale, bound := directMs, 2*directMs
 	if math.IsInf(directMs, 1) {
-		scale = 100 // no direct path: any scale keeps the order
+		scale = 100 // no direct path: the sites' radius needs one
 	}
-	f, g := s.reach(fromClientMs, toDstMs, hops, scale, bound)
+	f, g := s.reach(fromClientMs, toDstMs, hops, bound, tri)
 	type scored struct {
 		v    int
 		cost float64

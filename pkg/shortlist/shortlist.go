@@ -610,6 +610,12 @@ type Stats struct {
 	// Unreachable are the relays this host's probe could not reach, left
 	// out of the plan; sorted.
 	Unreachable []string
+	// Hidden is, with a Clock, the computation the plan waited for that a
+	// real round's wait would have hidden: work started before a round
+	// and not done when its answers were in, up to the round's length on
+	// the Clock. Plan's own deadlines and budgets leave it out; so should
+	// a caller that times the plan.
+	Hidden time.Duration
 	// Prior is what a replan between the same endpoints can start from
 	// (Input.Prior); nil when the endpoints could not be placed.
 	Prior *Prior
@@ -622,13 +628,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	cfg = cfg.withDefaults()
 	var st Stats
 	began := time.Now()
-	elapsed := func() time.Duration {
-		d := time.Since(began)
+	// waited is the Clock's time, none for a Prober that takes it.
+	waited := func() time.Duration {
 		if c, ok := p.(Clock); ok {
-			d += c.Waited()
+			return c.Waited()
 		}
-		return d
+		return 0
 	}
+	elapsed := func() time.Duration { return time.Since(began) + waited() - st.Hidden }
 	client, dst := in.Client.Name, in.Destination.Name
 	if client == "" || dst == "" || client == dst {
 		return nil, nil, st, errors.New("shortlist: the client and the destination need two different names")
@@ -786,6 +793,15 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	if prior != nil && !(validCoord(prior.Client) && validCoord(prior.Destination)) {
 		prior = nil
 	}
+	// The first cut's ranking (below) costs every pair of placed relays
+	// (pairCosts): n²/2 estimates, most of a plan's computation at
+	// thousands of relays. They hang on the relays' coordinates alone, so
+	// they are computed while the first round's probes are out.
+	all := placedSpace(in.Relays)
+	costsReady := make(chan []float32, 1)
+	costsFrom := waited()
+	go func() { costsReady <- all.pairCosts() }()
+
 	// Round 1: the landmarks and the direct path; a replan has none
 	// (its direct path is measured in its first round, below).
 	var landmarks []coord.Peer
@@ -925,23 +941,29 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 
 	// The candidates: the relays on the chains with the lowest estimated
-	// cost (see rankCandidates).
-	sp := &space{dim: -1}
-	var fromClient, toDst []float64
-	for _, r := range in.Relays {
-		c := r.Coord
-		a, _, okA := rtt(client, r.Node.Name)
-		b, _, okB := rtt(r.Node.Name, dst)
-		if !okA || !okB || !validCoord(c) || (sp.dim >= 0 && len(c.Vec) != sp.dim) {
-			continue
+	// cost (see rankCandidates), of the placed relays the first round left
+	// reachable.
+	blockedFrom := time.Now()
+	tri := <-costsReady
+	if _, ok := p.(Clock); ok {
+		// A real round's wait hides the pairs' costs up to its length; the
+		// model's clock does not wait, so the plan waited for them here.
+		st.Hidden = min(time.Since(blockedFrom), waited()-costsFrom)
+	}
+	sp := all
+	sp.off = make([]bool, sp.n())
+	reachable := 0
+	fromClient, toDst := make([]float64, sp.n()), make([]float64, sp.n())
+	for i, name := range sp.name {
+		a, _, okA := rtt(client, name)
+		b, _, okB := rtt(name, dst)
+		if !okA || !okB {
+			sp.off[i] = true
+			a, b = math.Inf(1), math.Inf(1)
+		} else {
+			reachable++
 		}
-		sp.dim = len(c.Vec)
-		for _, x := range c.Vec {
-			sp.vec = append(sp.vec, x*1000)
-		}
-		sp.hgt, sp.adj = append(sp.hgt, c.Height*1000), append(sp.adj, c.Adjustment*1000)
-		sp.name = append(sp.name, r.Node.Name)
-		fromClient, toDst = append(fromClient, a), append(toDst, b)
+		fromClient[i], toDst[i] = a, b
 	}
 	at := make(map[string]int, sp.n())
 	for i, name := range sp.name {
@@ -965,8 +987,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	var cands []string
 	site := siteLimit{perSite: cfg.PerSite, radius: cfg.SiteRadius}
-	firstCut, candidates := cfg.sizes(sp.n())
-	wide := sp.rankCandidates(fromClient, toDst, directMs, hops, max(firstCut, candidates), site)
+	firstCut, candidates := cfg.sizes(reachable)
+	wide := sp.rankCandidates(fromClient, toDst, directMs, hops, max(firstCut, candidates), site, tri)
 	for _, v := range wide {
 		cands = append(cands, sp.name[v])
 	}
@@ -1146,7 +1168,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			fc, td = append(fc, a), append(td, b)
 		}
 		cands = cands[:0]
-		for _, v := range sub.rankCandidates(fc, td, directMs, hops, candidates, site) {
+		for _, v := range sub.rankCandidates(fc, td, directMs, hops, candidates, site, nil) {
 			cands = append(cands, sub.name[v])
 		}
 		keep()
@@ -1387,6 +1409,25 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 	}
 	return res, m, st, nil
+}
+
+// placedSpace is the space of the relays with a valid coordinate, in
+// their order (any of another dimension than the first's left out).
+func placedSpace(relays []Relay) *space {
+	sp := &space{dim: -1}
+	for _, r := range relays {
+		c := r.Coord
+		if !validCoord(c) || (sp.dim >= 0 && len(c.Vec) != sp.dim) {
+			continue
+		}
+		sp.dim = len(c.Vec)
+		for _, x := range c.Vec {
+			sp.vec = append(sp.vec, x*1000)
+		}
+		sp.hgt, sp.adj = append(sp.hgt, c.Height*1000), append(sp.adj, c.Adjustment*1000)
+		sp.name = append(sp.name, r.Node.Name)
+	}
+	return sp
 }
 
 // within says plan a predicts within tol (a share) of plan b: its rate

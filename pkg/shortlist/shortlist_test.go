@@ -515,7 +515,7 @@ func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {
 	// Both relays' client segment is 60 ms (the client's slow access);
 	// r0 is 55 ms from the destination, r1 20 ms. Alone, the bottleneck
 	// ties them at 60 ms (and the name would pick r0).
-	got := sp.rankCandidates([]float64{60, 60}, []float64{55, 20}, 200, 1, 1, siteLimit{})
+	got := sp.rankCandidates([]float64{60, 60}, []float64{55, 20}, 200, 1, 1, siteLimit{}, nil)
 	if len(got) != 1 || sp.name[got[0]] != "r1" {
 		t.Errorf("ranked first %v, want r1 (its other segment has the slack)", got)
 	}
@@ -558,7 +558,7 @@ func TestRankCandidatesTakesFewPerSite(t *testing.T) {
 		{4, site, []string{"a0", "a1", "b0", "b1"}},
 		{6, site, []string{"a0", "a1", "b0", "b1", "a2", "a3"}},
 	} {
-		if got := names(sp, sp.rankCandidates(fromClient, toDst, 200, 1, tc.count, tc.site)); !slices.Equal(got, tc.want) {
+		if got := names(sp, sp.rankCandidates(fromClient, toDst, 200, 1, tc.count, tc.site, nil)); !slices.Equal(got, tc.want) {
 			t.Errorf("%d with %+v: ranked %v, want %v", tc.count, tc.site, got, tc.want)
 		}
 	}
@@ -568,7 +568,7 @@ func TestRankCandidatesTakesFewPerSite(t *testing.T) {
 	sp.vec[5] = 10
 	sub := sp.subset(idx, 1.25)
 	fc, td := []float64{30, 45, 31}, []float64{30, 45, 31}
-	if got, want := names(sub, sub.rankCandidates(fc, td, 200, 1, 2, siteLimit{perSite: 1, radius: 0.06})), []string{"a0", "a1"}; !slices.Equal(got, want) {
+	if got, want := names(sub, sub.rankCandidates(fc, td, 200, 1, 2, siteLimit{perSite: 1, radius: 0.06}, nil)), []string{"a0", "a1"}; !slices.Equal(got, want) {
 		t.Errorf("subset scaled 1.25, one a site within 12 ms: ranked %v, want %v (b0 is 10 ms from a0 as placed)", got, want)
 	}
 }
@@ -594,7 +594,7 @@ func TestRankCandidatesWithCautionPrefersMeasuredSlack(t *testing.T) {
 	rank := func(scale float64) []string {
 		sub := sp.subset([]int{0, 1, 2, 3}, scale)
 		var out []string
-		for _, v := range sub.rankCandidates(fromClient, toDst, 200, 2, 4, siteLimit{}) {
+		for _, v := range sub.rankCandidates(fromClient, toDst, 200, 2, 4, siteLimit{}, nil) {
 			out = append(out, sub.name[v])
 		}
 		return out
@@ -666,20 +666,47 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 		sp.addExact(rnd.IntN(n), rnd.IntN(n), 1+rnd.Float64()*20)
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	oneFrom, oneTo := sp.reach(from, to, 4, 100, 200)
+	oneFrom, oneTo := sp.reach(from, to, 4, 200, nil)
 	runtime.GOMAXPROCS(7)
-	manyFrom, manyTo := sp.reach(from, to, 4, 100, 200)
+	manyFrom, manyTo := sp.reach(from, to, 4, 200, nil)
+	// A plan costs its placed relays' pairs before its first round and
+	// ranks those the round left reachable: the others are off, and the
+	// costs are the same as without them at all.
+	var idx []int
+	var subFrom, subTo []float64
+	offSp := *sp
+	offSp.off = make([]bool, n)
+	for i := range n {
+		if offSp.off[i] = i%7 == 3; !offSp.off[i] {
+			idx, subFrom, subTo = append(idx, i), append(subFrom, from[i]), append(subTo, to[i])
+		}
+	}
+	offFrom, offTo := offSp.reach(from, to, 4, 200, offSp.pairCosts())
+	ownFrom, ownTo := sp.subset(idx, 1).reach(subFrom, subTo, 4, 200, nil)
+	for k := range 4 {
+		for i, u := range idx {
+			if offFrom[k][u] != ownFrom[k][i] || offTo[k][u] != ownTo[k][i] {
+				t.Fatalf("hop %d, relay %d: the costs with relays off differ from those without them", k+1, u)
+			}
+		}
+		for u := range n {
+			if offSp.off[u] && !(math.IsInf(offFrom[k][u], 1) && math.IsInf(offTo[k][u], 1)) {
+				t.Fatalf("hop %d: relay %d is off but costs %v and %v", k+1, u, offFrom[k][u], offTo[k][u])
+			}
+		}
+	}
 	defer func(n int) { segCacheRelays = n }(segCacheRelays)
 	segCacheRelays = 0
-	uncachedFrom, uncachedTo := sp.reach(from, to, 4, 100, 200)
+	uncachedFrom, uncachedTo := sp.reach(from, to, 4, 200, nil)
 	// The definition, written plainly: one more hop from any relay whose
-	// cost is within the bound, over an estimate within it (u to v, as
-	// estimated from u, rounded to float32) or a published pair.
-	bound := normCost(200, 100)
+	// cost is within the bound, over a segment within it (u to v, as
+	// estimated from u, rounded to float32, its cost rounded again) or a
+	// published pair.
+	bound := normCost(200)
 	ref := func(end []float64) [][]float64 {
 		out := [][]float64{make([]float64, n)}
 		for v := range n {
-			out[0][v] = normCost(end[v], 100)
+			out[0][v] = normCost(end[v])
 		}
 		for k := 1; k < 4; k++ {
 			prev, cur := out[k-1], slices.Clone(out[k-1])
@@ -688,12 +715,12 @@ func TestReachIsTheSameOnEveryCore(t *testing.T) {
 					continue
 				}
 				for v := range n {
-					if ms := float64(float32(sp.ms(u, v))); ms <= 200 {
-						cur[v] = math.Min(cur[v], prev[u]+normCost(ms, 100))
+					if c := float32(normCost(float64(float32(sp.ms(u, v))))); c <= float32(bound) {
+						cur[v] = math.Min(cur[v], prev[u]+float64(c))
 					}
 				}
 				for _, e := range sp.exact[u] {
-					cur[e.v] = math.Min(cur[e.v], prev[u]+normCost(e.ms, 100))
+					cur[e.v] = math.Min(cur[e.v], prev[u]+normCost(e.ms))
 				}
 			}
 			out = append(out, cur)
@@ -995,6 +1022,28 @@ func (c *clocked) Probe(ctx context.Context, probes []Probe) ([]float64, error) 
 }
 
 func (c *clocked) Waited() time.Duration { return c.waited }
+
+// A plan computes its relay pairs' costs while its first round is out;
+// on a Clock, which does not wait, what the plan then waited for them is
+// Hidden, never more than the round's time on the clock. A Prober that
+// takes its time hides it itself: nothing is Hidden.
+func TestPlanHidesNoMoreThanItsFirstRound(t *testing.T) {
+	p, in := newPlane(parallelFrom+20, 5)
+	_, _, st, err := Plan(context.Background(), Config{}, in, &clocked{plane: p, per: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Hidden < 0 || st.Hidden > time.Microsecond {
+		t.Errorf("rounds of 1µs on the clock: %v hidden, want at most the first round's 1µs", st.Hidden)
+	}
+	_, _, st, err = Plan(context.Background(), Config{}, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Hidden != 0 {
+		t.Errorf("no Clock: %v hidden, want none", st.Hidden)
+	}
+}
 
 // A deadline stops the rounds before one that would end past it (its
 // length foreseen from the figures known, on the Prober's clock when it
