@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/survey"
+	"github.com/relaymesh/relaymesh/planner"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -72,7 +74,7 @@ first connection's host:port is what is measured for all of them. At most
 1024 hosts are kept (the least recently used go) and 4 surveyed at once
 (the others go direct until a survey slot frees). Plans are logged when a
 host's chain changes. Any gain over this host's direct path wins, and chains
-within 2 % of the fastest go to the fewest relays: --direction, --min-gain,
+within ` + strconv.FormatFloat(planner.DefaultErrorMargin*100, 'g', -1, 64) + ` % of the fastest go to the fewest relays: --direction, --min-gain,
 --error-margin, --include, --exclude and --matrix apply only with --dst.
 
 With --dst, it plans the path to --dst (as relayctl plan does) and sends
