@@ -226,11 +226,12 @@ func (s *space) pairCosts() []float32 {
 // costs n²/2 pairs, not 2n². The pairs' costs are tri (pairCosts of s),
 // or computed here when tri is nil: kept between hops up to
 // segCacheRelays relays (float32: 50 MB at 5,000), else estimated anew
-// each hop. At 5,000 relays (BenchmarkRankCandidates5000, 2 cores) a
-// ranking with its pairs' costs at hand takes 0.06 s and pairCosts
-// 0.06–0.10 s, where the ranking took 0.21–0.25 s estimating the pairs
-// in its first hop and branching on each pair's worth (three runs of
-// each, one after the other). The pass's rows are shared among
+// each hop. At 5,000 relays (BenchmarkRankCandidates5000 and
+// BenchmarkPairCosts5000, 2 cores) a ranking with its pairs' costs at
+// hand takes 0.06 s and pairCosts 0.05–0.10 s, where the ranking took
+// 0.21–0.25 s estimating the pairs in its first hop and branching on
+// each pair's worth (two sets of three runs of each, in turn). The
+// pass's rows are shared among
 // GOMAXPROCS goroutines, each
 // lowering its own copy of the costs; the copies are merged by their
 // minimum, and a minimum of the same sums is the same whatever the
