@@ -231,11 +231,10 @@ func (s *space) pairCosts() []float32 {
 // hand takes 0.06 s and pairCosts 0.05–0.10 s, where the ranking took
 // 0.21–0.25 s estimating the pairs in its first hop and branching on
 // each pair's worth (two sets of three runs of each, in turn). The
-// pass's rows are shared among
-// GOMAXPROCS goroutines, each
-// lowering its own copy of the costs; the copies are merged by their
-// minimum, and a minimum of the same sums is the same whatever the
-// order, so the result does not depend on the cores.
+// pass's rows are shared among GOMAXPROCS goroutines, each lowering its
+// own copy of the costs; the copies are merged by their minimum, and a
+// minimum of the same sums is the same whatever the order, so the result
+// does not depend on the cores.
 func (s *space) reach(fromMs, toMs []float64, hops int, boundMs float64, tri []float32) (from, to [][]float64) {
 	n := s.n()
 	bound := normCost(boundMs)
@@ -351,7 +350,9 @@ func segAt(n, u, v int) int {
 // than a branch mispredicted.
 func (s *space) extend(srcA, srcB, curA, curB []float64, lo, hi int, bound float64, tri []float32) {
 	n := s.n()
-	inf := math.Inf(1)
+	// The bound as a float32, as pairCosts keeps a segment's cost,
+	// compared as a float64 (exact, and cheaper in this loop).
+	inf, boundC := math.Inf(1), float64(float32(bound))
 	var own []float32 // row u's costs, when computed here
 	for u := lo; u < hi && u < n-1; u++ {
 		var row []float32
@@ -371,7 +372,7 @@ func (s *space) extend(srcA, srcB, curA, curB []float64, lo, hi int, bound float
 		sA, sB, cA, cB = sA[:len(row)], sB[:len(row)], cA[:len(row)], cB[:len(row)]
 		for i, c32 := range row {
 			c := float64(c32)
-			if c > bound {
+			if c > boundC {
 				c = inf
 			}
 			cA[i] = min(cA[i], au+c)
