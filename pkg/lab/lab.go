@@ -70,6 +70,9 @@ type Options struct {
 	ConsulPath string
 	// Transport of the relays' links: "plain" (the default) or "tls".
 	Transport string
+	// Check is how the self-check judges runs; the zero value is
+	// DefaultCheck.
+	Check Check
 }
 
 // Node is one node as the lab runs it.
@@ -144,6 +147,12 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 15 * time.Second
+	}
+	if opts.Check == (Check{}) {
+		opts.Check = DefaultCheck
+	}
+	if err := opts.Check.Budget.Validate(); err != nil && !opts.Check.Strict {
+		return nil, err
 	}
 	switch opts.Registry {
 	case "", "fleet":
@@ -259,18 +268,6 @@ func (l *Lab) ResetStats() {
 		rl.link.ResetStats()
 	}
 	wanemu.ResetEngineStats()
-}
-
-// SelfCheck says why measurements taken in this lab so far are invalid (an
-// emulator direction fell behind, a TUN ring dropped packets), or nil.
-func (l *Lab) SelfCheck() error {
-	var errs []error
-	for _, rl := range l.links {
-		if err := rl.link.SelfCheck(); err != nil {
-			errs = append(errs, fmt.Errorf("link %s-%s: %w", rl.cfg.Between[0], rl.cfg.Between[1], err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Close stops the services, removes the links and namespaces, and deletes

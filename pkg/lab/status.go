@@ -30,6 +30,7 @@ type Status struct {
 	Links     []LinkStatus `json:"links"`
 	Valid     bool         `json:"valid"`              // self-check verdict
 	Problems  []string     `json:"problems,omitempty"` // why not valid
+	Check     Check        `json:"check"`              // how the verdict was reached
 	FleetPath string       `json:"fleet"`
 	// Engine is the packet engine's configuration and, for the sched
 	// engine, its threads' own counters: where lateness and CPU come from.
@@ -67,7 +68,10 @@ type LinkStatus struct {
 	Loss     float64      `json:"loss"`
 	AB       wanemu.Stats `json:"ab"`
 	BA       wanemu.Stats `json:"ba"`
-	Problem  string       `json:"problem,omitempty"`
+	// Effect is what the link's timing error can do to a figure measured
+	// across it, against the lab's Check.
+	Effect  wanemu.LinkEffect `json:"effect"`
+	Problem string            `json:"problem,omitempty"`
 }
 
 // Status reads the live state of the lab.
@@ -94,17 +98,16 @@ func (l *Lab) Status() Status {
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
-	for _, rl := range l.links {
+	v := l.verdictLocked()
+	st.Check = v.Check
+	st.Valid = st.Valid && v.Valid
+	st.Problems = append(st.Problems, v.Problems...)
+	for i, rl := range l.links {
 		ab, ba := rl.link.Stats()
 		abNs, baNs := rl.cfg.OneWayNs()
-		ls := LinkStatus{Between: rl.cfg.Between, DelayMs: [2]float64{float64(abNs) / 1e6, float64(baNs) / 1e6},
-			RateMbit: cmp.Or(rl.cfg.RateMbit, topology.DefaultRateMbit), Loss: rl.cfg.Loss, AB: ab, BA: ba}
-		if err := rl.link.SelfCheck(); err != nil {
-			ls.Problem = err.Error()
-			st.Valid = false
-			st.Problems = append(st.Problems, fmt.Sprintf("link %s-%s: %v", rl.cfg.Between[0], rl.cfg.Between[1], err))
-		}
-		st.Links = append(st.Links, ls)
+		st.Links = append(st.Links, LinkStatus{Between: rl.cfg.Between, DelayMs: [2]float64{float64(abNs) / 1e6, float64(baNs) / 1e6},
+			RateMbit: cmp.Or(rl.cfg.RateMbit, topology.DefaultRateMbit), Loss: rl.cfg.Loss, AB: ab, BA: ba,
+			Effect: v.Links[i].Effect, Problem: v.Links[i].Problem})
 	}
 	return st
 }

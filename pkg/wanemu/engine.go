@@ -81,6 +81,9 @@ type Config struct {
 	// NoKeepAwake: let idle CPUs halt while links run (keepawake.go says
 	// why they are kept awake by default). Both engines.
 	NoKeepAwake bool
+	// Inject is timing error added on purpose to every link (calibrating
+	// the self-check; none by default). Both engines.
+	Inject Injection
 }
 
 // DefaultWakeEarlyNs is 0: no spinning. With the CPUs kept awake a sleeping
@@ -107,6 +110,7 @@ const (
 	EnvJoinEarly = "RELAYMESH_WANEMU_JOIN_EARLY_US" // microseconds
 	EnvSteer     = "RELAYMESH_WANEMU_STEER"         // 0 (default) | 1
 	EnvStandby   = "RELAYMESH_WANEMU_STANDBY"       // 1 (default) | 0
+	// EnvInject (inject.go): timing error injected on purpose.
 )
 
 // ConfigFromEnv returns the default Config with the RELAYMESH_WANEMU_*
@@ -158,6 +162,11 @@ func ConfigFromEnv() (Config, error) {
 			*e.ns = -1
 		}
 	}
+	in, err := ParseInjection(os.Getenv(EnvInject))
+	if err != nil {
+		return c, err
+	}
+	c.Inject = in
 	return c, nil
 }
 
@@ -232,7 +241,7 @@ func (c Config) String() string {
 		awake = "cpus-may-idle"
 	}
 	if c.Engine == EngineThread {
-		return EngineThread + "/" + awake
+		return EngineThread + "/" + awake + c.injectSuffix()
 	}
 	off := "offload"
 	if c.NoOffload {
@@ -242,7 +251,15 @@ func (c Config) String() string {
 	if !c.steers() {
 		steer = "no-steer"
 	}
-	return fmt.Sprintf("%s/%d shard/%d thread/%s/%s/wake-early %d us/join-early %d us/%s", c.Engine, c.Shards, c.workers(), off, steer, c.WakeEarlyNs/1000, c.JoinEarlyNs/1000, awake)
+	return fmt.Sprintf("%s/%d shard/%d thread/%s/%s/wake-early %d us/join-early %d us/%s", c.Engine, c.Shards, c.workers(), off, steer, c.WakeEarlyNs/1000, c.JoinEarlyNs/1000, awake) + c.injectSuffix()
+}
+
+// injectSuffix names an injection in String, so no table hides one.
+func (c Config) injectSuffix() string {
+	if c.Inject.Zero() {
+		return ""
+	}
+	return "/inject " + c.Inject.String()
 }
 
 var (
@@ -452,9 +469,9 @@ type schedDir struct {
 // slot is a held packet: buf[:vnetHdrLen] is room for its virtio_net_hdr
 // (written in place for a lone write), buf[vnetHdrLen:][:n] the packet.
 type slot struct {
-	dueNs int64
-	n     int
-	buf   []byte
+	due due
+	n   int
+	buf []byte
 }
 
 func (sd *schedDir) pkt(i int) []byte {
@@ -464,7 +481,7 @@ func (sd *schedDir) pkt(i int) []byte {
 
 // attach adds a direction to the shard (on the loop thread).
 func (s *shard) attach(d *direction, offload bool) *schedDir {
-	sd := &schedDir{d: d, in: d.in, out: d.out, offload: offload, ring: make([]slot, maxSlots)}
+	sd := &schedDir{d: d, in: d.in, out: d.out, offload: offload, ring: make([]slot, maxSlots), rq: rateQueue{inject: d.inject}}
 	// One slab for the direction's slots: pages are touched only as
 	// packets fill them.
 	slab := make([]byte, maxSlots*slotBytes)
@@ -658,7 +675,7 @@ func (s *shard) serve(now int64, events []unix.EpollEvent, rbuf, wbuf []byte) (n
 		for wrote := true; wrote; {
 			wrote = false
 			for _, sd := range s.dirs {
-				if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+				if sd.held > 0 && sd.ring[sd.head].due.atNs <= now {
 					sd.writeOne(s, now, wbuf)
 					now = nowNs()
 					wrote = true
@@ -680,7 +697,7 @@ func (s *shard) serve(now int64, events []unix.EpollEvent, rbuf, wbuf []byte) (n
 			if sd := s.byID[ev.Fd]; sd != nil {
 				sd.readReady(s, rbuf, next)
 				if sd.held > 0 {
-					next = min(next, sd.ring[sd.head].dueNs)
+					next = min(next, sd.ring[sd.head].due.atNs)
 				}
 			}
 		}
@@ -754,7 +771,7 @@ func (s *shard) nextDue(now int64) int64 {
 	next := int64(math.MaxInt64)
 	for _, sd := range s.dirs {
 		if sd.held > 0 {
-			next = min(next, sd.ring[sd.head].dueNs)
+			next = min(next, sd.ring[sd.head].due.atNs)
 		}
 		if n := len(sd.t.late); n >= 1024 || (n > 0 && (sd.held == 0 || now-sd.lastPubNs > 50e6)) {
 			sd.d.publish(&sd.t)
@@ -914,17 +931,17 @@ func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
 		sd.t.ds++
 		return nil
 	}
-	var tailDue int64
+	var tailDue due
 	if sd.held > 0 {
-		tailDue = sd.ring[(sd.head+sd.held-1)%len(sd.ring)].dueNs
+		tailDue = sd.ring[(sd.head+sd.held-1)%len(sd.ring)].due
 	}
-	due, ok := sd.rq.admit(p, arrivalNs, n, tailDue, &sd.t)
+	d, ok := sd.rq.admit(p, arrivalNs, n, tailDue, &sd.t)
 	if !ok {
 		return nil
 	}
 	buf := sd.free[len(sd.free)-1]
 	sd.free = sd.free[:len(sd.free)-1]
-	sd.ring[(sd.head+sd.held)%len(sd.ring)] = slot{dueNs: due, n: n, buf: buf}
+	sd.ring[(sd.head+sd.held)%len(sd.ring)] = slot{due: d, n: n, buf: buf}
 	sd.held++
 	return buf
 }
@@ -934,12 +951,12 @@ func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
 // into a super-packet.
 func (sd *schedDir) writeOne(s *shard, now int64, wbuf []byte) {
 	var run [maxSuperSegs][]byte
-	if sd.held > 0 && sd.ring[sd.head].dueNs <= now {
+	if sd.held > 0 && sd.ring[sd.head].due.atNs <= now {
 		segs := run[:1]
 		segs[0] = sd.pkt(0)
 		bytes := len(segs[0])
 		if sd.offload {
-			for len(segs) < sd.held && sd.ring[(sd.head+len(segs))%len(sd.ring)].dueNs <= now+s.joinEarlyNs &&
+			for len(segs) < sd.held && sd.ring[(sd.head+len(segs))%len(sd.ring)].due.atNs <= now+s.joinEarlyNs &&
 				canJoin(segs[0], segs[len(segs)-1], sd.pkt(len(segs)), bytes, len(segs)) {
 				next := sd.pkt(len(segs))
 				segs = append(segs, next)
@@ -973,7 +990,7 @@ func (sd *schedDir) writeOne(s *shard, now int64, wbuf []byte) {
 				sd.t.by += uint64(sl.n)
 			}
 			// A joined packet may leave up to joinEarlyNs early (by design, bounded).
-			sd.t.late = append(sd.t.late, max(now-sl.dueNs, 0))
+			sd.t.late = append(sd.t.late, max(now-sl.due.linkNs, 0))
 			sd.rq.queuedBytes -= sl.n
 			sd.free = append(sd.free, sl.buf)
 			sl.buf = nil

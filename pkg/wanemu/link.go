@@ -75,6 +75,9 @@ type Stats struct {
 	// LateSamples how many of them were more than MaxP99LatenessNs late.
 	LatenessSamples int `json:"lateness_samples"`
 	LateSamples     int `json:"late_samples"`
+	// LatenessMeanNs is the mean over every packet written since the last
+	// reset: how much the emulator added to this direction's delay.
+	LatenessMeanNs int64 `json:"lateness_mean_ns"`
 }
 
 // MaxP99LatenessNs is the self-check bound: at most 1 % of packets may be
@@ -131,7 +134,8 @@ func binomialUpperTail(n, k int, p float64) float64 {
 // latency peaks at a few ms, so 20 ms means something really stalled.
 const MaxLatenessNs = 20_000_000
 
-// Check returns why these stats make a run invalid, or nil. Queue and loss
+// Check returns why these stats make a run invalid by the strict, absolute
+// bounds, or nil (LinkEffect.Check is the check by effect). Queue and loss
 // drops are emulated behaviour, not faults.
 func (s Stats) Check() error {
 	var errs []error
@@ -142,6 +146,14 @@ func (s Stats) Check() error {
 	if s.LatenessMaxNs > MaxLatenessNs {
 		errs = append(errs, fmt.Errorf("a packet %.1f ms late > %.0f ms (emulator stalled)", float64(s.LatenessMaxNs)/1e6, float64(MaxLatenessNs)/1e6))
 	}
+	errs = append(errs, s.checkDrops())
+	return errors.Join(errs...)
+}
+
+// checkDrops says which packets the emulator lost that the link did not
+// mean to lose: every check, strict or by effect, refuses them.
+func (s Stats) checkDrops() error {
+	var errs []error
 	if s.DropsSlots > 0 {
 		errs = append(errs, fmt.Errorf("%d packets dropped with every emulator slot held", s.DropsSlots))
 	}
@@ -152,9 +164,9 @@ func (s Stats) Check() error {
 }
 
 type packet struct {
-	dueNs int64
-	n     int
-	buf   []byte
+	due due
+	n   int
+	buf []byte
 }
 
 // direction moves packets from in to out.
@@ -165,10 +177,14 @@ type direction struct {
 
 	cpuNs atomic.Int64 // EngineThread: the loop thread's CPU time so far
 
+	inject Injection // set before the packet loop starts
+
 	mu       sync.Mutex // guards stats and lateness samples
 	st       Stats
 	lateness []int64 // ring of recent samples, ns
 	latePos  int
+	lateSum  int64 // ns, over lateN packets since the last reset
+	lateN    int64
 }
 
 func newDirection(in, out int, p Params) *direction {
@@ -206,7 +222,9 @@ func (d *direction) publish(t *tally) {
 			d.latePos = (d.latePos + 1) % len(d.lateness)
 		}
 		d.st.LatenessMaxNs = max(d.st.LatenessMaxNs, l)
+		d.lateSum += l
 	}
+	d.lateN += int64(len(t.late))
 	d.mu.Unlock()
 	t.late = t.late[:0]
 	t.pk, t.by, t.dq, t.dl, t.ds, t.we = 0, 0, 0, 0, 0, 0
@@ -218,15 +236,22 @@ func (d *direction) publish(t *tally) {
 type rateQueue struct {
 	queuedBytes     int   // held and not yet written
 	lastDepartureNs int64 // when the last admitted packet finished serializing
+	inject          Injection
 }
 
-// admit returns the due time of an m-byte packet that arrived at arrivalNs,
-// or false with the drop counted in t. tailDueNs is the due time of the
-// newest held packet (0 when none): a packet is never due before it.
-func (q *rateQueue) admit(p *Params, arrivalNs int64, m int, tailDueNs int64, t *tally) (int64, bool) {
+// due is when a held packet is written (atNs) and when the emulated link
+// makes it due (linkNs): the same unless an Injection delays it, and
+// lateness is counted from linkNs.
+type due struct{ atNs, linkNs int64 }
+
+// admit returns the due times of an m-byte packet that arrived at
+// arrivalNs, or false with the drop counted in t. tail holds the due times
+// of the newest held packet (zero when none): a packet is never due before
+// it.
+func (q *rateQueue) admit(p *Params, arrivalNs int64, m int, tail due, t *tally) (due, bool) {
 	if p.Loss > 0 && rand.Float64() < p.Loss {
 		t.dl++
-		return 0, false
+		return due{}, false
 	}
 	limit := p.QueueBytes
 	if limit <= 0 {
@@ -234,23 +259,24 @@ func (q *rateQueue) admit(p *Params, arrivalNs int64, m int, tailDueNs int64, t 
 	}
 	if q.queuedBytes+m > limit {
 		t.dq++
-		return 0, false
+		return due{}, false
 	}
 	rateBps := p.RateBps
 	if rateBps <= 0 {
 		rateBps = DefaultRateBps
 	}
 	// Serialization: a packet leaves after the packets before it.
-	due := max(arrivalNs, q.lastDepartureNs) + int64(m)*8*1e9/rateBps
-	q.lastDepartureNs = due
-	due += p.DelayNs
+	linkNs := max(arrivalNs, q.lastDepartureNs) + int64(m)*8*1e9/rateBps
+	q.lastDepartureNs = linkNs
+	linkNs += p.DelayNs
 	if p.JitterNs > 0 {
-		due += rand.Int64N(p.JitterNs + 1)
+		linkNs += rand.Int64N(p.JitterNs + 1)
 	}
-	// FIFO: after jitter or a parameter change.
-	due = max(due, tailDueNs)
+	// FIFO: after jitter, a parameter change or an injected delay.
+	d := due{linkNs: max(linkNs, tail.linkNs)}
+	d.atNs = max(d.linkNs+q.inject.extraNs(d.linkNs), tail.atNs)
 	q.queuedBytes += m
-	return due, true
+	return d, true
 }
 
 // run is the thread-per-direction packet loop (EngineThread); it returns
@@ -277,7 +303,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 	var q [maxSlots]packet
 	head, held := 0, 0
 	tail := func() *packet { return &q[(head+held-1)%maxSlots] }
-	var rq rateQueue
+	rq := rateQueue{inject: d.inject}
 	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
 	var t tally
 	var lastFlushNs int64
@@ -285,7 +311,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 
 	for !d.stop.Load() {
 		now := monoNs()
-		for held > 0 && q[head].dueNs <= now {
+		for held > 0 && q[head].due.atNs <= now {
 			p := q[head]
 			if _, err := unix.Write(d.out, p.buf[:p.n]); err != nil {
 				t.we++
@@ -293,7 +319,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				t.pk++
 				t.by += uint64(p.n)
 			}
-			t.late = append(t.late, now-p.dueNs)
+			t.late = append(t.late, now-p.due.linkNs)
 			rq.queuedBytes -= p.n
 			free = append(free, p.buf)
 			head = (head + 1) % maxSlots
@@ -310,7 +336,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 		}
 		waitNs := int64(50e6)
 		if held > 0 {
-			waitNs = min(waitNs, q[head].dueNs-now)
+			waitNs = min(waitNs, q[head].due.atNs-now)
 		}
 		ts := unix.NsecToTimespec(max(waitNs, 0))
 		n, err := unix.Ppoll(fds, &ts, nil)
@@ -337,20 +363,20 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				break
 			}
 			arrival := monoNs()
-			var tailDue int64
+			var tailDue due
 			if held > 0 {
-				tailDue = tail().dueNs
+				tailDue = tail().due
 			}
-			due, ok := rq.admit(p, arrival, m, tailDue, &t)
+			pd, ok := rq.admit(p, arrival, m, tailDue, &t)
 			if !ok {
 				continue
 			}
 			free = free[:len(free)-1]
 			held++
-			*tail() = packet{dueNs: due, n: m, buf: buf}
+			*tail() = packet{due: pd, n: m, buf: buf}
 			// Reading a batch takes ~2 us a packet: stop as soon as the
 			// oldest held packet is due, so reads never make writes late.
-			if q[head].dueNs <= arrival {
+			if q[head].due.atNs <= arrival {
 				break
 			}
 		}
@@ -364,6 +390,7 @@ func (d *direction) reset() {
 	d.st = Stats{}
 	d.lateness = d.lateness[:0]
 	d.latePos = 0
+	d.lateSum, d.lateN = 0, 0
 }
 
 func (d *direction) stats() Stats {
@@ -372,6 +399,9 @@ func (d *direction) stats() Stats {
 	d.mu.Lock()
 	s := d.st
 	v := slices.Clone(d.lateness)
+	if d.lateN > 0 {
+		s.LatenessMeanNs = d.lateSum / d.lateN
+	}
 	d.mu.Unlock()
 	if len(v) > 0 {
 		slices.Sort(v)

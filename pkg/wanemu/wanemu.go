@@ -60,6 +60,7 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 	// Packets a's stack writes into its TUN are read from fdA and go to fdB.
 	l.ab = newDirection(l.fdA, l.fdB, ab)
 	l.ba = newDirection(l.fdB, l.fdA, ba)
+	l.ab.inject, l.ba.inject = cfg.Inject, cfg.Inject
 	if !cfg.NoKeepAwake {
 		l.release = keepAwake()
 	}
@@ -156,9 +157,10 @@ func (l *Link) ResetStats() {
 // Endpoints returns the two ends as given to NewLink.
 func (l *Link) Endpoints() (a, b Endpoint) { return l.a, l.b }
 
-// SelfCheck says why a run over this link is invalid, or nil: an emulator
-// direction fell behind (Stats.Check), or a TUN ring dropped packets the
-// emulator did not read in time, which TCP sees as unexplained loss.
+// SelfCheck says why a run over this link is invalid by the strict bounds,
+// or nil: an emulator direction fell behind (Stats.Check), or a TUN ring
+// dropped packets the emulator did not read in time, which TCP sees as
+// unexplained loss. CheckEffect is the check by effect.
 func (l *Link) SelfCheck() error {
 	ab, ba := l.Stats()
 	var errs []error
@@ -170,6 +172,14 @@ func (l *Link) SelfCheck() error {
 			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
 		}
 	}
+	errs = append(errs, l.ringDrops()...)
+	return errors.Join(errs...)
+}
+
+// ringDrops reports packets a TUN ring dropped because the emulator did
+// not read them in time.
+func (l *Link) ringDrops() []error {
+	var errs []error
 	for _, e := range []Endpoint{l.a, l.b} {
 		n, err := TxDropped(e.Netns, e.Ifname)
 		if err != nil {
@@ -178,7 +188,7 @@ func (l *Link) SelfCheck() error {
 			errs = append(errs, fmt.Errorf("%s %s: TUN ring dropped %d packets", e.Netns, e.Ifname, n))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Close stops forwarding and removes both TUNs.
