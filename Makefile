@@ -49,14 +49,17 @@ vet:
 # loop uninstrumented and the machine to themselves) and the Docker fleet
 # (a 10 s failover bound): those run after the rest, one package at a time,
 # counting the lab runs measured again (scripts/lab-tests.sh).
-# Tests needing root (namespaces, TUN) skip with a printed reason elsewhere.
+# A test needing what this machine lacks (root for namespaces and TUN,
+# /dev/net/tun, a tool, Docker, bin/consul, IPv6) skips with a printed
+# reason, and under CI=true fails instead (pkg/testenv).
 unit: bin/consul
 	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker)
 	./scripts/lab-tests.sh ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...
 
 # A real Consul agent for the Consul registry tests (pkg/registry, e2e): built
 # once from tools/consul (its own module: Consul's dependencies stay out of
-# ours), ~4 min cold, then cached here (git-ignored). Tests skip without it.
+# ours), ~4 min cold, then cached here (git-ignored). Tests skip without it
+# (fail under CI=true).
 bin/consul: tools/consul/go.mod tools/consul/go.sum tools/consul/main.go
 	mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -C tools/consul -trimpath -o ../../bin/consul .

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 var relaydBin, relayctlBin string
@@ -236,7 +238,7 @@ func requireCmd(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not installed (make test installs it from Debian packages): %v", name, err)
+		testenv.Need(t, "%s not installed (%v): make test-deps installs it as root, from Debian packages (curl, microsocks, dante-server)", name, err)
 	}
 	return p
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // TestOutOfFDs is docs/reliability.md case 17: relayd with RLIMIT_NOFILE 128
@@ -19,7 +21,7 @@ import (
 // clients are gone.
 func TestOutOfFDs(t *testing.T) {
 	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("needs prlimit (util-linux) to lower relayd's fd limit")
+		testenv.Need(t, "needs prlimit to lower relayd's fd limit: install the Debian package util-linux")
 	}
 	// The hard limit too: the Go runtime raises its soft limit to the hard one.
 	r := startRelaydWrapped(t, []string{"prlimit", "--nofile=128:128", "--"},

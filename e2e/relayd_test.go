@@ -21,6 +21,8 @@ import (
 
 	socks5srv "github.com/armon/go-socks5"
 	"golang.org/x/net/proxy"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // fileServer serves /bytes/N with N deterministic bytes.
@@ -377,15 +379,11 @@ func TestIntegrityBothDirections(t *testing.T) {
 // TestIPv6Destination: an IPv6 literal destination (ATYP 0x04 from x/net/proxy,
 // bracketed in HTTP CONNECT) through a 2-hop chain.
 func TestIPv6Destination(t *testing.T) {
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback on this host: %v", err)
-	}
-	ln.Close()
 	srv6 := &server{}
+	var err error
 	srv6.ln, err = net.Listen("tcp", "[::1]:0")
 	if err != nil {
-		t.Skipf("no IPv6 loopback on this host: %v", err)
+		testenv.Need(t, "no IPv6 loopback on this host (%v): enable IPv6 (sysctl -w net.ipv6.conf.lo.disable_ipv6=0; a Docker container: --sysctl net.ipv6.conf.all.disable_ipv6=0)", err)
 	}
 	t.Cleanup(func() { srv6.ln.Close() })
 	go func() {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/proxy"
 
 	"github.com/relaymesh/relaymesh/pkg/route"
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // socksRaw runs a SOCKS5 handshake by hand and returns the reply code.
@@ -130,7 +131,7 @@ func TestDenyByDefault(t *testing.T) {
 func loopbackOnlyNetns(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the relays of this test run in a network namespace with only loopback, so a policy bug cannot reach another host")
+		testenv.Need(t, "needs root: the relays of this test run in a network namespace with only loopback, so a policy bug cannot reach another host; run it as root (sudo make test)")
 	}
 	name := fmt.Sprintf("rm-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	for _, args := range [][]string{{"netns", "add", name}, {"-n", name, "link", "set", "lo", "up"}} {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // GroupMembers finds a live process by its group, and KillGroup empties
@@ -13,7 +15,7 @@ func TestGroupMembersAndKill(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep to run: %v", err)
+		testenv.Need(t, "no sleep to run (%v): install the Debian package coreutils", err)
 	}
 	pid := cmd.Process.Pid
 	go func() { _ = cmd.Wait() }() // reap it, so it does not linger as a zombie

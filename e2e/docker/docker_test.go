@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/pkg/traffic/traffictest"
 )
@@ -136,13 +137,13 @@ log: {level: info, format: json}
 
 func TestDockerFleet(t *testing.T) {
 	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker CLI: this test runs a fleet as containers (CI has a Docker engine)")
+		testenv.Need(t, "no docker CLI: this test runs a fleet as containers; install Docker (Debian: apt-get install docker.io) and start its engine")
 	}
 	if out, err := dockerCmd("info", "--format", "{{.ServerVersion}}"); err != nil {
-		t.Skipf("no Docker engine answering (%v: %s): this test runs a fleet as containers", err, out)
+		testenv.Need(t, "no Docker engine answering (%v: %s): this test runs a fleet as containers; start the engine (systemctl start docker) and run as a user that may use it (root)", err, out)
 	}
 	if _, err := os.Stat("../../bin/consul"); err != nil {
-		t.Skip("needs bin/consul for the Consul container (make bin/consul)")
+		testenv.Need(t, "needs bin/consul for the Consul container: make bin/consul builds it (make test does)")
 	}
 	f := &fleet{t: t, prefix: fmt.Sprintf("rm-e2e-%d", time.Now().UnixNano()%1e9)}
 	f.image, f.consul = f.prefix+"-relaymesh:local", f.prefix+"-consul:local"

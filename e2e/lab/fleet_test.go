@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 )
 
@@ -31,7 +32,7 @@ func TestLabRTTMatrixAccuracy(t *testing.T) {
 			args := []string{"--registry", tc.registry}
 			if tc.registry == "consul" {
 				if _, err := os.Stat(consulBin); err != nil {
-					t.Skipf("no Consul binary at %s (make bin/consul builds it; make test does): %v", consulBin, err)
+					testenv.Need(t, "no Consul binary at %s (make bin/consul builds it; make test does): %v", consulBin, err)
 				}
 				args = append(args, "--consul", consulBin)
 			}

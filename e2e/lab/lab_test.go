@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 var (
@@ -36,13 +37,13 @@ var (
 func labBins(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and TUN devices (CI runs as root)")
+		testenv.Need(t, "needs root for network namespaces and TUN devices: run it as root (sudo make test)")
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("no /dev/net/tun: %v", err)
+		testenv.Need(t, "no /dev/net/tun (%v): load the tun module (modprobe tun); in a container, pass the device (docker run --device /dev/net/tun --cap-add NET_ADMIN)", err)
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl (make test-deps installs it)")
+		testenv.Need(t, "needs curl: make test-deps installs it as root (Debian package curl)")
 	}
 	labBinOnce.Do(func() {
 		labBinDir, labBinErr = os.MkdirTemp("", "relaymesh-lab-bin")

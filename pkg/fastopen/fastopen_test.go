@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
 
@@ -81,7 +82,7 @@ const tcpiOptSynData = 32
 // kernel TCP over the namespace's loopback.
 func TestSecondTLSConnectionSendsItsClientHelloInTheSYN(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace of its own (its net.ipv4.tcp_fastopen)")
+		testenv.Need(t, "needs root: a network namespace of its own (its net.ipv4.tcp_fastopen); run it as root (sudo make test)")
 	}
 	cert := selfSigned(t)
 	for _, c := range []struct {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -19,10 +21,10 @@ func TestMain(m *testing.M) {
 
 func requireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and TUN devices (CI runs as root)")
+		testenv.Need(t, "needs root for network namespaces and TUN devices: run it as root (sudo make test)")
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("no /dev/net/tun: %v", err)
+		testenv.Need(t, "no /dev/net/tun (%v): load the tun module (modprobe tun); in a container, pass the device (docker run --device /dev/net/tun --cap-add NET_ADMIN)", err)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package consultest runs a real Consul agent for tests: the binary that
 // `make bin/consul` builds (Consul v1.14.8 from tools/consul), in -dev mode
-// on free loopback ports. Tests skip, saying how to build it, when it is
-// missing.
+// on free loopback ports. When it is missing, tests skip (fail under
+// CI=true: testenv.Need), saying how to build it.
 package consultest
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // Agent is one running (or killed) agent.
@@ -44,7 +45,7 @@ func Start(t testing.TB, bin string) *Agent {
 	} else {
 		bin, _ = filepath.Abs(bin)
 		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min) or set $"+envvar.ConsulBin, bin)
+			testenv.Need(t, "no Consul agent at %s: run `make bin/consul` (builds Consul v1.14.8 from tools/consul, ~4 min; make test does) or set $"+envvar.ConsulBin, bin)
 		}
 	}
 	a := &Agent{bin: bin, dir: t.TempDir()}
