@@ -6,8 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/relaymesh/relaymesh/pkg/testenv"
 )
 
 // A bad --output is refused before anything is read: here the fleet file
@@ -41,17 +46,19 @@ func TestVersionFlag(t *testing.T) {
 	}
 }
 
+// Colour goes to a terminal unless $NO_COLOR is set or $TERM is dumb; the
+// terminal is a pseudo-terminal the test opens (CI runs with no tty).
 func TestColourOff(t *testing.T) {
 	// Not a terminal: never colour.
 	if colour(&bytes.Buffer{}) {
 		t.Fatal("colour to a buffer")
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skipf("no terminal to test NO_COLOR and TERM=dumb against: %v", err)
-	}
-	defer tty.Close()
+	tty := pseudoTerminal(t)
 	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "")
+	if !colour(tty) {
+		t.Fatal("no colour to a terminal")
+	}
 	t.Setenv("NO_COLOR", "1")
 	if colour(tty) {
 		t.Error("colour with NO_COLOR set")
@@ -61,6 +68,32 @@ func TestColourOff(t *testing.T) {
 	if colour(tty) {
 		t.Error("colour with TERM=dumb")
 	}
+}
+
+// pseudoTerminal opens a pseudo-terminal and returns its terminal end,
+// closed when the test ends: a terminal to write to that the test does not
+// need to be run from (CI has none).
+func pseudoTerminal(t *testing.T) *os.File {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		testenv.Need(t, "no pseudo-terminals (/dev/ptmx: %v): mount devpts on /dev/pts (a container gets it by default)", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	fd := int(ptmx.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlocking the pseudo-terminal: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("the pseudo-terminal's number: %v", err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening the pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	return tty
 }
 
 // --error-margin reaches the planner: on a matrix where a second relay adds
