@@ -51,10 +51,19 @@ vet:
 # counting the lab runs measured again (scripts/lab-tests.sh).
 # A test needing what this machine lacks (root for namespaces and TUN,
 # /dev/net/tun, a tool, Docker, bin/consul, IPv6) skips with a printed
-# reason, and under CI=true fails instead (pkg/testenv).
-unit: bin/consul
-	RELAYMESH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker)
-	./scripts/lab-tests.sh ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...
+# reason, and under CI=true fails instead (pkg/testenv). Both phases keep
+# their `go test -json` in bin/ (unit-tests.json, lab-tests.json) and print
+# what go test prints without -v (tools/testlog); then, passed or failed,
+# every skipped test with its reason and the lab retries per test.
+unit: bin/consul bin/testlog
+	@rm -f bin/unit-tests.json bin/lab-tests.json bin/lab-tests.log
+	RELAYMESH_E2E_RACE=1 bin/testlog run bin/unit-tests.json $(GO) test -race -json -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker) \
+	  && ./scripts/lab-tests.sh ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...; \
+	  code=$$?; bin/testlog summary bin/unit-tests.json bin/lab-tests.json || code=1; exit $$code
+
+bin/testlog: tools/testlog/main.go
+	mkdir -p bin
+	$(GO) build -o bin/testlog ./tools/testlog
 
 # A real Consul agent for the Consul registry tests (pkg/registry, e2e): built
 # once from tools/consul (its own module: Consul's dependencies stay out of

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# The link emulator's and the lab's tests (root; they skip elsewhere), run on
-# their own, one package at a time, and how many lab runs they measured
-# again because the emulator's self-check called a run invalid ("LAB RETRY"
-# lines; the goal is none). Prints what `go test` prints without -v, the
-# retries, and the whole verbose log of a package that failed.
+# The link emulator's and the lab's tests (root; elsewhere they skip, and
+# under CI=true fail), run on their own, one package at a time, and how many
+# lab runs they measured again because the emulator's self-check called a
+# run invalid ("LAB RETRY" lines; the goal is none). Prints what `go test`
+# prints without -v, the retries, and the whole verbose log of a package
+# that failed. Keeps the `go test -json` in bin/lab-tests.json (make test's
+# list of skips and retries reads it: tools/testlog) and its -v text in
+# bin/lab-tests.log.
 # Usage: scripts/lab-tests.sh PACKAGES...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
+json=bin/lab-tests.json
 log=bin/lab-tests.log
+rm -f "$json" "$log"
+# Built now, not while the tests run.
+go build -o bin/testlog ./tools/testlog || exit 1
 
 # Wait (up to 60 s) until the CPUs have been at least 90 % idle for 3
 # seconds in a row: right after the race-detector phase the kernel is still
@@ -29,8 +36,9 @@ for _ in $(seq 1 60); do
     quiet=0
   fi
 done
-go test -p 1 -count=1 -timeout 15m -v "$@" > "$log" 2>&1
+go test -p 1 -count=1 -timeout 15m -json "$@" > "$json" 2>&1
 code=$?
+bin/testlog text "$json" > "$log" || code=1
 if [ "$code" -ne 0 ]; then
   cat "$log"
 else
