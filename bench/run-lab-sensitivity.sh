@@ -106,7 +106,7 @@ print(f"split2 (50 ms direct; two 25 ms segments through r1; 256 KiB receive buf
 print(f"Measured {started} on commit {commit} with `bench/run-lab-sensitivity.sh -rounds {rounds}{(' ' + args) if args.strip() else ''}`; raw runs in `runs.jsonl`.\n")
 print(f"Baseline: first handshake {base['first_handshake_ms']:.2f} ms, median handshake {base['handshake_median_ms']:.2f} ms, "
       f"chain {base['chain_mbps']:.1f} Mbit/s, direct {base['direct_mbps']:.1f} Mbit/s.\n")
-print("| injected | self-check saw on the worst link: mean / p99 share of RTT, longest stall | check's estimate | chain rate moved | direct rate moved | first handshake moved | median handshake moved | valid runs |")
+print("| injected | self-check saw on the worst link: mean / p99 share of RTT, longest stall | the check's estimate at that commit | chain rate moved | direct rate moved | first handshake moved | median handshake moved | valid runs |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 for inj in order:
     rs = [r for r in runs if r["injection"] == inj]
