@@ -5,7 +5,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/relaymesh/relaymesh/pkg/traffic"
@@ -57,10 +56,9 @@ func (l layered) NetConn() net.Conn { return l.Conn }
 // puts over it: the stream carries the socket's RTT and the receive window
 // it advertised. Against a loopback traffic service.
 //
-// Under a loaded CI run one download was reset on loopback. The cause was
-// not found: neither end sets a linger or leaves a request unread, and 80
-// loaded runs since never saw one. A reset is measured again, up to three
-// times; any other error fails at once.
+// Measured once, with no retry: a download reset on loopback (seen once
+// under a loaded CI run, cause not found, none in 80 loaded runs since) is
+// a fault to find, not noise to measure away.
 func TestStreamReadsTheSocketUnderATunnel(t *testing.T) {
 	run := &Run{Target: trafficService(t), Size: 64 << 20, Streams: 1, Down: true}
 	var d net.Dialer
@@ -71,14 +69,7 @@ func TestStreamReadsTheSocketUnderATunnel(t *testing.T) {
 		}
 		return layered{layered{c}}, nil
 	}}
-	var res *Result
-	for attempt := 1; ; attempt++ {
-		res = run.Measure(context.Background(), path)
-		if attempt == 3 || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "connection reset by peer") {
-			break
-		}
-		t.Logf("attempt %d: %s; measuring again", attempt, res.Errors[0])
-	}
+	res := run.Measure(context.Background(), path)
 	if len(res.Errors) > 0 || len(res.DownStreams) != 1 {
 		t.Fatalf("errors %v, %d streams", res.Errors, len(res.DownStreams))
 	}
