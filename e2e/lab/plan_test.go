@@ -56,15 +56,22 @@ type benchOut struct {
 	} `json:"segments"`
 }
 
+// planCheck is what the plan tests measure, for the lab's self-check:
+// rates and times checked within 15 % (20 % for the lossy pair), the
+// shortest of them a steady rate over the second half of a 16 MiB
+// download, over half a second at the fastest chains' ~100 Mbit/s.
+var planCheck = []string{"--tolerance", "15", "--window", "500ms"}
+
 // inLab runs script in the client node of topo with $OUT a fresh directory,
-// and returns that directory. A run the lab's self-check calls invalid is
-// measured again (untilValid); no assertion reads an invalid run.
+// and returns that directory. A run the lab's self-check (planCheck) calls
+// invalid is measured again (untilValid); no assertion reads an invalid run.
 func inLab(t *testing.T, topo, script string) string {
 	t.Helper()
 	var dir string
 	out, code := untilValid(t, func() (string, int) {
 		dir = t.TempDir()
-		return relayctl(t, t.TempDir(), "run", "-t", topo, "--", "env", "OUT="+dir, "PATH="+labBins(t)+":"+os.Getenv("PATH"), "sh", "-c", script)
+		args := append(append([]string{"run", "-t", topo}, planCheck...), "--", "env", "OUT="+dir, "PATH="+labBins(t)+":"+os.Getenv("PATH"), "sh", "-c", script)
+		return relayctl(t, t.TempDir(), args...)
 	})
 	if code != 0 {
 		t.Fatalf("lab run exited %d:\n%s", code, out)
