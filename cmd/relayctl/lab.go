@@ -155,14 +155,9 @@ func (f *labFlags) options(stateRoot string) (lab.Options, *zap.Logger, error) {
 	if err != nil {
 		return lab.Options{}, nil, err
 	}
-	relayd := f.relaydPath
-	if relayd == "" {
-		relayd = filepath.Join(filepath.Dir(self), "relayd")
-		if _, err := os.Stat(relayd); err != nil {
-			if relayd, err = exec.LookPath("relayd"); err != nil {
-				return lab.Options{}, nil, errors.New("relayd not found next to relayctl or in $PATH: run `make build` (both land in bin/) or pass --relayd PATH")
-			}
-		}
+	relayd, err := findRelayd(f.relaydPath)
+	if err != nil {
+		return lab.Options{}, nil, err
 	}
 	opts := lab.Options{StateRoot: stateRoot, RelaydPath: relayd, TrafficCmd: []string{self, "lab", "traffic"}, Log: log, Registry: f.registry, Transport: f.transport,
 		Check: lab.Check{Strict: f.strict, Budget: wanemu.Budget{ToleranceShare: f.tolerancePct / 100, WindowNs: int64(f.window)}}}
@@ -184,6 +179,25 @@ func (f *labFlags) options(stateRoot string) (lab.Options, *zap.Logger, error) {
 		}
 	}
 	return opts, log, nil
+}
+
+// findRelayd is the relayd binary lab relays run: flag if given, else the
+// one next to relayctl, else $PATH's.
+func findRelayd(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	relayd := filepath.Join(filepath.Dir(self), "relayd")
+	if _, err := os.Stat(relayd); err != nil {
+		if relayd, err = exec.LookPath("relayd"); err != nil {
+			return "", errors.New("relayd not found next to relayctl or in $PATH: run `make build` (both land in bin/) or pass --relayd PATH")
+		}
+	}
+	return relayd, nil
 }
 
 // loadTopology reads the topology file at path or, when there is no such

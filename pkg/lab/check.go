@@ -46,14 +46,17 @@ type LinkVerdict struct {
 }
 
 // Verdict judges every link with the lab's Check.
-func (l *Lab) Verdict() Verdict {
+func (l *Lab) Verdict() Verdict { return l.VerdictBy(l.opts.Check) }
+
+// VerdictBy judges every link with c.
+func (l *Lab) VerdictBy(c Check) Verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.verdictLocked()
+	return l.verdictLocked(c)
 }
 
-func (l *Lab) verdictLocked() Verdict {
-	v := Verdict{Check: l.opts.Check, Valid: true, Worst: -1}
+func (l *Lab) verdictLocked(c Check) Verdict {
+	v := Verdict{Check: c, Valid: true, Worst: -1}
 	for _, rl := range l.links {
 		lv := LinkVerdict{Between: rl.cfg.Between}
 		e, err := rl.link.CheckEffect(v.Check.Budget)

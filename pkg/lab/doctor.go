@@ -41,6 +41,24 @@ type Calibration struct {
 	HeldLinkMbit float64              `json:"held_link_mbit"`
 	HeldPps      float64              `json:"held_pps"`
 	Runs         []wanemu.ChainResult `json:"runs"`
+	// UnderLoad is the run with relays, a download through them and one
+	// direct (underload.go); LoadHeld* its highest step valid by effect
+	// whose download reached the rate. What topologies are judged
+	// against when it was measured.
+	UnderLoad        []LoadStep `json:"under_load,omitempty"`
+	LoadHeldRateMbit float64    `json:"load_held_rate_mbit"`
+	LoadHeldLinkMbit float64    `json:"load_held_link_mbit"`
+	LoadHeldPps      float64    `json:"load_held_pps"`
+}
+
+// HeldForLabs is the summed load, Mbit/s, that a lab's runs can put on
+// the engine and stay valid: under load when measured, else the engine's
+// own chain.
+func (c Calibration) HeldForLabs() float64 {
+	if len(c.UnderLoad) > 0 {
+		return c.LoadHeldLinkMbit
+	}
+	return c.HeldLinkMbit
 }
 
 // CalibrateOptions shape the measurement.
@@ -51,6 +69,10 @@ type CalibrateOptions struct {
 	LinkRTTMs  float64   // default 10
 	Duration   time.Duration
 	Progress   func(format string, args ...any)
+	// RelaydPath runs the run under load's relays; "" leaves it out.
+	RelaydPath string
+	// LoadRatesMbit are its per-link rates; default 50…600.
+	LoadRatesMbit []float64
 }
 
 // Calibrate measures the wake-up latency, then downloads through a chain
@@ -70,6 +92,9 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (Calibration, error) {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
+	}
+	if len(o.LoadRatesMbit) == 0 {
+		o.LoadRatesMbit = []float64{50, 100, 200, 300, 400, 600}
 	}
 	c := Calibration{At: time.Now().UTC(), CPUs: runtime.NumCPU(), Kernel: kernelRelease(),
 		Engine: wanemu.CurrentConfig().String(), Hops: o.Hops, LinkRTT: o.LinkRTTMs}
@@ -113,7 +138,17 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (Calibration, error) {
 			break
 		}
 	}
-	return c, nil
+	if o.RelaydPath == "" {
+		return c, nil
+	}
+	steps, err := calibrateUnderLoad(ctx, o)
+	c.UnderLoad = steps
+	for _, s := range steps {
+		if s.Valid && s.Reached() && s.LinkMbit > c.LoadHeldLinkMbit {
+			c.LoadHeldRateMbit, c.LoadHeldLinkMbit, c.LoadHeldPps = s.RateMbit, s.LinkMbit, s.LinkPps
+		}
+	}
+	return c, err
 }
 
 func firstLine(s string) string {
@@ -244,9 +279,9 @@ func EstimateDemand(topo *topology.Topology) Demand {
 // or a warning to print before starting the lab.
 func (c Calibration) CheckAgainst(topo *topology.Topology) error {
 	d := EstimateDemand(topo)
-	if d.LinkMbit <= c.HeldLinkMbit {
+	if d.LinkMbit <= c.HeldForLabs() {
 		return nil
 	}
 	return fmt.Errorf("topology %s: one download along %s can reach about %.0f Mbit/s (%.0f Mbit/s summed over its links), more than this machine's packet engine held valid (%.0f Mbit/s summed, `relayctl lab doctor` of %s): runs at that load may be invalid (lab run exits 3)",
-		topo.Name, strings.Join(d.Path, "-"), d.FlowMbit, d.LinkMbit, c.HeldLinkMbit, c.At.Format("2006-01-02 15:04"))
+		topo.Name, strings.Join(d.Path, "-"), d.FlowMbit, d.LinkMbit, c.HeldForLabs(), c.At.Format("2006-01-02 15:04"))
 }

@@ -98,7 +98,7 @@ func (l *Lab) Status() Status {
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
-	v := l.verdictLocked()
+	v := l.verdictLocked(l.opts.Check)
 	st.Check = v.Check
 	st.Valid = st.Valid && v.Valid
 	st.Problems = append(st.Problems, v.Problems...)
