@@ -144,15 +144,5 @@ func (l *Link) RTTNs() int64 {
 func (l *Link) CheckEffect(b Budget) (LinkEffect, error) {
 	ab, ba := l.Stats()
 	e := EffectOf(ab, ba, l.RTTNs(), b)
-	errs := []error{e.Check(b)}
-	for _, c := range []struct {
-		name string
-		st   Stats
-	}{{l.a.Netns + "->" + l.b.Netns, ab}, {l.b.Netns + "->" + l.a.Netns, ba}} {
-		if err := c.st.checkDrops(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
-		}
-	}
-	errs = append(errs, l.ringDrops()...)
-	return e, errors.Join(errs...)
+	return e, errors.Join(e.Check(b), l.checkDirections(ab, ba, Stats.checkDrops))
 }
