@@ -146,3 +146,10 @@ func (l *Link) CheckEffect(b Budget) (LinkEffect, error) {
 	e := EffectOf(ab, ba, l.RTTNs(), b)
 	return e, errors.Join(e.Check(b), l.checkDirections(ab, ba, Stats.checkDrops))
 }
+
+// CheckDrops is the part of every check that no budget relaxes: packets
+// the emulator or a TUN ring dropped.
+func (l *Link) CheckDrops() error {
+	ab, ba := l.Stats()
+	return l.checkDirections(ab, ba, Stats.checkDrops)
+}
