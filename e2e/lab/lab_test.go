@@ -394,6 +394,7 @@ func untilValid(t *testing.T, run func() (string, int)) (string, int) {
 	for attempt := 1; attempt <= labRunAttempts; attempt++ {
 		out, code = run()
 		if code != 3 {
+			t.Logf("%s", verdictLines(out))
 			return out, code
 		}
 		t.Logf("LAB RETRY %s: run %d of %d invalid (the self-check), measuring again in 5 s:\n%s", t.Name(), attempt, labRunAttempts, out)
@@ -405,4 +406,24 @@ func untilValid(t *testing.T, run func() (string, int)) (string, int) {
 	}
 	t.Skip(msg)
 	return out, code
+}
+
+// verdictLines is what lab run said of its self-check (the check used and
+// the worst link), so every run a test asserts on shows its error beside
+// its figures in the log.
+func verdictLines(out string) string {
+	var keep []string
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "relayctl lab: self-check"):
+			in = true
+		case in && !strings.HasPrefix(line, "  "):
+			in = false
+		}
+		if in {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
