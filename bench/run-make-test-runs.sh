@@ -37,8 +37,9 @@ for i in $(seq 1 "$runs"); do
   (cd "$dir/main" && CI=true bash .ci/run) > "$dir/ci.log" 2>&1 || code=$?
   wall=$(( $(date +%s) - start ))
   result=passed
-  [ "$code" -ne 0 ] && result="**failed** (exit $code: $(grep -m3 -E '^--- FAIL|^FAIL\s' "$dir/ci.log" | tr '\n' ' ' | sed 's/[[:space:]]*$//'))"
-  retries=$(sed -n '/^lab retries per test/,$p' "$dir/ci.log" | sed -n '2,$p' | grep -E '^  ' | sed 's/^  //' | paste -sd ';' - | sed 's/;/; /g')
+  [ "$code" -ne 0 ] && result="**failed** (exit $code: $({ grep -m3 -E '^--- FAIL|^FAIL\s' "$dir/ci.log" || true; } | tr '\n' ' ' | sed 's/[[:space:]]*$//'))"
+  # (|| true: a grep that finds nothing must not end the script.)
+  retries=$(sed -n '/^lab retries per test/,$p' "$dir/ci.log" | sed -n '2,$p' | { grep -E '^  ' || true; } | sed 's/^  //' | paste -sd ';' - | sed 's/;/; /g')
   skipped=$(grep -m1 -E '^skipped tests' "$dir/ci.log" || true)
   row="| $(date -u +%FT%TZ) | $commit | $busy | $result | ${retries:-none} | ${skipped:-?} | $wall s |"
   echo "$row"
