@@ -40,6 +40,16 @@
 // sender at the default tcp_wmem max of 4 MiB keeps about 4 MB in flight,
 // 140 Mbit/s over 230 ms, whatever the receiver's window.
 //
+// What nobody measured, learnt or declared is listed per segment
+// (Segment.Unknown): its capacity (no limit_bps at either end, no
+// send_bps learnt for its sender), its receiver's window (assumed
+// DefaultWindowBytes) and its loss (0 from the probes alone, which miss
+// random loss below a few per cent, for a loss-based sender). The rate is
+// computed with each unknown at its best (no cap, the assumed window, no
+// loss), so a plan with one predicts an upper bound (Plan.Bound), and a
+// chain that wins on one says what each unknown segment must carry for
+// it to still beat direct.
+//
 // A plan with n relays predicts
 //
 //	predicted_bps = min over segments(rate_bps) × (1 − relay_overhead)^n
@@ -70,7 +80,11 @@
 // the best chain avoiding each relay of the top chain: the fallback if
 // that relay fails.
 //
-// Missing pairs are unknown paths, never used. Pairs older than
+// Missing pairs are unknown paths, never used. When relays are usable
+// but no chain connects for want of pairs (no relay's RTT to the
+// destination, none from the client, none between the relays either side
+// reaches), Result.Awaiting names what is missing: direct then wins for
+// want of data, not on its merits. Pairs older than
 // Constraints.MaxAgeSec are stale: ignored like missing ones, and counted
 // in the Result's notes, unless Constraints.UseStale is set; then they are
 // used and every segment built on one is marked stale. Estimated pairs
@@ -152,7 +166,8 @@
 //
 // rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
 // an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and
-// optional loss (fraction 0..1), estimated (bool), age_s (seconds since
+// optional loss (fraction 0..1), loss_source (who measured it: absent =
+// the probes, "tunnels", "bench" or "declared"), estimated (bool), age_s (seconds since
 // measured) and a_window_bytes, b_window_bytes (the receive window a, b
 // was measured to advertise on this path; absent or 0 = the node's
 // window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic

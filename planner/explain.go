@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -138,8 +140,12 @@ func summary(p Plan) string {
 	if len(p.Segments) == 0 {
 		return "no prediction"
 	}
-	s := fmt.Sprintf("predicted %s (down %s, up %s), total RTT %s",
-		fmtBps(p.PredictedBps), fmtBps(p.PredictedDownBps), fmtBps(p.PredictedUpBps), fmtMs(p.TotalRTTMs))
+	le := ""
+	if p.Bound {
+		le = "≤ " // an upper bound: Plan.Bound
+	}
+	s := fmt.Sprintf("predicted %s%s (down %s, up %s), total RTT %s",
+		le, fmtBps(p.PredictedBps), fmtBps(p.PredictedDownBps), fmtBps(p.PredictedUpBps), fmtMs(p.TotalRTTMs))
 	if p.Speedup > 0 && len(p.Chain) > 0 {
 		s += fmt.Sprintf(", %.2f× direct", p.Speedup)
 	}
@@ -162,8 +168,14 @@ func writeSegments(b *strings.Builder, p Plan) {
 			window += ", send " + fmtBytes(seg.SendWindowBytes) + " (" + seg.Sender + ")"
 		}
 		limit, loss := "-", "-"
+		if slices.Contains(seg.Unknown, UnknownCapacity) {
+			limit = "unknown"
+		}
+		if slices.Contains(seg.Unknown, UnknownLoss) {
+			loss = "unknown"
+		}
 		if seg.LimitBps > 0 {
-			limit = fmtBps(seg.LimitBps)
+			limit = fmtBps(seg.LimitBps) + " declared"
 		}
 		if seg.LearntBps > 0 {
 			by := seg.Sender
@@ -177,8 +189,8 @@ func writeSegments(b *strings.Builder, p Plan) {
 				limit = learnt
 			}
 		}
-		if seg.Loss > 0 {
-			loss = fmtPct(seg.Loss)
+		if seg.Loss > 0 || seg.LossSource != "" {
+			loss = fmtPct(seg.Loss) + " (" + cmp.Or(seg.LossSource, "probes") + ")"
 		}
 		var flags []string
 		if i == p.Bottleneck {

@@ -31,10 +31,11 @@ func TestExplain(t *testing.T) {
 	for _, want := range []string{
 		"plan client → srv (down)\n",
 		"best (chain): client ──12.5 ms──▶ r1 ──30.1 ms──▶ srv\n",
-		"  predicted 41.1 Mbit/s (down 41.1 Mbit/s, up 819 Mbit/s), total RTT 42.6 ms, 3.92× direct\n",
-		"  #  segment    rtt      window           limit  loss  rate         flags\n",
-		"  1  client→r1  12.5 ms  64 KiB (client)  -      -     41.9 Mbit/s  bottleneck (window)\n",
-		"  2  r1→srv     30.1 ms  4 MiB (r1)       -      -     1.11 Gbit/s  -\n",
+		"  predicted ≤ 41.1 Mbit/s (down 41.1 Mbit/s, up 819 Mbit/s), total RTT 42.6 ms, 3.92× direct\n",
+		"  #  segment    rtt      window           limit    loss     rate         flags\n",
+		"  1  client→r1  12.5 ms  64 KiB (client)  unknown  unknown  41.9 Mbit/s  bottleneck (window)\n",
+		"  2  r1→srv     30.1 ms  4 MiB (r1)       unknown  unknown  1.11 Gbit/s  -\n",
+		"  - the pick rests on what is not known: it beats direct only if client→r1, r1→srv each carry at least 11.8 Mbit/s (direct's 10.5 Mbit/s + 10%, before the relays' overhead)\n",
 		"  - 1 relay at 2% overhead: 41.9 Mbit/s × 0.980 = 41.1 Mbit/s predicted\n",
 		"  - chain via r1 wins: 3.92× direct (41.1 Mbit/s vs 10.5 Mbit/s), a gain of 292% ≥ the 10% minimum\n",
 		"first relay placed near the client",
@@ -72,6 +73,35 @@ func TestFormat(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestExplainKnownInputs: with every capacity declared and every loss
+// learnt, the prediction is a point, and the table says where each figure
+// came from.
+func TestExplainKnownInputs(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{{Name: "client", WindowBytes: 64 << 10, LimitBps: 100e6}, {Name: "r1", Relay: true, WindowBytes: 4 << 20, LimitBps: 200e6}, {Name: "srv", LimitBps: 1e9}},
+		Pairs: []Pair{
+			{A: "client", B: "r1", RTTMs: 12.5, LossSource: LearntFromTunnels},
+			{A: "r1", B: "srv", RTTMs: 30.1, Loss: 0.001, LossSource: LearntFromTunnels},
+			{A: "client", B: "srv", RTTMs: 50, LossSource: LossDeclared},
+		},
+	}
+	out := Explain(mustSearch(t, m, Request{}))
+	for _, want := range []string{
+		"  predicted 14.6 Mbit/s (down",
+		"  1  client→r1  12.5 ms  64 KiB (client)  100 Mbit/s declared  0% (tunnels)    41.9 Mbit/s  -\n",
+		"  2  r1→srv     30.1 ms  4 MiB (r1)       200 Mbit/s declared  0.1% (tunnels)  14.8 Mbit/s  bottleneck (loss)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{"≤", "unknown", "upper bound", "rests on"} {
+		if strings.Contains(out, not) {
+			t.Errorf("%q in a plan with every input known:\n%s", not, out)
 		}
 	}
 }

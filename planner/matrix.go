@@ -109,6 +109,7 @@ type filePair struct {
 	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
 	ASendSource string  `json:"a_send_source,omitempty"`
 	BSendSource string  `json:"b_send_source,omitempty"`
+	LossSource  string  `json:"loss_source,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -121,7 +122,7 @@ func (m Matrix) MarshalJSON() ([]byte, error) {
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
-		if !p.hasExtras() && !p.Estimated && p.AgeSec == 0 {
+		if !p.hasExtras() && !p.Estimated && p.AgeSec == 0 && p.LossSource == "" {
 			pairs[i] = []any{p.A, p.B, p.RTTMs}
 		} else {
 			pairs[i] = filePair(p)
@@ -296,8 +297,10 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.ASendSource)
 			case "b_send_source":
 				err = dec.Decode(&p.BSendSource)
+			case "loss_source":
+				err = dec.Decode(&p.LossSource)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s, a_send_source, b_send_source)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, loss_source, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s, a_send_source, b_send_source)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -449,6 +452,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("a_send_age_s %v, b_send_age_s %v: want seconds >= 0", p.ASendAgeSec, p.BSendAgeSec)
 	case !knownSource(p.ASendSource) || !knownSource(p.BSendSource):
 		return fmt.Errorf("a_send_source %q, b_send_source %q: want %q or %q (or none)", p.ASendSource, p.BSendSource, LearntFromTunnels, LearntFromBench)
+	case !knownSource(p.LossSource) && p.LossSource != LossDeclared:
+		return fmt.Errorf("loss_source %q: want %q, %q or %q (or none: the probes')", p.LossSource, LearntFromTunnels, LearntFromBench, LossDeclared)
 	}
 	return nil
 }

@@ -155,12 +155,38 @@ type Pair struct {
 	// LearntFromBench, relayctl bench, from a download it timed.
 	ASendSource string `json:"a_send_source,omitempty"`
 	BSendSource string `json:"b_send_source,omitempty"`
+	// LossSource says where Loss comes from: "" the probes alone (TCP
+	// handshakes: a loss they see is real, but random loss below a few
+	// per cent barely shows in them, so a 0 from them is unknown, not
+	// clean); LearntFromTunnels, the retransmissions of the traffic a
+	// relay sent on the path; LearntFromBench, a timed transfer;
+	// LossDeclared, whoever wrote the matrix.
+	LossSource string `json:"loss_source,omitempty"`
 }
 
-// Sources of a learnt rate (Pair.ASendSource, Segment.LearntSource).
+// Sources of a learnt rate (Pair.ASendSource, Segment.LearntSource) or a
+// loss (Pair.LossSource).
 const (
 	LearntFromTunnels = "tunnels"
 	LearntFromBench   = "bench"
+	// LossDeclared: a loss the matrix's author states (Pair.LossSource
+	// only).
+	LossDeclared = "declared"
+)
+
+// What a segment's rate can rest on that nobody measured, learnt or
+// declared (Segment.Unknown). Each can hold the segment below its
+// predicted rate, so a plan with one predicts an upper bound (Plan.Bound).
+const (
+	// UnknownCapacity: no bandwidth limit declared at either end and no
+	// rate learnt for the segment's sender: only windows and loss bound it.
+	UnknownCapacity = "capacity"
+	// UnknownWindow: the receiver's window is Model.DefaultWindowBytes,
+	// Linux's default autotuning ceiling (a real window is rarely larger).
+	UnknownWindow = "window"
+	// UnknownLoss: the loss is 0 from the probes alone, and the sender is
+	// loss-based (a BBR sender is not bound by the loss probes miss).
+	UnknownLoss = "loss"
 )
 
 // hasExtras says p has more than an RTT that bounds a segment's rate
@@ -407,6 +433,12 @@ type Segment struct {
 	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
+	// LossSource is the pair's Pair.LossSource: who measured Loss.
+	LossSource string `json:"loss_source,omitempty"`
+	// Unknown lists what RateBps rests on that nobody measured, learnt or
+	// declared (UnknownCapacity, UnknownWindow, UnknownLoss), in that
+	// order; empty when every input is known.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // Plan is one way from the client to the destination: direct (no relays)
@@ -420,7 +452,12 @@ type Plan struct {
 	// PredictedBps is the predicted throughput in the requested direction,
 	// bits/s: min over segments × (1−RelayOverhead)^len(Chain). For Both
 	// it is min(PredictedDownBps, PredictedUpBps).
-	PredictedBps     float64 `json:"predicted_bps"`
+	PredictedBps float64 `json:"predicted_bps"`
+	// Bound says PredictedBps (and the down and up figures) is an upper
+	// bound, not a point: a segment rests on an unknown (Segment.Unknown)
+	// that can hold it lower. relayctl bench, or traffic the relays carry,
+	// turns unknowns into measurements.
+	Bound            bool    `json:"bound,omitempty"`
 	PredictedDownBps float64 `json:"predicted_down_bps"`
 	PredictedUpBps   float64 `json:"predicted_up_bps"`
 	// DirectPredictedBps is the direct plan's PredictedBps, bits/s; 0 when
@@ -515,6 +552,13 @@ type Result struct {
 	// SizeBytes is Request.SizeBytes: plans are ranked by completion time
 	// for it; 0 = by steady rate.
 	SizeBytes int64 `json:"size_bytes,omitempty"`
+	// Awaiting names the measurements whose absence leaves every chain
+	// out, when relays are usable but no chain connects (a fleet that has
+	// not measured itself yet: no relay's RTT to the destination, none
+	// from the client, none between the relays either side reaches). Best
+	// is then direct for want of data, not on its merits; a caller may
+	// plan again once they arrive. Empty otherwise.
+	Awaiting []string `json:"awaiting,omitempty"`
 	// Crossover is from which size the best chain by steady rate finishes
 	// sooner than direct; nil without a size, without such a chain or
 	// without a measured direct path.

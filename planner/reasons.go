@@ -37,12 +37,14 @@ func (s *search) winReason(top, direct candidate, directKnown bool) string {
 }
 
 // directWinReason says why direct is the best plan; chains are the ranked
-// chains found.
-func (s *search) directWinReason(chains []candidate, direct candidate, directKnown bool) string {
+// chains found, awaiting what Result.Awaiting says.
+func (s *search) directWinReason(chains []candidate, direct candidate, directKnown bool, awaiting []string) string {
 	if len(chains) == 0 {
 		why := fmt.Sprintf("no chain of up to %d relay%s connects %s and %s through usable pairs",
 			s.maxHops(), plural(s.maxHops()), s.name(s.client), s.name(s.dst))
 		switch {
+		case len(awaiting) > 0:
+			why += ": waiting for measurements: " + strings.Join(awaiting, "; ")
 		case s.relays == 0:
 			why = "no relay is usable (none in the matrix, or all left out by include/exclude)"
 		case s.maxHops() == 0:
@@ -188,6 +190,9 @@ func (s *search) describe(p Plan) []string {
 		out = append(out, fmt.Sprintf("window unknown, assumed %s: %s",
 			fmtBytes(s.req.Model.DefaultWindowBytes), strings.Join(assumed, ", ")))
 	}
+	if why := boundReason(p); why != "" {
+		out = append(out, why)
+	}
 	for _, seg := range p.Segments {
 		if seg.Estimated {
 			out = append(out, fmt.Sprintf("segment %s→%s: RTT %s is estimated, not measured", seg.From, seg.To, fmtMs(seg.RTTMs)))
@@ -316,6 +321,99 @@ func (s *search) notes(directKnown bool) []string {
 	if !known {
 		out = append(out, fmt.Sprintf("no window known: every window assumed %s (equal windows: equal-RTT splits are best)",
 			fmtBytes(s.req.Model.DefaultWindowBytes)))
+	}
+	return out
+}
+
+// boundReason says why plan p's prediction is an upper bound: the
+// segments whose capacity or loss nobody measured, learnt or declared (an
+// assumed window has its own reason); "" when there are none.
+func boundReason(p Plan) string {
+	capacity, loss := unknownSegments(p.Segments, UnknownCapacity), unknownSegments(p.Segments, UnknownLoss)
+	var parts []string
+	if len(capacity) > 0 {
+		parts = append(parts, "the capacity of "+strings.Join(capacity, ", ")+" (nothing declared or learnt: only windows and loss bound it)")
+	}
+	if len(loss) > 0 {
+		parts = append(parts, "the loss of "+strings.Join(loss, ", ")+" (the probes alone, which miss random loss below a few per cent)")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "an upper bound, not a measurement: nobody has measured " + strings.Join(parts, " or ") +
+		"; relayctl bench measures the path, and the relays learn both from the traffic they carry"
+}
+
+// unknownSegments names the segments (from→to) whose Unknown holds what.
+func unknownSegments(segs []Segment, what string) []string {
+	var out []string
+	for _, seg := range segs {
+		if slices.Contains(seg.Unknown, what) {
+			out = append(out, seg.From+"→"+seg.To)
+		}
+	}
+	return out
+}
+
+// restsOn says what chain p's win over direct rests on when p's
+// prediction is a bound: the rate each of its segments of unknown capacity
+// or loss must carry for the chain to still beat direct by MinGain; ""
+// when p is not a bound or direct predicts nothing to beat.
+func (s *search) restsOn(p Plan, direct candidate, directKnown bool) string {
+	if !p.Bound || !directKnown || !(direct.predictedBps > 0) || len(p.Chain) == 0 {
+		return ""
+	}
+	var segs []string
+	for _, seg := range p.Segments {
+		if slices.Contains(seg.Unknown, UnknownCapacity) || slices.Contains(seg.Unknown, UnknownLoss) {
+			segs = append(segs, seg.From+"→"+seg.To)
+		}
+	}
+	if len(segs) == 0 {
+		return ""
+	}
+	each := "carries"
+	if len(segs) > 1 {
+		each = "each carry"
+	}
+	why := fmt.Sprintf("the pick rests on what is not known: it beats direct only if %s %s at least %s (direct's %s + %s, before the relays' overhead)",
+		strings.Join(segs, ", "), each, fmtBps(direct.predictedBps*(1+s.req.Constraints.MinGain)/s.factor[len(p.Chain)]),
+		fmtBps(direct.predictedBps), fmtPct(s.req.Constraints.MinGain))
+	if s.sized() {
+		why = "the pick rests on what is not known: the capacity or loss of " + strings.Join(segs, ", ")
+	}
+	return why
+}
+
+// awaiting names the measurements whose absence leaves every chain out
+// (Result.Awaiting): none when a chain was found, no relay is usable or
+// the constraints allow none.
+func (s *search) awaiting(chains []candidate) []string {
+	if len(chains) > 0 || s.relays == 0 || s.maxHops() == 0 {
+		return nil
+	}
+	n := s.n
+	fromClient, toDst, between := 0, 0, false
+	for r := range s.relays {
+		if s.rtt[s.client*n+r] > 0 {
+			fromClient++
+		}
+		if s.rtt[r*n+s.dst] > 0 {
+			toDst++
+		}
+		for v := r + 1; v < s.relays && !between; v++ {
+			between = s.rtt[r*n+v] > 0
+		}
+	}
+	var out []string
+	if fromClient == 0 {
+		out = append(out, fmt.Sprintf("no RTT from %s to any of the %d relay%s", s.name(s.client), s.relays, plural(s.relays)))
+	}
+	if toDst == 0 {
+		out = append(out, fmt.Sprintf("no relay's RTT to %s", s.name(s.dst)))
+	}
+	if len(out) == 0 && !between {
+		out = append(out, fmt.Sprintf("no relay-to-relay RTT: the relays %s reaches are not the ones that reach %s", s.name(s.client), s.name(s.dst)))
 	}
 	return out
 }

@@ -614,12 +614,16 @@ func (s *search) result() *Result {
 	if chainWins {
 		res.Best = s.plan(top, direct, directKnown)
 		res.Best.Reasons = slices.Insert(res.Best.Reasons, 0, s.winReason(top, direct, directKnown))
+		if why := s.restsOn(res.Best, direct, directKnown); why != "" {
+			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, why)
+		}
 		if why := s.directLoses(top, direct, directKnown); why != "" {
 			res.Direct.Reasons = append(res.Direct.Reasons, why)
 		}
 		chains = chains[1:]
 	} else {
-		res.Direct.Reasons = slices.Insert(res.Direct.Reasons, 0, s.directWinReason(chains, direct, directKnown))
+		res.Awaiting = s.awaiting(chains)
+		res.Direct.Reasons = slices.Insert(res.Direct.Reasons, 0, s.directWinReason(chains, direct, directKnown, res.Awaiting))
 		res.Best = res.Direct
 		res.Best.Segments, res.Best.Reasons = slices.Clone(res.Direct.Segments), slices.Clone(res.Direct.Reasons)
 	}
@@ -680,6 +684,7 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 			minRate, p.Bottleneck = seg.RateBps, i
 		}
 		minDown, minUp = min(minDown, seg.DownBps), min(minUp, seg.UpBps)
+		p.Bound = p.Bound || len(seg.Unknown) > 0
 		p.TotalRTTMs += seg.RTTMs
 		p.Segments = append(p.Segments, seg)
 	}
@@ -764,7 +769,25 @@ func (s *search) segment(u, v int) Segment {
 	default:
 		seg.LimitedBy = limitedByLoss // total loss: a cap of 0
 	}
+	seg.LossSource = pair.LossSource
+	seg.Unknown = unknowns(seg)
 	return seg
+}
+
+// unknowns lists what seg's rate rests on that nobody measured, learnt or
+// declared (Segment.Unknown).
+func unknowns(seg Segment) []string {
+	var out []string
+	if seg.LimitBps <= 0 && seg.LearntBps <= 0 && seg.Loss < 1 {
+		out = append(out, UnknownCapacity)
+	}
+	if seg.WindowAssumed {
+		out = append(out, UnknownWindow)
+	}
+	if seg.Loss == 0 && seg.LossSource == "" && !lossTolerant(seg.SenderCongestionControl) {
+		out = append(out, UnknownLoss)
+	}
+	return out
 }
 
 func plural(n int) string {

@@ -1,0 +1,169 @@
+package planner
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// knownMatrix is client → r1 → srv beside a direct path, with every
+// capacity declared and every loss learnt from traffic: nothing unknown.
+func knownMatrix() *Matrix {
+	return &Matrix{
+		Nodes: []Node{
+			{Name: "client", WindowBytes: 256 << 10, LimitBps: 100e6},
+			{Name: "r1", Relay: true, WindowBytes: 4 << 20, LimitBps: 1e9},
+			{Name: "srv", WindowBytes: 4 << 20, LimitBps: 1e9},
+		},
+		Pairs: []Pair{
+			{A: "client", B: "r1", RTTMs: 10, LossSource: LearntFromTunnels},
+			{A: "r1", B: "srv", RTTMs: 40, LossSource: LearntFromTunnels},
+			{A: "client", B: "srv", RTTMs: 50, LossSource: LearntFromBench},
+		},
+	}
+}
+
+func unknownOf(p Plan) [][]string {
+	out := make([][]string, len(p.Segments))
+	for i, seg := range p.Segments {
+		out[i] = seg.Unknown
+	}
+	return out
+}
+
+func TestKnownInputsArePoints(t *testing.T) {
+	r := mustSearch(t, knownMatrix(), Request{})
+	for _, p := range []Plan{r.Best, r.Direct} {
+		if p.Bound || slices.ContainsFunc(unknownOf(p), func(u []string) bool { return len(u) > 0 }) {
+			t.Errorf("plan %v: bound %v, unknown %q; want a point with nothing unknown", p.Chain, p.Bound, unknownOf(p))
+		}
+	}
+	if hasReason(r.Best.Reasons, "rests on") || hasReason(r.Best.Reasons, "upper bound") {
+		t.Errorf("reasons %q speak of unknowns", r.Best.Reasons)
+	}
+}
+
+// TestUnknownCapacityIsABound: nothing declared, nothing learnt: every
+// segment's capacity is unknown, the prediction is an upper bound, and the
+// pick says what it needs of each segment to beat direct.
+func TestUnknownCapacityIsABound(t *testing.T) {
+	m := knownMatrix()
+	for i := range m.Nodes {
+		m.Nodes[i].LimitBps = 0
+	}
+	r := mustSearch(t, m, Request{})
+	if !slices.Equal(r.Best.Chain, []string{"r1"}) {
+		t.Fatalf("best %v, want [r1]", r.Best.Chain)
+	}
+	want := [][]string{{UnknownCapacity}, {UnknownCapacity}}
+	if got := unknownOf(r.Best); !r.Best.Bound || !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("bound %v, unknown %q; want a bound with %q", r.Best.Bound, got, want)
+	}
+	if !r.Direct.Bound {
+		t.Errorf("direct with its capacity unknown is not a bound")
+	}
+	// Direct is the client's 256 KiB window over 50 ms: 41.9 Mbit/s; the
+	// chain must carry 10 % more, before one relay's 2 % overhead.
+	need := fmtBps(r.Direct.PredictedBps * 1.1 / 0.98)
+	if !hasReason(r.Best.Reasons, "the pick rests on what is not known", "client→r1, r1→srv each carry at least "+need) {
+		t.Errorf("no reason naming the bar %s in %q", need, r.Best.Reasons)
+	}
+	if !hasReason(r.Best.Reasons, "an upper bound", "the capacity of client→r1, r1→srv") {
+		t.Errorf("no upper-bound reason in %q", r.Best.Reasons)
+	}
+	if out := Explain(r); !strings.Contains(out, "predicted ≤ ") {
+		t.Errorf("Explain does not say ≤:\n%s", out)
+	}
+
+	// A rate learnt for the sender makes that segment's capacity known:
+	// r1's sends to the client (a download's first segment).
+	m.Pairs[0].BSendBps = 80e6
+	r = mustSearch(t, m, Request{})
+	if got := r.Best.Segments[0].Unknown; slices.Contains(got, UnknownCapacity) {
+		t.Errorf("client→r1 with r1's rate learnt: unknown %q", got)
+	}
+	if got := r.Best.Segments[1].Unknown; !slices.Contains(got, UnknownCapacity) {
+		t.Errorf("r1→srv, nothing learnt: unknown %q, want capacity", got)
+	}
+}
+
+// TestUnknownDestinationWindow: on an upload the destination receives the
+// last segment; its window unknown, the plan is a bound and says so. On a
+// download the destination's window does not count.
+func TestUnknownDestinationWindow(t *testing.T) {
+	m := knownMatrix()
+	m.Nodes[2].WindowBytes = 0
+	up := mustSearch(t, m, Request{Direction: Up})
+	last := up.Best.Segments[len(up.Best.Segments)-1]
+	if last.Receiver != "srv" || !last.WindowAssumed || !slices.Equal(last.Unknown, []string{UnknownWindow}) || !up.Best.Bound {
+		t.Fatalf("upload's last segment: receiver %s, assumed %v, unknown %q, bound %v; want srv's window unknown and a bound",
+			last.Receiver, last.WindowAssumed, last.Unknown, up.Best.Bound)
+	}
+	if !hasReason(up.Best.Reasons, "window unknown, assumed 3 MiB: srv") {
+		t.Errorf("reasons %q do not say srv's window is assumed", up.Best.Reasons)
+	}
+	if up.Direct.Segments[0].Receiver != "srv" || !up.Direct.Bound {
+		t.Errorf("direct upload: receiver %s, bound %v; want srv and a bound", up.Direct.Segments[0].Receiver, up.Direct.Bound)
+	}
+	down := mustSearch(t, m, Request{})
+	if down.Best.Bound || down.Direct.Bound {
+		t.Errorf("download: bound %v (best), %v (direct); the destination's window does not count", down.Best.Bound, down.Direct.Bound)
+	}
+}
+
+// TestUnknownLoss: a 0 from the probes alone is unknown for a loss-based
+// sender, not for a BBR one (the loss probes miss does not bind it); a
+// loss learnt from traffic, even 0, is known.
+func TestUnknownLoss(t *testing.T) {
+	m := knownMatrix()
+	m.Pairs[1].LossSource = "" // r1–srv: probes only
+	r := mustSearch(t, m, Request{})
+	seg := r.Best.Segments[1]
+	if !slices.Equal(seg.Unknown, []string{UnknownLoss}) || !r.Best.Bound {
+		t.Fatalf("r1→srv, loss from probes: unknown %q, bound %v; want loss and a bound", seg.Unknown, r.Best.Bound)
+	}
+	if !hasReason(r.Best.Reasons, "the loss of r1→srv") {
+		t.Errorf("reasons %q do not name r1→srv's loss", r.Best.Reasons)
+	}
+	// The download's sender on r1→srv is srv.
+	m.Nodes[2].CongestionControl = "bbr"
+	if r := mustSearch(t, m, Request{}); len(r.Best.Segments[1].Unknown) > 0 || r.Best.Bound {
+		t.Errorf("BBR sender: unknown %q, bound %v; want nothing unknown", r.Best.Segments[1].Unknown, r.Best.Bound)
+	}
+	m.Nodes[2].CongestionControl = ""
+	m.Pairs[1].Loss = 0.02 // the probes saw loss: a measurement, however coarse
+	if r := mustSearch(t, m, Request{}); slices.Contains(r.Alternatives[0].Segments[1].Unknown, UnknownLoss) {
+		t.Errorf("loss 2 %% from probes: unknown %q", r.Alternatives[0].Segments[1].Unknown)
+	}
+}
+
+// TestAwaiting: relays usable but no chain connects: direct, for want of
+// measurements, and the result says which.
+func TestAwaiting(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{{Name: "client"}, {Name: "a", Relay: true}, {Name: "b", Relay: true}, {Name: "srv"}},
+		Pairs: []Pair{{A: "client", B: "srv", RTTMs: 100}},
+	}
+	r := mustSearch(t, m, Request{})
+	if want := []string{"no RTT from client to any of the 2 relays", "no relay's RTT to srv"}; !slices.Equal(r.Awaiting, want) {
+		t.Fatalf("awaiting %q, want %q", r.Awaiting, want)
+	}
+	if !hasReason(r.Best.Reasons, "direct wins: no chain", "waiting for measurements: no RTT from client") {
+		t.Errorf("reasons %q", r.Best.Reasons)
+	}
+	// The client reaches a, b reaches srv, nothing between them.
+	m.Pairs = append(m.Pairs, Pair{A: "client", B: "a", RTTMs: 20}, Pair{A: "b", B: "srv", RTTMs: 20})
+	r = mustSearch(t, m, Request{})
+	if len(r.Awaiting) != 1 || !strings.Contains(r.Awaiting[0], "no relay-to-relay RTT") {
+		t.Fatalf("awaiting %q, want the relay-to-relay RTT", r.Awaiting)
+	}
+	m.Pairs = append(m.Pairs, Pair{A: "a", B: "b", RTTMs: 40})
+	if r := mustSearch(t, m, Request{}); len(r.Awaiting) > 0 || len(r.Best.Chain) == 0 {
+		t.Errorf("every pair measured: awaiting %q, best %v", r.Awaiting, r.Best.Chain)
+	}
+	// A chain that loses on its merits awaits nothing.
+	m.Pairs = []Pair{{A: "client", B: "srv", RTTMs: 10}, {A: "client", B: "a", RTTMs: 20}, {A: "a", B: "srv", RTTMs: 20}}
+	if r := mustSearch(t, m, Request{}); len(r.Awaiting) > 0 || len(r.Best.Chain) > 0 {
+		t.Errorf("a detour: awaiting %q, best %v; want direct on its merits", r.Awaiting, r.Best.Chain)
+	}
+}
