@@ -81,7 +81,7 @@ func (d *dataLoss) estimate(peer string, now time.Time) (loss float64, ok bool) 
 func (d *dataLoss) withLoss(pairs []registry.Pair, now time.Time) []registry.Pair {
 	for i := range pairs {
 		if loss, ok := d.estimate(pairs[i].To, now); ok && pairs[i].Loss < 1 {
-			pairs[i].Loss = loss
+			pairs[i].Loss, pairs[i].LossLearnt = loss, true
 		}
 	}
 	return pairs

@@ -38,6 +38,9 @@ func TestDataLossEstimate(t *testing.T) {
 	if pairs[0].Loss != loss || pairs[1].Loss != 0.2 || pairs[2].Loss != 1 {
 		t.Fatalf("published %+v", pairs)
 	}
+	if !pairs[0].LossLearnt || pairs[1].LossLearnt || pairs[2].LossLearnt {
+		t.Fatalf("published %+v: want only r2's loss marked learnt", pairs)
+	}
 	if _, ok := d.estimate("r2", now.Add(lossWindow+time.Second)); ok {
 		t.Fatal("an estimate from tunnels older than the window")
 	}

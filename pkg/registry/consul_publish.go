@@ -30,7 +30,7 @@ func material(old, fresh []Pair) bool {
 	}
 	for _, p := range fresh {
 		o, ok := byTo[p.To]
-		if !ok || o.Answering() != p.Answering() || math.Abs(o.Loss-p.Loss) >= 0.05 || p.Samples >= 2*o.Samples {
+		if !ok || o.Answering() != p.Answering() || math.Abs(o.Loss-p.Loss) >= 0.05 || o.LossLearnt != p.LossLearnt || p.Samples >= 2*o.Samples {
 			return true
 		}
 		if math.Abs(o.RTTMs-p.RTTMs) > math.Max(0.5, 0.1*o.RTTMs) {

@@ -44,16 +44,21 @@ type Relay struct {
 // Pair is one relay's measurement of the RTT to another, summarised over
 // its probe window. RTTMs is the median.
 type Pair struct {
-	From      string  `json:"from"`
-	To        string  `json:"to"`
-	RTTMs     float64 `json:"rtt_ms"`
-	MinMs     float64 `json:"min_ms"`
-	P90Ms     float64 `json:"p90_ms"`
-	JitterMs  float64 `json:"jitter_ms"`
-	Loss      float64 `json:"loss"`
-	Samples   int     `json:"samples"`
-	LastError string  `json:"last_error,omitempty"` // why the newest probe got no answer
-	Estimated bool    `json:"estimated"`            // a prior (Consul coordinates), not probed
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	RTTMs    float64 `json:"rtt_ms"`
+	MinMs    float64 `json:"min_ms"`
+	P90Ms    float64 `json:"p90_ms"`
+	JitterMs float64 `json:"jitter_ms"`
+	Loss     float64 `json:"loss"`
+	// LossLearnt says Loss is the share of what From's tunnels sent To
+	// that went again (TCP retransmissions, learnt from traffic in the
+	// last 10 minutes), not the probes' unanswered share, which random
+	// loss below a few per cent barely moves.
+	LossLearnt bool   `json:"loss_learnt,omitempty"`
+	Samples    int    `json:"samples"`
+	LastError  string `json:"last_error,omitempty"` // why the newest probe got no answer
+	Estimated  bool   `json:"estimated"`            // a prior (Consul coordinates), not probed
 	// SendBps is the best rate From's tunnels to To sustained while the
 	// path held them back, bits/s, learnt from traffic in the last 10
 	// minutes; 0 = none learnt.

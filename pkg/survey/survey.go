@@ -404,11 +404,18 @@ func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
 // does not believe (own: the witnesses' measurements) becomes its floor,
 // estimated, and a note says so. The loss is the higher of the two ends'
 // measured ones: each learns what it sent (relays learn loss from their
-// tunnels), and one that sent nothing reports none.
+// tunnels), and one that sent nothing reports only its probes'; the pair
+// says whether the loss it keeps was learnt from traffic.
 func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map[[2]string]float64, now time.Time) ([]planner.Pair, []string) {
 	type key [2]string
 	best := map[key]registry.Pair{}
-	worstLoss := map[key]float64{}
+	// worst[k] is the higher of the two ends' measured losses, and
+	// whether it was learnt from traffic (a tie goes to the learnt one).
+	type loss struct {
+		frac   float64
+		learnt bool
+	}
+	worst := map[key]loss{}
 	// sends[{from, to}] is the rate from's tunnels to to were learnt to
 	// sustain: only from learns it.
 	sends := map[key]registry.Pair{}
@@ -442,8 +449,8 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		if !ok || (old.Estimated && !p.Estimated) || (old.Estimated == p.Estimated && p.UpdatedAt.After(old.UpdatedAt)) {
 			best[k] = p
 		}
-		if !p.Estimated && p.Loss < 1 {
-			worstLoss[k] = max(worstLoss[k], p.Loss)
+		if w := worst[k]; !p.Estimated && p.Loss < 1 && (p.Loss > w.frac || p.Loss == w.frac && p.LossLearnt) {
+			worst[k] = loss{p.Loss, p.LossLearnt}
 		}
 		if p.SendBps > 0 && !math.IsInf(p.SendBps, 0) {
 			sends[key{p.From, p.To}] = p
@@ -451,11 +458,15 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 	}
 	out := make([]planner.Pair, 0, len(best))
 	for k, p := range best {
-		loss := p.Loss
-		if loss < 1 {
-			loss = max(loss, worstLoss[k])
+		l := loss{p.Loss, p.LossLearnt}
+		if w := worst[k]; l.frac < 1 && (w.frac > l.frac || w.frac == l.frac && w.learnt) {
+			l = w
 		}
-		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(loss, 0), 1),
+		src := ""
+		if l.learnt {
+			src = planner.LearntFromTunnels
+		}
+		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(l.frac, 0), 1), LossSource: src,
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0),
 			ASendBps: sends[k].SendBps, BSendBps: sends[key{k[1], k[0]}].SendBps})
 		if a := sends[k]; a.SendBps > 0 {

@@ -40,7 +40,7 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	pairs := []registry.Pair{
 		// a learnt 2 % loss from what it sent to b; b sent nothing to a.
 		// b's tunnels to a sustained 40 Mbit/s.
-		{From: "a", To: "b", RTTMs: 10, Samples: 5, Loss: 0.02, UpdatedAt: now.Add(-30 * time.Second)},
+		{From: "a", To: "b", RTTMs: 10, Samples: 5, Loss: 0.02, LossLearnt: true, UpdatedAt: now.Add(-30 * time.Second)},
 		{From: "b", To: "a", RTTMs: 11, Samples: 5, SendBps: 40e6, SendAt: now.Add(-time.Minute), UpdatedAt: now.Add(-2 * time.Second)},
 		{From: "a", To: "c", RTTMs: 20, Samples: 5, Loss: 1, UpdatedAt: now},               // no answer: unusable
 		{From: "c", To: "b", RTTMs: 30, Estimated: true, UpdatedAt: now.Add(-time.Minute)}, // a prior: used, marked
@@ -55,6 +55,9 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	}
 	if got[0].A != "a" || got[0].B != "b" || got[0].RTTMs != 11 || got[0].AgeSec != 2 || got[0].Loss != 0.02 {
 		t.Fatalf("a-b: %+v, want b's newer 11 ms, 2 s old, and a's 2 %% loss", got[0])
+	}
+	if got[0].LossSource != planner.LearntFromTunnels || got[1].LossSource != "" {
+		t.Fatalf("loss sources %q, %q: want a-b's learnt from tunnels, b-c's from probes", got[0].LossSource, got[1].LossSource)
 	}
 	if got[0].BSendBps != 40e6 || got[0].BSendAgeSec != 60 || got[0].ASendBps != 0 {
 		t.Fatalf("a-b: %+v, want b's learnt 40 Mbit/s to a, a minute old, and none from a", got[0])
