@@ -39,6 +39,11 @@ type benchJSON struct {
 		UpBps         float64 `json:"up_bps"`
 		DirectDownBps float64 `json:"direct_down_bps"`
 		DirectUpBps   float64 `json:"direct_up_bps"`
+		// Bound and DirectBound say the chain's and direct's predictions
+		// are upper bounds (planner.Plan.Bound): they rest on what nobody
+		// measured, learnt or declared.
+		Bound       bool `json:"bound,omitempty"`
+		DirectBound bool `json:"direct_bound,omitempty"`
 	} `json:"predicted"`
 	SpeedupDown float64 `json:"speedup_down,omitempty"`
 	SpeedupUp   float64 `json:"speedup_up,omitempty"`
@@ -275,6 +280,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 			b := p.Result.Best
 			out.Predicted.DownBps, out.Predicted.UpBps = b.PredictedDownBps, b.PredictedUpBps
 			out.Predicted.DirectDownBps, out.Predicted.DirectUpBps = p.Result.Direct.PredictedDownBps, p.Result.Direct.PredictedUpBps
+			out.Predicted.Bound, out.Predicted.DirectBound = b.Bound, p.Result.Direct.Bound
 
 			if via != "plan" {
 				var d net.Dialer
@@ -391,9 +397,13 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-8s %12s %16s %16s %16s %16s %16s %16s\n", "path", "ttfb", "download", "steady", "predicted", "upload", "steady", "predicted")
-	row := func(name string, r *pathbench.Result, pd, pu float64) {
+	row := func(name string, r *pathbench.Result, pd, pu float64, bound bool) {
 		if r == nil {
 			return
+		}
+		predicted := mbit
+		if bound {
+			predicted = func(bps float64) string { return "≤ " + mbit(bps) }
 		}
 		down, downSteady, up, upSteady := "-", "-", "-", "-"
 		if len(r.DownStreams) > 0 {
@@ -402,10 +412,10 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		if len(r.UpStreams) > 0 {
 			up, upSteady = mbit(r.UpBps), mbit(r.UpSteadyBps)
 		}
-		fmt.Fprintf(w, "%-8s %9.1f ms %16s %16s %16s %16s %16s %16s\n", name, r.TTFBMs, down, downSteady, mbit(pd), up, upSteady, mbit(pu))
+		fmt.Fprintf(w, "%-8s %9.1f ms %16s %16s %16s %16s %16s %16s\n", name, r.TTFBMs, down, downSteady, predicted(pd), up, upSteady, predicted(pu))
 	}
-	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps)
-	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps)
+	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps, out.Predicted.DirectBound)
+	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps, out.Predicted.Bound)
 	if out.SpeedupDown > 0 {
 		fmt.Fprintf(w, "\nspeed-up over direct: download %.2f×\n", out.SpeedupDown)
 	}
@@ -413,6 +423,9 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		fmt.Fprintf(w, "speed-up over direct: upload %.2f×\n", out.SpeedupUp)
 	}
 	fmt.Fprintf(w, "(steady: the rate over the second half of the transfer's time, after slow start's ramp; the prediction is of that)\n")
+	if out.Predicted.Bound || out.Predicted.DirectBound {
+		fmt.Fprintf(w, "(≤: an upper bound, resting on a capacity, loss or window nobody has measured; relayctl plan says which)\n")
+	}
 	if len(out.Modelled) > 0 {
 		fmt.Fprintf(w, "\ntime per stream, measured against the model (setup %s, slow start over the slowest segment to ramp, then the predicted rate):\n", benchSetup)
 		for _, m := range out.Modelled {

@@ -81,6 +81,10 @@ With --dst, it plans the path to --dst (as relayctl plan does) and sends
 every connection, whatever its destination, through that chain. It plans
 again every --replan (from the last plan, as above).
 
+A plan that goes direct only because the fleet has not measured itself yet
+(no relay's RTT to the destination, none from this host, none between the
+relays) says so and is made again every ` + planroute.AwaitingReplanEvery.String() + ` until the measurements arrive.
+
 Both modes plan again within seconds when a tunnel fails at a relay; new
 connections take the new chain, live ones stay on theirs. A relay
 that could not be reached (or, after a tunnel stalled 2 s, fails a check of
@@ -169,8 +173,13 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			if err := srv.Start(); err != nil {
 				return err
 			}
+			via := orDirect(r.Chain())
+			if w := r.Awaiting(); len(w) > 0 {
+				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again every %v until they arrive",
+					strings.Join(w, "; "), planroute.AwaitingReplanEvery)
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> %s via %s\n",
-				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), f.dst, orDirect(r.Chain()))
+				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), f.dst, via)
 			go r.Run(ctx)
 			<-ctx.Done()
 			srv.Shutdown(cfg.Limits.ShutdownGrace)

@@ -348,20 +348,22 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 // planJSON is `relayctl plan -o json`: the best plan's fields at the top
 // level (what scripts read), the rest beside them.
 type planJSON struct {
-	Client             string            `json:"client"`
-	Destination        string            `json:"destination"`
-	Target             string            `json:"target,omitempty"` // host:port measured against
-	Direction          planner.Direction `json:"direction"`
-	Chain              []string          `json:"chain"`
-	Hops               []hopJSON         `json:"hops"`
-	Segments           []planner.Segment `json:"segments"`
-	Bottleneck         int               `json:"bottleneck"`
-	PredictedBps       float64           `json:"predicted_bps"`
-	PredictedDownBps   float64           `json:"predicted_down_bps"`
-	PredictedUpBps     float64           `json:"predicted_up_bps"`
-	DirectPredictedBps float64           `json:"direct_predicted_bps"`
-	Speedup            float64           `json:"speedup"`
-	TotalRTTMs         float64           `json:"total_rtt_ms"`
+	Client           string            `json:"client"`
+	Destination      string            `json:"destination"`
+	Target           string            `json:"target,omitempty"` // host:port measured against
+	Direction        planner.Direction `json:"direction"`
+	Chain            []string          `json:"chain"`
+	Hops             []hopJSON         `json:"hops"`
+	Segments         []planner.Segment `json:"segments"`
+	Bottleneck       int               `json:"bottleneck"`
+	PredictedBps     float64           `json:"predicted_bps"`
+	PredictedDownBps float64           `json:"predicted_down_bps"`
+	PredictedUpBps   float64           `json:"predicted_up_bps"`
+	// Bound says the predictions are upper bounds (planner.Plan.Bound).
+	Bound              bool    `json:"bound"`
+	DirectPredictedBps float64 `json:"direct_predicted_bps"`
+	Speedup            float64 `json:"speedup"`
+	TotalRTTMs         float64 `json:"total_rtt_ms"`
 	// With --size: the size, the best plan's completion time and its parts,
 	// and from which size the fastest chain by steady rate beats direct.
 	SizeBytes    int64              `json:"size_bytes,omitempty"`
@@ -371,6 +373,9 @@ type planJSON struct {
 	Direct       planner.Plan       `json:"direct"`
 	Alternatives []planner.Plan     `json:"alternatives"`
 	Notes        []string           `json:"notes"`
+	// Awaiting is planner.Result.Awaiting: direct for want of these
+	// measurements.
+	Awaiting []string `json:"awaiting,omitempty"`
 	// WindowProbes are the receive-window probes (--window-probe).
 	WindowProbes []windowProbe `json:"window_probes,omitempty"`
 }
@@ -387,11 +392,11 @@ func (p *planned) json() planJSON {
 	out := planJSON{
 		Client: p.Result.Client, Destination: p.Result.Destination, Target: p.Target.Addr, Direction: p.Result.Direction,
 		Chain: b.Chain, Segments: b.Segments, Bottleneck: b.Bottleneck,
-		PredictedBps: b.PredictedBps, PredictedDownBps: b.PredictedDownBps, PredictedUpBps: b.PredictedUpBps,
+		PredictedBps: b.PredictedBps, PredictedDownBps: b.PredictedDownBps, PredictedUpBps: b.PredictedUpBps, Bound: b.Bound,
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
 		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
-		WindowProbes: p.Windows,
+		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting,
 	}
 	if out.Chain == nil {
 		out.Chain = []string{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,8 +115,11 @@ type keyEntry struct {
 	err  error          // the last survey's error while res is nil
 	at   time.Time      // when the last survey ended; zero before one
 	due  bool           // a relay went down or came back: survey again
-	run  *surveyRun     // the survey queued or running; nil when none
-	told bool           // "no plan yet" logged for this key
+	// retryAt, when set, is when the key is surveyed again sooner than
+	// TTL: its plan went direct for want of measurements.
+	retryAt time.Time
+	run     *surveyRun // the survey queued or running; nil when none
+	told    bool       // "no plan yet" logged for this key
 }
 
 // surveyRun is one survey of a key, queued for a slot or running.
@@ -180,7 +184,7 @@ func (r *PerDestination) Keys() int {
 func (r *PerDestination) survey(ctx context.Context, key, dst string) (res *survey.Result, first bool, err error) {
 	r.mu.Lock()
 	e := r.entry(key)
-	if e.run == nil && (e.at.IsZero() || e.due || time.Since(e.at) > r.pc.TTL) {
+	if e.run == nil && (e.at.IsZero() || e.due || time.Since(e.at) > r.pc.TTL || !e.retryAt.IsZero() && time.Now().After(e.retryAt)) {
 		r.start(e, dst)
 	}
 	run := e.run
@@ -246,7 +250,7 @@ func (r *PerDestination) drop(e *keyEntry) {
 func (r *PerDestination) start(e *keyEntry, dst string) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	run := &surveyRun{dst: dst, done: make(chan struct{}), cancel: cancel}
-	e.run, e.due = run, false
+	e.run, e.due, e.retryAt = run, false, time.Time{}
 	r.spawn(func() { r.run(ctx, e, run) })
 }
 
@@ -341,6 +345,11 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 		return nil, false, err
 	}
 	b := res.Best
+	if len(res.Awaiting) > 0 {
+		r.retrySoon(key)
+		return nil, false, fmt.Errorf("waiting for measurements (%s): surveying %s again within %v",
+			strings.Join(res.Awaiting, "; "), key, AwaitingReplanEvery)
+	}
 	if len(b.Chain) == 0 || b.Chain[0] != survey.ClientNode {
 		return nil, false, errors.New("no chain from this host to " + dst)
 	}
@@ -358,6 +367,16 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 	}
 	r.logPlan(key, names, false, fields...)
 	return ch, false, nil
+}
+
+// retrySoon has key surveyed again AwaitingReplanEvery after its last
+// survey, unless a survey is already due sooner.
+func (r *PerDestination) retrySoon(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.keys[key]; e != nil && e.retryAt.IsZero() && e.run == nil {
+		e.retryAt = e.at.Add(AwaitingReplanEvery)
+	}
 }
 
 // matrix is sr's matrix with this relay (the survey's client node) made a

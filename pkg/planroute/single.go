@@ -21,6 +21,12 @@ const ReplanAfterFailureMin = 5 * time.Second
 // replanTimeout bounds one re-plan (a survey of the whole fleet).
 const replanTimeout = 60 * time.Second
 
+// AwaitingReplanEvery is how soon a plan that went direct for want of
+// measurements (planner.Result.Awaiting: a fleet that has not measured
+// itself yet) is made again, whatever the re-plan interval: relays publish
+// their first measurements within seconds of starting.
+const AwaitingReplanEvery = 5 * time.Second
+
 // Plan is one plan of a Single with what applying it needs.
 type Plan struct {
 	// Result is the planner's answer; Best.Chain names the relays after
@@ -46,18 +52,21 @@ type Single struct {
 	core
 	plan  PlanFunc
 	every time.Duration
+	// awaitEvery is AwaitingReplanEvery (shorter in tests).
+	awaitEvery time.Duration
 
 	mu       sync.Mutex
 	cur      *chain.Chain
 	names    []string
 	kick     chan struct{} // buffered 1: a re-plan is due
 	lastKick time.Time
+	awaiting []string // the current plan's Result.Awaiting
 }
 
 // NewSingle makes a Single that plans with plan every interval once Run
 // runs. Apply the first plan before routing by it.
 func NewSingle(cfg Config, every time.Duration, plan PlanFunc) *Single {
-	r := &Single{plan: plan, every: every, kick: make(chan struct{}, 1)}
+	r := &Single{plan: plan, every: every, awaitEvery: AwaitingReplanEvery, kick: make(chan struct{}, 1)}
 	r.init(cfg, func() { r.replanSoon(nil, true) })
 	return r
 }
@@ -74,6 +83,14 @@ func (r *Single) Chain() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.names)
+}
+
+// Awaiting is what the current plan waits for (planner.Result.Awaiting):
+// empty unless it went direct for want of measurements.
+func (r *Single) Awaiting() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.awaiting)
 }
 
 // Failed reads a tunnel that failed on ch (relay.FailureObserver): a relay
@@ -132,19 +149,38 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 	}
 	r.mu.Lock()
 	r.cur, r.names = ch, b.Chain
+	wasAwaiting := len(r.awaiting) > 0
+	r.awaiting = p.Result.Awaiting
 	r.mu.Unlock()
-	r.logPlan(p.Result.Destination, b.Chain, logAll, zap.String("dst", p.Result.Destination),
+	fields := []zap.Field{zap.String("dst", p.Result.Destination),
 		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
-		zap.Strings("down", down))
+		zap.Strings("down", down)}
+	if len(p.Result.Awaiting) > 0 {
+		if !wasAwaiting || logAll {
+			r.log.Info("direct: waiting for measurements; planning again soon", append(fields,
+				zap.Strings("awaiting", p.Result.Awaiting), zap.Duration("every", r.awaitEvery))...)
+		}
+		return nil
+	}
+	r.logPlan(p.Result.Destination, b.Chain, logAll || wasAwaiting, fields...)
 	return nil
 }
 
-// Run checks the relays that are down and plans again every interval and
-// when a re-plan is due, until ctx ends. A failed re-plan keeps the
-// current chain.
+// next is how long Run waits before the next plan.
+func (r *Single) next() time.Duration {
+	if len(r.Awaiting()) > 0 {
+		return min(r.every, r.awaitEvery)
+	}
+	return r.every
+}
+
+// Run checks the relays that are down and plans again every interval
+// (every AwaitingReplanEvery while the plan awaits measurements) and when a
+// re-plan is due, until ctx ends. A failed re-plan keeps the current
+// chain.
 func (r *Single) Run(ctx context.Context) {
 	r.spawn(func() { r.watch.Run(ctx) })
-	t := time.NewTicker(r.every)
+	t := time.NewTimer(r.next())
 	defer t.Stop()
 	for {
 		kicked := false
@@ -161,5 +197,6 @@ func (r *Single) Run(ctx context.Context) {
 			r.log.Warn("re-plan failed; keeping the current chain", zap.Error(err))
 		}
 		cancel()
+		t.Reset(r.next())
 	}
 }

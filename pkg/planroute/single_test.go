@@ -192,3 +192,51 @@ func TestSingleKeepsChainWhenAPlanFails(t *testing.T) {
 		t.Fatalf("plans logged %q", got)
 	}
 }
+
+// A plan that went direct for want of measurements is made again within
+// the awaiting interval, however long the re-plan interval; once the
+// measurements are in, the chain is taken and the interval is the usual.
+func TestSingleReplansSoonWhileAwaiting(t *testing.T) {
+	log, obs := logs()
+	var mu sync.Mutex
+	calls := 0
+	plan := func(context.Context, []string) (*Plan, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		res := &planner.Result{Destination: "tokyo", Best: planner.Plan{Chain: []string{}}, Awaiting: []string{"no relay's RTT to tokyo"}}
+		if calls >= 3 {
+			res = &planner.Result{Destination: "tokyo", Best: planner.Plan{Chain: []string{"a"}, PredictedBps: 8e6, Speedup: 2}}
+		}
+		return &Plan{Result: res, Relays: relaysOf("a", "b"), FromHere: []string{"a", "b"}}, nil
+	}
+	r := NewSingle(Config{Build: buildHops, Check: (&checker{up: map[string]bool{}}).check, CheckEvery: time.Hour, SlowDial: time.Hour, Log: log},
+		time.Hour, plan)
+	r.awaitEvery = 10 * time.Millisecond
+	if err := r.Apply(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Awaiting(); len(got) != 1 || len(r.Chain()) != 0 {
+		t.Fatalf("awaiting %q, chain %v: want direct, awaiting", got, r.Chain())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; r.Wait() }()
+	eventually(t, "the chain once measurements arrived", func() bool { return fmt.Sprint(r.Chain()) == "[a]" })
+	if len(r.Awaiting()) != 0 {
+		t.Fatalf("awaiting %q after the chain was planned", r.Awaiting())
+	}
+	if n := obs.FilterMessage("direct: waiting for measurements; planning again soon").Len(); n != 1 {
+		t.Errorf("%d waiting lines, want 1 (logged when the wait starts)", n)
+	}
+	if n := obs.FilterMessage("plan").Len(); n != 1 {
+		t.Errorf("%d plan lines, want 1 (the chain)", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 3 {
+		t.Errorf("%d plans, want 3: no re-plan within the hour once the chain is planned", calls)
+	}
+}
