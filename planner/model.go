@@ -217,6 +217,12 @@ type Request struct {
 	// predicted completion time for this many bytes, which counts the
 	// setup round trips and slow start (see the package documentation).
 	SizeBytes int64 `json:"size_bytes,omitempty"`
+	// Measured are timed transfers over some of the paths (relayctl
+	// bench's history): a plan over a measured path predicts the lower of
+	// the model's rate and the measured one, and a measured chain that
+	// beats direct is not displaced by an untried one whose prediction is
+	// a bound. Not used with SizeBytes.
+	Measured []Measurement `json:"measured,omitempty"`
 }
 
 // Constraints limit which chains the search considers and when one wins.
@@ -372,6 +378,9 @@ func (req Request) withDefaults() (Request, error) {
 	if m.LinkFramingBytes < 0 || m.LinkFramingBytes >= m.MSSBytes {
 		return req, fmt.Errorf("model.link_framing_bytes %d: want bytes from 0 to below the MSS (%d)", m.LinkFramingBytes, m.MSSBytes)
 	}
+	if err := checkMeasured(req.Measured); err != nil {
+		return req, err
+	}
 	if req.SizeBytes < 0 {
 		return req, fmt.Errorf("size_bytes %d: want bytes >= 0 (0 = unknown: rank by steady rate)", req.SizeBytes)
 	}
@@ -467,6 +476,10 @@ type Plan struct {
 	// prediction is unknown or zero.
 	Speedup    float64 `json:"speedup"`
 	TotalRTTMs float64 `json:"total_rtt_ms"` // sum of segment RTTs, milliseconds
+	// Measured are the timed transfers over this plan's path that its
+	// predictions took into account (Request.Measured); none when its
+	// path was not measured.
+	Measured []Measurement `json:"measured,omitempty"`
 	// Transfer is the predicted completion of a transfer of
 	// Request.SizeBytes over this plan; nil without a size, or when the
 	// plan moves nothing (no segments, or a rate of 0).

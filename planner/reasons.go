@@ -107,6 +107,9 @@ func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate)
 	if !chainWins {
 		return "lost to direct: " + s.versusDirect(c, direct)
 	}
+	if s.keptOver != nil && slices.Equal(c.chain, s.keptOver) {
+		return s.keptLost(c, best)
+	}
 	if s.sized() {
 		return s.lossReasonSized(c, best)
 	}
@@ -165,7 +168,7 @@ func (s *search) describe(p Plan) []string {
 				each = " each"
 			}
 			out = append(out, fmt.Sprintf("%d relay%s at %s overhead%s: %s × %.3f = %s predicted",
-				k, plural(k), fmtPct(f), each, fmtBps(b.RateBps), s.factor[k], fmtBps(p.PredictedBps)))
+				k, plural(k), fmtPct(f), each, fmtBps(b.RateBps), s.factor[k], fmtBps(b.RateBps*s.factor[k])))
 		}
 		if b.LimitedBy != limitedBySendWindow {
 			// Where a send window is the bottleneck, the receive
@@ -190,7 +193,7 @@ func (s *search) describe(p Plan) []string {
 		out = append(out, fmt.Sprintf("window unknown, assumed %s: %s",
 			fmtBytes(s.req.Model.DefaultWindowBytes), strings.Join(assumed, ", ")))
 	}
-	if why := boundReason(p); why != "" {
+	if why := boundReason(p); why != "" && p.Bound {
 		out = append(out, why)
 	}
 	for _, seg := range p.Segments {

@@ -88,6 +88,12 @@ type search struct {
 	// With a size only (see restBounds): bounds on the rest of a chain.
 	restMs, restBps [][]float64
 	minLastMs       float64
+
+	// measured indexes Request.Measured (nil: none, or ranking by size).
+	measured map[measuredKey]Measurement
+	// keptOver is the untried chain a measured one was kept ahead of
+	// (keepMeasured); nil when none was.
+	keptOver []int32
 }
 
 // candidate is a chain found by the search, in dense indices.
@@ -168,6 +174,7 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 	for k := 1; k <= hops; k++ {
 		s.factor[k] = s.factor[k-1] * (1 - req.Model.RelayOverhead)
 	}
+	s.indexMeasured()
 	return s, nil
 }
 
@@ -600,9 +607,18 @@ func (s *search) result() *Result {
 				}
 			}
 		}
-		slices.SortFunc(chains, s.compare)
-		s.preferFewer(chains)
 	}
+	if s.measured != nil {
+		s.measuredCap(chains)
+		if directKnown {
+			d := []candidate{direct}
+			s.measuredCap(d)
+			direct = d[0]
+		}
+	}
+	slices.SortFunc(chains, s.compare)
+	s.preferFewer(chains)
+	s.keepMeasured(chains, direct, directKnown)
 
 	res.Direct = s.plan(direct, direct, directKnown)
 	chainWins := false
@@ -614,6 +630,9 @@ func (s *search) result() *Result {
 	if chainWins {
 		res.Best = s.plan(top, direct, directKnown)
 		res.Best.Reasons = slices.Insert(res.Best.Reasons, 0, s.winReason(top, direct, directKnown))
+		if s.keptOver != nil {
+			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, s.keptReason(top))
+		}
 		if why := s.restsOn(res.Best, direct, directKnown); why != "" {
 			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, why)
 		}
@@ -690,6 +709,8 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 	}
 	f := s.factor[len(c.chain)]
 	p.PredictedBps, p.PredictedDownBps, p.PredictedUpBps = minRate*f, minDown*f, minUp*f
+	modelBps := p.PredictedBps
+	s.applyMeasured(&p, c.chain)
 	if p.DirectPredictedBps > 0 {
 		p.Speedup = p.PredictedBps / p.DirectPredictedBps
 	}
@@ -701,6 +722,9 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 		p.Transfer = &t
 	}
 	p.Reasons = s.describe(p)
+	if why := measuredReason(p, modelBps); why != "" {
+		p.Reasons = append(p.Reasons, why)
+	}
 	return p
 }
 

@@ -167,3 +167,82 @@ func TestAwaiting(t *testing.T) {
 		t.Errorf("a detour: awaiting %q, best %v; want direct on its merits", r.Awaiting, r.Best.Chain)
 	}
 }
+
+// TestMeasuredPath: a timed transfer over a plan's path lowers its
+// prediction to what it moved, and makes it a point; a download's
+// measurement says nothing of an upload.
+func TestMeasuredPath(t *testing.T) {
+	m := knownMatrix()
+	for i := range m.Nodes {
+		m.Nodes[i].LimitBps = 0
+	}
+	req := Request{Measured: []Measurement{
+		{Chain: []string{"r1"}, Direction: Down, SteadyBps: 30e6, AgeSec: 60},
+		{Chain: []string{"r1"}, Direction: Down, SteadyBps: 20e6, AgeSec: 600}, // older: not used
+		{Chain: []string{}, Direction: Down, SteadyBps: 35e6, AgeSec: 30},
+	}}
+	r := mustSearch(t, m, req)
+	if len(r.Best.Chain) != 0 || r.Best.PredictedBps != 35e6 || r.Best.Bound {
+		t.Fatalf("best %v at %.1f Mbit/s, bound %v: want direct at its measured 35, a point", r.Best.Chain, r.Best.PredictedBps/1e6, r.Best.Bound)
+	}
+	if len(r.Alternatives) == 0 || r.Alternatives[0].PredictedBps != 30e6 || r.Alternatives[0].Bound || len(r.Alternatives[0].Measured) != 1 {
+		t.Fatalf("alternatives %+v: want r1 at its measured 30 Mbit/s, a point", r.Alternatives)
+	}
+	if !hasReason(r.Alternatives[0].Reasons, "measured by relayctl bench: down 30.0 Mbit/s steady 60 s ago (the model alone: 206 Mbit/s)") {
+		t.Errorf("reasons %q", r.Alternatives[0].Reasons)
+	}
+	req.Direction = Up
+	if r := mustSearch(t, m, req); len(r.Best.Chain) == 0 || !r.Best.Bound || len(r.Best.Measured) != 0 {
+		t.Errorf("upload: best %v, bound %v, measured %v: a download's measurement must not count", r.Best.Chain, r.Best.Bound, r.Best.Measured)
+	}
+	if _, err := Search(m, Request{Client: "client", Destination: "srv", Measured: []Measurement{{Direction: Down}}}); err == nil {
+		t.Error("a measurement of 0 bit/s accepted")
+	}
+}
+
+// TestMeasuredChainKeptOverUntried: a chain measured to beat direct is not
+// displaced by an untried one whose prediction is a bound; it is by one
+// whose inputs are all known.
+func TestMeasuredChainKeptOverUntried(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{{Name: "client", WindowBytes: 256 << 10}, {Name: "r1", Relay: true, WindowBytes: 4 << 20},
+			{Name: "r2", Relay: true, WindowBytes: 4 << 20}, {Name: "srv", WindowBytes: 4 << 20}},
+		Pairs: []Pair{
+			{A: "client", B: "srv", RTTMs: 200},
+			{A: "client", B: "r1", RTTMs: 60}, {A: "r1", B: "srv", RTTMs: 140},
+			{A: "client", B: "r2", RTTMs: 20}, {A: "r2", B: "srv", RTTMs: 180},
+		},
+	}
+	if r := mustSearch(t, m, Request{}); !slices.Equal(r.Best.Chain, []string{"r2"}) {
+		t.Fatalf("nothing measured: best %v, want r2 (the shortest client segment)", r.Best.Chain)
+	}
+	// Direct moves 10.5 Mbit/s on the client's window; r1 was measured
+	// at 20, r2 never.
+	req := Request{Measured: []Measurement{{Chain: []string{"r1"}, Direction: Down, SteadyBps: 20e6, AgeSec: 60}}}
+	r := mustSearch(t, m, req)
+	if !slices.Equal(r.Best.Chain, []string{"r1"}) || r.Best.Bound {
+		t.Fatalf("best %v (bound %v), want the measured r1", r.Best.Chain, r.Best.Bound)
+	}
+	if !hasReason(r.Best.Reasons, "kept the measured chain via r1", "untried chain via r2", "relayctl bench --chain r2") {
+		t.Errorf("best's reasons %q", r.Best.Reasons)
+	}
+	if len(r.Alternatives) == 0 || !slices.Equal(r.Alternatives[0].Chain, []string{"r2"}) || !strings.HasPrefix(r.Alternatives[0].Reasons[0], "untried: predicts ≤ ") {
+		t.Errorf("alternatives %+v: want r2, untried", r.Alternatives)
+	}
+	// A measured chain that does not beat direct is not kept.
+	req.Measured[0].SteadyBps = 11e6
+	if r := mustSearch(t, m, req); !slices.Equal(r.Best.Chain, []string{"r2"}) {
+		t.Errorf("r1 measured at 1.05× direct: best %v, want r2", r.Best.Chain)
+	}
+	// r2 fully known (capacities declared, loss learnt) wins on its merits.
+	req.Measured[0].SteadyBps = 20e6
+	for i := range m.Nodes {
+		m.Nodes[i].LimitBps = 1e9
+	}
+	for i := range m.Pairs {
+		m.Pairs[i].LossSource = LearntFromTunnels
+	}
+	if r := mustSearch(t, m, req); !slices.Equal(r.Best.Chain, []string{"r2"}) || r.Best.Bound {
+		t.Errorf("r2 known: best %v (bound %v), want r2, a point", r.Best.Chain, r.Best.Bound)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,55 +11,57 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/pathbench"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
-// What relayctl bench's history teaches a plan: the rate the destination's
-// traffic to this host reached over the direct path, where no window held
-// it. The relays learn what their own sends reach (from the tunnels they
-// carry), but nobody else sees the direct path; a timed download does. A
-// plan that knew only windows would predict direct at its window's rate
-// over a slow access link or a rate-limited server, and take a chain for a
-// gain that is not there (or miss one).
+// What relayctl bench's history teaches a plan: how fast the paths it
+// timed moved. A plan over a path bench timed in the last hour (from this
+// host, against the same destination, in the same fleet, one stream, as a
+// plan models) predicts the lower of the model's rate and the measured
+// steady one, and is not a bound: whatever the model did not know (a
+// capacity, a loss), the transfer met. Nobody but the client carries the
+// direct path's traffic, or its own segment's; a timed transfer sees
+// them. A chain measured to beat direct is not displaced by an untried
+// one whose prediction is only a bound (planner.Request.Measured).
 
-// historyMaxAge is how old a bench may be and still bound a plan: a path's
+// historyMaxAge is how old a bench may be and still count: a path's
 // capacity changes slowly, but a bench from another day may have run from
-// another network.
+// another network, or with other windows.
 const historyMaxAge = time.Hour
-
-// historyWindowShare: a download whose steady rate stayed below this share
-// of what the client's receive window allowed over the path's RTT was held
-// by something else, the path's capacity (or its loss); above it, the
-// window may have held it and the rate says nothing of the path.
-const historyWindowShare = 0.8
 
 // maxHistoryLineBytes bounds one history line (a bench with many streams
 // and segments is a few KB).
 const maxHistoryLineBytes = 1 << 20
 
-// historyRate is a direct download's steady rate from the history.
-type historyRate struct {
-	bps    float64
-	ageSec float64
-	at     time.Time
-}
-
-// directCapacity reads bench history lines from r and returns the newest
-// direct download, within historyMaxAge of now, that the same registry
-// (registryID, registryFlags.id) timed against target (host:port) and that
-// no window held: its steady rate below historyWindowShare of its streams'
-// receive windows over rttMs, the direct path's RTT as measured now (not
-// the streams' own smoothed RTT, which a standing queue at a bottleneck
-// inflates until the window looks like the limit). Lines it cannot parse
-// are skipped: the file is appended to by every bench, old and new.
-func directCapacity(r io.Reader, registryID, target string, rttMs float64, now time.Time) (historyRate, bool, error) {
-	var best historyRate
-	found := false
-	if !(rttMs > 0) || registryID == "" {
-		return best, false, nil
+// benchMeasurements reads bench history lines from r and returns, per path
+// (direct, or a chain by its relays) and direction, the newest steady rate
+// that the same registry (registryID, registryFlags.id) timed against
+// target (host:port) with one stream, without errors, within
+// historyMaxAge of now. Lines it cannot parse are skipped: the file is
+// appended to by every bench, old and new.
+func benchMeasurements(r io.Reader, registryID, target string, now time.Time) ([]planner.Measurement, error) {
+	if registryID == "" {
+		return nil, nil
+	}
+	type key struct {
+		path string
+		dir  planner.Direction
+	}
+	newest := map[key]planner.Measurement{}
+	add := func(relays []string, dir planner.Direction, streams int, steadyBps, ageSec float64) {
+		if streams == 0 || !(steadyBps > 0) {
+			return
+		}
+		k := key{strings.Join(relays, ","), dir}
+		if old, ok := newest[k]; !ok || ageSec < old.AgeSec {
+			newest[k] = planner.Measurement{Chain: append([]string{}, relays...), Direction: dir, SteadyBps: steadyBps, AgeSec: ageSec}
+		}
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxHistoryLineBytes)
@@ -68,76 +71,60 @@ func directCapacity(r io.Reader, registryID, target string, rttMs float64, now t
 			continue
 		}
 		age := now.Sub(b.Time)
-		if b.Registry != registryID || b.Target != target || age < 0 || age > historyMaxAge || (found && !b.Time.After(best.at)) {
+		if b.Registry != registryID || b.Target != target || age < 0 || age > historyMaxAge || b.Streams > 1 {
 			continue
 		}
-		d := b.Direct
-		if d == nil || len(d.Errors) > 0 || !(d.DownSteadyBps > 0) {
-			continue
+		for _, path := range []*pathbench.Result{b.Direct, b.Chain} {
+			if path == nil || len(path.Errors) > 0 {
+				continue
+			}
+			add(path.Relays, planner.Down, len(path.DownStreams), path.DownSteadyBps, age.Seconds())
+			add(path.Relays, planner.Up, len(path.UpStreams), path.UpSteadyBps, age.Seconds())
 		}
-		windowBps := 0.0
-		for _, s := range d.DownStreams {
-			windowBps += float64(s.RcvWindowBytes) * 8 / (rttMs / 1000)
-		}
-		if !(windowBps > 0) || d.DownSteadyBps >= historyWindowShare*windowBps {
-			continue
-		}
-		best, found = historyRate{bps: d.DownSteadyBps, ageSec: age.Seconds(), at: b.Time}, true
 	}
-	if err := sc.Err(); err != nil {
-		return best, found, err
+	out := make([]planner.Measurement, 0, len(newest))
+	for _, m := range newest {
+		out = append(out, m)
 	}
-	return best, found, nil
+	slices.SortFunc(out, func(a, b planner.Measurement) int {
+		return cmp.Or(slices.Compare(a.Chain, b.Chain), strings.Compare(string(a.Direction), string(b.Direction)))
+	})
+	return out, sc.Err()
 }
 
-// boundDirect sets the destination's learnt send rate to the client on
-// their pair in m (the direct path of a download), unless a lower one is
-// known. It reports whether it did.
-func boundDirect(m *planner.Matrix, client, dst string, h historyRate) bool {
-	for i := range m.Pairs {
-		p := &m.Pairs[i]
-		switch {
-		case p.A == dst && p.B == client && (p.ASendBps == 0 || h.bps < p.ASendBps):
-			p.ASendBps, p.ASendAgeSec, p.ASendSource = h.bps, h.ageSec, planner.LearntFromBench
-			return true
-		case p.B == dst && p.A == client && (p.BSendBps == 0 || h.bps < p.BSendBps):
-			p.BSendBps, p.BSendAgeSec, p.BSendSource = h.bps, h.ageSec, planner.LearntFromBench
-			return true
-		}
-	}
-	return false
-}
-
-// applyHistory bounds the direct path of m by the bench history at path
-// ("" or a missing file: nothing), for a download from target, and returns
-// a note saying so ("" when it did not).
-func applyHistory(m *planner.Matrix, path, registryID, client, target, dst string, now time.Time) (string, error) {
+// readHistory reads the bench history at path ("" or a missing file:
+// nothing) for plans against target, and returns its measurements and a
+// note saying what it found ("" when nothing).
+func readHistory(path, registryID, target string, now time.Time) ([]planner.Measurement, string, error) {
 	if path == "" {
-		return "", nil
-	}
-	rttMs := 0.0
-	for _, p := range m.Pairs {
-		if (p.A == client && p.B == dst) || (p.A == dst && p.B == client) {
-			rttMs = p.RTTMs
-		}
+		return nil, "", nil
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	defer f.Close()
-	h, ok, err := directCapacity(f, registryID, target, rttMs, now)
+	ms, err := benchMeasurements(f, registryID, target, now)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	if !ok || !boundDirect(m, client, dst, h) {
-		return "", nil
+	if len(ms) == 0 {
+		return nil, "", nil
 	}
-	return fmt.Sprintf("direct: a download from %s reached %.1f Mbit/s in relayctl bench %s ago, below what the windows allow: the plan bounds direct by it (--bench-history %s)",
-		target, h.bps/1e6, time.Duration(h.ageSec*float64(time.Second)).Round(time.Second), path), nil
+	var paths []string
+	for _, m := range ms {
+		name := "direct"
+		if len(m.Chain) > 0 {
+			name = strings.Join(m.Chain, ",")
+		}
+		paths = append(paths, fmt.Sprintf("%s %s %.1f Mbit/s %s ago", name, m.Direction, m.SteadyBps/1e6,
+			time.Duration(m.AgeSec*float64(time.Second)).Round(time.Second)))
+	}
+	return ms, fmt.Sprintf("relayctl bench timed %d path%s to %s in the last hour (%s): their plans predict no more than that (--bench-history %s)",
+		len(ms), map[bool]string{true: "s"}[len(ms) > 1], target, strings.Join(paths, "; "), path), nil
 }
 
 // plansDir is where plan and bench keep what their shortlist plans learnt

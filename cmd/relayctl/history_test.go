@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +13,17 @@ import (
 	"github.com/relaymesh/relaymesh/planner"
 )
 
-// historyLine is one bench's history line: a direct download of steadyBps
-// whose one stream's client window was windowBytes.
-func historyLine(t *testing.T, at time.Time, registry, target string, steadyBps float64, windowBytes uint32) string {
+// historyLine is one bench's history line: a one-stream download of
+// steadyBps over relays (none: direct).
+func historyLine(t *testing.T, at time.Time, registry, target string, steadyBps float64, relays ...string) string {
 	t.Helper()
-	b := benchJSON{Time: at, Destination: "tokyo", Target: target, Registry: registry, Streams: 1,
-		Direct: &pathbench.Result{DownSteadyBps: steadyBps, DownStreams: []pathbench.Stream{{Bytes: 1 << 20, RTTMs: 90, RcvWindowBytes: windowBytes}}}}
+	res := &pathbench.Result{Relays: relays, DownSteadyBps: steadyBps, DownStreams: []pathbench.Stream{{Bytes: 1 << 20, RTTMs: 90}}}
+	b := benchJSON{Time: at, Destination: "tokyo", Target: target, Registry: registry, Streams: 1}
+	if len(relays) == 0 {
+		b.Direct = res
+	} else {
+		b.Chain = res
+	}
 	line, err := json.Marshal(b)
 	if err != nil {
 		t.Fatal(err)
@@ -25,95 +31,101 @@ func historyLine(t *testing.T, at time.Time, registry, target string, steadyBps 
 	return string(line)
 }
 
-// A bench's direct download bounds the direct path only when something
-// other than the client's window held it, it is recent, and it was timed
-// against the same destination in the same fleet; the newest such wins.
-func TestDirectCapacityFromHistory(t *testing.T) {
+// A bench counts for a path when it is recent, timed against the same
+// destination in the same fleet with one stream; per path and direction
+// the newest wins.
+func TestBenchMeasurements(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	const reg, target = "fleet:/etc/relaymesh/fleet.yaml", "srv-tokyo:8000"
-	// A 1 MB window over the path's 60 ms allows 139.8 Mbit/s.
-	const window = 1 << 20
+	twoStreams := func() string {
+		var b benchJSON
+		if err := json.Unmarshal([]byte(historyLine(t, now.Add(-time.Minute), reg, target, 90e6)), &b); err != nil {
+			t.Fatal(err)
+		}
+		b.Streams = 2
+		line, _ := json.Marshal(b)
+		return string(line)
+	}()
 	for _, tc := range []struct {
 		name  string
 		lines []string
-		want  float64 // 0: none
+		want  string // the measurements, formatted
 	}{
-		{"capacity-held", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 30e6, window)}, 30e6},
-		{"window-held", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 120e6, window)}, 0},
-		{"too old", []string{historyLine(t, now.Add(-2*time.Hour), reg, target, 30e6, window)}, 0},
-		{"another fleet", []string{historyLine(t, now.Add(-time.Minute), "fleet:/tmp/lab/fleet.yaml", target, 30e6, window)}, 0},
-		{"another destination", []string{historyLine(t, now.Add(-time.Minute), reg, "srv-paris:8000", 30e6, window)}, 0},
-		{"no window sampled", []string{historyLine(t, now.Add(-time.Minute), reg, target, 30e6, 0)}, 0},
+		{"direct", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 30e6)}, "[] down 30 Mbit/s 600 s"},
+		{"a chain", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 60e6, "r1", "r2")}, "[r1 r2] down 60 Mbit/s 600 s"},
+		{"too old", []string{historyLine(t, now.Add(-2*time.Hour), reg, target, 30e6)}, ""},
+		{"another fleet", []string{historyLine(t, now.Add(-time.Minute), "fleet:/tmp/lab/fleet.yaml", target, 30e6)}, ""},
+		{"another destination", []string{historyLine(t, now.Add(-time.Minute), reg, "srv-paris:8000", 30e6)}, ""},
+		{"two streams", []string{twoStreams}, ""},
 		{"the newest wins, in any order", []string{
-			historyLine(t, now.Add(-5*time.Minute), reg, target, 40e6, window),
-			historyLine(t, now.Add(-20*time.Minute), reg, target, 30e6, window),
+			historyLine(t, now.Add(-5*time.Minute), reg, target, 40e6),
+			historyLine(t, now.Add(-20*time.Minute), reg, target, 30e6),
+			historyLine(t, now.Add(-20*time.Minute), reg, target, 50e6, "r1"),
 			"not json: an older relayctl's line, or a torn write",
-		}, 40e6},
+		}, "[] down 40 Mbit/s 300 s; [r1] down 50 Mbit/s 1200 s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, ok, err := directCapacity(strings.NewReader(strings.Join(tc.lines, "\n")), reg, target, 60, now)
+			ms, err := benchMeasurements(strings.NewReader(strings.Join(tc.lines, "\n")), reg, target, now)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := map[bool]float64{true: h.bps}[ok]; got != tc.want {
-				t.Errorf("bound %v bit/s (found %v), want %v", h.bps, ok, tc.want)
+			var got []string
+			for _, m := range ms {
+				got = append(got, fmt.Sprintf("%v %s %.0f Mbit/s %.0f s", m.Chain, m.Direction, m.SteadyBps/1e6, m.AgeSec))
+			}
+			if g := strings.Join(got, "; "); g != tc.want {
+				t.Errorf("measurements %q, want %q", g, tc.want)
 			}
 		})
 	}
 }
 
-// applyHistory puts the bench's rate on the direct pair as the
-// destination's learnt sends, and the plan bounds direct by it and says
-// where it came from.
-func TestHistoryBoundsDirect(t *testing.T) {
+// readHistory's measurements bound the plans of the paths bench timed,
+// and the plan says where they came from.
+func TestHistoryBoundsPlans(t *testing.T) {
 	now := time.Now()
 	const reg, target = "fleet:/etc/relaymesh/fleet.yaml", "srv-tokyo:8000"
 	path := filepath.Join(t.TempDir(), "bench-history.jsonl")
-	if err := os.WriteFile(path, []byte(historyLine(t, now.Add(-3*time.Minute), reg, target, 30e6, 1<<20)+"\n"), 0o600); err != nil {
+	lines := historyLine(t, now.Add(-3*time.Minute), reg, target, 30e6) + "\n" + historyLine(t, now.Add(-3*time.Minute), reg, target, 25e6, "r1") + "\n"
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	matrix := func() *planner.Matrix {
-		m, err := planner.ParseMatrix([]byte(`{"nodes": {"client": {"window_bytes": 1048576}, "dst:tokyo": {}, "r1": {"relay": true, "window_bytes": 1048576}},
-			"rtt_ms": [["client", "dst:tokyo", 60], ["client", "r1", 30], ["r1", "dst:tokyo", 30]]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+	m, err := planner.ParseMatrix([]byte(`{"nodes": {"client": {"window_bytes": 1048576}, "dst:tokyo": {}, "r1": {"relay": true, "window_bytes": 1048576}},
+		"rtt_ms": [["client", "dst:tokyo", 60], ["client", "r1", 30], ["r1", "dst:tokyo", 30]]}`))
+	if err != nil {
+		t.Fatal(err)
 	}
 	req := planner.Request{Client: "client", Destination: "dst:tokyo"}
-
-	before, err := planner.Search(matrix(), req)
+	before, err := planner.Search(m, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := matrix()
-	note, err := applyHistory(m, path, reg, "client", target, "dst:tokyo", now)
+	ms, note, err := readHistory(path, reg, target, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(note, "reached 30.0 Mbit/s in relayctl bench 3m0s ago") {
+	if !strings.Contains(note, "timed 2 paths to srv-tokyo:8000 in the last hour (direct down 30.0 Mbit/s 3m0s ago; r1 down 25.0 Mbit/s 3m0s ago)") {
 		t.Errorf("note %q", note)
 	}
+	req.Measured = ms
 	after, err := planner.Search(m, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := after.Direct
-	if before.Direct.PredictedBps <= 30e6 || d.PredictedBps != 30e6 {
-		t.Fatalf("direct predicted %v bit/s before, %v after; want it bounded to 30 Mbit/s", before.Direct.PredictedBps, d.PredictedBps)
+	if len(before.Best.Chain) == 0 || before.Direct.PredictedBps <= 30e6 {
+		t.Fatalf("before: best %v, direct %v bit/s; want r1, direct above 30 Mbit/s", before.Best.Chain, before.Direct.PredictedBps)
 	}
-	if s := d.Segments[0]; s.LimitedBy != "learnt" || s.LearntSource != planner.LearntFromBench || s.LearntAgeSec < 179 || s.LearntAgeSec > 181 {
-		t.Errorf("direct segment %+v: want limited by the learnt rate, from bench, 180 s old", s)
+	if len(after.Best.Chain) != 0 || after.Direct.PredictedBps != 30e6 || after.Direct.Bound {
+		t.Fatalf("after: best %v, direct %v bit/s (bound %v); want direct, measured at 30 Mbit/s, a point", after.Best.Chain, after.Direct.PredictedBps, after.Direct.Bound)
 	}
-	if txt := planner.Explain(after); !strings.Contains(txt, "set by the rate dst:tokyo's traffic to client reached, 30.0 Mbit/s (timed by relayctl bench, 3 min ago)") {
-		t.Errorf("the plan does not say where direct's bound came from:\n%s", txt)
+	if txt := planner.Explain(after); !strings.Contains(txt, "measured by relayctl bench: down 30.0 Mbit/s steady 3 min ago") {
+		t.Errorf("the plan does not say direct was measured:\n%s", txt)
 	}
 
-	// Without the file, or with --bench-history "", nothing changes.
+	// Without the file, or with --bench-history "", nothing.
 	for _, p := range []string{"", filepath.Join(t.TempDir(), "none.jsonl")} {
-		m := matrix()
-		if note, err := applyHistory(m, p, reg, "client", target, "dst:tokyo", now); err != nil || note != "" {
-			t.Errorf("history %q: note %q, error %v; want none", p, note, err)
+		if ms, note, err := readHistory(p, reg, target, now); err != nil || note != "" || len(ms) > 0 {
+			t.Errorf("history %q: %v, note %q, error %v; want none", p, ms, note, err)
 		}
 	}
 }

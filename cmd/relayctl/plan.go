@@ -70,8 +70,8 @@ type planFlags struct {
 	// replans: connect only: its surveys start from the last plan's
 	// (survey.Survey.Replans); nil elsewhere.
 	replans *survey.Replans
-	// benchHistory is the bench history file whose direct downloads bound
-	// the direct path (applyHistory); "" = none.
+	// benchHistory is the bench history file whose timed paths bound
+	// their plans (readHistory); "" = none.
 	benchHistory string
 	// plansDir keeps, between runs of plan and bench, what each
 	// shortlist plan learnt (keptPlans); "" = nothing kept.
@@ -146,7 +146,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
-	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: the newest direct download from the destination in the last hour, timed with this registry, whose rate no window held bounds the direct path's prediction (\"\" ignores it)")
+	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: a path (direct or a chain) bench timed to the destination in the last hour, in this fleet, with one stream, predicts no more than it moved, and a chain measured to beat direct is kept ahead of untried ones (\"\" ignores it)")
 	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "with a shortlist survey: where what each plan learnt (the endpoints' coordinates, the RTTs measured, the chains ranked) is kept per fleet, so that the next plan of the destination within 10 minutes starts from it in about half the rounds (\"\" keeps nothing; relayctl connect keeps its own in memory)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
 	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", 0, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes; 0: "+candidatesDefault+")")
@@ -326,10 +326,11 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		req.Constraints.Include, req.Constraints.Exclude = nil, nil
 	}
 	req.Constraints.Exclude = append(req.Constraints.Exclude, sr.Matrix.RelaysAmong(avoid)...)
-	note, err := applyHistory(sr.Matrix, f.benchHistory, f.reg.id(), survey.ClientNode, sr.Target.Addr, sr.Target.Name, time.Now())
+	measured, note, err := readHistory(f.benchHistory, f.reg.id(), sr.Target.Addr, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("--bench-history: %w", err)
 	}
+	req.Measured = measured
 	notes := sr.Notes
 	if note != "" {
 		notes = append(notes, note)

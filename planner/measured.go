@@ -1,0 +1,195 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Measurement is one timed transfer over a plan's path in one direction
+// (relayctl bench): the steady rate the path moved, end to end, relays'
+// overhead and all. A plan whose path was measured predicts the lower of
+// the model's rate and the measurement's, and is not a bound: whatever
+// the model did not know (a capacity, a loss), the transfer met.
+type Measurement struct {
+	// Chain names the path's relays in order from the client; empty is
+	// the direct path.
+	Chain     []string  `json:"chain"`
+	Direction Direction `json:"direction"`  // Down or Up
+	SteadyBps float64   `json:"steady_bps"` // bits/s, > 0
+	AgeSec    float64   `json:"age_s"`      // seconds since the transfer ended
+}
+
+// measuredKey indexes Request.Measured: a path (its relay names joined by
+// NUL, which no name holds) and a direction.
+type measuredKey struct {
+	path string
+	dir  Direction
+}
+
+func pathKey(names []string) string { return strings.Join(names, "\x00") }
+
+// checkMeasured validates Request.Measured.
+func checkMeasured(ms []Measurement) error {
+	for i, m := range ms {
+		switch {
+		case m.Direction != Down && m.Direction != Up:
+			return fmt.Errorf("measured[%d]: direction %q: want down or up", i, m.Direction)
+		case !(m.SteadyBps > 0) || math.IsInf(m.SteadyBps, 0):
+			return fmt.Errorf("measured[%d]: steady_bps %v: want bits/s > 0", i, m.SteadyBps)
+		case !(m.AgeSec >= 0) || math.IsInf(m.AgeSec, 0):
+			return fmt.Errorf("measured[%d]: age_s %v: want seconds >= 0", i, m.AgeSec)
+		}
+	}
+	return nil
+}
+
+// indexMeasured keeps the newest measurement of each path and direction.
+// Ranking by completion time (Request.SizeBytes) does not use them: the
+// model's steady rate, ramp and setup make that figure, not one rate.
+func (s *search) indexMeasured() {
+	if s.sized() || len(s.req.Measured) == 0 {
+		return
+	}
+	s.measured = make(map[measuredKey]Measurement, len(s.req.Measured))
+	for _, m := range s.req.Measured {
+		k := measuredKey{pathKey(m.Chain), m.Direction}
+		if old, ok := s.measured[k]; !ok || m.AgeSec < old.AgeSec {
+			s.measured[k] = m
+		}
+	}
+}
+
+// measuredOf returns the measurements of the path through chain that the
+// requested direction uses: its download's for Down, upload's for Up,
+// both for Both (nil where none), and whether they cover it.
+func (s *search) measuredOf(chain []int32) (down, up *Measurement, covered bool) {
+	if s.measured == nil {
+		return nil, nil, false
+	}
+	key := pathKey(s.names(chain))
+	if m, ok := s.measured[measuredKey{key, Down}]; ok && s.req.Direction != Up {
+		down = &m
+	}
+	if m, ok := s.measured[measuredKey{key, Up}]; ok && s.req.Direction != Down {
+		up = &m
+	}
+	switch s.req.Direction {
+	case Up:
+		return down, up, up != nil
+	case Both:
+		return down, up, down != nil && up != nil
+	}
+	return down, up, down != nil
+}
+
+// measuredCap lowers each candidate's prediction to what its path was
+// measured to move in the requested direction.
+func (s *search) measuredCap(cs []candidate) {
+	for i := range cs {
+		down, up, _ := s.measuredOf(cs[i].chain)
+		capBps := math.Inf(1)
+		if down != nil {
+			capBps = down.SteadyBps
+		}
+		if up != nil {
+			capBps = min(capBps, up.SteadyBps)
+		}
+		cs[i].predictedBps = min(cs[i].predictedBps, capBps)
+	}
+}
+
+// applyMeasured lowers plan p's predictions to what its path was measured
+// to move and records the measurements; a covered plan is not a bound.
+func (s *search) applyMeasured(p *Plan, chain []int32) {
+	down, up, covered := s.measuredOf(chain)
+	if down != nil {
+		p.PredictedDownBps = min(p.PredictedDownBps, down.SteadyBps)
+		p.Measured = append(p.Measured, *down)
+	}
+	if up != nil {
+		p.PredictedUpBps = min(p.PredictedUpBps, up.SteadyBps)
+		p.Measured = append(p.Measured, *up)
+	}
+	switch s.req.Direction {
+	case Up:
+		p.PredictedBps = p.PredictedUpBps
+	case Both:
+		p.PredictedBps = min(p.PredictedDownBps, p.PredictedUpBps)
+	default:
+		p.PredictedBps = p.PredictedDownBps
+	}
+	p.Bound = p.Bound && !covered
+}
+
+// untried says whether chain's prediction rests on an unknown and no
+// measurement of its path covers it.
+func (s *search) untried(chain []int32) bool {
+	if _, _, covered := s.measuredOf(chain); covered {
+		return false
+	}
+	path := append(append([]int{s.client}, s.ints(chain)...), s.dst)
+	for i := 0; i+1 < len(path); i++ {
+		if len(s.segment(path[i], path[i+1]).Unknown) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *search) ints(chain []int32) []int {
+	out := make([]int, len(chain))
+	for i, r := range chain {
+		out[i] = int(r)
+	}
+	return out
+}
+
+// keepMeasured keeps a measured chain that beats direct ahead of an
+// untried one: chains is ranked, best first. When chains[0] is untried
+// (its prediction a bound nobody measured) and a later chain was measured
+// to beat direct by MinGain, that one moves to the front: a bound is not
+// evidence that the untried chain is faster, and a measurement is. The
+// displaced chain is recorded for its reason (s.keptOver).
+func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown bool) {
+	if s.measured == nil || len(chains) < 2 || !s.untried(chains[0].chain) {
+		return
+	}
+	for i := 1; i < len(chains); i++ {
+		if _, _, covered := s.measuredOf(chains[i].chain); !covered || !s.beatsDirect(chains[i], direct, directKnown) {
+			continue
+		}
+		s.keptOver = slices.Clone(chains[0].chain)
+		kept := chains[i]
+		copy(chains[1:i+1], chains[:i])
+		chains[0] = kept
+		return
+	}
+}
+
+// measuredReason says what measured plan p's path moved, against the
+// model; "" when nothing measured it.
+func measuredReason(p Plan, modelBps float64) string {
+	if len(p.Measured) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, m := range p.Measured {
+		parts = append(parts, fmt.Sprintf("%s %s steady %s ago", m.Direction, fmtBps(m.SteadyBps), fmtAge(m.AgeSec)))
+	}
+	return fmt.Sprintf("measured by relayctl bench: %s (the model alone: %s); the prediction is the lower",
+		strings.Join(parts, ", "), fmtBps(modelBps))
+}
+
+// keptReason says why the measured chain top is the plan rather than the
+// untried chain over it; keptLost is that chain's side.
+func (s *search) keptReason(top candidate) string {
+	return fmt.Sprintf("kept the measured chain via %s (%s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
+		s.chainNames(top.chain), fmtBps(top.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
+}
+
+func (s *search) keptLost(c, best candidate) string {
+	return fmt.Sprintf("untried: predicts ≤ %s, but nobody has measured it, and the chain via %s was measured at %s: relayctl bench --chain %s measures this one",
+		fmtBps(c.predictedBps), s.chainNames(best.chain), fmtBps(best.predictedBps), strings.Join(s.names(c.chain), ","))
+}
