@@ -146,15 +146,16 @@ func (s *search) ints(chain []int32) []int {
 	return out
 }
 
-// keepMeasured keeps a measured chain that beats direct ahead of an
-// untried one: chains is ranked, best first. When chains[0] is untried
-// (its prediction a bound nobody measured) and a later chain was measured
-// to beat direct by MinGain, that one moves to the front: a bound is not
-// evidence that the untried chain is faster, and a measurement is. The
-// displaced chain is recorded for its reason (s.keptOver).
-func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown bool) {
-	if s.measured == nil || len(chains) < 2 || !s.untried(chains[0].chain) {
-		return
+// keepMeasured keeps a measured plan ahead of an untried chain: chains is
+// ranked, best first. When chains[0] is untried (its prediction a bound on
+// what nobody measured), a bound is not evidence that it is faster, and a
+// measurement is: a later chain measured to beat direct by MinGain moves
+// to the front; failing that, a measured direct path is kept, and
+// keepMeasured returns true. The displaced chain is recorded for its
+// reason (s.keptOver).
+func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown bool) (keepDirect bool) {
+	if s.measured == nil || len(chains) == 0 || !s.untried(chains[0].chain) {
+		return false
 	}
 	for i := 1; i < len(chains); i++ {
 		if _, _, covered := s.measuredOf(chains[i].chain); !covered || !s.beatsDirect(chains[i], direct, directKnown) {
@@ -164,8 +165,13 @@ func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown 
 		kept := chains[i]
 		copy(chains[1:i+1], chains[:i])
 		chains[0] = kept
-		return
+		return false
 	}
+	if _, _, covered := s.measuredOf(direct.chain); covered && directKnown && s.beatsDirect(chains[0], direct, directKnown) {
+		s.keptOver = slices.Clone(chains[0].chain)
+		return true
+	}
+	return false
 }
 
 // measuredReason says what measured plan p's path moved, against the
@@ -182,14 +188,28 @@ func measuredReason(p Plan, modelBps float64) string {
 		strings.Join(parts, ", "), fmtBps(modelBps))
 }
 
-// keptReason says why the measured chain top is the plan rather than the
-// untried chain over it; keptLost is that chain's side.
-func (s *search) keptReason(top candidate) string {
-	return fmt.Sprintf("kept the measured chain via %s (%s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
-		s.chainNames(top.chain), fmtBps(top.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
+// keptReason says why the measured plan kept (a chain, or direct when
+// kept.chain is empty) is the plan rather than the untried chain over it.
+func (s *search) keptReason(kept candidate) string {
+	return fmt.Sprintf("kept %s (%s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
+		s.measuredName(kept), fmtBps(kept.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
 }
 
-func (s *search) keptLost(c, best candidate) string {
-	return fmt.Sprintf("untried: predicts ≤ %s, but nobody has measured it, and the chain via %s was measured at %s: relayctl bench --chain %s measures this one",
-		fmtBps(c.predictedBps), s.chainNames(best.chain), fmtBps(best.predictedBps), strings.Join(s.names(c.chain), ","))
+// keptLost is the untried chain c's side of keptReason.
+func (s *search) keptLost(c, kept candidate) string {
+	return fmt.Sprintf("untried: predicts ≤ %s, but nobody has measured it, and %s was measured at %s: relayctl bench --chain %s measures this one",
+		fmtBps(c.predictedBps), s.pathName(kept), fmtBps(kept.predictedBps), strings.Join(s.names(c.chain), ","))
+}
+
+// measuredName names a measured plan in a reason.
+func (s *search) measuredName(c candidate) string {
+	return strings.Replace(s.pathName(c), "the ", "the measured ", 1)
+}
+
+// pathName names a plan's path in a reason.
+func (s *search) pathName(c candidate) string {
+	if len(c.chain) == 0 {
+		return "the direct path"
+	}
+	return "the chain via " + s.chainNames(c.chain)
 }

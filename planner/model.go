@@ -565,6 +565,11 @@ type Result struct {
 	// SizeBytes is Request.SizeBytes: plans are ranked by completion time
 	// for it; 0 = by steady rate.
 	SizeBytes int64 `json:"size_bytes,omitempty"`
+	// KeptOver is the untried chain a measured plan was kept ahead of:
+	// it ranked first, but on a bound nobody had measured (see
+	// Request.Measured); measuring it settles which is faster. Empty when
+	// none was.
+	KeptOver []string `json:"kept_over,omitempty"`
 	// Awaiting names the measurements whose absence leaves every chain
 	// out, when relays are usable but no chain connects (a fleet that has
 	// not measured itself yet: no relay's RTT to the destination, none

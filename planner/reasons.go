@@ -104,11 +104,13 @@ func (s *search) versusDirectSized(c, direct candidate) string {
 
 // lossReason says why chain c is not the best plan.
 func (s *search) lossReason(c candidate, chainWins bool, best, direct candidate) string {
-	if !chainWins {
-		return "lost to direct: " + s.versusDirect(c, direct)
-	}
-	if s.keptOver != nil && slices.Equal(c.chain, s.keptOver) {
+	switch {
+	case s.keptOver != nil && slices.Equal(c.chain, s.keptOver) && chainWins:
 		return s.keptLost(c, best)
+	case s.keptOver != nil && slices.Equal(c.chain, s.keptOver):
+		return s.keptLost(c, direct)
+	case !chainWins:
+		return "lost to direct: " + s.versusDirect(c, direct)
 	}
 	if s.sized() {
 		return s.lossReasonSized(c, best)

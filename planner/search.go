@@ -618,14 +618,14 @@ func (s *search) result() *Result {
 	}
 	slices.SortFunc(chains, s.compare)
 	s.preferFewer(chains)
-	s.keepMeasured(chains, direct, directKnown)
+	keepDirect := s.keepMeasured(chains, direct, directKnown)
 
 	res.Direct = s.plan(direct, direct, directKnown)
 	chainWins := false
 	var top candidate
 	if len(chains) > 0 {
 		top = chains[0]
-		chainWins = s.beatsDirect(top, direct, directKnown)
+		chainWins = !keepDirect && s.beatsDirect(top, direct, directKnown)
 	}
 	if chainWins {
 		res.Best = s.plan(top, direct, directKnown)
@@ -642,7 +642,11 @@ func (s *search) result() *Result {
 		chains = chains[1:]
 	} else {
 		res.Awaiting = s.awaiting(chains)
-		res.Direct.Reasons = slices.Insert(res.Direct.Reasons, 0, s.directWinReason(chains, direct, directKnown, res.Awaiting))
+		why := s.directWinReason(chains, direct, directKnown, res.Awaiting)
+		if keepDirect {
+			why = "direct wins: " + s.keptReason(direct)
+		}
+		res.Direct.Reasons = slices.Insert(res.Direct.Reasons, 0, why)
 		res.Best = res.Direct
 		res.Best.Segments, res.Best.Reasons = slices.Clone(res.Direct.Segments), slices.Clone(res.Direct.Reasons)
 	}
@@ -657,6 +661,9 @@ func (s *search) result() *Result {
 		if direct.predictedBps > 0 {
 			res.Crossover.Kind, res.Crossover.Bytes = crossover(s.flowOf(steadyTop.chain), s.flowOf(direct.chain))
 		}
+	}
+	if s.keptOver != nil {
+		res.KeptOver = s.names(s.keptOver)
 	}
 	res.Notes = s.notes(directKnown)
 	return res

@@ -223,6 +223,9 @@ func TestMeasuredChainKeptOverUntried(t *testing.T) {
 	if !slices.Equal(r.Best.Chain, []string{"r1"}) || r.Best.Bound {
 		t.Fatalf("best %v (bound %v), want the measured r1", r.Best.Chain, r.Best.Bound)
 	}
+	if !slices.Equal(r.KeptOver, []string{"r2"}) {
+		t.Errorf("kept over %v, want r2", r.KeptOver)
+	}
 	if !hasReason(r.Best.Reasons, "kept the measured chain via r1", "untried chain via r2", "relayctl bench --chain r2") {
 		t.Errorf("best's reasons %q", r.Best.Reasons)
 	}
@@ -234,6 +237,17 @@ func TestMeasuredChainKeptOverUntried(t *testing.T) {
 	if r := mustSearch(t, m, req); !slices.Equal(r.Best.Chain, []string{"r2"}) {
 		t.Errorf("r1 measured at 1.05× direct: best %v, want r2", r.Best.Chain)
 	}
+	// Direct measured too: it is kept ahead of the untried r2.
+	req.Measured = append(req.Measured, Measurement{Chain: []string{}, Direction: Down, SteadyBps: 10.5e6, AgeSec: 30})
+	r = mustSearch(t, m, req)
+	if len(r.Best.Chain) != 0 || !hasReason(r.Best.Reasons, "direct wins: kept the measured direct path (10.5 Mbit/s) ahead of the untried chain via r2") {
+		t.Errorf("direct measured, r1 measured below the minimum gain: best %v, reasons %q; want direct, kept", r.Best.Chain, r.Best.Reasons)
+	}
+	if i := slices.IndexFunc(r.Alternatives, func(p Plan) bool { return slices.Equal(p.Chain, []string{"r2"}) }); i < 0 ||
+		!strings.HasPrefix(r.Alternatives[i].Reasons[0], "untried: predicts ≤ ") || !strings.Contains(r.Alternatives[i].Reasons[0], "the direct path was measured at 10.5 Mbit/s") {
+		t.Errorf("alternatives %+v: want r2, untried", r.Alternatives)
+	}
+	req.Measured = req.Measured[:1]
 	// r2 fully known (capacities declared, loss learnt) wins on its merits.
 	req.Measured[0].SteadyBps = 20e6
 	for i := range m.Nodes {

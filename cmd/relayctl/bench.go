@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type benchJSON struct {
 	Streams   int               `json:"streams"`
 	Direct    *pathbench.Result `json:"direct,omitempty"`
 	Chain     *pathbench.Result `json:"chain,omitempty"`
+	// Explored is the untried chain the plan kept a measured path ahead
+	// of (planner.Result.KeptOver), measured too (--explore).
+	Explored  *pathbench.Result `json:"explored,omitempty"`
 	Predicted struct {
 		DownBps       float64 `json:"down_bps"`
 		UpBps         float64 `json:"up_bps"`
@@ -44,6 +48,10 @@ type benchJSON struct {
 		// measured, learnt or declared.
 		Bound       bool `json:"bound,omitempty"`
 		DirectBound bool `json:"direct_bound,omitempty"`
+		// ExploredDownBps and ExploredUpBps are the explored chain's
+		// predictions, bounds.
+		ExploredDownBps float64 `json:"explored_down_bps,omitempty"`
+		ExploredUpBps   float64 `json:"explored_up_bps,omitempty"`
 	} `json:"predicted"`
 	SpeedupDown float64 `json:"speedup_down,omitempty"`
 	SpeedupUp   float64 `json:"speedup_up,omitempty"`
@@ -155,6 +163,7 @@ func benchCmd() *cobra.Command {
 	var f planFlags
 	var via, history string
 	var forced []string
+	explore := true
 	var bySize bool
 	var size int64
 	var duration time.Duration
@@ -188,9 +197,13 @@ of the path for the admin API's TLS; slow start over the slowest segment to ramp
 then the predicted rate) beside the time it took. Every transfer is
 checked with SHA-256, and each run is appended as one JSON line to the
 history file ("modelled": the per-stream comparison). Plans read it back
-(--bench-history): a direct download that something other than this
-host's window held (below 80 % of what the window allowed) bounds the
-direct path's prediction for an hour, in this fleet.
+(--bench-history): for an hour, in this fleet, a plan over a path bench
+timed with one stream (direct or a chain, each direction) predicts no more
+than it moved, and a measured path that the plan would have left for an
+untried chain, on a bound nobody measured, is kept; bench then measures
+that untried chain too (--explore), so that the next plan compares
+measurements. A prediction that rests on a capacity, loss or window nobody
+measured is printed as a bound (≤).
 
 The traffic comes from the destination's traffic source: with a region or
 relay name, that relay's admin API (/v1/traffic/, with the admin token);
@@ -289,13 +302,28 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				}})
 			}
 			if via != "direct" {
-				dial, err := chainDialer(p, f.reg.secretPath(), f.reg.transport)
+				dial, err := chainDialer(p, b.Chain, f.reg.secretPath(), f.reg.transport)
 				if err != nil {
 					return err
 				}
 				since := time.Now()
 				out.Chain = run.Measure(ctx, pathbench.Path{Name: "chain", Relays: b.Chain, Dial: dial})
 				out.Segments = benchSegments(ctx, f.reg.admin(5*time.Second), f.token(), b.Chain, p.Relays, out.Chain, since)
+			}
+			if untried := p.Result.KeptOver; explore && len(untried) > 0 && len(forced) == 0 && via != "direct" {
+				// The plan kept a measured path ahead of this chain only
+				// because nobody had measured it: measure it now, so the
+				// next plan compares measurements.
+				dial, err := chainDialer(p, untried, f.reg.secretPath(), f.reg.transport)
+				if err != nil {
+					return err
+				}
+				out.Explored = run.Measure(ctx, pathbench.Path{Name: "untried", Relays: untried, Dial: dial})
+				for _, alt := range p.Result.Alternatives {
+					if slices.Equal(alt.Chain, untried) {
+						out.Predicted.ExploredDownBps, out.Predicted.ExploredUpBps = alt.PredictedDownBps, alt.PredictedUpBps
+					}
+				}
 			}
 			if out.Direct != nil && out.Chain != nil {
 				if out.Direct.DownBps > 0 {
@@ -320,7 +348,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 			}
 			// Failed transfers fail the command in either form (the JSON
 			// holds the errors too), so that a script sees them.
-			if errs := append(pathErrors(out.Direct), pathErrors(out.Chain)...); len(errs) > 0 {
+			if errs := slices.Concat(pathErrors(out.Direct), pathErrors(out.Chain), pathErrors(out.Explored)); len(errs) > 0 {
 				return fmt.Errorf("%d transfer(s) failed: %s", len(errs), strings.Join(errs, "; "))
 			}
 			return nil
@@ -338,6 +366,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
+	fl.BoolVar(&explore, "explore", true, "when the plan kept a measured path ahead of an untried chain (its prediction a bound nobody measured), measure that chain too, so the next plan compares measurements")
 	return cmd
 }
 
@@ -348,10 +377,11 @@ func pathErrors(p *pathbench.Result) []string {
 	return p.Errors
 }
 
-// chainDialer dials the target through the planned chain, in process, with
-// the same dialers, pools and native protocol as relayctl connect.
-func chainDialer(p *planned, secretFile, transport string) (func(context.Context) (net.Conn, error), error) {
-	next, err := p.nextOf()
+// chainDialer dials the target through chain (relays of p's survey), in
+// process, with the same dialers, pools and native protocol as relayctl
+// connect.
+func chainDialer(p *planned, chain []string, secretFile, transport string) (func(context.Context) (net.Conn, error), error) {
+	next, err := p.nextOf(chain)
 	if err != nil {
 		return nil, err
 	}
@@ -416,6 +446,11 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 	}
 	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps, out.Predicted.DirectBound)
 	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps, out.Predicted.Bound)
+	row("untried", out.Explored, out.Predicted.ExploredDownBps, out.Predicted.ExploredUpBps, true)
+	if out.Explored != nil {
+		fmt.Fprintf(w, "\nuntried: %s, which the plan kept the measured path ahead of (its prediction a bound nobody had measured): measured now for the next plan (--explore=false skips it)\n",
+			strings.Join(out.Explored.Relays, " -> "))
+	}
 	if out.SpeedupDown > 0 {
 		fmt.Fprintf(w, "\nspeed-up over direct: download %.2f×\n", out.SpeedupDown)
 	}

@@ -74,7 +74,7 @@ func benchMeasurements(r io.Reader, registryID, target string, now time.Time) ([
 		if b.Registry != registryID || b.Target != target || age < 0 || age > historyMaxAge || b.Streams > 1 {
 			continue
 		}
-		for _, path := range []*pathbench.Result{b.Direct, b.Chain} {
+		for _, path := range []*pathbench.Result{b.Direct, b.Chain, b.Explored} {
 			if path == nil || len(path.Errors) > 0 {
 				continue
 			}

@@ -46,11 +46,21 @@ func TestBenchMeasurements(t *testing.T) {
 		line, _ := json.Marshal(b)
 		return string(line)
 	}()
+	explored := func() string {
+		var b benchJSON
+		if err := json.Unmarshal([]byte(historyLine(t, now.Add(-time.Minute), reg, target, 70e6, "r1")), &b); err != nil {
+			t.Fatal(err)
+		}
+		b.Explored = &pathbench.Result{Relays: []string{"r2"}, UpSteadyBps: 80e6, UpStreams: []pathbench.Stream{{Bytes: 1 << 20}}}
+		line, _ := json.Marshal(b)
+		return string(line)
+	}()
 	for _, tc := range []struct {
 		name  string
 		lines []string
 		want  string // the measurements, formatted
 	}{
+		{"a chain and the untried one explored", []string{explored}, "[r1] down 70 Mbit/s 60 s; [r2] up 80 Mbit/s 60 s"},
 		{"direct", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 30e6)}, "[] down 30 Mbit/s 600 s"},
 		{"a chain", []string{historyLine(t, now.Add(-10*time.Minute), reg, target, 60e6, "r1", "r2")}, "[r1 r2] down 60 Mbit/s 600 s"},
 		{"too old", []string{historyLine(t, now.Add(-2*time.Hour), reg, target, 30e6)}, ""},

@@ -197,9 +197,10 @@ func (p *planned) choose(chain []string) error {
 		strings.Join(chain, ","), strings.Join(chain, ","), why)
 }
 
-// nextOf is the next-hop URLs of a plan's chain (native protocol).
-func (p *planned) nextOf() ([]string, error) {
-	return planroute.HopURLs(p.Result.Best.Chain, p.Relays)
+// nextOf is the next-hop URLs of chain, relays of the plan's survey
+// (native protocol).
+func (p *planned) nextOf(chain []string) ([]string, error) {
+	return planroute.HopURLs(chain, p.Relays)
 }
 
 // request builds the planner request from the flags.
