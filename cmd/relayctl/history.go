@@ -39,15 +39,28 @@ const historyMaxAge = time.Hour
 // and segments is a few KB).
 const maxHistoryLineBytes = 1 << 20
 
-// benchMeasurements reads bench history lines from r and returns, per path
-// (direct, or a chain by its relays) and direction, the newest steady rate
-// that the same registry (registryID, registryFlags.id) timed against
-// target (host:port) with one stream, without errors, within
-// historyMaxAge of now. Lines it cannot parse are skipped: the file is
-// appended to by every bench, old and new.
-func benchMeasurements(r io.Reader, registryID, target string, now time.Time) ([]planner.Measurement, error) {
+// benchHistory is what the bench history says of the paths to one
+// destination.
+type benchHistory struct {
+	measured []planner.Measurement
+	// dstWindowBytes is the largest window the destination advertised to
+	// the newest direct upload (TCP_INFO snd_wnd of this host's socket),
+	// bytes; 0 = none timed. dstWindowAgeSec is how old.
+	dstWindowBytes  int64
+	dstWindowAgeSec float64
+}
+
+// readBenchHistory reads bench history lines from r: per path (direct, or
+// a chain by its relays) and direction, the newest steady rate that the
+// same registry (registryID, registryFlags.id) timed against target
+// (host:port) with one stream, without errors, within historyMaxAge of
+// now; and the window the destination advertised to the newest such
+// direct upload. Lines it cannot parse are skipped: the file is appended
+// to by every bench, old and new.
+func readBenchHistory(r io.Reader, registryID, target string, now time.Time) (benchHistory, error) {
+	var h benchHistory
 	if registryID == "" {
-		return nil, nil
+		return h, nil
 	}
 	type key struct {
 		path string
@@ -81,50 +94,75 @@ func benchMeasurements(r io.Reader, registryID, target string, now time.Time) ([
 			add(path.Relays, planner.Down, len(path.DownStreams), path.DownSteadyBps, age.Seconds())
 			add(path.Relays, planner.Up, len(path.UpStreams), path.UpSteadyBps, age.Seconds())
 		}
+		if d := b.Direct; d != nil && len(d.Errors) == 0 && len(d.UpStreams) == 1 && d.UpStreams[0].PeerWindowBytes > 0 &&
+			(h.dstWindowBytes == 0 || age.Seconds() < h.dstWindowAgeSec) {
+			h.dstWindowBytes, h.dstWindowAgeSec = int64(d.UpStreams[0].PeerWindowBytes), age.Seconds()
+		}
 	}
-	out := make([]planner.Measurement, 0, len(newest))
+	h.measured = make([]planner.Measurement, 0, len(newest))
 	for _, m := range newest {
-		out = append(out, m)
+		h.measured = append(h.measured, m)
 	}
-	slices.SortFunc(out, func(a, b planner.Measurement) int {
+	slices.SortFunc(h.measured, func(a, b planner.Measurement) int {
 		return cmp.Or(slices.Compare(a.Chain, b.Chain), strings.Compare(string(a.Direction), string(b.Direction)))
 	})
-	return out, sc.Err()
+	return h, sc.Err()
 }
 
 // readHistory reads the bench history at path ("" or a missing file:
-// nothing) for plans against target, and returns its measurements and a
-// note saying what it found ("" when nothing).
-func readHistory(path, registryID, target string, now time.Time) ([]planner.Measurement, string, error) {
+// nothing) for plans against target.
+func readHistory(path, registryID, target string, now time.Time) (benchHistory, error) {
 	if path == "" {
-		return nil, "", nil
+		return benchHistory{}, nil
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, "", nil
+		return benchHistory{}, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return benchHistory{}, err
 	}
 	defer f.Close()
-	ms, err := benchMeasurements(f, registryID, target, now)
+	h, err := readBenchHistory(f, registryID, target, now)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", path, err)
+		return h, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(ms) == 0 {
-		return nil, "", nil
-	}
+	return h, nil
+}
+
+// ago is a history age for a note, to the second.
+func ago(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)).Round(time.Second) }
+
+// note says which paths to target h measured, read from path; "" when
+// none.
+func (h benchHistory) note(target, path string) string {
 	var paths []string
-	for _, m := range ms {
+	for _, m := range h.measured {
 		name := "direct"
 		if len(m.Chain) > 0 {
 			name = strings.Join(m.Chain, ",")
 		}
-		paths = append(paths, fmt.Sprintf("%s %s %.1f Mbit/s %s ago", name, m.Direction, m.SteadyBps/1e6,
-			time.Duration(m.AgeSec*float64(time.Second)).Round(time.Second)))
+		paths = append(paths, fmt.Sprintf("%s %s %.1f Mbit/s %s ago", name, m.Direction, m.SteadyBps/1e6, ago(m.AgeSec)))
 	}
-	return ms, fmt.Sprintf("relayctl bench timed %d path%s to %s in the last hour (%s): their plans predict no more than that (--bench-history %s)",
-		len(ms), map[bool]string{true: "s"}[len(ms) > 1], target, strings.Join(paths, "; "), path), nil
+	if len(paths) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("relayctl bench timed %d path%s to %s in the last hour (%s): their plans predict no more than that (--bench-history %s)",
+		len(paths), map[bool]string{true: "s"}[len(paths) > 1], target, strings.Join(paths, "; "), path)
+}
+
+// applyDstWindow sets the window of m's destination node dst to the one h
+// learnt, where the survey did not know it, and returns a note saying so
+// ("" when it did not).
+func (h benchHistory) applyDstWindow(m *planner.Matrix, dst, target string) string {
+	for i := range m.Nodes {
+		if n := &m.Nodes[i]; n.Name == dst && n.WindowBytes == 0 && h.dstWindowBytes > 0 {
+			n.WindowBytes = h.dstWindowBytes
+			return fmt.Sprintf("%s advertised a %d-byte window to a direct upload relayctl bench timed %s ago: the plan takes it as the destination's window",
+				target, h.dstWindowBytes, ago(h.dstWindowAgeSec))
+		}
+	}
+	return ""
 }
 
 // plansDir is where plan and bench keep what their shortlist plans learnt

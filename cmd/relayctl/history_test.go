@@ -75,12 +75,12 @@ func TestBenchMeasurements(t *testing.T) {
 		}, "[] down 40 Mbit/s 300 s; [r1] down 50 Mbit/s 1200 s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, err := benchMeasurements(strings.NewReader(strings.Join(tc.lines, "\n")), reg, target, now)
+			h, err := readBenchHistory(strings.NewReader(strings.Join(tc.lines, "\n")), reg, target, now)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, m := range ms {
+			for _, m := range h.measured {
 				got = append(got, fmt.Sprintf("%v %s %.0f Mbit/s %.0f s", m.Chain, m.Direction, m.SteadyBps/1e6, m.AgeSec))
 			}
 			if g := strings.Join(got, "; "); g != tc.want {
@@ -110,14 +110,14 @@ func TestHistoryBoundsPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, note, err := readHistory(path, reg, target, now)
+	h, err := readHistory(path, reg, target, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(note, "timed 2 paths to srv-tokyo:8000 in the last hour (direct down 30.0 Mbit/s 3m0s ago; r1 down 25.0 Mbit/s 3m0s ago)") {
+	if note := h.note(target, path); !strings.Contains(note, "timed 2 paths to srv-tokyo:8000 in the last hour (direct down 30.0 Mbit/s 3m0s ago; r1 down 25.0 Mbit/s 3m0s ago)") {
 		t.Errorf("note %q", note)
 	}
-	req.Measured = ms
+	req.Measured = h.measured
 	after, err := planner.Search(m, req)
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +134,8 @@ func TestHistoryBoundsPlans(t *testing.T) {
 
 	// Without the file, or with --bench-history "", nothing.
 	for _, p := range []string{"", filepath.Join(t.TempDir(), "none.jsonl")} {
-		if ms, note, err := readHistory(p, reg, target, now); err != nil || note != "" || len(ms) > 0 {
-			t.Errorf("history %q: %v, note %q, error %v; want none", p, ms, note, err)
+		if h, err := readHistory(p, reg, target, now); err != nil || len(h.measured) > 0 || h.dstWindowBytes > 0 {
+			t.Errorf("history %q: %+v, error %v; want none", p, h, err)
 		}
 	}
 }
@@ -176,5 +176,46 @@ func TestKeptPlans(t *testing.T) {
 	}
 	if err := keep(); err != nil {
 		t.Fatalf("a torn file was not replaced: %v", err)
+	}
+}
+
+// The window the destination advertised to a direct upload becomes its
+// window where the survey knew none: an upload's plan is then no longer a
+// bound on an assumed window.
+func TestHistoryLearnsTheDestinationsWindow(t *testing.T) {
+	now := time.Now()
+	const reg, target = "fleet:/etc/relaymesh/fleet.yaml", "srv-tokyo:8000"
+	b := benchJSON{Time: now.Add(-2 * time.Minute), Target: target, Registry: reg, Streams: 1,
+		Direct: &pathbench.Result{UpSteadyBps: 13e6, UpStreams: []pathbench.Stream{{Bytes: 1 << 20, PeerWindowBytes: 256 << 10}}}}
+	line, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := readBenchHistory(strings.NewReader(string(line)), reg, target, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.dstWindowBytes != 256<<10 || h.dstWindowAgeSec < 119 || h.dstWindowAgeSec > 121 {
+		t.Fatalf("destination window %d bytes, %v s old; want 256 KiB, 120 s", h.dstWindowBytes, h.dstWindowAgeSec)
+	}
+	m, err := planner.ParseMatrix([]byte(`{"nodes": {"client": {"window_bytes": 1048576}, "dst:tokyo": {}, "r1": {"relay": true, "window_bytes": 1048576}},
+		"rtt_ms": [{"a": "client", "b": "dst:tokyo", "rtt_ms": 60, "loss_source": "bench"}, ["client", "r1", 30], {"a": "r1", "b": "dst:tokyo", "rtt_ms": 30, "loss_source": "tunnels"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note := h.applyDstWindow(m, "dst:tokyo", target); !strings.Contains(note, "advertised a 262144-byte window to a direct upload relayctl bench timed 2m0s ago") {
+		t.Errorf("note %q", note)
+	}
+	r, err := planner.Search(m, planner.Request{Client: "client", Destination: "dst:tokyo", Direction: planner.Up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.Direct.Segments[0]
+	if last.Receiver != "dst:tokyo" || last.WindowBytes != 256<<10 || last.WindowAssumed {
+		t.Errorf("direct upload's segment %+v: want the destination's 256 KiB window, not assumed", last)
+	}
+	m.Nodes[1].WindowBytes = 1 << 20 // the survey measured one (dst:tokyo sorts second)
+	if note := h.applyDstWindow(m, "dst:tokyo", target); note != "" || m.Nodes[1].WindowBytes != 1<<20 {
+		t.Errorf("a known window was replaced: note %q, window %d", note, m.Nodes[1].WindowBytes)
 	}
 }

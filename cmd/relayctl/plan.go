@@ -327,14 +327,16 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		req.Constraints.Include, req.Constraints.Exclude = nil, nil
 	}
 	req.Constraints.Exclude = append(req.Constraints.Exclude, sr.Matrix.RelaysAmong(avoid)...)
-	measured, note, err := readHistory(f.benchHistory, f.reg.id(), sr.Target.Addr, time.Now())
+	hist, err := readHistory(f.benchHistory, f.reg.id(), sr.Target.Addr, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("--bench-history: %w", err)
 	}
-	req.Measured = measured
+	req.Measured = hist.measured
 	notes := sr.Notes
-	if note != "" {
-		notes = append(notes, note)
+	for _, n := range []string{hist.note(sr.Target.Addr, f.benchHistory), hist.applyDstWindow(sr.Matrix, sr.Target.Name, sr.Target.Addr)} {
+		if n != "" {
+			notes = append(notes, n)
+		}
 	}
 	res, err := planner.Search(sr.Matrix, req)
 	if err != nil {

@@ -35,6 +35,7 @@ type benchOut struct {
 	} `json:"chain"`
 	Predicted struct {
 		DownBps float64 `json:"down_bps"`
+		Bound   bool    `json:"bound"`
 	} `json:"predicted"`
 	SpeedupDown  float64 `json:"speedup_down"`
 	WindowProbes []struct {
@@ -443,4 +444,88 @@ links:
   - {between: [r2, r3], rtt_ms: 10}
   - {between: [r3, server], rtt_ms: 10}
 `)
+}
+
+// TestLabPlanOnWhatIsKnown: plan-unknown declares nothing, and its
+// windows promise most where the links carry least. The sequence plan →
+// bench → plan → bench → plan → bench, with bench's history on:
+//   - the first plan takes r1 on its windows and says its prediction is a
+//     bound, which r1's measurement respects;
+//   - after the first bench (r1 and direct measured), the plan is direct,
+//     kept ahead of the untried r2, whose prediction is only a bound; the
+//     next bench measures r2 beside it (--explore);
+//   - after that, the plan is r2, a point, and the last bench measures it
+//     within 15 % of its prediction;
+//   - no plan after a bench measures slower than direct by more than 5 %.
+func TestLabPlanOnWhatIsKnown(t *testing.T) {
+	labBins(t)
+	var steps []string
+	for i := 1; i <= 3; i++ {
+		steps = append(steps, fmt.Sprintf(`relayctl plan --dst server:8000 --bench-history "$OUT/history.jsonl" -o json > "$OUT/plan%d.json"
+relayctl bench --dst server:8000 --transfers down --duration 5s --history "$OUT/history.jsonl" --bench-history "$OUT/history.jsonl" -o json > "$OUT/bench%d.json"`, i, i))
+	}
+	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-unknown.yaml"), settle+strings.Join(steps, "\n"))
+	type plan struct {
+		planOut
+		Bound    bool     `json:"bound"`
+		KeptOver []string `json:"kept_over"`
+	}
+	type bench struct {
+		benchOut
+		Explored *struct {
+			Relays        []string `json:"relays"`
+			DownSteadyBps float64  `json:"down_steady_bps"`
+		} `json:"explored"`
+	}
+	var plans [4]plan
+	var benches [4]bench
+	for i := 1; i <= 3; i++ {
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
+		p, b := plans[i], benches[i]
+		explored := ""
+		if b.Explored != nil {
+			explored = fmt.Sprintf("; explored %v %.1f", b.Explored.Relays, b.Explored.DownSteadyBps/1e6)
+		}
+		t.Logf("plan %d: %v predicted %.1f Mbit/s (bound %v, kept over %v); bench: chain %v %.1f steady, direct %.1f%s",
+			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, p.KeptOver, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Direct.DownSteadyBps/1e6, explored)
+		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
+			t.Fatalf("bench %d errors: %v", i, errs)
+		}
+	}
+	first := plans[1]
+	if !slices.Equal(first.Chain, []string{"r1"}) || !first.Bound {
+		t.Fatalf("first plan %v (bound %v): want r1, on its windows, stated as a bound; reasons %q", first.Chain, first.Bound, first.Reasons)
+	}
+	// bench plans again (with its own probe of the client's window) and
+	// reports its prediction beside what it measured.
+	if b := benches[1]; !slices.Equal(b.Chain.Relays, []string{"r1"}) || !b.Predicted.Bound || b.Chain.DownSteadyBps > b.Predicted.DownBps {
+		t.Errorf("first bench: %v measured %.1f Mbit/s against a prediction of %.1f (bound %v): want r1, within its bound",
+			b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Predicted.Bound)
+	}
+	second := plans[2]
+	if len(second.Chain) != 0 || second.Bound || !slices.Equal(second.KeptOver, []string{"r2"}) {
+		t.Fatalf("second plan %v (bound %v, kept over %v): want direct, measured, kept ahead of the untried r2; reasons %q",
+			second.Chain, second.Bound, second.KeptOver, second.Reasons)
+	}
+	if e := benches[2].Explored; e == nil || !slices.Equal(e.Relays, []string{"r2"}) || !(e.DownSteadyBps > 0) {
+		t.Fatalf("second bench explored %+v: want r2 measured", e)
+	}
+	last := plans[3]
+	if !slices.Equal(last.Chain, []string{"r2"}) || last.Bound {
+		t.Fatalf("third plan %v (bound %v): want r2, measured; reasons %q", last.Chain, last.Bound, last.Reasons)
+	}
+	if b := benches[3]; !slices.Equal(b.Chain.Relays, []string{"r2"}) || b.Predicted.Bound {
+		t.Errorf("last bench measured %v (its prediction a bound: %v), want r2, measured before", b.Chain.Relays, b.Predicted.Bound)
+	}
+	if r := benches[3].Chain.DownSteadyBps / last.PredictedDownBps; r < 0.85 || r > 1.15 {
+		t.Errorf("r2 measured %.1f Mbit/s, %.2f of its prediction %.1f: want within 15 %%",
+			benches[3].Chain.DownSteadyBps/1e6, r, last.PredictedDownBps/1e6)
+	}
+	for i := 2; i <= 3; i++ {
+		if b := benches[i]; b.Chain.DownSteadyBps < 0.95*b.Direct.DownSteadyBps {
+			t.Errorf("plan %d (%v) measured %.1f Mbit/s, below direct's %.1f by more than 5 %%",
+				i, plans[i].Chain, b.Chain.DownSteadyBps/1e6, b.Direct.DownSteadyBps/1e6)
+		}
+	}
 }

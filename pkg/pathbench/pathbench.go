@@ -49,7 +49,12 @@ type Stream struct {
 	// its own window let the first hop keep in flight once autotuning had
 	// grown it.
 	RcvWindowBytes uint32 `json:"rcv_window_bytes,omitempty"`
-	Error          string `json:"error,omitempty"`
+	// PeerWindowBytes is the largest receive window the other end of this
+	// host's socket advertised while the transfer ran (TCP_INFO snd_wnd,
+	// sampled every 100 ms; 0 on kernels without it): on a direct upload,
+	// the destination's window once its autotuning had grown it.
+	PeerWindowBytes uint32 `json:"peer_window_bytes,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // Result is one path (direct or the chain) measured.
@@ -277,6 +282,7 @@ func (b *Run) stream(ctx context.Context, p Path, up bool, moved *atomic.Int64) 
 				mu.Lock()
 				res.RTTMs, res.Retransmits = ti.rttMs, ti.retrans
 				res.RcvWindowBytes = max(res.RcvWindowBytes, ti.rcvWindowBytes)
+				res.PeerWindowBytes = max(res.PeerWindowBytes, ti.sndWindowBytes)
 				mu.Unlock()
 			}
 		}
@@ -353,6 +359,7 @@ type socketInfo struct {
 	rttMs          float64 // smoothed RTT
 	retrans        uint32  // total retransmissions
 	rcvWindowBytes uint32  // the receive window advertised now
+	sndWindowBytes uint32  // the peer's receive window as last advertised (0: unknown)
 }
 
 // tcpInfo reads this host's socket's TCP_INFO.
@@ -363,7 +370,7 @@ func tcpInfo(c *net.TCPConn) (si socketInfo, ok bool) {
 	}
 	cerr := rc.Control(func(fd uintptr) {
 		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd}
+			si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd, sndWindowBytes: info.Snd_wnd}
 			if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
 				si.rcvWindowBytes = info.Rcv_ssthresh
 			}

@@ -96,3 +96,17 @@ func TestReceiveWindow(t *testing.T) {
 		t.Fatal("a 1-byte probe accepted")
 	}
 }
+
+// An upload reads the window the receiver advertised (TCP_INFO snd_wnd):
+// on a direct path, the destination's.
+func TestUploadReadsThePeersWindow(t *testing.T) {
+	run := &Run{Target: trafficService(t), Size: 16 << 20, Streams: 1, Up: true}
+	var d net.Dialer
+	res := run.Measure(context.Background(), Path{Name: "direct", Dial: func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", run.Target) }})
+	if len(res.Errors) > 0 || len(res.UpStreams) != 1 {
+		t.Fatalf("errors %v, %d streams", res.Errors, len(res.UpStreams))
+	}
+	if s := res.UpStreams[0]; s.PeerWindowBytes == 0 {
+		t.Fatalf("upload stream %+v: no peer window read", s)
+	}
+}
