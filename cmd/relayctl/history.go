@@ -131,7 +131,9 @@ func readHistory(path, registryID, target string, now time.Time) (benchHistory, 
 }
 
 // ago is a history age for a note, to the second.
-func ago(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)).Round(time.Second) }
+func ago(sec float64) time.Duration {
+	return time.Duration(sec * float64(time.Second)).Round(time.Second)
+}
 
 // note says which paths to target h measured, read from path; "" when
 // none.
