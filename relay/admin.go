@@ -217,19 +217,29 @@ func noDeadlines(h http.Handler) http.Handler {
 }
 
 func (s *Server) adminAuth(next http.Handler) http.Handler {
-	if s.cfg.AdminToken == "" {
-		return next
-	}
 	want := []byte("Bearer " + s.cfg.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relaymesh-admin"`)
 			http.Error(w, "admin token required: Authorization: Bearer <admin_token>", http.StatusUnauthorized)
 			return
 		}
+		// The connection is a fleet member's (or, with no token set,
+		// anyone's: the API is open): kept alive like one (admingate.go).
+		markAuthed(r.Context())
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuseAdminConn counts and logs, sampled, an admin connection closed
+// over the gate's caps (admingate.go).
+func (s *Server) refuseAdminConn() {
+	s.metrics.denials.WithLabelValues("admin_conns").Inc()
+	if n, ok := s.refusals.allow("admin_conns"); ok {
+		s.log.Warn("admin API: connection closed: over the caps on open connections, in all or from one address other than loopback",
+			zap.Int("max_conns", maxAdminConns), zap.Int("max_conns_per_host", maxAdminConnsPerHost), zap.Int("not_logged_since_last", n))
+	}
 }
 
 // maxTrafficTransfers bounds the traffic source's concurrent transfers: a

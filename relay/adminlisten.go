@@ -115,10 +115,14 @@ func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 type adminConnKey struct{}
 
-// adminConnContext lets handlers find the request's sniffConn.
+// adminConnContext lets handlers find the request's sniffConn and
+// gatedConn.
 func adminConnContext(ctx context.Context, c net.Conn) context.Context {
+	if gc := gatedOf(c); gc != nil {
+		ctx = context.WithValue(ctx, gatedConnKey{}, gc)
+	}
 	if sc, ok := c.(*sniffConn); ok {
-		return context.WithValue(ctx, adminConnKey{}, sc)
+		ctx = context.WithValue(ctx, adminConnKey{}, sc)
 	}
 	return ctx
 }

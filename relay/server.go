@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
@@ -349,13 +348,14 @@ func (s *Server) Start() error {
 	}
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
-		// Admin clients are relayctl and peer relays: a few at a time.
-		ln := netutil.LimitListener(s.adminLn, maxAdminConns)
+		// Caps no stranger can fill for long (admingate.go).
+		gate := newAdminGate(s.adminLn, s.refuseAdminConn)
+		var ln net.Listener = gate
 		if s.link != nil {
 			// HTTPS with the relay's certificate (adminlisten.go).
 			ln = &adminListener{Listener: ln, tls: s.link.AdminServerConfig()}
-			s.adminSrv.ConnContext = adminConnContext
 		}
+		s.adminSrv.ConnContext, s.adminSrv.ConnState = adminConnContext, gate.connState
 		go s.adminSrv.Serve(ln)
 		if s.udp = s.listenUDPAsks(); s.udp != nil {
 			go s.udp.serve()
@@ -412,10 +412,6 @@ func (s *Server) SOCKSAddr() string { return addrOf(s.socksLn) }
 func (s *Server) HTTPAddr() string  { return addrOf(s.httpLn) }
 func (s *Server) AdminAddr() string { return addrOf(s.adminLn) }
 func (s *Server) RelayAddr() string { return addrOf(s.relayLn) }
-
-// maxAdminConns bounds the admin listener's concurrent conns; more wait in
-// the kernel's accept queue.
-const maxAdminConns = 64
 
 // admit takes a connection slot of frontend's pool and tracks c; false
 // means the pool is full.
