@@ -166,8 +166,10 @@
 //
 // rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
 // an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and
-// optional loss (fraction 0..1), loss_source (who measured it: absent =
-// the probes, "tunnels", "bench" or "declared"), estimated (bool), age_s (seconds since
+// optional loss (fraction 0..1, the higher of the two ways),
+// a_loss_source and b_loss_source (who measured the loss of a's, b's
+// sends: absent = the probes, "tunnels", "bench" or "declared"),
+// estimated (bool), age_s (seconds since
 // measured) and a_window_bytes, b_window_bytes (the receive window a, b
 // was measured to advertise on this path; absent or 0 = the node's
 // window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic

@@ -35,7 +35,7 @@ func TestExplain(t *testing.T) {
 		"  #  segment    rtt      window           limit    loss     rate         flags\n",
 		"  1  client→r1  12.5 ms  64 KiB (client)  unknown  unknown  41.9 Mbit/s  bottleneck (window)\n",
 		"  2  r1→srv     30.1 ms  4 MiB (r1)       unknown  unknown  1.11 Gbit/s  -\n",
-		"  - the pick rests on what is not known: it beats direct only if client→r1, r1→srv each carry at least 11.8 Mbit/s (direct's 10.5 Mbit/s + 10%, before the relays' overhead)\n",
+		"  - the pick rests on what is not known: it beats direct's prediction only if client→r1, r1→srv each carry at least 11.8 Mbit/s (direct's 10.5 Mbit/s + 10%, before the relays' overhead); direct's prediction is itself a bound\n",
 		"  - 1 relay at 2% overhead: 41.9 Mbit/s × 0.980 = 41.1 Mbit/s predicted\n",
 		"  - chain via r1 wins: 3.92× direct (41.1 Mbit/s vs 10.5 Mbit/s), a gain of 292% ≥ the 10% minimum\n",
 		"first relay placed near the client",
@@ -84,9 +84,9 @@ func TestExplainKnownInputs(t *testing.T) {
 	m := &Matrix{
 		Nodes: []Node{{Name: "client", WindowBytes: 64 << 10, LimitBps: 100e6}, {Name: "r1", Relay: true, WindowBytes: 4 << 20, LimitBps: 200e6}, {Name: "srv", LimitBps: 1e9}},
 		Pairs: []Pair{
-			{A: "client", B: "r1", RTTMs: 12.5, LossSource: LearntFromTunnels},
-			{A: "r1", B: "srv", RTTMs: 30.1, Loss: 0.001, LossSource: LearntFromTunnels},
-			{A: "client", B: "srv", RTTMs: 50, LossSource: LossDeclared},
+			{A: "client", B: "r1", RTTMs: 12.5, ALossSource: LearntFromTunnels, BLossSource: LearntFromTunnels},
+			{A: "r1", B: "srv", RTTMs: 30.1, Loss: 0.001, ALossSource: LearntFromTunnels, BLossSource: LearntFromTunnels},
+			{A: "client", B: "srv", RTTMs: 50, ALossSource: LossDeclared, BLossSource: LossDeclared},
 		},
 	}
 	out := Explain(mustSearch(t, m, Request{}))

@@ -109,7 +109,8 @@ type filePair struct {
 	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
 	ASendSource string  `json:"a_send_source,omitempty"`
 	BSendSource string  `json:"b_send_source,omitempty"`
-	LossSource  string  `json:"loss_source,omitempty"`
+	ALossSource string  `json:"a_loss_source,omitempty"`
+	BLossSource string  `json:"b_loss_source,omitempty"`
 }
 
 // MarshalJSON writes the file format ParseMatrix reads: pairs with only an
@@ -122,7 +123,7 @@ func (m Matrix) MarshalJSON() ([]byte, error) {
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
-		if !p.hasExtras() && !p.Estimated && p.AgeSec == 0 && p.LossSource == "" {
+		if !p.hasExtras() && !p.Estimated && p.AgeSec == 0 && p.ALossSource == "" && p.BLossSource == "" {
 			pairs[i] = []any{p.A, p.B, p.RTTMs}
 		} else {
 			pairs[i] = filePair(p)
@@ -297,10 +298,12 @@ func parsePair(raw json.RawMessage) (Pair, error) {
 				err = dec.Decode(&p.ASendSource)
 			case "b_send_source":
 				err = dec.Decode(&p.BSendSource)
-			case "loss_source":
-				err = dec.Decode(&p.LossSource)
+			case "a_loss_source":
+				err = dec.Decode(&p.ALossSource)
+			case "b_loss_source":
+				err = dec.Decode(&p.BLossSource)
 			default:
-				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, loss_source, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s, a_send_source, b_send_source)", key)
+				return fmt.Errorf("unknown field %q (want a, b, rtt_ms, loss, a_loss_source, b_loss_source, estimated, age_s, a_window_bytes, b_window_bytes, a_send_bps, b_send_bps, a_send_age_s, b_send_age_s, a_send_source, b_send_source)", key)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -452,8 +455,8 @@ func checkPair(p *Pair, ia, ib int) error {
 		return fmt.Errorf("a_send_age_s %v, b_send_age_s %v: want seconds >= 0", p.ASendAgeSec, p.BSendAgeSec)
 	case !knownSource(p.ASendSource) || !knownSource(p.BSendSource):
 		return fmt.Errorf("a_send_source %q, b_send_source %q: want %q or %q (or none)", p.ASendSource, p.BSendSource, LearntFromTunnels, LearntFromBench)
-	case !knownSource(p.LossSource) && p.LossSource != LossDeclared:
-		return fmt.Errorf("loss_source %q: want %q, %q or %q (or none: the probes')", p.LossSource, LearntFromTunnels, LearntFromBench, LossDeclared)
+	case !knownLossSource(p.ALossSource) || !knownLossSource(p.BLossSource):
+		return fmt.Errorf("a_loss_source %q, b_loss_source %q: want %q, %q or %q (or none: the probes')", p.ALossSource, p.BLossSource, LearntFromTunnels, LearntFromBench, LossDeclared)
 	}
 	return nil
 }
@@ -509,3 +512,5 @@ func (m *Matrix) Resolve(dst string) (string, error) {
 func knownSource(s string) bool {
 	return s == "" || s == LearntFromTunnels || s == LearntFromBench
 }
+
+func knownLossSource(s string) bool { return knownSource(s) || s == LossDeclared }

@@ -84,19 +84,25 @@ func (s *search) measuredOf(chain []int32) (down, up *Measurement, covered bool)
 	return down, up, down != nil
 }
 
+// measuredBps is what chain's path was measured to move in the requested
+// direction (the lower way for Both), bits/s; +Inf when not measured.
+func (s *search) measuredBps(chain []int32) float64 {
+	down, up, _ := s.measuredOf(chain)
+	bps := math.Inf(1)
+	if down != nil {
+		bps = down.SteadyBps
+	}
+	if up != nil {
+		bps = min(bps, up.SteadyBps)
+	}
+	return bps
+}
+
 // measuredCap lowers each candidate's prediction to what its path was
 // measured to move in the requested direction.
 func (s *search) measuredCap(cs []candidate) {
 	for i := range cs {
-		down, up, _ := s.measuredOf(cs[i].chain)
-		capBps := math.Inf(1)
-		if down != nil {
-			capBps = down.SteadyBps
-		}
-		if up != nil {
-			capBps = min(capBps, up.SteadyBps)
-		}
-		cs[i].predictedBps = min(cs[i].predictedBps, capBps)
+		cs[i].predictedBps = min(cs[i].predictedBps, s.measuredBps(cs[i].chain))
 	}
 }
 
@@ -191,14 +197,14 @@ func measuredReason(p Plan, modelBps float64) string {
 // keptReason says why the measured plan kept (a chain, or direct when
 // kept.chain is empty) is the plan rather than the untried chain over it.
 func (s *search) keptReason(kept candidate) string {
-	return fmt.Sprintf("kept %s (%s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
-		s.measuredName(kept), fmtBps(kept.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
+	return fmt.Sprintf("kept %s (measured at %s, predicted %s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
+		s.measuredName(kept), fmtBps(s.measuredBps(kept.chain)), fmtBps(kept.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
 }
 
 // keptLost is the untried chain c's side of keptReason.
 func (s *search) keptLost(c, kept candidate) string {
 	return fmt.Sprintf("untried: predicts ≤ %s, but nobody has measured it, and %s was measured at %s: relayctl bench --chain %s measures this one",
-		fmtBps(c.predictedBps), s.pathName(kept), fmtBps(kept.predictedBps), strings.Join(s.names(c.chain), ","))
+		fmtBps(c.predictedBps), s.pathName(kept), fmtBps(s.measuredBps(kept.chain)), strings.Join(s.names(c.chain), ","))
 }
 
 // measuredName names a measured plan in a reason.

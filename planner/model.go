@@ -155,22 +155,24 @@ type Pair struct {
 	// LearntFromBench, relayctl bench, from a download it timed.
 	ASendSource string `json:"a_send_source,omitempty"`
 	BSendSource string `json:"b_send_source,omitempty"`
-	// LossSource says where Loss comes from: "" the probes alone (TCP
-	// handshakes: a loss they see is real, but random loss below a few
-	// per cent barely shows in them, so a 0 from them is unknown, not
-	// clean); LearntFromTunnels, the retransmissions of the traffic a
-	// relay sent on the path; LearntFromBench, a timed transfer;
-	// LossDeclared, whoever wrote the matrix.
-	LossSource string `json:"loss_source,omitempty"`
+	// ALossSource says who measured the loss of A's sends to B, which
+	// Loss (the higher of the two ways) covers; BLossSource the same of
+	// B's sends: "" the probes alone (TCP handshakes: a loss they see is
+	// real, but random loss below a few per cent barely shows in them, so
+	// a 0 from them is unknown, not clean); LearntFromTunnels, the
+	// retransmissions of the traffic A's (B's) tunnels sent; LearntFromBench,
+	// a timed transfer; LossDeclared, whoever wrote the matrix.
+	ALossSource string `json:"a_loss_source,omitempty"`
+	BLossSource string `json:"b_loss_source,omitempty"`
 }
 
 // Sources of a learnt rate (Pair.ASendSource, Segment.LearntSource) or a
-// loss (Pair.LossSource).
+// loss (Pair.ALossSource, BLossSource).
 const (
 	LearntFromTunnels = "tunnels"
 	LearntFromBench   = "bench"
-	// LossDeclared: a loss the matrix's author states (Pair.LossSource
-	// only).
+	// LossDeclared: a loss the matrix's author states (Pair.ALossSource,
+	// BLossSource only).
 	LossDeclared = "declared"
 )
 
@@ -442,7 +444,8 @@ type Segment struct {
 	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
-	// LossSource is the pair's Pair.LossSource: who measured Loss.
+	// LossSource is who measured the loss of Sender's sends on this
+	// segment (Pair.ALossSource or BLossSource): "" the probes alone.
 	LossSource string `json:"loss_source,omitempty"`
 	// Unknown lists what RateBps rests on that nobody measured, learnt or
 	// declared (UnknownCapacity, UnknownWindow, UnknownLoss), in that
@@ -462,9 +465,10 @@ type Plan struct {
 	// bits/s: min over segments × (1−RelayOverhead)^len(Chain). For Both
 	// it is min(PredictedDownBps, PredictedUpBps).
 	PredictedBps float64 `json:"predicted_bps"`
-	// Bound says PredictedBps (and the down and up figures) is an upper
-	// bound, not a point: a segment rests on an unknown (Segment.Unknown)
-	// that can hold it lower. relayctl bench, or traffic the relays carry,
+	// Bound says PredictedBps, in the requested direction (both ways for
+	// Both), is an upper bound, not a point: a segment rests on an unknown
+	// (Segment.Unknown) that can hold it lower. The other direction's
+	// figure is not judged. relayctl bench, or traffic the relays carry,
 	// turns unknowns into measurements.
 	Bound            bool    `json:"bound,omitempty"`
 	PredictedDownBps float64 `json:"predicted_down_bps"`

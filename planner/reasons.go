@@ -349,6 +349,12 @@ func boundReason(p Plan) string {
 		"; relayctl bench measures the path, and the relays learn both from the traffic they carry"
 }
 
+// directBound says the direct plan's prediction is a bound.
+func (s *search) directBound() bool {
+	cd := s.client*s.n + s.dst
+	return s.rtt[cd] > 0 && s.untried(nil)
+}
+
 // unknownSegments names the segments (from→to) whose Unknown holds what.
 func unknownSegments(segs []Segment, what string) []string {
 	var out []string
@@ -381,9 +387,12 @@ func (s *search) restsOn(p Plan, direct candidate, directKnown bool) string {
 	if len(segs) > 1 {
 		each = "each carry"
 	}
-	why := fmt.Sprintf("the pick rests on what is not known: it beats direct only if %s %s at least %s (direct's %s + %s, before the relays' overhead)",
+	why := fmt.Sprintf("the pick rests on what is not known: it beats direct's prediction only if %s %s at least %s (direct's %s + %s, before the relays' overhead)",
 		strings.Join(segs, ", "), each, fmtBps(direct.predictedBps*(1+s.req.Constraints.MinGain)/s.factor[len(p.Chain)]),
 		fmtBps(direct.predictedBps), fmtPct(s.req.Constraints.MinGain))
+	if s.directBound() {
+		why += "; direct's prediction is itself a bound"
+	}
 	if s.sized() {
 		why = "the pick rests on what is not known: the capacity or loss of " + strings.Join(segs, ", ")
 	}
@@ -391,34 +400,55 @@ func (s *search) restsOn(p Plan, direct candidate, directKnown bool) string {
 }
 
 // awaiting names the measurements whose absence leaves every chain out
-// (Result.Awaiting): none when a chain was found, no relay is usable or
-// the constraints allow none.
+// (Result.Awaiting): none when a chain was found, no relay is usable, the
+// constraints allow none, or what is missing was measured and found
+// unusable (an unreachable pair is an answer, not a wait).
 func (s *search) awaiting(chains []candidate) []string {
 	if len(chains) > 0 || s.relays == 0 || s.maxHops() == 0 {
 		return nil
 	}
 	n := s.n
-	fromClient, toDst, between := 0, 0, false
+	var fromClient, toDst []int // relays with a usable pair to the client, to the destination
+	measuredFrom, measuredTo := false, false
 	for r := range s.relays {
-		if s.rtt[s.client*n+r] > 0 {
-			fromClient++
+		measuredFrom = measuredFrom || s.rtt[s.client*n+r] > 0
+		measuredTo = measuredTo || s.rtt[r*n+s.dst] > 0
+		if s.rate[s.client*n+r] > 0 {
+			fromClient = append(fromClient, r)
 		}
-		if s.rtt[r*n+s.dst] > 0 {
-			toDst++
-		}
-		for v := r + 1; v < s.relays && !between; v++ {
-			between = s.rtt[r*n+v] > 0
+		if s.rate[r*n+s.dst] > 0 {
+			toDst = append(toDst, r)
 		}
 	}
 	var out []string
-	if fromClient == 0 {
+	if !measuredFrom {
 		out = append(out, fmt.Sprintf("no RTT from %s to any of the %d relay%s", s.name(s.client), s.relays, plural(s.relays)))
 	}
-	if toDst == 0 {
+	if !measuredTo {
 		out = append(out, fmt.Sprintf("no relay's RTT to %s", s.name(s.dst)))
 	}
-	if len(out) == 0 && !between {
-		out = append(out, fmt.Sprintf("no relay-to-relay RTT: the relays %s reaches are not the ones that reach %s", s.name(s.client), s.name(s.dst)))
+	if len(out) > 0 || len(fromClient) == 0 || len(toDst) == 0 {
+		return out
+	}
+	// Both sides reach relays, but not the same ones.
+	if s.maxHops() == 1 {
+		return []string{fmt.Sprintf("no relay with both an RTT from %s and one to %s", s.name(s.client), s.name(s.dst))}
+	}
+	for _, a := range fromClient {
+		for _, b := range toDst {
+			if s.rtt[a*n+b] > 0 {
+				return nil // measured: the chains are longer than allowed, or unusable
+			}
+		}
+	}
+	return []string{fmt.Sprintf("no RTT between the relays %s reaches (%s) and those that reach %s (%s)",
+		s.name(s.client), s.chainNames(int32s(fromClient)), s.name(s.dst), s.chainNames(int32s(toDst)))}
+}
+
+func int32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
 	}
 	return out
 }

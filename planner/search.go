@@ -800,23 +800,45 @@ func (s *search) segment(u, v int) Segment {
 	default:
 		seg.LimitedBy = limitedByLoss // total loss: a cap of 0
 	}
-	seg.LossSource = pair.LossSource
-	seg.Unknown = unknowns(seg)
+	seg.LossSource = lossSourceOf(s.name(send), pair)
+	seg.Unknown = s.unknowns(u, v, pair)
 	return seg
 }
 
-// unknowns lists what seg's rate rests on that nobody measured, learnt or
-// declared (Segment.Unknown).
-func unknowns(seg Segment) []string {
+// lossSourceOf is who measured the loss of sender's sends over pair.
+func lossSourceOf(sender string, p *Pair) string {
+	if sender == p.A {
+		return p.ALossSource
+	}
+	return p.BLossSource
+}
+
+// unknowns lists what segment u→v over pair rests on that nobody
+// measured, learnt or declared (Segment.Unknown), in every direction the
+// request counts (for Both, either way's unknown).
+func (s *search) unknowns(u, v int, pair *Pair) []string {
+	ways := [][2]int{{u, v}} // {receiver, sender}: a download's
+	switch s.req.Direction {
+	case Up:
+		ways = [][2]int{{v, u}}
+	case Both:
+		ways = append(ways, [2]int{v, u})
+	}
+	var capacity, window, loss bool
+	for _, w := range ways {
+		recv, send := w[0], w[1]
+		capacity = capacity || minLimit(s.limits[u], s.limits[v]) <= 0 && math.IsInf(s.learntBps(send, pair), 1) && pair.Loss < 1
+		window = window || s.m.Nodes[s.node[recv]].WindowBytes <= 0 && s.recvWindow(recv, pair) == s.windows[recv]
+		loss = loss || pair.Loss == 0 && lossSourceOf(s.name(send), pair) == "" && !lossTolerant(s.ccs[send])
+	}
 	var out []string
-	if seg.LimitBps <= 0 && seg.LearntBps <= 0 && seg.Loss < 1 {
-		out = append(out, UnknownCapacity)
-	}
-	if seg.WindowAssumed {
-		out = append(out, UnknownWindow)
-	}
-	if seg.Loss == 0 && seg.LossSource == "" && !lossTolerant(seg.SenderCongestionControl) {
-		out = append(out, UnknownLoss)
+	for _, k := range []struct {
+		unknown bool
+		what    string
+	}{{capacity, UnknownCapacity}, {window, UnknownWindow}, {loss, UnknownLoss}} {
+		if k.unknown {
+			out = append(out, k.what)
+		}
 	}
 	return out
 }

@@ -16,9 +16,9 @@ func knownMatrix() *Matrix {
 			{Name: "srv", WindowBytes: 4 << 20, LimitBps: 1e9},
 		},
 		Pairs: []Pair{
-			{A: "client", B: "r1", RTTMs: 10, LossSource: LearntFromTunnels},
-			{A: "r1", B: "srv", RTTMs: 40, LossSource: LearntFromTunnels},
-			{A: "client", B: "srv", RTTMs: 50, LossSource: LearntFromBench},
+			{A: "client", B: "r1", RTTMs: 10, ALossSource: LearntFromTunnels, BLossSource: LearntFromTunnels},
+			{A: "r1", B: "srv", RTTMs: 40, ALossSource: LearntFromTunnels, BLossSource: LearntFromTunnels},
+			{A: "client", B: "srv", RTTMs: 50, ALossSource: LearntFromBench, BLossSource: LearntFromBench},
 		},
 	}
 }
@@ -116,7 +116,7 @@ func TestUnknownDestinationWindow(t *testing.T) {
 // loss learnt from traffic, even 0, is known.
 func TestUnknownLoss(t *testing.T) {
 	m := knownMatrix()
-	m.Pairs[1].LossSource = "" // r1–srv: probes only
+	m.Pairs[1].ALossSource, m.Pairs[1].BLossSource = "", "" // r1–srv: probes only
 	r := mustSearch(t, m, Request{})
 	seg := r.Best.Segments[1]
 	if !slices.Equal(seg.Unknown, []string{UnknownLoss}) || !r.Best.Bound {
@@ -154,12 +154,27 @@ func TestAwaiting(t *testing.T) {
 	// The client reaches a, b reaches srv, nothing between them.
 	m.Pairs = append(m.Pairs, Pair{A: "client", B: "a", RTTMs: 20}, Pair{A: "b", B: "srv", RTTMs: 20})
 	r = mustSearch(t, m, Request{})
-	if len(r.Awaiting) != 1 || !strings.Contains(r.Awaiting[0], "no relay-to-relay RTT") {
-		t.Fatalf("awaiting %q, want the relay-to-relay RTT", r.Awaiting)
+	if want := []string{"no RTT between the relays client reaches (a) and those that reach srv (b)"}; !slices.Equal(r.Awaiting, want) {
+		t.Fatalf("awaiting %q, want %q", r.Awaiting, want)
 	}
+	if r := mustSearch(t, m, Request{Constraints: Constraints{MaxHops: 1}}); len(r.Awaiting) != 1 || !strings.Contains(r.Awaiting[0], "no relay with both") {
+		t.Errorf("one hop at most: awaiting %q, want a relay with both ends", r.Awaiting)
+	}
+	// A pair between two other relays does not hide the missing one.
+	m.Nodes = append(m.Nodes, Node{Name: "c", Relay: true}, Node{Name: "d", Relay: true})
+	m.Pairs = append(m.Pairs, Pair{A: "c", B: "d", RTTMs: 5})
+	if r := mustSearch(t, m, Request{}); len(r.Awaiting) != 1 || !strings.Contains(r.Awaiting[0], "no RTT between the relays client reaches (a)") {
+		t.Errorf("with c–d measured: awaiting %q", r.Awaiting)
+	}
+	m.Nodes, m.Pairs = m.Nodes[:4], m.Pairs[:len(m.Pairs)-1]
 	m.Pairs = append(m.Pairs, Pair{A: "a", B: "b", RTTMs: 40})
 	if r := mustSearch(t, m, Request{}); len(r.Awaiting) > 0 || len(r.Best.Chain) == 0 {
 		t.Errorf("every pair measured: awaiting %q, best %v", r.Awaiting, r.Best.Chain)
+	}
+	// A relay measured unreachable from the destination is an answer.
+	if r := mustSearch(t, &Matrix{Nodes: []Node{{Name: "client"}, {Name: "a", Relay: true}, {Name: "srv"}},
+		Pairs: []Pair{{A: "client", B: "srv", RTTMs: 100}, {A: "client", B: "a", RTTMs: 20}, {A: "a", B: "srv", RTTMs: 20, Loss: 1}}}, Request{}); len(r.Awaiting) > 0 {
+		t.Errorf("a–srv unreachable: awaiting %q, want nothing", r.Awaiting)
 	}
 	// A chain that loses on its merits awaits nothing.
 	m.Pairs = []Pair{{A: "client", B: "srv", RTTMs: 10}, {A: "client", B: "a", RTTMs: 20}, {A: "a", B: "srv", RTTMs: 20}}
@@ -240,7 +255,7 @@ func TestMeasuredChainKeptOverUntried(t *testing.T) {
 	// Direct measured too: it is kept ahead of the untried r2.
 	req.Measured = append(req.Measured, Measurement{Chain: []string{}, Direction: Down, SteadyBps: 10.5e6, AgeSec: 30})
 	r = mustSearch(t, m, req)
-	if len(r.Best.Chain) != 0 || !hasReason(r.Best.Reasons, "direct wins: kept the measured direct path (10.5 Mbit/s) ahead of the untried chain via r2") {
+	if len(r.Best.Chain) != 0 || !hasReason(r.Best.Reasons, "direct wins: kept the measured direct path (measured at 10.5 Mbit/s, predicted 10.5 Mbit/s) ahead of the untried chain via r2") {
 		t.Errorf("direct measured, r1 measured below the minimum gain: best %v, reasons %q; want direct, kept", r.Best.Chain, r.Best.Reasons)
 	}
 	if i := slices.IndexFunc(r.Alternatives, func(p Plan) bool { return slices.Equal(p.Chain, []string{"r2"}) }); i < 0 ||
@@ -254,9 +269,33 @@ func TestMeasuredChainKeptOverUntried(t *testing.T) {
 		m.Nodes[i].LimitBps = 1e9
 	}
 	for i := range m.Pairs {
-		m.Pairs[i].LossSource = LearntFromTunnels
+		m.Pairs[i].ALossSource, m.Pairs[i].BLossSource = LearntFromTunnels, LearntFromTunnels
 	}
 	if r := mustSearch(t, m, req); !slices.Equal(r.Best.Chain, []string{"r2"}) || r.Best.Bound {
 		t.Errorf("r2 known: best %v (bound %v), want r2, a point", r.Best.Chain, r.Best.Bound)
+	}
+}
+
+// TestUnknownsEachWay: a loss is known for the way whose sender learnt it;
+// planning for both ways counts either way's unknowns.
+func TestUnknownsEachWay(t *testing.T) {
+	m := knownMatrix()
+	m.Pairs[1].BLossSource = "" // r1–srv: r1 learnt its sends' loss, srv's nobody did
+	if r := mustSearch(t, m, Request{}); !slices.Equal(r.Best.Segments[1].Unknown, []string{UnknownLoss}) {
+		t.Errorf("download (srv sends on r1→srv): unknown %q, want loss", r.Best.Segments[1].Unknown)
+	}
+	up := mustSearch(t, m, Request{Direction: Up})
+	viaR1 := slices.Concat([]Plan{up.Best}, up.Alternatives)
+	i := slices.IndexFunc(viaR1, func(p Plan) bool { return slices.Equal(p.Chain, []string{"r1"}) })
+	if i < 0 || len(viaR1[i].Segments[1].Unknown) > 0 {
+		t.Errorf("upload (r1 sends on r1→srv): plans %+v, want r1's second segment with nothing unknown", viaR1)
+	}
+	// Both: direct's download rests on the client's assumed window even
+	// where the upload is the slower way.
+	m = knownMatrix()
+	m.Nodes[0].WindowBytes = 0
+	r := mustSearch(t, m, Request{Direction: Both})
+	if !r.Direct.Bound || !slices.Contains(r.Direct.Segments[0].Unknown, UnknownWindow) {
+		t.Errorf("both ways, the client's window unknown: direct bound %v, unknown %q", r.Direct.Bound, r.Direct.Segments[0].Unknown)
 	}
 }

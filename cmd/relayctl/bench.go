@@ -44,8 +44,9 @@ type benchJSON struct {
 		DirectDownBps float64 `json:"direct_down_bps"`
 		DirectUpBps   float64 `json:"direct_up_bps"`
 		// Bound and DirectBound say the chain's and direct's predictions
-		// are upper bounds (planner.Plan.Bound): they rest on what nobody
-		// measured, learnt or declared.
+		// in the direction the plan was made for (down, unless
+		// --direction) are upper bounds (planner.Plan.Bound): they rest
+		// on what nobody measured, learnt or declared.
 		Bound       bool `json:"bound,omitempty"`
 		DirectBound bool `json:"direct_bound,omitempty"`
 		// ExploredDownBps and ExploredUpBps are the explored chain's
@@ -310,7 +311,8 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 				out.Chain = run.Measure(ctx, pathbench.Path{Name: "chain", Relays: b.Chain, Dial: dial})
 				out.Segments = benchSegments(ctx, f.reg.admin(5*time.Second), f.token(), b.Chain, p.Relays, out.Chain, since)
 			}
-			if untried := p.Result.KeptOver; explore && len(untried) > 0 && len(forced) == 0 && via != "direct" {
+			// Only a one-stream bench written to the history is read back.
+			if untried := p.Result.KeptOver; explore && len(untried) > 0 && len(forced) == 0 && via != "direct" && streams == 1 && history != "" {
 				// The plan kept a measured path ahead of this chain only
 				// because nobody had measured it: measure it now, so the
 				// next plan compares measurements.
@@ -431,9 +433,13 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		if r == nil {
 			return
 		}
-		predicted := mbit
-		if bound {
-			predicted = func(bps float64) string { return "≤ " + mbit(bps) }
+		// The plan's bound is of the direction it was made for.
+		dir := p.Result.Direction
+		predicted := func(bps float64, way planner.Direction) string {
+			if bound && (dir == way || dir == planner.Both) {
+				return "≤ " + mbit(bps)
+			}
+			return mbit(bps)
 		}
 		down, downSteady, up, upSteady := "-", "-", "-", "-"
 		if len(r.DownStreams) > 0 {
@@ -442,7 +448,7 @@ func printBench(w io.Writer, out *benchJSON, p *planned) {
 		if len(r.UpStreams) > 0 {
 			up, upSteady = mbit(r.UpBps), mbit(r.UpSteadyBps)
 		}
-		fmt.Fprintf(w, "%-8s %9.1f ms %16s %16s %16s %16s %16s %16s\n", name, r.TTFBMs, down, downSteady, predicted(pd), up, upSteady, predicted(pu))
+		fmt.Fprintf(w, "%-8s %9.1f ms %16s %16s %16s %16s %16s %16s\n", name, r.TTFBMs, down, downSteady, predicted(pd, planner.Down), up, upSteady, predicted(pu, planner.Up))
 	}
 	row("direct", out.Direct, out.Predicted.DirectDownBps, out.Predicted.DirectUpBps, out.Predicted.DirectBound)
 	row("chain", out.Chain, out.Predicted.DownBps, out.Predicted.UpBps, out.Predicted.Bound)

@@ -83,7 +83,8 @@ again every --replan (from the last plan, as above).
 
 A plan that goes direct only because the fleet has not measured itself yet
 (no relay's RTT to the destination, none from this host, none between the
-relays) says so and is made again every ` + planroute.AwaitingReplanEvery.String() + ` until the measurements arrive.
+relays) says so and is made again ` + planroute.AwaitingReplanEvery.String() + ` later, the wait doubling while
+the measurements still have not come, up to --replan.
 
 Both modes plan again within seconds when a tunnel fails at a relay; new
 connections take the new chain, live ones stay on theirs. A relay
@@ -175,7 +176,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			}
 			via := orDirect(r.Chain())
 			if w := r.Awaiting(); len(w) > 0 {
-				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again every %v until they arrive",
+				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again in %v (the wait doubling while they have not come, up to --replan)",
 					strings.Join(w, "; "), planroute.AwaitingReplanEvery)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> %s via %s\n",

@@ -199,7 +199,7 @@ func TestHistoryLearnsTheDestinationsWindow(t *testing.T) {
 		t.Fatalf("destination window %d bytes, %v s old; want 256 KiB, 120 s", h.dstWindowBytes, h.dstWindowAgeSec)
 	}
 	m, err := planner.ParseMatrix([]byte(`{"nodes": {"client": {"window_bytes": 1048576}, "dst:tokyo": {}, "r1": {"relay": true, "window_bytes": 1048576}},
-		"rtt_ms": [{"a": "client", "b": "dst:tokyo", "rtt_ms": 60, "loss_source": "bench"}, ["client", "r1", 30], {"a": "r1", "b": "dst:tokyo", "rtt_ms": 30, "loss_source": "tunnels"}]}`))
+		"rtt_ms": [{"a": "client", "b": "dst:tokyo", "rtt_ms": 60, "a_loss_source": "bench", "b_loss_source": "bench"}, ["client", "r1", 30], {"a": "r1", "b": "dst:tokyo", "rtt_ms": 30, "a_loss_source": "tunnels", "b_loss_source": "tunnels"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,9 +331,12 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if err != nil {
 		return nil, fmt.Errorf("--bench-history: %w", err)
 	}
-	req.Measured = hist.measured
 	notes := sr.Notes
-	for _, n := range []string{hist.note(sr.Target.Addr, f.benchHistory), hist.applyDstWindow(sr.Matrix, sr.Target.Name, sr.Target.Addr)} {
+	histNote := ""
+	if req.SizeBytes == 0 { // ranked by completion time, plans do not use them
+		req.Measured, histNote = hist.measured, hist.note(sr.Target.Addr, f.benchHistory)
+	}
+	for _, n := range []string{histNote, hist.applyDstWindow(sr.Matrix, sr.Target.Name, sr.Target.Addr)} {
 		if n != "" {
 			notes = append(notes, n)
 		}

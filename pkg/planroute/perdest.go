@@ -116,8 +116,10 @@ type keyEntry struct {
 	at   time.Time      // when the last survey ended; zero before one
 	due  bool           // a relay went down or came back: survey again
 	// retryAt, when set, is when the key is surveyed again sooner than
-	// TTL: its plan went direct for want of measurements.
+	// TTL: its plan went direct for want of measurements, awaitN surveys
+	// in a row (the wait doubles each time, see awaitBackoff).
 	retryAt time.Time
+	awaitN  int
 	run     *surveyRun // the survey queued or running; nil when none
 	told    bool       // "no plan yet" logged for this key
 }
@@ -347,9 +349,10 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 	b := res.Best
 	if len(res.Awaiting) > 0 {
 		r.retrySoon(key)
-		return nil, false, fmt.Errorf("waiting for measurements (%s): surveying %s again within %v",
-			strings.Join(res.Awaiting, "; "), key, AwaitingReplanEvery)
+		return nil, false, fmt.Errorf("waiting for measurements (%s): surveying %s again soon",
+			strings.Join(res.Awaiting, "; "), key)
 	}
+	r.awaited(key)
 	if len(b.Chain) == 0 || b.Chain[0] != survey.ClientNode {
 		return nil, false, errors.New("no chain from this host to " + dst)
 	}
@@ -369,13 +372,25 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 	return ch, false, nil
 }
 
-// retrySoon has key surveyed again AwaitingReplanEvery after its last
-// survey, unless a survey is already due sooner.
+// retrySoon has key surveyed again soon after its last survey (from
+// AwaitingReplanEvery, doubling with each survey in a row that still
+// waits, up to TTL), unless one is already due or running.
 func (r *PerDestination) retrySoon(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.keys[key]; e != nil && e.retryAt.IsZero() && e.run == nil {
-		e.retryAt = e.at.Add(AwaitingReplanEvery)
+		e.awaitN++
+		e.retryAt = e.at.Add(awaitBackoff(AwaitingReplanEvery, r.pc.TTL, e.awaitN))
+	}
+}
+
+// awaited marks key's survey as awaiting nothing: the next wait for
+// measurements starts from AwaitingReplanEvery again.
+func (r *PerDestination) awaited(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.keys[key]; e != nil {
+		e.awaitN = 0
 	}
 }
 

@@ -24,8 +24,20 @@ const replanTimeout = 60 * time.Second
 // AwaitingReplanEvery is how soon a plan that went direct for want of
 // measurements (planner.Result.Awaiting: a fleet that has not measured
 // itself yet) is made again, whatever the re-plan interval: relays publish
-// their first measurements within seconds of starting.
+// their first measurements within seconds of starting. Each further plan
+// that still waits doubles it, up to the re-plan interval: what never
+// arrives (a destination no relay reaches) costs a survey per interval.
 const AwaitingReplanEvery = 5 * time.Second
+
+// awaitBackoff is the wait after the n-th plan in a row that awaited
+// measurements (n from 1): first, doubling each time, at most most.
+func awaitBackoff(first, most time.Duration, n int) time.Duration {
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
+}
 
 // Plan is one plan of a Single with what applying it needs.
 type Plan struct {
@@ -61,6 +73,7 @@ type Single struct {
 	kick     chan struct{} // buffered 1: a re-plan is due
 	lastKick time.Time
 	awaiting []string // the current plan's Result.Awaiting
+	awaitN   int      // plans in a row that awaited measurements
 }
 
 // NewSingle makes a Single that plans with plan every interval once Run
@@ -151,6 +164,12 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 	r.cur, r.names = ch, b.Chain
 	wasAwaiting := len(r.awaiting) > 0
 	r.awaiting = p.Result.Awaiting
+	if len(r.awaiting) > 0 {
+		r.awaitN++
+	} else {
+		r.awaitN = 0
+	}
+	next := r.nextLocked()
 	r.mu.Unlock()
 	fields := []zap.Field{zap.String("dst", p.Result.Destination),
 		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
@@ -158,7 +177,7 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 	if len(p.Result.Awaiting) > 0 {
 		if !wasAwaiting || logAll {
 			r.log.Info("direct: waiting for measurements; planning again soon", append(fields,
-				zap.Strings("awaiting", p.Result.Awaiting), zap.Duration("every", r.awaitEvery))...)
+				zap.Strings("awaiting", p.Result.Awaiting), zap.Duration("again_in", next))...)
 		}
 		return nil
 	}
@@ -168,14 +187,21 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 
 // next is how long Run waits before the next plan.
 func (r *Single) next() time.Duration {
-	if len(r.Awaiting()) > 0 {
-		return min(r.every, r.awaitEvery)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nextLocked()
+}
+
+// nextLocked is next with r.mu held.
+func (r *Single) nextLocked() time.Duration {
+	if r.awaitN > 0 {
+		return awaitBackoff(r.awaitEvery, r.every, r.awaitN)
 	}
 	return r.every
 }
 
 // Run checks the relays that are down and plans again every interval
-// (every AwaitingReplanEvery while the plan awaits measurements) and when a
+// (sooner while the plan awaits measurements: AwaitingReplanEvery) and when a
 // re-plan is due, until ctx ends. A failed re-plan keeps the current
 // chain.
 func (r *Single) Run(ctx context.Context) {

@@ -240,3 +240,17 @@ func TestSingleReplansSoonWhileAwaiting(t *testing.T) {
 		t.Errorf("%d plans, want 3: no re-plan within the hour once the chain is planned", calls)
 	}
 }
+
+// The wait for measurements doubles with each plan that still waits, up
+// to the re-plan interval: a destination no relay ever reaches costs a
+// survey per interval, not one every 5 s.
+func TestAwaitBackoff(t *testing.T) {
+	for n, want := range []time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 3: 20 * time.Second, 4: 40 * time.Second, 5: time.Minute, 9: time.Minute} {
+		if want == 0 {
+			continue
+		}
+		if got := awaitBackoff(5*time.Second, time.Minute, n); got != want {
+			t.Errorf("wait after %d plans awaiting: %v, want %v", n, got, want)
+		}
+	}
+}

@@ -405,17 +405,14 @@ func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
 // estimated, and a note says so. The loss is the higher of the two ends'
 // measured ones: each learns what it sent (relays learn loss from their
 // tunnels), and one that sent nothing reports only its probes'; the pair
-// says whether the loss it keeps was learnt from traffic.
+// says, each way, whether the sender's loss was learnt from traffic.
 func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map[[2]string]float64, now time.Time) ([]planner.Pair, []string) {
 	type key [2]string
 	best := map[key]registry.Pair{}
-	// worst[k] is the higher of the two ends' measured losses, and
-	// whether it was learnt from traffic (a tie goes to the learnt one).
-	type loss struct {
-		frac   float64
-		learnt bool
-	}
-	worst := map[key]loss{}
+	// worst[k] is the higher of the two ends' measured losses; learnt
+	// says whose sends' loss was learnt from traffic: {from, to}.
+	worst := map[key]float64{}
+	learnt := map[key]bool{}
 	// sends[{from, to}] is the rate from's tunnels to to were learnt to
 	// sustain: only from learns it.
 	sends := map[key]registry.Pair{}
@@ -449,24 +446,28 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		if !ok || (old.Estimated && !p.Estimated) || (old.Estimated == p.Estimated && p.UpdatedAt.After(old.UpdatedAt)) {
 			best[k] = p
 		}
-		if w := worst[k]; !p.Estimated && p.Loss < 1 && (p.Loss > w.frac || p.Loss == w.frac && p.LossLearnt) {
-			worst[k] = loss{p.Loss, p.LossLearnt}
+		if !p.Estimated && p.Loss < 1 {
+			worst[k] = max(worst[k], p.Loss)
+			learnt[key{p.From, p.To}] = p.LossLearnt
 		}
 		if p.SendBps > 0 && !math.IsInf(p.SendBps, 0) {
 			sends[key{p.From, p.To}] = p
 		}
 	}
 	out := make([]planner.Pair, 0, len(best))
+	source := func(from, to string) string {
+		if learnt[key{from, to}] {
+			return planner.LearntFromTunnels
+		}
+		return ""
+	}
 	for k, p := range best {
-		l := loss{p.Loss, p.LossLearnt}
-		if w := worst[k]; l.frac < 1 && (w.frac > l.frac || w.frac == l.frac && w.learnt) {
-			l = w
+		loss := p.Loss
+		if loss < 1 {
+			loss = max(loss, worst[k])
 		}
-		src := ""
-		if l.learnt {
-			src = planner.LearntFromTunnels
-		}
-		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(l.frac, 0), 1), LossSource: src,
+		out = append(out, planner.Pair{A: k[0], B: k[1], RTTMs: p.RTTMs, Loss: min(max(loss, 0), 1),
+			ALossSource: source(k[0], k[1]), BLossSource: source(k[1], k[0]),
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0),
 			ASendBps: sends[k].SendBps, BSendBps: sends[key{k[1], k[0]}].SendBps})
 		if a := sends[k]; a.SendBps > 0 {

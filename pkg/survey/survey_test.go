@@ -56,8 +56,8 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	if got[0].A != "a" || got[0].B != "b" || got[0].RTTMs != 11 || got[0].AgeSec != 2 || got[0].Loss != 0.02 {
 		t.Fatalf("a-b: %+v, want b's newer 11 ms, 2 s old, and a's 2 %% loss", got[0])
 	}
-	if got[0].LossSource != planner.LearntFromTunnels || got[1].LossSource != "" {
-		t.Fatalf("loss sources %q, %q: want a-b's learnt from tunnels, b-c's from probes", got[0].LossSource, got[1].LossSource)
+	if got[0].ALossSource != planner.LearntFromTunnels || got[0].BLossSource != "" || got[1].ALossSource != "" || got[1].BLossSource != "" {
+		t.Fatalf("a-b %+v, b-c %+v: want a's sends to b learnt from tunnels, nothing else", got[0], got[1])
 	}
 	if got[0].BSendBps != 40e6 || got[0].BSendAgeSec != 60 || got[0].ASendBps != 0 {
 		t.Fatalf("a-b: %+v, want b's learnt 40 Mbit/s to a, a minute old, and none from a", got[0])
