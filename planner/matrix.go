@@ -514,3 +514,54 @@ func knownSource(s string) bool {
 }
 
 func knownLossSource(s string) bool { return knownSource(s) || s == LossDeclared }
+
+// Sanitize drops from m what Validate would refuse, so that one bad entry
+// from a registry (a relay's name with a space, a negative window, a NaN
+// capacity, a pair naming an unknown node) costs that entry, not every
+// plan: nodes that fail the checks (unless named in keep, which Search
+// then refuses by name), later duplicates of a name, pairs that fail the
+// checks or name a dropped node, and later duplicates of a pair. It
+// returns a note per entry dropped, naming it and why.
+func Sanitize(m *Matrix, keep ...string) []string {
+	var notes []string
+	idx := make(map[string]int, len(m.Nodes))
+	nodes := m.Nodes[:0:0]
+	for _, n := range m.Nodes {
+		err := checkNode(n)
+		if _, dup := idx[n.Name]; dup && err == nil {
+			err = errors.New("duplicate name")
+		}
+		if err != nil && !slices.Contains(keep, n.Name) {
+			notes = append(notes, fmt.Sprintf("node %q left out: %v", n.Name, err))
+			continue
+		}
+		idx[n.Name] = len(nodes)
+		nodes = append(nodes, n)
+	}
+	m.Nodes = nodes
+	seen := make(map[[2]int]bool, len(m.Pairs))
+	pairs := m.Pairs[:0:0]
+	for k, p := range m.Pairs {
+		ia, okA := idx[p.A]
+		ib, okB := idx[p.B]
+		var err error
+		switch {
+		case !okA || !okB:
+			err = errors.New("names a node not in the matrix (or left out)")
+		default:
+			err = checkPair(&p, ia, ib)
+		}
+		key := [2]int{min(ia, ib), max(ia, ib)}
+		if err == nil && seen[key] {
+			err = errors.New("duplicate pair")
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("pair rtt_ms[%d] (%q, %q) left out: %v", k, p.A, p.B, err))
+			continue
+		}
+		seen[key] = true
+		pairs = append(pairs, p)
+	}
+	m.Pairs = pairs
+	return notes
+}

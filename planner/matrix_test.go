@@ -246,3 +246,44 @@ func TestRelaysAmong(t *testing.T) {
 		t.Fatalf("RelaysAmong = %v, want [r1 r2]: only relays of the matrix", got)
 	}
 }
+
+// One bad entry costs that entry, not the matrix: Sanitize leaves out what
+// Validate refuses, with a note each, and keeps the client and the
+// destination for Search to judge.
+func TestSanitize(t *testing.T) {
+	m := &Matrix{
+		Nodes: []Node{
+			{Name: "client"}, {Name: "srv"}, {Name: "r1", Relay: true},
+			{Name: "bad name", Relay: true}, {Name: "r2", Relay: true, WindowBytes: -1},
+			{Name: "r3", Relay: true, LimitBps: math.NaN()}, {Name: "r4", Relay: true, CongestionControl: "BBR"},
+			{Name: "r1", Relay: true, WindowBytes: 1},
+		},
+		Pairs: []Pair{
+			{A: "client", B: "srv", RTTMs: 50}, {A: "client", B: "r1", RTTMs: 10}, {A: "r1", B: "srv", RTTMs: 40},
+			{A: "bad name", B: "srv", RTTMs: 5}, {A: "r1", B: "client", RTTMs: 11}, {A: "r1", B: "ghost", RTTMs: 5},
+			{A: "client", B: "r4", RTTMs: -1},
+		},
+	}
+	notes := Sanitize(m, "client", "srv")
+	if err := m.Validate(); err != nil {
+		t.Fatalf("sanitized matrix: %v", err)
+	}
+	if len(m.Nodes) != 3 || len(m.Pairs) != 3 {
+		t.Fatalf("kept %d nodes, %d pairs: want client, srv, r1 and their 3 pairs; notes %q", len(m.Nodes), len(m.Pairs), notes)
+	}
+	for _, want := range []string{`node "bad name" left out`, `node "r2" left out: window_bytes -1`, `node "r3" left out: limit_bps NaN`,
+		`node "r4" left out: congestion_control "BBR"`, `node "r1" left out: duplicate name`, `("r1", "client") left out: duplicate pair`,
+		`("r1", "ghost") left out`, `("client", "r4") left out`} {
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Errorf("no note %q in %q", want, notes)
+		}
+	}
+	// The client and destination stay for Search to judge.
+	bad := &Matrix{Nodes: []Node{{Name: "client", WindowBytes: -5}, {Name: "srv"}}}
+	if Sanitize(bad, "client", "srv"); len(bad.Nodes) != 2 {
+		t.Fatalf("the client was dropped: %+v", bad.Nodes)
+	}
+	if _, err := Search(bad, Request{Client: "client", Destination: "srv"}); err == nil {
+		t.Error("Search planned for a client with a negative window")
+	}
+}

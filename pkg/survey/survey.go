@@ -189,8 +189,32 @@ func (s *Survey) admin() *registry.AdminClient {
 	return registry.NewAdminClient(10*time.Second, nil)
 }
 
-// Run surveys the path to dst.
+// Run surveys the path to dst. What the registry and the relays said that
+// the planner would refuse (a malformed name, window or capacity) is left
+// out of the matrix with a note, not every plan with it
+// (planner.Sanitize).
 func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
+	res, err := s.run(ctx, dst)
+	if err != nil {
+		return nil, err
+	}
+	before := map[string]bool{}
+	for _, n := range res.Matrix.Nodes {
+		before[n.Name] = true
+	}
+	for _, n := range planner.Sanitize(res.Matrix, ClientNode, res.Target.Name) {
+		res.Notes = append(res.Notes, "registry or relay answer "+n)
+	}
+	for _, n := range res.Matrix.Nodes {
+		delete(before, n.Name)
+	}
+	for name := range before { // dropped: no plan may route through them
+		delete(res.Relays, name)
+	}
+	return res, nil
+}
+
+func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	relays, err := s.Reg.Relays(ctx)
 	if err != nil {
 		return nil, err

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // fixedRegistry is a registry that only lists.
@@ -96,5 +98,36 @@ func TestSurveyDoubtsDestinationClaim(t *testing.T) {
 		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr") {
 			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr", n, SendWindowOfWmem(4194304))
 		}
+	}
+}
+
+// One malformed registry entry (a relay name with a space) used to make
+// planner.Search refuse the whole matrix, every plan with it; the survey
+// now leaves it out with a note, and plans go on over the others.
+func TestSurveyLeavesOutAMalformedRelay(t *testing.T) {
+	a, bad := claimingAdmin(t, 100), claimingAdmin(t, 100)
+	reg := fixedRegistry{relays: []registry.Relay{
+		{Name: "a", Admin: a, Relay: "x:1", Healthy: true},
+		{Name: "bad name", Admin: bad, Relay: "x:2", Healthy: true},
+	}}
+	here := map[string]time.Duration{a: 100 * time.Millisecond, bad: 100 * time.Millisecond, "dst.example:443": 200 * time.Millisecond}
+	sv := Survey{Reg: reg, ClientWindowBytes: 160000, Count: 1,
+		Measure: func(_ context.Context, addr string) (time.Duration, error) { return here[addr], nil }}
+	res, err := sv.Run(context.Background(), "dst.example:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := res.Relays["bad name"]; ok {
+		t.Error("the malformed relay is still among the survey's relays")
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), `node "bad name" left out: name contains space`) {
+		t.Errorf("notes %q", res.Notes)
+	}
+	r, err := planner.Search(res.Matrix, planner.Request{Client: ClientNode, Destination: res.Target.Name})
+	if err != nil {
+		t.Fatalf("Search over the survey: %v", err)
+	}
+	if !slices.Equal(r.Best.Chain, []string{"a"}) {
+		t.Errorf("best %v, want a", r.Best.Chain)
 	}
 }
