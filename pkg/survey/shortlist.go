@@ -231,12 +231,17 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			names = append(names, n.Name)
 		}
 	}
+	// A first answer (which carries the windows) still in flight is
+	// waited for too, up to the survey's timeout in all: on a loaded
+	// host a relay's reply can come just after the plan.
+	pendingUntil := time.Now().Add(s.timeout())
 	for _, name := range names {
 		r, ok := byName[name]
 		if _, known := learnt[name]; !ok || known || left[name] {
 			continue
 		}
 		pr.awaitRead(name)
+		pr.awaitAnswer(ctx, name, pendingUntil)
 		switch w, state, err := pr.infoErr(name); state {
 		case infoAnswered:
 			described(r, w, late)
@@ -420,6 +425,21 @@ func (p *surveyProber) info(relay string) (w windows, state infoState) {
 }
 
 // infoErr is info, with the error of a relay whose state is infoFailed.
+// awaitAnswer waits, until deadline or ctx ends, while relay's first
+// request (which carries its windows) is in flight.
+func (p *surveyProber) awaitAnswer(ctx context.Context, relay string, deadline time.Time) {
+	for {
+		if _, st, _ := p.infoErr(relay); st != infoPending || !time.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 func (p *surveyProber) infoErr(relay string) (windows, infoState, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
