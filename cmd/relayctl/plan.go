@@ -383,6 +383,9 @@ type planJSON struct {
 	// Awaiting is planner.Result.Awaiting: direct for want of these
 	// measurements.
 	Awaiting []string `json:"awaiting,omitempty"`
+	// KeptOver is planner.Result.KeptOver: the untried chain a measured
+	// plan was kept ahead of (relayctl bench measures it next).
+	KeptOver []string `json:"kept_over,omitempty"`
 	// WindowProbes are the receive-window probes (--window-probe).
 	WindowProbes []windowProbe `json:"window_probes,omitempty"`
 }
@@ -403,7 +406,7 @@ func (p *planned) json() planJSON {
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
 		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
-		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting,
+		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting, KeptOver: p.Result.KeptOver,
 	}
 	if out.Chain == nil {
 		out.Chain = []string{}

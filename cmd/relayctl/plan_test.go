@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 func runPlan(args ...string) (string, error) {
@@ -115,6 +116,22 @@ func TestShortlistConfigNamesTheFlag(t *testing.T) {
 	} {
 		if _, err := f.shortlistConfig(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: error %v, want one naming the flag", flag, err)
+		}
+	}
+}
+
+// plan -o json carries what scripts and the lab tests read of a plan that
+// was kept ahead of an untried chain, or that waits for measurements.
+func TestPlanJSONKeptOverAndAwaiting(t *testing.T) {
+	p := &planned{Result: &planner.Result{KeptOver: []string{"r2"}, Awaiting: []string{"no relay's RTT to srv"},
+		Best: planner.Plan{Bound: true}}}
+	data, err := json.Marshal(p.json())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kept_over":["r2"]`, `"awaiting":["no relay's RTT to srv"]`, `"bound":true`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("no %s in %s", want, data)
 		}
 	}
 }
