@@ -36,8 +36,9 @@ for k in $(seq 1 "$n"); do
   late=$(sed -n '/self-check FAILED/,$p' "$log" | grep -oE 'link [a-z0-9-]+: [^:]*: ([0-9]+ of [0-9]+ packets [^,]*, )?p99 lateness [0-9.]+ ms' | head -3 | tr '\n' ' ')
   # bench's table rows: path, ttfb ms, download Mbit/s, steady Mbit/s,
   # predicted Mbit/s, ...; then each stream's time against the model's.
-  direct=$(awk '$1 == "direct" && $3 == "ms" {print $4 " (steady " $6 ", predicted " $8 ")"}' "$log" | tail -1)
-  chain=$(awk '$1 == "chain" && $3 == "ms" {print $4 " (steady " $6 ", predicted " $8 ")"}' "$log" | tail -1)
+  # (A prediction that is a bound is printed "≤ X": its own field.)
+  direct=$(awk '$1 == "direct" && $3 == "ms" {p = $8; if (p == "≤") p = p " " $9; print $4 " (steady " $6 ", predicted " p ")"}' "$log" | tail -1)
+  chain=$(awk '$1 == "chain" && $3 == "ms" {p = $8; if (p == "≤") p = p " " $9; print $4 " (steady " $6 ", predicted " p ")"}' "$log" | tail -1)
   dtime=$(grep -oE '^  direct down stream 1: .* modelled [0-9.]+ s \([0-9.]+×\)' "$log" | grep -oE 'modelled [0-9.]+ s \([0-9.]+×\)' | tail -1)
   ctime=$(grep -oE '^  chain  down stream 1: .* modelled [0-9.]+ s \([0-9.]+×\)' "$log" | grep -oE 'modelled [0-9.]+ s \([0-9.]+×\)' | tail -1)
   speedup=$(grep -oE 'download [0-9.]+×' "$log" | tail -1)
