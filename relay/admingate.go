@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // The admin API's port is public (peers, relayctl and health checks reach
@@ -36,7 +34,6 @@ const (
 // and closes anonymous idle ones (ConnState).
 type adminGate struct {
 	net.Listener
-	log      *zap.Logger
 	refused  func() // counts and logs a refused connection, sampled
 	maxTotal int
 	maxHost  int
