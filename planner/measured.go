@@ -208,14 +208,14 @@ func (s *search) keptLost(c, kept candidate) string {
 }
 
 // measuredName names a measured plan in a reason.
-func (s *search) measuredName(c candidate) string {
-	return strings.Replace(s.pathName(c), "the ", "the measured ", 1)
-}
+func (s *search) measuredName(c candidate) string { return s.pathNamed(c, "the measured ") }
 
 // pathName names a plan's path in a reason.
-func (s *search) pathName(c candidate) string {
+func (s *search) pathName(c candidate) string { return s.pathNamed(c, "the ") }
+
+func (s *search) pathNamed(c candidate, article string) string {
 	if len(c.chain) == 0 {
-		return "the direct path"
+		return article + "direct path"
 	}
-	return "the chain via " + s.chainNames(c.chain)
+	return article + "chain via " + s.chainNames(c.chain)
 }

@@ -355,11 +355,12 @@ func (s *search) directBound() bool {
 	return s.rtt[cd] > 0 && s.untried(nil)
 }
 
-// unknownSegments names the segments (from→to) whose Unknown holds what.
-func unknownSegments(segs []Segment, what string) []string {
+// unknownSegments names the segments (from→to) whose Unknown holds any of
+// what.
+func unknownSegments(segs []Segment, what ...string) []string {
 	var out []string
 	for _, seg := range segs {
-		if slices.Contains(seg.Unknown, what) {
+		if slices.ContainsFunc(what, func(w string) bool { return slices.Contains(seg.Unknown, w) }) {
 			out = append(out, seg.From+"→"+seg.To)
 		}
 	}
@@ -374,12 +375,7 @@ func (s *search) restsOn(p Plan, direct candidate, directKnown bool) string {
 	if !p.Bound || !directKnown || !(direct.predictedBps > 0) || len(p.Chain) == 0 {
 		return ""
 	}
-	var segs []string
-	for _, seg := range p.Segments {
-		if slices.Contains(seg.Unknown, UnknownCapacity) || slices.Contains(seg.Unknown, UnknownLoss) {
-			segs = append(segs, seg.From+"→"+seg.To)
-		}
-	}
+	segs := unknownSegments(p.Segments, UnknownCapacity, UnknownLoss)
 	if len(segs) == 0 {
 		return ""
 	}
@@ -408,16 +404,16 @@ func (s *search) awaiting(chains []candidate) []string {
 		return nil
 	}
 	n := s.n
-	var fromClient, toDst []int // relays with a usable pair to the client, to the destination
+	var fromClient, toDst []int32 // relays with a usable pair to the client, to the destination
 	measuredFrom, measuredTo := false, false
 	for r := range s.relays {
 		measuredFrom = measuredFrom || s.rtt[s.client*n+r] > 0
 		measuredTo = measuredTo || s.rtt[r*n+s.dst] > 0
 		if s.rate[s.client*n+r] > 0 {
-			fromClient = append(fromClient, r)
+			fromClient = append(fromClient, int32(r))
 		}
 		if s.rate[r*n+s.dst] > 0 {
-			toDst = append(toDst, r)
+			toDst = append(toDst, int32(r))
 		}
 	}
 	var out []string
@@ -436,19 +432,11 @@ func (s *search) awaiting(chains []candidate) []string {
 	}
 	for _, a := range fromClient {
 		for _, b := range toDst {
-			if s.rtt[a*n+b] > 0 {
+			if s.rtt[int(a)*n+int(b)] > 0 {
 				return nil // measured: the chains are longer than allowed, or unusable
 			}
 		}
 	}
 	return []string{fmt.Sprintf("no RTT between the relays %s reaches (%s) and those that reach %s (%s)",
-		s.name(s.client), s.chainNames(int32s(fromClient)), s.name(s.dst), s.chainNames(int32s(toDst)))}
-}
-
-func int32s(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
+		s.name(s.client), s.chainNames(fromClient), s.name(s.dst), s.chainNames(toDst))}
 }
