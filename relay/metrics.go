@@ -89,7 +89,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		udpAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_udp_asks_total",
-			Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
+			Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner; or too short for its answers), misdirected (an ask for another relay: a copy sent on), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
 		}, []string{"result"}),
 		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relaymesh_probe_set_size",

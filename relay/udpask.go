@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -108,14 +109,22 @@ func (u *udpAsks) refuse(result string, from net.Addr, err error) {
 	}
 }
 
-// handle answers one datagram: nothing unless it is a valid ask, fresh,
-// within /v1/probe's limits and a free slot; then an acknowledgement at
-// once and the reply once the handshakes are done. Neither is larger than
-// the ask.
+// handle answers one datagram: nothing unless it is a valid ask for this
+// relay, fresh, within /v1/probe's limits and a free slot; then an
+// acknowledgement at once and the reply once the handshakes are done.
+// Together, with the second datagram's headers, they are no larger than
+// the ask (udpask.AnswerBytes).
 func (u *udpAsks) handle(b []byte, from net.Addr) {
 	a, err := u.key.OpenAsk(b)
 	if err != nil {
 		u.refuse("bad", from, err)
+		return
+	}
+	// Before its nonce is recorded: every relay keeps its own nonces, so
+	// an ask answered by whichever relay it reached would be answered by
+	// each one of them once, replayed by anyone on its path.
+	if a.Relay != u.s.cfg.Name {
+		u.refuse("misdirected", from, fmt.Errorf("an ask for relay %q, this is %q", a.Relay, u.s.cfg.Name))
 		return
 	}
 	if err := u.replays.Admit(a, time.Now()); err != nil {
@@ -133,16 +142,24 @@ func (u *udpAsks) handle(b []byte, from net.Addr) {
 		u.refuse("limits", from, errors.New("over /v1/probe's limits"))
 		return
 	}
+	// budget is what this relay may send back, payload bytes: the ask's
+	// size, less the headers of the one datagram more than it was sent.
+	// OpenAsk refuses an ask too short for its answers; this check holds
+	// whatever the codec does.
+	budget := len(b) - udpask.DatagramHeaderBytes
+	ack := u.key.SealAck(a.Nonce)
+	if udpask.AnswerBytes(len(a.Targets), a.Flags)-udpask.DatagramHeaderBytes > budget {
+		u.refuse("bad", from, errors.New("an ask smaller than its answers"))
+		return
+	}
 	select {
 	case u.sem <- struct{}{}:
 	default:
 		u.refuse("busy", from, errors.New("too many asks at once"))
 		return
 	}
-	size := len(b)
-	if ack := u.key.SealAck(a.Nonce); len(ack) <= size {
-		_, _ = u.conn.WriteTo(ack, from)
-	}
+	_, _ = u.conn.WriteTo(ack, from)
+	budget -= len(ack)
 	u.wg.Go(func() {
 		defer func() { <-u.sem }()
 		rtts := make([]time.Duration, len(a.Targets))
@@ -159,8 +176,8 @@ func (u *udpAsks) handle(b []byte, from net.Addr) {
 		}
 		wg.Wait()
 		reply := u.key.SealReply(udpask.Reply{Nonce: a.Nonce, RTTs: rtts, Info: u.info(a, from)})
-		if len(reply) > size {
-			return // never: a target takes more bytes in the ask than its RTT in the reply
+		if len(reply) > budget {
+			return // never: the ask was checked for this reply's size above
 		}
 		u.s.metrics.udpAsks.WithLabelValues("answered").Inc()
 		_, _ = u.conn.WriteTo(reply, from)

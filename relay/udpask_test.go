@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
 )
 
@@ -54,7 +55,7 @@ func askOnce(t *testing.T, key udpask.Key, addr string, targets []string, wait t
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	p, err := c.Ask(ctx, addr, 2, time.Second, targets, false)
+	p, err := c.Ask(ctx, "r1", addr, 2, time.Second, targets, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := c.Ask(ctx, s.AdminAddr(), 1, time.Second, nil, true)
+	p, err := c.Ask(ctx, s.cfg.Name, s.AdminAddr(), 1, time.Second, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	b, err := key.SealAsk(udpask.Ask{Nonce: udpask.Nonce{7}, At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{ln.Addr().String()}})
+	b, err := key.SealAsk(udpask.Ask{Relay: s.cfg.Name, Nonce: udpask.Nonce{7}, At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{ln.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +157,110 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.metrics.udpAsks.WithLabelValues("replay")); n != 1 {
 		t.Errorf("asks refused as replays: %v", n)
+	}
+}
+
+// rawAsker sends datagrams to a relay's UDP port from a socket of the
+// test's own and reads what comes back.
+type rawAsker struct {
+	t    *testing.T
+	conn *net.UDPConn
+	to   *net.UDPAddr
+}
+
+func newRawAsker(t *testing.T, s *Server) *rawAsker {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawAsker{t: t, conn: conn, to: net.UDPAddrFromAddrPort(netip.MustParseAddrPort(s.AdminAddr()))}
+}
+
+// ask sends b and returns the sizes of the datagrams back, until none
+// came for wait.
+func (r *rawAsker) ask(b []byte, wait time.Duration) []int {
+	if _, err := r.conn.WriteToUDP(b, r.to); err != nil {
+		r.t.Fatal(err)
+	}
+	var sizes []int
+	buf := make([]byte, 2*udpask.MaxDatagram)
+	for {
+		_ = r.conn.SetReadDeadline(time.Now().Add(wait))
+		n, _, err := r.conn.ReadFromUDP(buf)
+		if err != nil {
+			return sizes
+		}
+		sizes = append(sizes, n)
+	}
+}
+
+// An ask names the relay it is for: a relay refuses one for another name
+// (a copy of an ask to a fleet peer), unanswered and before it records
+// the nonce, so the same nonce in an ask for this relay is still answered.
+func TestUDPAskForAnotherRelayRefused(t *testing.T) {
+	s := startAsked(t, nil)
+	ln := acceptingListener(t)
+	key, err := udpask.DeriveKey(testSecret, s.cfg.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRawAsker(t, s)
+	ask := udpask.Ask{Relay: "r2", Nonce: udpask.Nonce{9}, At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{ln.Addr().String()}}
+	b, err := key.SealAsk(ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.ask(b, 500*time.Millisecond); len(got) != 0 {
+		t.Fatalf("an ask for relay r2 sent to r1: %d datagrams back, want none", len(got))
+	}
+	if n := testutil.ToFloat64(s.metrics.udpAsks.WithLabelValues("misdirected")); n != 1 {
+		t.Errorf("asks refused as misdirected: %v", n)
+	}
+	ask.Relay = s.cfg.Name
+	if b, err = key.SealAsk(ask); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.ask(b, 500*time.Millisecond); len(got) != 2 {
+		t.Errorf("the same nonce in an ask for r1: %d datagrams back, want an ack and a reply", len(got))
+	}
+}
+
+// A relay never sends more than it was sent: for asks of every shape a
+// client makes (the windows alone, one target with and without them, up
+// to a full probe.MaxTargets), the acknowledgement and the reply together,
+// with the headers of the one datagram more, are no larger than the ask.
+func TestUDPAnswersNoLargerThanTheAsk(t *testing.T) {
+	s := startAsked(t, nil)
+	ln := acceptingListener(t)
+	key, err := udpask.DeriveKey(testSecret, s.cfg.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRawAsker(t, s)
+	for i, c := range []struct {
+		targets int
+		flags   byte
+	}{{0, udpask.FlagInfo}, {1, 0}, {1, udpask.FlagInfo}, {4, 0}, {probe.MaxTargets, 0}} {
+		targets := make([]string, c.targets)
+		for j := range targets {
+			targets[j] = ln.Addr().String()
+		}
+		b, err := key.SealAsk(udpask.Ask{Relay: s.cfg.Name, Nonce: udpask.Nonce{byte(i + 1), 0xa5}, At: time.Now(),
+			Handshakes: 1, TimeoutMs: 1000, Flags: c.flags, Targets: targets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.ask(b, time.Second)
+		if len(got) != 2 {
+			t.Fatalf("%d targets, flags %d: %d datagrams back, want an ack and a reply", c.targets, c.flags, len(got))
+		}
+		sent := got[0] + got[1] + udpask.DatagramHeaderBytes
+		t.Logf("%d targets, flags %d: ask %d bytes, answers %d + %d and %d of headers: %.2f of the ask", c.targets, c.flags, len(b), got[0], got[1], udpask.DatagramHeaderBytes, float64(sent)/float64(len(b)))
+		if sent > len(b) {
+			t.Errorf("%d targets, flags %d: the relay sent %d bytes (%d + %d, and a datagram's headers) for an ask of %d", c.targets, c.flags, sent, got[0], got[1], len(b))
+		}
 	}
 }
 

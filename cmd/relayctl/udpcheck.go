@@ -38,7 +38,7 @@ func checkUDPAsks(ctx context.Context, key udpask.Key, relays []registry.Relay, 
 			actx, cancel := context.WithTimeout(ctx, wait)
 			defer cancel()
 			// No targets: the relay answers with its windows alone.
-			p, err := cl.Ask(actx, r.Admin, 1, wait, nil, true)
+			p, err := cl.Ask(actx, r.Name, r.Admin, 1, wait, nil, true)
 			if err != nil {
 				return
 			}

@@ -922,7 +922,7 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 	p.asked[relay.Name] = true
 	wait := p.ackWaitLocked(relay.Name)
 	p.mu.Unlock()
-	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
+	pend, err := p.ask.Ask(ctx, relay.Name, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1074,7 +1074,7 @@ func (p *surveyProber) firstOf(ctx context.Context, ways ...asker) ([]probe.Summ
 func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 	defer cancel()
-	pend, err := p.ask.Ask(ctx, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
+	pend, err := p.ask.Ask(ctx, relay.Name, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
 	if err != nil {
 		return nil, nil, err
 	}

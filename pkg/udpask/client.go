@@ -111,11 +111,12 @@ type Pending struct {
 	once    sync.Once
 }
 
-// Ask sends addr (a relay's admin host:port; its UDP port is the same
-// number) an ask for handshakes timed to each of targets, each bounded by
-// timeout, and with withInfo for the relay's windows (then targets may be
-// none). Wait for its answer or Cancel it.
-func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout time.Duration, targets []string, withInfo bool) (*Pending, error) {
+// Ask sends the relay named relay, at addr (its admin host:port; its UDP
+// port is the same number), an ask for handshakes timed to each of
+// targets, each bounded by timeout, and with withInfo for the relay's
+// windows (then targets may be none). The relay answers only an ask that
+// names it (its registry name). Wait for its answer or Cancel it.
+func (c *Client) Ask(ctx context.Context, relay, addr string, handshakes int, timeout time.Duration, targets []string, withInfo bool) (*Pending, error) {
 	ua, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostOf(addr))
 	if err != nil {
 		return nil, err
@@ -137,12 +138,12 @@ func (c *Client) Ask(ctx context.Context, addr string, handshakes int, timeout t
 			flags = FlagInfo
 		}
 		end := min(start+1, len(targets))
-		for end < len(targets) && end-start < 255 && AskSize(targets[start:end+1], flags) <= MaxDatagram {
+		for end < len(targets) && end-start < 255 && AskSize(relay, targets[start:end+1], flags) <= MaxDatagram {
 			end++
 		}
 		var n Nonce
 		_, _ = rand.Read(n[:])
-		b, err := c.key.SealAsk(Ask{Nonce: n, At: c.now(), Handshakes: handshakes, Flags: flags,
+		b, err := c.key.SealAsk(Ask{Relay: relay, Nonce: n, At: c.now(), Handshakes: handshakes, Flags: flags,
 			TimeoutMs: max(1, min(int(timeout.Milliseconds()), 65535)), Targets: targets[start:end]})
 		if err != nil {
 			p.Cancel()

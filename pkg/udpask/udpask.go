@@ -3,8 +3,8 @@
 // first: one round trip to a relay instead of three, which is most of a
 // first plan's time when the relays asked are across the world.
 //
-// An ask names targets (host:port) and how many TCP handshakes to time to
-// each; the relay answers with an acknowledgement at once and, once its
+// An ask names the relay it is for, targets (host:port) and how many TCP
+// handshakes to time to each; the relay answers with an acknowledgement at once and, once its
 // handshakes are done, a reply with each target's median RTT. The
 // acknowledgement tells the asker that asks get through (a firewall that
 // drops UDP is told apart from probes that take long), so it can fall back
@@ -20,20 +20,27 @@
 //   - An ask carries its time and a random nonce; a relay refuses one more
 //     than Window away from its clock or seen before (Replays), so a
 //     captured ask cannot be replayed at a relay, from any source.
-//   - The acknowledgement and the reply are never larger than the ask, so
-//     a relay cannot be used to amplify traffic.
+//   - An ask names the relay it is for, under the MAC; a relay refuses one
+//     for another name. Each relay remembers only the nonces it saw, so
+//     without the name one captured ask would be answered once by every
+//     relay of the fleet.
+//   - The acknowledgement and the reply together are never larger than
+//     the ask, headers of the extra datagram included (AnswerBytes), so a
+//     relay cannot be used to amplify traffic.
 //
 // The wire format, all integers big-endian:
 //
-//	ask:   "rmA1" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] flags[1]
-//	       n[1] n × (len[1] host:port[len])  zero padding  mac[32]
+//	ask:   "rmA2" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] flags[1]
+//	       rlen[1] relay[rlen] n[1] n × (len[1] host:port[len])
+//	       zero padding  mac[32]
 //	ack:   "rmK1" nonce[16] mac[32]
 //	reply: "rmR1" nonce[16] flags[1] n[1] n × rtt_us[4]  [info[InfoBytes]]  mac[32]
 //
 // rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
 // the relay could not reach (or refused by its destination policy). With
 // FlagInfo the ask asks for the relay's windows too (Info), and may name no
-// target; it is padded so that the reply with them is no larger.
+// target. Every ask is padded to AnswerBytes: its acknowledgement and its
+// reply, with their own datagram headers, fit in it.
 package udpask
 
 import (
@@ -63,10 +70,17 @@ const NoAnswer = math.MaxUint32
 const (
 	macBytes   = sha256.Size
 	nonceBytes = 16
-	askHead    = 4 + nonceBytes + 8 + 1 + 2 + 1 + 1
-	ackBytes   = 4 + nonceBytes + macBytes
-	replyHead  = 4 + nonceBytes + 1 + 1
+	// askFixed is an ask's fixed fields up to the relay name's length.
+	askFixed  = 4 + nonceBytes + 8 + 1 + 2 + 1 + 1
+	ackBytes  = 4 + nonceBytes + macBytes
+	replyHead = 4 + nonceBytes + 1 + 1
 )
+
+// DatagramHeaderBytes is the IP and UDP headers of one datagram at most:
+// IPv6's 40 bytes and UDP's 8. A relay answers one datagram with two, so
+// an ask pays for the second one's headers too: on the wire, as in
+// payload, a relay sends no more than it was sent.
+const DatagramHeaderBytes = 40 + 8
 
 // FlagInfo asks for the relay's windows (Info) in the reply.
 const FlagInfo = 1
@@ -89,7 +103,9 @@ type Info struct {
 }
 
 var (
-	magicAsk   = [4]byte{'r', 'm', 'A', '1'}
+	// The ask's version 2 names the relay; a version 1 ask (no name) is
+	// refused as malformed, and its asker falls back to HTTPS.
+	magicAsk   = [4]byte{'r', 'm', 'A', '2'}
 	magicAck   = [4]byte{'r', 'm', 'K', '1'}
 	magicReply = [4]byte{'r', 'm', 'R', '1'}
 )
@@ -143,6 +159,9 @@ type Nonce [nonceBytes]byte
 
 // Ask is a relay's probes asked in one datagram.
 type Ask struct {
+	// Relay is the name of the relay asked (its registry name), 1..255
+	// bytes: a relay answers only asks for itself.
+	Relay      string
 	Nonce      Nonce
 	At         time.Time // when asked; the relay refuses one beyond Window
 	Handshakes int       // timed to each target, 1..255; the reply has their median
@@ -151,15 +170,26 @@ type Ask struct {
 	Targets    []string  // host:port, up to 255 of them (1 or more without FlagInfo), each at most 255 bytes
 }
 
-// AskSize is the size of an ask's datagram with these targets and flags,
-// its padding included.
-func AskSize(targets []string, flags byte) int {
-	n := askHead + macBytes
+// AskSize is the size of an ask's datagram for relay with these targets
+// and flags, its padding included.
+func AskSize(relay string, targets []string, flags byte) int {
+	n := askFixed + len(relay) + 1 + macBytes
 	for _, t := range targets {
 		n += 1 + len(t)
 	}
-	return max(n, replySize(len(targets), flags))
+	return max(n, AnswerBytes(len(targets), flags))
 }
+
+// AnswerBytes is what a relay sends to answer an ask for n targets with
+// flags: the acknowledgement and the reply, and the headers of the one
+// datagram more than the ask (DatagramHeaderBytes). An ask is at least
+// this large (padded to it); a relay refuses a shorter one.
+func AnswerBytes(n int, flags byte) int {
+	return ackBytes + replySize(n, flags) + DatagramHeaderBytes
+}
+
+// AckBytes is the size of an acknowledgement.
+const AckBytes = ackBytes
 
 // replySize is the size of a reply for n targets with flags.
 func replySize(n int, flags byte) int {
@@ -179,10 +209,12 @@ func (k Key) SealAsk(a Ask) ([]byte, error) {
 		return nil, fmt.Errorf("udpask: timeout %d ms, want 1..%d", a.TimeoutMs, math.MaxUint16)
 	case len(a.Targets) > 255 || (len(a.Targets) == 0 && a.Flags&FlagInfo == 0):
 		return nil, fmt.Errorf("udpask: %d targets, want 1..255 (0 only with FlagInfo)", len(a.Targets))
-	case AskSize(a.Targets, a.Flags) > MaxDatagram:
-		return nil, fmt.Errorf("udpask: %d targets take %d bytes, over %d", len(a.Targets), AskSize(a.Targets, a.Flags), MaxDatagram)
+	case len(a.Relay) == 0 || len(a.Relay) > 255:
+		return nil, fmt.Errorf("udpask: relay name %q: want 1..255 bytes", a.Relay)
+	case AskSize(a.Relay, a.Targets, a.Flags) > MaxDatagram:
+		return nil, fmt.Errorf("udpask: %d targets take %d bytes, over %d", len(a.Targets), AskSize(a.Relay, a.Targets, a.Flags), MaxDatagram)
 	}
-	size := AskSize(a.Targets, a.Flags)
+	size := AskSize(a.Relay, a.Targets, a.Flags)
 	b := make([]byte, 0, size)
 	b = append(b, magicAsk[:]...)
 	b = append(b, a.Nonce[:]...)
@@ -190,6 +222,8 @@ func (k Key) SealAsk(a Ask) ([]byte, error) {
 	b = append(b, byte(a.Handshakes))
 	b = binary.BigEndian.AppendUint16(b, uint16(a.TimeoutMs))
 	b = append(b, a.Flags)
+	b = append(b, byte(len(a.Relay)))
+	b = append(b, a.Relay...)
 	b = append(b, byte(len(a.Targets)))
 	for _, t := range a.Targets {
 		if len(t) == 0 || len(t) > 255 {
@@ -198,7 +232,7 @@ func (k Key) SealAsk(a Ask) ([]byte, error) {
 		b = append(b, byte(len(t)))
 		b = append(b, t...)
 	}
-	b = append(b, make([]byte, size-macBytes-len(b))...) // padding: the reply fits
+	b = append(b, make([]byte, size-macBytes-len(b))...) // padding: the answers fit
 	return append(b, k.mac(b)...), nil
 }
 
@@ -212,16 +246,22 @@ func (k Key) OpenAsk(b []byte) (Ask, error) {
 	if err != nil {
 		return a, err
 	}
-	if len(body) < askHead {
+	if len(body) < askFixed {
 		return a, errMalformed
 	}
 	copy(a.Nonce[:], body[4:])
 	a.At = time.UnixMilli(int64(binary.BigEndian.Uint64(body[4+nonceBytes:])))
 	a.Handshakes = int(body[4+nonceBytes+8])
 	a.TimeoutMs = int(binary.BigEndian.Uint16(body[4+nonceBytes+9:]))
-	a.Flags = body[askHead-2]
-	n := int(body[askHead-1])
-	rest := body[askHead:]
+	a.Flags = body[askFixed-2]
+	rlen := int(body[askFixed-1])
+	rest := body[askFixed:]
+	if rlen == 0 || len(rest) < rlen+1 {
+		return a, errMalformed
+	}
+	a.Relay = string(rest[:rlen])
+	n := int(rest[rlen])
+	rest = rest[rlen+1:]
 	for range n {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) || rest[0] == 0 {
 			return a, errMalformed
@@ -234,7 +274,7 @@ func (k Key) OpenAsk(b []byte) (Ask, error) {
 			return a, errMalformed
 		}
 	}
-	if (n == 0 && a.Flags&FlagInfo == 0) || a.Handshakes == 0 || a.TimeoutMs == 0 || len(b) < replySize(n, a.Flags) {
+	if (n == 0 && a.Flags&FlagInfo == 0) || a.Handshakes == 0 || a.TimeoutMs == 0 || len(b) < AnswerBytes(n, a.Flags) {
 		return a, errMalformed
 	}
 	return a, nil

@@ -23,7 +23,7 @@ func testKey(t *testing.T, secret, token string) Key {
 func TestAskAckReplyRoundTrip(t *testing.T) {
 	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
 	at := time.UnixMilli(1_800_000_000_123)
-	a := Ask{Nonce: Nonce{1, 2, 3}, At: at, Handshakes: 3, TimeoutMs: 2500, Targets: []string{"198.51.100.7:9090", "[2001:db8::1]:443"}}
+	a := Ask{Relay: "tokyo-1", Nonce: Nonce{1, 2, 3}, At: at, Handshakes: 3, TimeoutMs: 2500, Targets: []string{"198.51.100.7:9090", "[2001:db8::1]:443"}}
 	b, err := k.SealAsk(a)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Nonce != a.Nonce || !got.At.Equal(at) || got.Handshakes != 3 || got.TimeoutMs != 2500 || strings.Join(got.Targets, ",") != strings.Join(a.Targets, ",") {
+	if got.Relay != a.Relay || got.Nonce != a.Nonce || !got.At.Equal(at) || got.Handshakes != 3 || got.TimeoutMs != 2500 || strings.Join(got.Targets, ",") != strings.Join(a.Targets, ",") {
 		t.Errorf("ask came back as %+v, want %+v", got, a)
 	}
 	if n, err := k.OpenAck(k.SealAck(a.Nonce)); err != nil || n != a.Nonce {
@@ -45,7 +45,7 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	}
 	// With the relay's windows, for an ask of them that names no target.
 	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5, Congestion: "bbr"}
-	b, err = k.SealAsk(Ask{Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
+	b, err = k.SealAsk(Ask{Relay: "tokyo-1", Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 // Another fleet secret or admin token, or any byte changed: refused.
 func TestForgedOrForeignAsksAreRefused(t *testing.T) {
 	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
-	b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{"192.0.2.1:80"}})
+	b, err := k.SealAsk(Ask{Relay: "r", At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{"192.0.2.1:80"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +96,34 @@ func TestForgedOrForeignAsksAreRefused(t *testing.T) {
 	if _, err := DeriveKey("", "token"); err == nil {
 		t.Error("a key without a fleet secret")
 	}
+	if _, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{"192.0.2.1:80"}}); err == nil {
+		t.Error("an ask that names no relay sealed")
+	}
 }
 
-// A relay cannot amplify: the ack and the reply are never larger than the
-// ask, down to targets of three bytes and up to a full datagram.
+// An ask names the relay it is for, under the MAC: no byte of the name
+// can be changed (the relay compares it with its own, relay/udpask.go).
+func TestAskNamesItsRelay(t *testing.T) {
+	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	b, err := k.SealAsk(Ask{Relay: "tokyo", At: time.Now(), Handshakes: 1, TimeoutMs: 1000, Targets: []string{"192.0.2.1:80"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := k.OpenAsk(b)
+	if err != nil || a.Relay != "tokyo" {
+		t.Fatalf("opened for %q (%v), want tokyo", a.Relay, err)
+	}
+	i := strings.Index(string(b), "tokyo")
+	c := append([]byte(nil), b...)
+	copy(c[i:], "osaka")
+	if _, err := k.OpenAsk(c); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("the name changed to osaka: %v, want a bad MAC", err)
+	}
+}
+
+// A relay cannot amplify: the ack and the reply together, with the second
+// datagram's headers, are never larger than the ask, down to targets of
+// three bytes and up to a full datagram.
 func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
 	k := testKey(t, "a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
 	for n := 1; n <= 255; n++ {
@@ -108,10 +132,10 @@ func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
 			targets[i] = "a:1"
 		}
 		for _, flags := range []byte{0, FlagInfo} {
-			if AskSize(targets, flags) > MaxDatagram {
+			if AskSize("r", targets, flags) > MaxDatagram {
 				continue
 			}
-			b, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Flags: flags, Targets: targets})
+			b, err := k.SealAsk(Ask{Relay: "r", At: time.Now(), Handshakes: 1, TimeoutMs: 1, Flags: flags, Targets: targets})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,17 +143,20 @@ func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
 			if flags == FlagInfo {
 				r.Info = &Info{Congestion: strings.Repeat("c", 40)}
 			}
-			reply := k.SealReply(r)
-			if len(reply) > len(b) || len(k.SealAck(Nonce{})) > len(b) {
-				t.Fatalf("%d targets, flags %d: ask %d bytes, reply %d", n, flags, len(b), len(reply))
+			reply, ack := k.SealReply(r), k.SealAck(Nonce{})
+			if sent := len(ack) + len(reply) + DatagramHeaderBytes; sent > len(b) {
+				t.Fatalf("%d targets, flags %d: ask %d bytes, ack %d + reply %d + headers %d", n, flags, len(b), len(ack), len(reply), DatagramHeaderBytes)
 			}
-			// An ask cut short of its reply's size is refused.
-			if _, err := k.OpenAsk(k.mac2(b[:len(b)-macBytes-1])); err == nil && len(b[:len(b)-1]) < len(reply) {
-				t.Fatalf("%d targets, flags %d: an ask smaller than its reply opened", n, flags)
+			if len(ack)+len(reply)+DatagramHeaderBytes != AnswerBytes(n, flags) {
+				t.Fatalf("%d targets, flags %d: AnswerBytes %d, the answers take %d", n, flags, AnswerBytes(n, flags), len(ack)+len(reply)+DatagramHeaderBytes)
+			}
+			// An ask cut short of its answers' size is refused.
+			if _, err := k.OpenAsk(k.mac2(b[:len(b)-macBytes-1])); err == nil && len(b)-1 < AnswerBytes(n, flags) {
+				t.Fatalf("%d targets, flags %d: an ask smaller than its answers opened", n, flags)
 			}
 		}
 	}
-	if _, err := k.SealAsk(Ask{At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: []string{strings.Repeat("x", 255), strings.Repeat("y", 255), strings.Repeat("z", 255), strings.Repeat("w", 255), strings.Repeat("v", 255)}}); err == nil {
+	if _, err := k.SealAsk(Ask{Relay: "r", At: time.Now(), Handshakes: 1, TimeoutMs: 1, Targets: []string{strings.Repeat("x", 255), strings.Repeat("y", 255), strings.Repeat("z", 255), strings.Repeat("w", 255), strings.Repeat("v", 255)}}); err == nil {
 		t.Error("an ask over MaxDatagram sealed")
 	}
 }
@@ -209,7 +236,7 @@ func TestClientSplitsAndReassembles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := c.Ask(ctx, srv.LocalAddr().String(), 1, time.Second, targets, false)
+	p, err := c.Ask(ctx, "r", srv.LocalAddr().String(), 1, time.Second, targets, false)
 	if err != nil {
 		t.Fatal(err)
 	}
