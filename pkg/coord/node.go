@@ -623,6 +623,10 @@ func (n *Node) Observe(now time.Time, peer Peer, rttMs float64, failed bool) {
 	if failed || peer.Coord == nil {
 		return
 	}
+	// The peer's coordinate is its own word: an error it claims below
+	// what any measurement allows would give it the whole weight of the
+	// update (Believed).
+	peer.Coord = Believed(peer.Coord)
 	n.noteShortcut(peer, st.sum)
 	before := n.client.Stats().Resets
 	if _, err := n.client.Update(peer.Name, peer.Coord, time.Duration(rttMs*float64(time.Millisecond))); err != nil {
