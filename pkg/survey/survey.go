@@ -361,7 +361,6 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 			}
 			if bad, ok := checkClaim(r.Name, target.Name, claim, ws); ok {
 				res.Notes = append(res.Notes, bad.note())
-				m.Pairs = append(m.Pairs, planner.Pair{A: r.Name, B: target.Name, RTTMs: bad.floorMs, Loss: in.toDst.Loss, Estimated: true})
 				continue
 			}
 		}
@@ -425,8 +424,9 @@ func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
 // the planner's symmetric pairs: of A's measurement of B and B's of A a
 // probed one counts before an estimated one, then the newer. Pairs with no
 // answer are left out (unusable paths). A measurement the triangle check
-// does not believe (own: the witnesses' measurements) becomes its floor,
-// estimated, and a note says so. The loss is the higher of the two ends'
+// does not believe (own: the witnesses' measurements) is dropped, and a
+// note says so: the other end's measurement of the pair, if any, stands.
+// The loss is the higher of the two ends'
 // measured ones: each learns what it sent (relays learn loss from their
 // tunnels), and one that sent nothing reports only its probes'; the pair
 // says, each way, whether the sender's loss was learnt from traffic.
@@ -459,7 +459,7 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 			ws = append(ws, witness{name: ClientNode, toClaimantMs: own[key{ClientNode, p.From}], toTargetMs: own[key{ClientNode, p.To}]})
 			if bad, ok := checkClaim(p.From, p.To, p.RTTMs, ws); ok {
 				notes = append(notes, bad.note())
-				p.RTTMs, p.Estimated = bad.floorMs, true
+				continue
 			}
 		}
 		k := key{p.From, p.To}

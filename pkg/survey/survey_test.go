@@ -116,15 +116,25 @@ func TestTriangleFloorIsTheMedian(t *testing.T) {
 	if f, ok := triangleFloor(ws); !ok || f != 40 {
 		t.Fatalf("floor %v %v, want the median 40", f, ok)
 	}
+	// Of two, the lower: a lying witness cannot condemn alone.
+	if f, ok := triangleFloor(ws[1:]); !ok || f != 30 {
+		t.Fatalf("floor of w2 and the liar %v %v, want w2's 30", f, ok)
+	}
+	// One witness, even this host, is no verdict: its own path may be a
+	// bad route that an honest detour more than halves.
+	if f, ok := triangleFloor(ws[:1]); ok {
+		t.Fatalf("one witness gave a verdict (floor %v)", f)
+	}
 	if f, _ := triangleFloor([]witness{{toClaimantMs: 80, toTargetMs: 100}}); f != 0 {
 		t.Fatalf("a witness farther from the claimant than half its path: floor %v, want 0", f)
 	}
 }
 
 // A relay that claims to be next to everything is not believed where the
-// relays around it measured otherwise; honest measurements pass, and a
-// probed measurement of the same pair by the other end wins over the
-// claim's floor.
+// relays around it measured otherwise: its claim is dropped, not rounded
+// to the floor (the best lie the check would still believe); honest
+// measurements pass, and a probed measurement of the same pair by the
+// other end stands.
 func TestRelayPairsTriangle(t *testing.T) {
 	now := time.Unix(1000, 0)
 	usable := map[string]registry.Relay{"liar": {}, "a": {}, "b": {}, "c": {}}
@@ -139,26 +149,33 @@ func TestRelayPairsTriangle(t *testing.T) {
 		m("liar", "b", 1),  // the lie
 		m("liar", "a", 11), // honest
 	}
-	pairOf := func(got []planner.Pair, x, y string) planner.Pair {
+	find := func(got []planner.Pair, x, y string) (planner.Pair, bool) {
 		for _, p := range got {
 			if (p.A == x && p.B == y) || (p.A == y && p.B == x) {
-				return p
+				return p, true
 			}
 		}
-		t.Fatalf("no pair %s-%s in %+v", x, y, got)
-		return planner.Pair{}
+		return planner.Pair{}, false
+	}
+	pairOf := func(got []planner.Pair, x, y string) planner.Pair {
+		p, ok := find(got, x, y)
+		if !ok {
+			t.Fatalf("no pair %s-%s in %+v", x, y, got)
+		}
+		return p
 	}
 	got, notes := relayPairs(pairs, usable, ownRTTs(pairs), now)
-	if p := pairOf(got, "liar", "b"); !p.Estimated || p.RTTMs != 90 {
-		t.Fatalf("liar-b: %+v, want the witnesses' floor 90 ms, estimated", p)
+	if p, ok := find(got, "liar", "b"); ok {
+		t.Fatalf("liar-b: %+v, want the claim dropped (below the witnesses' floor 90 ms)", p)
 	}
 	if p := pairOf(got, "a", "liar"); p.Estimated || p.RTTMs < 10 || p.RTTMs > 11 {
 		t.Fatalf("a-liar (honest): %+v", p)
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "liar -> b: liar claims 1.00 ms") || !strings.Contains(notes[0], "a, c") {
+	if len(notes) != 1 || !strings.Contains(notes[0], "liar -> b: liar claims 1.00 ms") || !strings.Contains(notes[0], "a, c") ||
+		!strings.Contains(notes[0], "no less than 90.00 ms") || !strings.Contains(notes[0], "claim dropped") {
 		t.Fatalf("notes %q", notes)
 	}
-	// b's own measurement of the liar counts before the floor.
+	// b's own measurement of the liar stands.
 	pairs = append(pairs, m("b", "liar", 150))
 	got, _ = relayPairs(pairs, usable, ownRTTs(pairs), now)
 	if p := pairOf(got, "liar", "b"); p.Estimated || p.RTTMs != 150 {

@@ -19,11 +19,26 @@ import (
 //	W→X + claim < W→T / detourAllowance
 //
 // The median of the witnesses' floors decides, so that one lying witness
-// can neither condemn an honest relay nor clear a liar.
+// can neither condemn an honest relay nor clear a liar; of an even number
+// the lower middle one, so that of two witnesses both must doubt. A claim
+// not believed is dropped (no segment of the plan), not rounded to the
+// floor: the floor is the best lie the check still believes.
+//
+// One witness alone, even this host, is no verdict: its own path to the
+// target may be a bad route (one that leaves the continent, 30-150 ms
+// more than its neighbours'), and a detour through the claimant that
+// more than halves that path is honest; those are the paths relays
+// exist for. Two witnesses whose floors both exceed the claim make a
+// real detour far less likely than a lie, and an honest relay's claim
+// with ordinary noise (a few per cent of its RTT) sits far above any
+// floor that needs a halving.
 
 // detourAllowance is how many times shorter than a witness's own path a
 // detour through the claimant may be before the claim is not believed.
 const detourAllowance = 2.0
+
+// minWitnesses is how many witnesses a verdict needs (see above).
+const minWitnesses = 2
 
 // witness is one relay's own measurements: to the claimant and to the
 // claim's target, milliseconds.
@@ -33,8 +48,10 @@ type witness struct {
 }
 
 // triangleFloor returns the least RTT from a claimant to a target that the
-// witnesses allow (the median of their floors W→T/allowance − W→X), and
-// whether there is any witness. A claim below the floor is not believed.
+// witnesses allow (the median of their floors W→T/allowance − W→X, the
+// lower middle one of an even number), and whether there are enough
+// witnesses (minWitnesses) for a verdict. A claim below the floor is not
+// believed.
 func triangleFloor(ws []witness) (floorMs float64, ok bool) {
 	var floors []float64
 	for _, w := range ws {
@@ -42,19 +59,15 @@ func triangleFloor(ws []witness) (floorMs float64, ok bool) {
 			floors = append(floors, max(w.toTargetMs/detourAllowance-w.toClaimantMs, 0))
 		}
 	}
-	if len(floors) == 0 {
+	if len(floors) < minWitnesses {
 		return 0, false
 	}
 	slices.Sort(floors)
-	n := len(floors)
-	if n%2 == 1 {
-		return floors[n/2], true
-	}
-	return (floors[n/2-1] + floors[n/2]) / 2, true
+	return floors[(len(floors)-1)/2], true
 }
 
-// implausible is a claim the triangle check did not believe, and the floor
-// that replaces it (marked estimated in the matrix).
+// implausible is a claim the triangle check did not believe (dropped from
+// the matrix), and the floor it fell below.
 type implausible struct {
 	from, to         string
 	claimMs, floorMs float64
@@ -62,8 +75,8 @@ type implausible struct {
 }
 
 func (c implausible) note() string {
-	return fmt.Sprintf("%s -> %s: %s claims %.2f ms, but what %s measured allows no less than %.2f ms (a detour more than %.0fx shorter than their own path); using %.2f ms, marked estimated",
-		c.from, c.to, c.from, c.claimMs, strings.Join(c.witnesses, ", "), c.floorMs, detourAllowance, c.floorMs)
+	return fmt.Sprintf("%s -> %s: %s claims %.2f ms, but what %s measured allows no less than %.2f ms (a detour more than %.0fx shorter than their own path); claim dropped",
+		c.from, c.to, c.from, c.claimMs, strings.Join(c.witnesses, ", "), c.floorMs, detourAllowance)
 }
 
 // checkClaim returns the claim checked against the witnesses (never the
