@@ -140,6 +140,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
 	defer pr.close()
+	checked := &recordingProber{surveyProber: pr} // its answers are checked once the plan is made (claims.go)
 	// A region's relay probes for its host: the first cut's ends are its
 	// probes of the first cut, a request to it for every probe.MaxTargets
 	// of them, where each relay of the first cut would be asked over a new
@@ -208,10 +209,11 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	defer cancel()
 	var freshAt time.Time
 	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
-	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, pr)
+	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, checked)
 	if err != nil {
 		return err
 	}
+	res.Notes = append(res.Notes, dropDoubtedClaims(m, st.Prior, checked.recorded(), pairs, clientNode.Name)...)
 	s.Replans.put(res.Target.Name, st.Prior, freshAt, s.now())
 	if in.Prior != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",

@@ -53,6 +53,11 @@ type planeFleet struct {
 	// handshake: a relay's probe of one is lost after the request's
 	// timeout_ms (2 s without it, relayd's default probe.timeout).
 	silent map[string]bool
+	// lies are relays (admin addresses) whose /v1/probe answers this
+	// RTT, ms, to every target; noise scales every relay's answers by a
+	// random factor in [1-noise, 1+noise].
+	lies  map[string]float64
+	noise float64
 }
 
 const planeInfo = `{"limits":{"window_bytes_approx":1000000}}`
@@ -103,6 +108,13 @@ func newPlaneFleet(t *testing.T, n int) *planeFleet {
 						continue
 					}
 					ms := f.distance(self, target)
+					f.mu.Lock()
+					lie, lies := f.lies[self]
+					ms *= 1 + f.noise*(2*rand.Float64()-1)
+					f.mu.Unlock()
+					if lies {
+						ms = lie
+					}
 					results = append(results, map[string]any{"target": target, "summary": probe.Summary{Samples: 1, MedianMs: ms, MinMs: ms}})
 				}
 				answer := map[string]any{"summary": results[0]["summary"], "results": results}
