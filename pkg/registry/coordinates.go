@@ -89,7 +89,10 @@ const maxCoordSeconds = 60
 // saneCoord says whether a coordinate read from elsewhere is possible: a
 // dimension of 1 to maxCoordDims, every component finite and within
 // ±maxCoordSeconds, a height not negative (it would make distances
-// negative), an error (serf's confidence weight) not negative. A coordinate of another dimension than the reader's own is
+// negative), an error (serf's confidence weight) not negative. An error
+// below coord.MinPeerError is possible but not believed: a reader raises
+// it to that floor (coord.Believed; pkg/coord does on every Vivaldi
+// update). A coordinate of another dimension than the reader's own is
 // still sane here: pkg/coord refuses to compare it.
 func saneCoord(c *coordinate.Coordinate) bool {
 	if c == nil || len(c.Vec) == 0 || len(c.Vec) > maxCoordDims || !c.IsValid() {

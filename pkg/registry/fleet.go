@@ -88,10 +88,16 @@ type Fleet struct {
 }
 
 type pull struct {
-	pairs  []Pair
-	coords []Coordinate // its own ("local"), or every one it knows ("fleet")
-	at     time.Time    // when it answered
-	err    error
+	// pairs and coords are the relay's own word: the pairs with it as an
+	// end, its own coordinate. heardPairs and heardCoords are what it
+	// passes on of others ("fleet", "coordinates"): hearsay, believed
+	// only as hearsay.go says.
+	pairs       []Pair
+	coords      []Coordinate
+	heardPairs  []Pair
+	heardCoords []Coordinate
+	at          time.Time // when it answered
+	err         error
 }
 
 // openFleet reads the fleet file at path (Open's fleet-file half). self is
@@ -213,6 +219,7 @@ func (f *Fleet) Pairs(context.Context) ([]Pair, error) {
 	for _, ps := range f.relayed {
 		newest.add(ps)
 	}
+	newest.add(f.believedHearsayPairsLocked())
 	return newest.sorted(), nil
 }
 
@@ -259,6 +266,7 @@ func (f *Fleet) Coordinates(context.Context) ([]Coordinate, error) {
 	for _, c := range f.relayedCoords {
 		newest.add(c)
 	}
+	newest.add(f.believedHearsayCoordsLocked()...)
 	return newest.sorted(), nil
 }
 
@@ -290,7 +298,7 @@ func (f *Fleet) pull(ctx context.Context, scope string, only []string) error {
 			pairs, coords, err := f.fetch(ctx, r, file.AdminToken, scope)
 			f.mu.Lock()
 			if err == nil {
-				f.pulled[r.Name] = pull{pairs: pairs, coords: coords, at: time.Now()}
+				f.pulled[r.Name] = splitWord(r.Name, pairs, coords, time.Now())
 			} else {
 				old := f.pulled[r.Name]
 				old.err = err // keep the last pairs and coordinates: they age, and say so
@@ -340,6 +348,10 @@ func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) (
 			continue
 		}
 		c := sc.Coordinate
+		// Its error as a peer's is believed (coord.Believed): one
+		// claimed below what any measurement allows would take the
+		// whole weight of the readers' Vivaldi updates.
+		c.Coord = coord.Believed(c.Coord)
 		c.UpdatedAt = now.Add(-time.Duration(sc.AgeS * float64(time.Second)))
 		coords = append(coords, c)
 	}
