@@ -189,8 +189,8 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if s.cfg.AdminToken != "" {
-			req.Header.Set("Authorization", "Bearer "+s.cfg.AdminToken)
+		if token := s.peerToken(); token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		req.Header.Set(forwardedHeader, s.cfg.Name)
 		resp, err := admin.Do(req, via)
@@ -205,6 +205,17 @@ func (s *Server) viaPeer(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// peerToken is what this relay sends other relays' admin APIs as a bearer
+// token: its own admin token in a fleet that shares one (the fleet
+// secret's), none with identities from an operator's CA (its certificate
+// speaks for it, and its token opens only itself).
+func (s *Server) peerToken() string {
+	if s.link != nil && s.link.Issued() {
+		return ""
+	}
+	return s.cfg.AdminToken
+}
+
 // noDeadlines lifts the server's read and write deadlines for h: a
 // benchmark transfer takes as long as the path makes it take.
 func noDeadlines(h http.Handler) http.Handler {
@@ -216,11 +227,16 @@ func noDeadlines(h http.Handler) http.Handler {
 	})
 }
 
+// adminAuth serves next to a request with this relay's admin token, or,
+// in a fleet of identities from an operator's CA, over a connection whose
+// client certificate (relay or relayctl user, verified in the handshake
+// and not revoked) is the fleet's: relays call each other without a
+// shared token, and this relay's token opens this relay alone.
 func (s *Server) adminAuth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + s.cfg.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare(got, want) != 1 {
+		if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare(got, want) != 1 && !s.fleetMember(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relaymesh-admin"`)
 			http.Error(w, "admin token required: Authorization: Bearer <admin_token>", http.StatusUnauthorized)
 			return
@@ -230,6 +246,20 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 		markAuthed(r.Context())
 		next.ServeHTTP(w, r)
 	})
+}
+
+// fleetMember reports whether r came over TLS with a client certificate
+// from this fleet's operator CA.
+func (s *Server) fleetMember(r *http.Request) bool {
+	if s.link == nil || !s.link.Issued() {
+		return false
+	}
+	sc, ok := r.Context().Value(adminConnKey{}).(*sniffConn)
+	if !ok {
+		return false
+	}
+	_, ok = sc.Peer()
+	return ok
 }
 
 // refuseAdminConn counts and logs, sampled, an admin connection closed

@@ -105,6 +105,18 @@ func (c *sniffConn) Write(p []byte) (int, error) {
 // returned (a request handler may).
 func (c *sniffConn) TLS() bool { return c.isTLS }
 
+// Peer is the fleet member whose certificate the client presented over
+// TLS (verified in the handshake: linktls.AdminServerConfig); ok is false
+// without one. Call it only after a read returned.
+func (c *sniffConn) Peer() (linktls.Peer, bool) {
+	tc, ok := c.inner.(*tls.Conn)
+	if !c.isTLS || !ok {
+		return linktls.Peer{}, false
+	}
+	cs := tc.ConnectionState()
+	return linktls.AdminPeer(&cs)
+}
+
 // bufferedConn reads through r, which holds the sniffed byte.
 type bufferedConn struct {
 	net.Conn

@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
@@ -52,6 +54,14 @@ type Config struct {
 	// FleetSecretFile holds the fleet secret (surrounding whitespace is
 	// trimmed). Exclusive with FleetSecret.
 	FleetSecretFile string `yaml:"fleet_secret_file"`
+	// Identity is this relay's certificate and key from the operator's CA,
+	// the CA's certificate and its revocation list (relayctl ca): the
+	// production way to run a fleet, exclusive with the fleet secret.
+	// Every relay holds only its own key; relay links and admin calls
+	// check the peer's name, and route headers are keyed by their TLS
+	// link. Needs transport tls; every relaymesh:// next hop names its
+	// relay (?name=). docs/deploy.md walks through it.
+	Identity linktls.Files `yaml:"identity"`
 	// Transport of relay links (the relay listener and relaymesh:// hops):
 	// "tls" (the default) encrypts them and authenticates both ends with
 	// certificates derived from the fleet secret (docs/protocol.md);
@@ -390,16 +400,30 @@ func (c *Config) Validate() error {
 			secretNext = sc.Name
 		}
 	}
+	hasSecret := c.FleetSecret != "" || c.FleetSecretFile != ""
 	switch {
 	case c.FleetSecret != "" && c.FleetSecretFile != "":
 		add("fleet_secret, fleet_secret_file: set one, not both")
-	case c.FleetSecret == "" && c.FleetSecretFile == "" && c.Relay != "":
-		add("fleet_secret: required with relay (the relay listener only serves relays holding the fleet secret; --fleet-secret-file)")
-	case c.FleetSecret == "" && c.FleetSecretFile == "" && secretNext != "":
-		add("fleet_secret: required with a %s:// next hop (--fleet-secret-file)", secretNext)
+	case c.Identity.Set() && hasSecret:
+		add("identity, fleet_secret: choose one (identity: certificates from a CA the operator keeps, for fleets on the internet; the fleet secret: labs and trusted networks)")
+	case c.Identity.Set() && c.Transport != TransportTLS:
+		add("identity: needs transport: tls (identities are TLS certificates)")
+	case c.Identity.Set() && (c.Identity.CA == "" || c.Identity.Cert == "" || c.Identity.Key == ""):
+		add("identity: ca, cert and key are all required (relayctl ca init; relayctl ca issue --name %s)", cmp.Or(c.Name, "NAME"))
+	case !hasSecret && !c.Identity.Set() && c.Relay != "":
+		add("identity or fleet_secret: required with relay (the relay listener serves only members of the fleet; identity: relayctl ca issue; or --fleet-secret-file)")
+	case !hasSecret && !c.Identity.Set() && secretNext != "":
+		add("identity or fleet_secret: required with a %s:// next hop (--fleet-secret-file)", secretNext)
 	case c.FleetSecret != "" && len(c.FleetSecret) < MinFleetSecretBytes:
 		// Never echo the secret, not even in part.
 		add("fleet_secret: must be at least %d bytes", MinFleetSecretBytes)
+	}
+	if c.Identity.Set() {
+		for i, n := range c.Next {
+			if h, err := nexthop.Parse(n); err == nil && h.Scheme == nexthop.Relaymesh && h.Relay == "" {
+				add("next[%d]: with identity, a relaymesh:// hop names the relay it expects there (%s)", i, nexthop.RelayURL("NAME", h.Addr))
+			}
+		}
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenBytes {
 		// Never echo the token.
@@ -460,8 +484,8 @@ func (c *Config) Validate() error {
 		if len(c.Next) > 0 {
 			add("routing: plan and next: choose one (a planned relay chooses its next hops per destination)")
 		}
-		if c.FleetSecret == "" && c.FleetSecretFile == "" {
-			add("routing: plan needs the fleet secret (fleet_secret_file): planned chains use the native protocol")
+		if c.FleetSecret == "" && c.FleetSecretFile == "" && !c.Identity.Set() {
+			add("routing: plan needs an identity or the fleet secret (fleet_secret_file): planned chains use the native protocol")
 		}
 		if c.Planning.TTL <= 0 {
 			add("planning.ttl: must be positive, got %s", c.Planning.TTL)
@@ -661,6 +685,7 @@ func (c *Config) ExposedSecretFiles() []string {
 	for _, f := range []struct{ field, path string }{
 		{"auth.credentials_file", c.Auth.CredentialsFile},
 		{"fleet_secret_file", c.FleetSecretFile},
+		{"identity.key", c.Identity.Key},
 		{"fleet", c.Fleet},
 	} {
 		if f.path == "" {

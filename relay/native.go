@@ -37,7 +37,8 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		return
 	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
-	req, err := route.ReadRequest(br, s.secret, bind)
+	key := route.LinkKey(s.secret, bind)
+	req, err := route.ReadRequest(br, key, bind)
 	if err != nil {
 		if errors.Is(err, route.ErrAuth) {
 			// No response: a stranger learns nothing, not even that this
@@ -73,9 +74,13 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 			ch.Warm = nil // refused at connect, never pooled
 		}
 	}
-	for _, a := range req.Hops {
-		h, err := nexthop.Build(chain.Hop{Scheme: nexthop.Relaymesh, Addr: a}, nexthop.Options{Secret: s.secret})
-		if err != nil { // cannot happen: the relay listener runs only with the fleet secret
+	for i, a := range req.Hops {
+		hop := chain.Hop{Scheme: nexthop.Relaymesh, Addr: a}
+		if req.Names != nil {
+			hop.Relay = req.Names[i] // checked on the link (secureLink)
+		}
+		h, err := nexthop.Build(hop, s.hopOptions())
+		if err != nil { // cannot happen: the relay listener runs only with a fleet secret or an identity
 			log.Error("route hop", zap.Error(err))
 			return
 		}
@@ -105,7 +110,7 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		resp.Reason = reasonOf(err)
 		s.metrics.tunnelsOpened.WithLabelValues("relay", kind.Label()).Inc()
 	}
-	msg, merr := resp.Marshal(s.secret, req.Nonce)
+	msg, merr := resp.Marshal(key, req.Nonce)
 	if merr != nil { // cannot happen: reason is truncated, status is ours
 		log.Error("route response", zap.Error(merr))
 		if up != nil {

@@ -26,8 +26,8 @@ func TestNativeConfig(t *testing.T) {
 		}
 	}
 	bad := []struct{ name, yaml, want string }{
-		{"relay without secret", "relay: ':7000'", "fleet_secret: required with relay"},
-		{"relaymesh hop without secret", "next: [relaymesh://a:7000]", "fleet_secret: required with a relaymesh"},
+		{"relay without secret", "relay: ':7000'", "identity or fleet_secret: required with relay"},
+		{"relaymesh hop without secret", "next: [relaymesh://a:7000]", "identity or fleet_secret: required with a relaymesh"},
 		{"short secret", "relay: ':7000'\nfleet_secret: short-secret", "at least 16 bytes"},
 		{"both secrets", "fleet_secret: 0123456789abcdef\nfleet_secret_file: /f", "set one, not both"},
 		{"relaymesh with credentials", "next: [relaymesh://u:p@a:7000]\nfleet_secret: 0123456789abcdef", "take no user:password"},

@@ -68,7 +68,7 @@ func (s *Server) newPlanRouter() *planroute.PerDestination {
 	// A destination's surveys again start from the last one's (on a
 	// fleet that publishes coordinates), afresh every
 	// survey.DefaultFreshEvery.
-	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.cfg.AdminToken, Admin: s.adminClient(10 * time.Second),
+	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.peerToken(), Admin: s.adminClient(10 * time.Second),
 		Coordinates: survey.CoordinatesOf(s.measure.reg), Replans: &survey.Replans{}, AskKey: s.askKey()}
 	// The survey connects to the destination only where a tunnel could.
 	dialer := s.policy.Dialer(net.Dialer{})

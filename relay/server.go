@@ -132,39 +132,37 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		waiting:    map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if secret != nil {
-		switch cfg.Transport {
-		case TransportTLS:
-			// A relay listener makes a relay; without one this is an
-			// entry only (relayctl connect), which relays accept but
-			// never take for a relay.
-			name, role := cfg.Name, linktls.RoleRelay
-			if cfg.Relay == "" {
-				role = linktls.RoleClient
-			}
-			if name == "" {
-				name = "unnamed"
-			}
-			if s.link, err = linktls.New(secret, name, role); err != nil {
-				return nil, err
-			}
-		case TransportPlain:
-			log.Warn("transport: plain: relay links carry route headers and payload in clear text and anyone on the path can read and inject; use only on a network you trust")
+	if s.link, err = linkIdentity(cfg, secret, log); err != nil {
+		return nil, err
+	}
+	if s.link != nil && s.link.Issued() {
+		// The certificate names this relay; a config that names it too
+		// must agree (a copied config would otherwise publish one name
+		// and prove another).
+		if cfg.Name != "" && cfg.Name != s.link.Name {
+			return nil, fmt.Errorf("name: %q, but identity.cert %s names %q: issue this relay's certificate for its name (relayctl ca issue --name %s)", cfg.Name, cfg.Identity.Cert, s.link.Name, cfg.Name)
 		}
+		if cfg.Relay != "" && s.link.Role != linktls.RoleRelay {
+			return nil, fmt.Errorf("relay: identity.cert %s is a %s certificate; a relay listener needs one issued with --role relay", cfg.Identity.Cert, s.link.Role)
+		}
+		s.cfg.Name = s.link.Name
 	}
 	s.admin = newAdminClient(s.link)
-	if cfg.Pool.MaxIdle > 0 && secret != nil {
+	if cfg.Pool.MaxIdle > 0 && (secret != nil || s.link != nil) {
 		hop := s.headerHopDialer()
 		s.warm = &pool.Pool{
-			// Through the destination policy: a route header's first
-			// hop is pooled too (native.go, headerHopDialer); secured
+			// Through the relay policy: a route header's first hop
+			// is pooled too (native.go, relayHopDialer); secured
 			// before it waits in the pool.
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := hop.DialContext(ctx, network, addr)
 				if err != nil {
 					return nil, err
 				}
-				return s.secureLink(ctx, c, addr)
+				if s.link == nil {
+					return c, nil
+				}
+				return s.handshakeLink(ctx, c, addr, "")
 			},
 			MaxIdle:     cfg.Pool.MaxIdle,
 			IdleTimeout: cfg.Pool.IdleTimeout,
@@ -204,7 +202,7 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h, err = nexthop.Build(h, nexthop.Options{Secret: s.secret}); err != nil {
+		if h, err = nexthop.Build(h, s.hopOptions()); err != nil {
 			if errors.Is(err, nexthop.ErrNoSecret) {
 				err = fmt.Errorf("%w (fleet_secret_file)", err)
 			}
@@ -215,23 +213,80 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 	return c, nil
 }
 
+// linkIdentity is how this process proves itself on relay links and its
+// admin API: an identity an operator's CA issued (identity), else one
+// derived from the fleet secret, else none (transport plain, or no relay
+// links at all).
+func linkIdentity(cfg Config, secret []byte, log *zap.Logger) (*linktls.Identity, error) {
+	if cfg.Identity.Set() {
+		return linktls.Load(cfg.Identity)
+	}
+	if secret == nil {
+		return nil, nil
+	}
+	if cfg.Transport == TransportPlain {
+		log.Warn("transport: plain: relay links carry route headers and payload in clear text and anyone on the path can read and inject; use only on a network you trust")
+		return nil, nil
+	}
+	// A relay listener makes a relay; without one this is an entry only
+	// (relayctl connect), which relays accept but never take for a relay.
+	name, role := cfg.Name, linktls.RoleRelay
+	if cfg.Relay == "" {
+		role = linktls.RoleClient
+	}
+	if name == "" {
+		name = "unnamed"
+	}
+	return linktls.New(secret, name, role)
+}
+
+// hopOptions builds relaymesh:// hops: with the fleet secret, or keyed by
+// their TLS links in a fleet of per-relay identities.
+func (s *Server) hopOptions() nexthop.Options {
+	return nexthop.Options{Secret: s.secret, LinkKeyed: s.link != nil && s.link.Issued()}
+}
+
 // linkFunc is the chain.Link of this relay's chains: nil on plain links.
-func (s *Server) linkFunc() func(context.Context, net.Conn, string) (net.Conn, error) {
+func (s *Server) linkFunc() func(context.Context, net.Conn, chain.Hop) (net.Conn, error) {
 	if s.link == nil {
 		return nil
 	}
 	return s.secureLink
 }
 
-// secureLink runs the TLS handshake toward the relay listener at addr over
-// c (plain transport: c as is). A peer that fails it is a relay of another
-// fleet or not a relay listener: an authentication failure, not a network
-// one, unless the handshake timed out or the peer went away.
-func (s *Server) secureLink(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+// secureLink runs the TLS handshake toward the relay listener of hop over c
+// (plain transport: c as is), and checks that the peer is hop.Relay when
+// the hop names one, before anything is sent. With identities from an
+// operator's CA every hop must name its relay: a relay is trusted as
+// itself only. A conn from the warm pool is already secured: only whom it
+// reaches is checked. A peer that fails is a relay of another fleet, another
+// relay than the one planned, or not a relay listener: an authentication
+// failure, not a network one, unless the handshake timed out or the peer
+// went away.
+func (s *Server) secureLink(ctx context.Context, c net.Conn, hop chain.Hop) (net.Conn, error) {
 	if s.link == nil {
 		return c, nil
 	}
-	sc, err := s.link.Client(ctx, c, "")
+	if s.link.Issued() && hop.Relay == "" {
+		c.Close()
+		return nil, &chain.HopAuthError{Msg: fmt.Sprintf("relay link to %s: the hop names no relay, and with per-relay identities a relay link is made only to the relay it names (%s)",
+			hop.Addr, nexthop.RelayURL("NAME", hop.Addr))}
+	}
+	if _, ok := c.(*linktls.Conn); ok {
+		if err := s.link.CheckPeer(c, hop.Relay); err != nil {
+			c.Close()
+			return nil, &chain.HopAuthError{Msg: fmt.Sprintf("relay link to %s: %v", hop.Addr, err), Err: err}
+		}
+		return c, nil
+	}
+	return s.handshakeLink(ctx, c, hop.Addr, hop.Relay)
+}
+
+// handshakeLink is secureLink's handshake: want is the relay expected at
+// addr ("" takes any relay of the fleet: the warm pool's, whose conns are
+// checked by name when taken).
+func (s *Server) handshakeLink(ctx context.Context, c net.Conn, addr, want string) (net.Conn, error) {
+	sc, err := s.link.Client(ctx, c, want)
 	if err == nil {
 		return sc, nil
 	}
@@ -374,6 +429,9 @@ func (s *Server) Start() error {
 		return s.startFailed(err)
 	}
 	go s.rates.run(s.ctx)
+	if s.link != nil && s.link.Issued() && s.cfg.Identity.CRL != "" {
+		go s.watchCRL(s.ctx)
+	}
 	// A static chain's first relay is known: warm up before the first
 	// client instead of after it.
 	s.warmFirstHop(s.chain.Load())

@@ -101,11 +101,13 @@ the first byte came in 0.7x the direct time, against 1.1x waiting for the
 chain. The cost: a chain that then fails resets the client's connection
 instead of answering why (logged, with the hop that failed).
 --optimistic-data=false answers only once the last relay has reached the
-destination. HTTP CONNECT clients always wait. Needs the fleet secret (--fleet-secret-file, or
+destination. HTTP CONNECT clients always wait. Needs your certificate from the fleet's
+operator (--identity-cert, from relayctl ca issue --role client), or in a fleet
+that shares a secret the fleet secret (--fleet-secret-file, or
 $RELAYMESH_FLEET_SECRET_FILE, which lab commands set). Stops on SIGINT or
 SIGTERM, letting tunnels finish for 5 s.`,
 		Example: `  # every host by its own plan
-  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key
+  relayctl connect --fleet fleet.yaml --identity-cert ~/.relaymesh/alice.crt
   curl -x socks5h://127.0.0.1:1080 https://example.jp/
 
   # every connection through the plan to the Tokyo region
@@ -123,9 +125,11 @@ SIGTERM, letting tunnels finish for 5 s.`,
 					return fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
 				}
 			}
+			identity, hasIdentity := f.reg.identityFiles()
 			secretFile := f.reg.secretPath()
-			if secretFile == "" {
-				return errors.New("--fleet-secret-file is required (the relays accept route headers only with the fleet secret)")
+			if !hasIdentity && secretFile == "" {
+				return errors.New("--identity-cert is required (your certificate from the fleet's operator: relayctl ca issue --name YOU --role client), " +
+					"or --fleet-secret-file for a fleet that shares a secret: the relays accept route headers only from members of the fleet")
 			}
 			cfg.Transport = f.reg.transport
 			log, err := relay.NewLogger(logLevel, "console")
@@ -134,7 +138,12 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			}
 			defer log.Sync() //nolint:errcheck
 			cfg.Name, cfg.SOCKS, cfg.HTTP, cfg.Admin = "connect", listen, httpListen, ""
-			cfg.FleetSecretFile = secretFile
+			if hasIdentity {
+				// The certificate names this process.
+				cfg.Name, cfg.Identity = "", identity
+			} else {
+				cfg.FleetSecretFile = secretFile
+			}
 			// Destinations are checked by the chain's last relay, with its
 			// own policy; locally, a direct plan reaches what this host
 			// could reach anyway (the listener is loopback unless --socks

@@ -39,6 +39,7 @@ type registryFlags struct {
 	output      string
 	secretFile  string
 	transport   string
+	identity    linktls.Files
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
@@ -59,6 +60,10 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 		return nil
 	}
 	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+envvar.FleetSecretFile+", which lab commands set)")
+	cmd.Flags().StringVar(&f.identity.Cert, "identity-cert", "", "your certificate from the fleet's operator CA (relayctl ca issue --role client), for a fleet of per-relay identities instead of a fleet secret (default $"+envvar.IdentityCert+")")
+	cmd.Flags().StringVar(&f.identity.Key, "identity-key", "", "its private key (default: the certificate's file name ending in .key)")
+	cmd.Flags().StringVar(&f.identity.CA, "identity-ca", "", "the operator CA's certificate (default: ca.crt beside the certificate)")
+	cmd.Flags().StringVar(&f.identity.CRL, "identity-crl", "", "the operator CA's revocation list, if you have it: revoked relays are refused")
 	cmd.Flags().StringVar(&f.transport, "transport", envOr(envvar.Transport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+envvar.Transport+", which lab commands set, else tls)")
 }
 
@@ -81,20 +86,50 @@ func (f *registryFlags) adminTLS() (*tls.Config, error) {
 	default:
 		return nil, fmt.Errorf("--transport %q: want tls or plain", f.transport)
 	}
+	id, err := f.linkIdentity()
+	if err != nil {
+		return nil, err
+	}
+	return id.AdminClientConfig(), nil
+}
+
+// identityFiles is the relayctl user's identity from an operator CA, from
+// the flags or $RELAYMESH_IDENTITY_CERT, its key and the CA found beside
+// the certificate unless named; ok is false when none is given.
+func (f *registryFlags) identityFiles() (linktls.Files, bool) {
+	id := f.identity
+	if id.Cert == "" {
+		id.Cert = os.Getenv(envvar.IdentityCert)
+	}
+	if id.Cert == "" {
+		return id, false
+	}
+	if id.Key == "" {
+		id.Key = strings.TrimSuffix(id.Cert, filepath.Ext(id.Cert)) + ".key"
+	}
+	if id.CA == "" {
+		id.CA = filepath.Join(filepath.Dir(id.Cert), "ca.crt")
+	}
+	return id, true
+}
+
+// linkIdentity is how relayctl proves itself to relays over TLS: its
+// identity from the operator CA, else one derived from the fleet secret.
+func (f *registryFlags) linkIdentity() (*linktls.Identity, error) {
+	if files, ok := f.identityFiles(); ok {
+		return linktls.Load(files)
+	}
 	path := f.secretPath()
 	if path == "" {
-		return nil, errors.New("the relays' admin APIs take HTTPS with certificates from the fleet CA, which relayctl derives from the fleet secret: " +
-			"give --fleet-secret-file (or $" + envvar.FleetSecretFile + "), or --transport plain for a fleet whose relays run transport: plain")
+		return nil, errors.New("the relays' links and admin APIs take TLS with certificates from the fleet's CA: " +
+			"give your certificate from the operator (--identity-cert, or $" + envvar.IdentityCert + "; the operator makes it with relayctl ca issue --role client), " +
+			"or for a fleet that shares a secret --fleet-secret-file (or $" + envvar.FleetSecretFile + "), or --transport plain for a fleet whose relays run transport: plain")
 	}
 	secret, err := (&relay.Config{FleetSecretFile: path}).LoadFleetSecret()
 	if err != nil {
 		return nil, err
 	}
-	id, err := linktls.New(secret, "relayctl", linktls.RoleClient)
-	if err != nil {
-		return nil, err
-	}
-	return id.AdminClientConfig(), nil
+	return linktls.New(secret, "relayctl", linktls.RoleClient)
 }
 
 // token is the admin token for the relays' admin APIs: explicit (an
@@ -121,7 +156,7 @@ func (f *registryFlags) token(explicit string) string {
 // (asks go over HTTPS) without either, or with transport plain.
 func (f *registryFlags) askKey(adminToken string) *udpask.Key {
 	path := f.secretPath()
-	if f.transport != relay.TransportTLS || path == "" || adminToken == "" {
+	if _, identity := f.identityFiles(); identity || f.transport != relay.TransportTLS || path == "" || adminToken == "" {
 		return nil
 	}
 	secret, err := (&relay.Config{FleetSecretFile: path}).LoadFleetSecret()

@@ -62,6 +62,10 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"admin-udp":         func() { cfg.AdminUDP = f.AdminUDP },
 		"relay-listen":      func() { cfg.Relay = f.Relay },
 		"fleet-secret-file": func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" },
+		"identity-ca":       func() { cfg.Identity.CA = f.Identity.CA },
+		"identity-cert":     func() { cfg.Identity.Cert = f.Identity.Cert },
+		"identity-key":      func() { cfg.Identity.Key = f.Identity.Key },
+		"identity-crl":      func() { cfg.Identity.CRL = f.Identity.CRL },
 		"transport":         func() { cfg.Transport = f.Transport },
 		"next":              func() { cfg.Next = f.Next },
 		"allow-private":     func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate },
@@ -237,8 +241,12 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback)")
 	fl.BoolVar(f.AdminUDP, "admin-udp", true, "with transport tls, a fleet secret and --admin-token: answer planners' probe asks in one UDP datagram on the admin port's number, one round trip where a new HTTPS connection takes three (datagrams carry an HMAC from the secret and the token; nothing is answered without it)")
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
-	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --fleet-secret-file; "" disables)`)
-	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding the fleet secret (>= 16 bytes) that authenticates relays to each other; needed by --relay-listen and relaymesh:// hops")
+	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --identity-* or --fleet-secret-file; "" disables)`)
+	fl.StringVar(&f.Identity.CA, "identity-ca", "", "the operator CA's certificate (relayctl ca init): relays and relayctl users are verified against it")
+	fl.StringVar(&f.Identity.Cert, "identity-cert", "", "this relay's certificate from the operator CA (relayctl ca issue --name NAME); it names the relay")
+	fl.StringVar(&f.Identity.Key, "identity-key", "", "this relay's private key, from relayctl ca issue (chmod 600)")
+	fl.StringVar(&f.Identity.CRL, "identity-crl", "", "the operator CA's revocation list (relayctl ca revoke); re-read when it changes")
+	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding a fleet secret (>= 16 bytes) every relay shares, instead of identities: labs and trusted networks")
 	fl.StringVar(&f.Transport, "transport", relay.TransportTLS, "relay links and the admin API between relays: tls (encrypted, relays authenticated with certificates derived from the fleet secret; the admin port also answers plain HTTP from loopback and plain /healthz from anywhere) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
 	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
 	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
@@ -260,7 +268,7 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.DurationVar(&f.Limits.ShutdownGrace, "shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, how long tunnels may finish before they are closed")
 	fl.IntVar(&f.Pool.MaxIdle, "pool-max-idle", relay.DefaultPoolMaxIdle, "warm connections kept per peer relay this relay forwards to (sized by recent use; 0 turns warm pools off)")
 	fl.DurationVar(&f.Pool.IdleTimeout, "pool-idle-timeout", relay.DefaultPoolIdleTimeout, "close a warm connection unused this long (keep below the peers' limits.relay_header_wait, 60 s)")
-	fl.StringVar(&f.Routing, "routing", "static", "static (through --next) or plan (plan each destination's chain from the registry's measurements; needs --fleet or --consul and --fleet-secret-file)")
+	fl.StringVar(&f.Routing, "routing", "static", "static (through --next) or plan (plan each destination's chain from the registry's measurements; needs --fleet or --consul, and --identity-* or --fleet-secret-file)")
 	fl.StringVar(&f.RelaySocket.Congestion, "relay-congestion", "", "TCP congestion control for relay-to-relay connections, e.g. bbr (default: the system's)")
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "console", "console or json")

@@ -173,8 +173,12 @@ func Classify(err error) Kind {
 // http://host:port. pkg/nexthop, the list of hop schemes, parses hop URLs
 // and builds Client.
 type Hop struct {
-	Scheme   string // canonical scheme name, e.g. "socks5" (pkg/nexthop)
-	Addr     string // host:port
+	Scheme string // canonical scheme name, e.g. "socks5" (pkg/nexthop)
+	Addr   string // host:port
+	// Relay is the name of the relaymesh relay expected at Addr, when
+	// known: Link checks the peer's certificate names it before anything
+	// is sent, and a route header carries it to the relay before.
+	Relay    string
 	User     string
 	Password string
 	// Client speaks the hop's protocol. A Chain fails a dial through a
@@ -211,7 +215,7 @@ type RouteHopDialer interface {
 	// early, when not empty, is sent right behind the handshake without
 	// waiting for the answer (the last relay hands it to addr as soon as it
 	// has connected); the caller only passes it for the chain's last run.
-	ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string, early []byte) error
+	ThroughRoute(ctx context.Context, conn net.Conn, via []Hop, addr string, early []byte) error
 }
 
 // Warm hands out pre-established connections (pkg/pool). Take returns nil
@@ -243,9 +247,12 @@ type Chain struct {
 	Warm Warm
 	// Link, when set, secures the connection to a relay before its route
 	// handshake (pkg/linktls: TLS with the fleet's certificates), at the
-	// start of every run of relaymesh:// (Routed) hops; addr is the relay's. It
-	// owns conn (closes it on failure). Nil: relay links are plain.
-	Link func(ctx context.Context, conn net.Conn, addr string) (net.Conn, error)
+	// start of every run of relaymesh:// (Routed) hops; hop is the relay
+	// (its Relay, when set, is the name its certificate must carry). A
+	// conn from Warm is already secured: Link then only checks whom it
+	// reaches. It owns conn (closes it on failure). Nil: relay links are
+	// plain.
+	Link func(ctx context.Context, conn net.Conn, hop Hop) (net.Conn, error)
 
 	// Observe, when set, is told how long each step took: hop 0 is a direct
 	// dial, hop i >= 1 is connecting to hop 1 (i == 1) plus hop i's handshake.
@@ -290,7 +297,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 	}
 	if conn != nil {
 		pooledStart := start
-		out, err := c.handshake(ctx, conn, true, addr, early, start)
+		out, err := c.handshake(ctx, conn, addr, early, start)
 		// A warm conn the peer closed a moment before we used it (its
 		// header wait ran out, it restarted) fails before any answer;
 		// the peer read nothing, so one cold retry is safe. Not with
@@ -307,7 +314,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 		// We could not reach hop 1 ourselves: the failure is hop 1's.
 		return nil, &HopError{Hop: 1, HopName: first.Name(), Target: first.Addr, Kind: Classify(err), Err: fmt.Errorf("connect to hop: %w", err)}
 	}
-	return c.handshake(ctx, conn, false, addr, early, start)
+	return c.handshake(ctx, conn, addr, early, start)
 }
 
 // closedSilently: the hop closed or reset the connection without a word.
@@ -317,9 +324,8 @@ func closedSilently(err error) bool {
 }
 
 // handshake runs every hop's handshake over conn, connected to hop 1, and
-// returns the tunnel to addr. It owns conn: closed on failure. linked: conn
-// came from the warm pool, already through Link.
-func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr string, early []byte, start time.Time) (net.Conn, error) {
+// returns the tunnel to addr. It owns conn: closed on failure.
+func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early []byte, start time.Time) (net.Conn, error) {
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
@@ -342,18 +348,15 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, linked bool, addr 
 			// Not a panic in a connection goroutine: a failed dial.
 			err = fmt.Errorf("hop %s has no client", c.Hops[i].Name())
 		} else if isRoute {
-			via := make([]string, 0, j-i-1)
-			for _, h := range c.Hops[i+1 : j] {
-				via = append(via, h.Addr)
-			}
+			via := c.Hops[i+1 : j]
 			var runEarly []byte
 			if j == len(c.Hops) {
 				runEarly, early = early, nil
 			}
-			if c.Link != nil && !(i == 0 && linked) {
+			if c.Link != nil {
 				// On failure Link closed conn; the Close below is a no-op.
 				var sec net.Conn
-				if sec, err = c.Link(ctx, conn, c.Hops[i].Addr); err == nil {
+				if sec, err = c.Link(ctx, conn, c.Hops[i]); err == nil {
 					conn = sec
 				}
 			}

@@ -84,8 +84,12 @@ func (r routeHop) Through(ctx context.Context, c net.Conn, addr string) error {
 	return r.ThroughRoute(ctx, c, nil, addr, nil)
 }
 
-func (r routeHop) ThroughRoute(_ context.Context, _ net.Conn, via []string, addr string, early []byte) error {
-	*r.calls = append(*r.calls, strings.Join(via, ",")+">"+addr+":"+string(early))
+func (r routeHop) ThroughRoute(_ context.Context, _ net.Conn, via []Hop, addr string, early []byte) error {
+	addrs := make([]string, len(via))
+	for i, h := range via {
+		addrs[i] = h.Addr
+	}
+	*r.calls = append(*r.calls, strings.Join(addrs, ",")+">"+addr+":"+string(early))
 	return r.err
 }
 

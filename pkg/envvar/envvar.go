@@ -10,6 +10,11 @@ const (
 	// FleetSecretFile is the fleet secret file relayctl reads when
 	// --fleet-secret-file is not given.
 	FleetSecretFile = "RELAYMESH_FLEET_SECRET_FILE"
+	// IdentityCert is the relayctl user's certificate from the fleet's
+	// operator CA (relayctl ca issue --role client), read when
+	// --identity-cert is not given; its key and the CA's certificate are
+	// found beside it unless named.
+	IdentityCert = "RELAYMESH_IDENTITY_CERT"
 	// Transport is the relay-link transport (tls or plain) relayctl
 	// assumes when --transport is not given.
 	Transport = "RELAYMESH_TRANSPORT"

@@ -84,10 +84,15 @@ const (
 // Identity is one process's side of the fleet's TLS: the fleet CA and its
 // own certificate. Safe for concurrent use once made.
 type Identity struct {
-	Name  string // relay name, or "relayctl"
-	Role  string // RoleRelay or RoleClient
-	roots *x509.CertPool
-	cert  tls.Certificate
+	Name   string // relay name, or "relayctl"
+	Role   string // RoleRelay or RoleClient
+	roots  *x509.CertPool
+	caCert *x509.Certificate
+	cert   tls.Certificate
+	// issued: the identity comes from an operator's CA (Load), not from
+	// the fleet secret (New); crl is then its revocation list.
+	issued bool
+	crl    *revocations
 }
 
 // New derives the fleet CA from secret and issues this process a
@@ -107,27 +112,9 @@ func New(secret []byte, name, role string) (*Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("linktls: key: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	der, err := issueLeaf(caCert, caKey, pub, name, role, time.Now(), leafLifetime)
 	if err != nil {
-		return nil, fmt.Errorf("linktls: serial: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name, OrganizationalUnit: []string{role}},
-		NotBefore:    now.Add(-leafBackdate),
-		NotAfter:     now.Add(leafLifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}
-	if hostName.MatchString(name) {
-		// For tools that check host names (Prometheus' server_name, curl
-		// --cacert with --resolve): the relay's name as a DNS name.
-		tmpl.DNSNames = []string{name}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, pub, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("linktls: certificate: %w", err)
+		return nil, err
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
@@ -136,10 +123,11 @@ func New(secret []byte, name, role string) (*Identity, error) {
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
 	return &Identity{
-		Name:  name,
-		Role:  role,
-		roots: roots,
-		cert:  tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf},
+		Name:   name,
+		Role:   role,
+		roots:  roots,
+		caCert: caCert,
+		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf},
 	}, nil
 }
 
@@ -211,7 +199,10 @@ func (id *Identity) verify(cs tls.ConnectionState, alpn string, dialing bool, wa
 		Intermediates: inter,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
 	}); err != nil {
-		return Peer{}, fmt.Errorf("linktls: peer certificate is not from this fleet (a different fleet secret?): %w", err)
+		return Peer{}, fmt.Errorf("linktls: peer certificate is not from this fleet (%s): %w", id.otherFleetHint(), err)
+	}
+	if id.crl.revoked(leaf) {
+		return Peer{}, fmt.Errorf("linktls: peer certificate of %q (serial %x) is revoked", leaf.Subject.CommonName, leaf.SerialNumber)
 	}
 	p := peerOf(leaf)
 	switch {
@@ -294,12 +285,28 @@ const AdminALPN = "http/1.1"
 // downloads from, and the small records of Go's dynamic sizing at the
 // start of a connection would set the client's receive window low.
 func (id *Identity) AdminServerConfig() *tls.Config {
-	return &tls.Config{
+	c := &tls.Config{
 		MinVersion:                  tls.VersionTLS13,
 		Certificates:                []tls.Certificate{id.cert},
 		NextProtos:                  []string{AdminALPN},
 		DynamicRecordSizingDisabled: true,
 	}
+	if id.issued {
+		// A fleet of identities: a relay or relayctl user may prove
+		// itself with its certificate instead of a token (the relay's
+		// admin API authorizes it: relay/admin.go). Asked, not required:
+		// curl and Prometheus come with the token. One that is sent must
+		// verify (and not be revoked), or the handshake fails.
+		c.ClientAuth = tls.RequestClientCert
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return nil
+			}
+			_, err := id.verify(cs, AdminALPN, false, "")
+			return err
+		}
+	}
+	return c
 }
 
 // AdminClientConfig reaches relays' admin APIs: the server must hold a
@@ -312,6 +319,8 @@ func (id *Identity) AdminClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{AdminALPN},
+		// Sent only to a server that asks (one of a fleet of identities).
+		Certificates: []tls.Certificate{id.cert},
 		// Verified by the fleet CA and the role, not by host name.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -342,6 +351,31 @@ func PeerOf(c net.Conn) (Peer, bool) {
 		return Peer{}, false
 	}
 	return peerOf(cs.PeerCertificates[0]), true
+}
+
+// CheckPeer says whether c, a link this identity handshook (a pooled one,
+// say), reaches the relay called want ("": any relay of the fleet) and
+// whether its certificate has been revoked since.
+func (id *Identity) CheckPeer(c net.Conn, want string) error {
+	tc, ok := c.(*Conn)
+	if !ok {
+		return errors.New("linktls: not a relay link")
+	}
+	cs := tc.ConnectionState()
+	if !cs.HandshakeComplete || len(cs.PeerCertificates) == 0 {
+		return errors.New("linktls: not a handshaken relay link")
+	}
+	leaf := cs.PeerCertificates[0]
+	p := peerOf(leaf)
+	switch {
+	case p.Role != RoleRelay:
+		return fmt.Errorf("linktls: the peer is %s %q, not a relay", p.Role, p.Name)
+	case want != "" && p.Name != want:
+		return fmt.Errorf("linktls: expected relay %q, the peer is relay %q", want, p.Name)
+	case id.crl.revoked(leaf):
+		return fmt.Errorf("linktls: peer certificate of %q (serial %x) is revoked", p.Name, leaf.SerialNumber)
+	}
+	return nil
 }
 
 // Binding returns the channel binding of a TLS link (RFC 9266's

@@ -22,6 +22,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/httpconnect"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/socks5"
 )
@@ -46,8 +47,9 @@ var schemes = []Scheme{
 		},
 	},
 	{
-		// Relays authenticate each other with the fleet secret.
-		Name: Relaymesh, FleetSecret: true, Listener: "relay",
+		// Relays authenticate each other with the fleet secret, or with
+		// identities from an operator's CA; ?name= names the relay.
+		Name: Relaymesh, FleetSecret: true, Named: true, Listener: "relay",
 		New: func(_ chain.Hop, o Options) chain.HopDialer {
 			return route.Client{Secret: o.Secret}
 		},
@@ -65,8 +67,11 @@ type Scheme struct {
 	// in Hop.User and Hop.Password. Without it a URL with any is refused.
 	UserInfo bool
 	// FleetSecret: the client authenticates with the fleet secret, which
-	// Build then requires in Options.Secret.
+	// Build then requires in Options.Secret, unless Options.LinkKeyed.
 	FleetSecret bool
+	// Named: the scheme's URLs may name the relay expected at the address
+	// (?name=tokyo), which Parse puts in Hop.Relay.
+	Named bool
 	// Listener is the relayd listener that serves the protocol, by its
 	// config key ("socks", "http", "relay"): where a relay is reached as a
 	// hop of this scheme. "": relayd does not serve it.
@@ -80,6 +85,9 @@ type Scheme struct {
 // Options is what a scheme may need to build its clients, beyond the hop.
 type Options struct {
 	Secret []byte // the fleet secret, for FleetSecret schemes
+	// LinkKeyed: the fleet runs on identities from an operator's CA, and
+	// route headers are keyed by their TLS link instead of a secret.
+	LinkKeyed bool
 }
 
 // Routes reports whether the scheme's client is a chain.RouteHopDialer: one
@@ -124,8 +132,18 @@ func want() string {
 	return b.String()
 }
 
+// RelayURL is the next-hop URL of the relay called name (may be empty) whose
+// relay listener is at addr.
+func RelayURL(name, addr string) string {
+	u := url.URL{Scheme: Relaymesh, Host: addr}
+	if name != "" {
+		u.RawQuery = url.Values{"name": {name}}.Encode()
+	}
+	return u.String()
+}
+
 // Parse parses a next-hop URL, scheme://[user:pass@]host:port, of a
-// registered scheme. The hop has no client yet: see Build. Errors name the
+// registered scheme (relaymesh:// may end in ?name=RELAY). The hop has no client yet: see Build. Errors name the
 // URL without its password.
 func Parse(raw string) (chain.Hop, error) {
 	u, err := url.Parse(raw)
@@ -151,6 +169,9 @@ func Parse(raw string) (chain.Hop, error) {
 		return chain.Hop{}, fmt.Errorf("next hop %q: want scheme://[user:pass@]host:port", redact(raw))
 	}
 	h := chain.Hop{Scheme: s.Name, Addr: u.Host}
+	if h.Relay, err = relayName(s, u); err != nil {
+		return chain.Hop{}, fmt.Errorf("next hop %q: %w", redact(raw), err)
+	}
 	if u.User != nil {
 		h.User = u.User.Username()
 		h.Password, _ = u.User.Password()
@@ -167,12 +188,39 @@ func Build(h chain.Hop, o Options) (chain.Hop, error) {
 	if !ok {
 		return h, fmt.Errorf("unsupported scheme %q (want %s)", h.Scheme, want())
 	}
-	if s.FleetSecret && len(o.Secret) == 0 {
+	if s.FleetSecret && len(o.Secret) == 0 && !o.LinkKeyed {
 		return h, fmt.Errorf("%s:// hops %w", s.Name, ErrNoSecret)
 	}
 	h.Scheme = s.Name
 	h.Client = s.New(h, o)
 	return h, nil
+}
+
+// relayName is the relay a URL's ?name= names ("" without one). Any other
+// query is refused: a typo must not pass for a check that is not made.
+func relayName(s Scheme, u *url.URL) (string, error) {
+	if u.RawQuery == "" {
+		return "", nil
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", fmt.Errorf("query: %w", err)
+	}
+	if !s.Named {
+		return "", fmt.Errorf("%s:// hops take no query", s.Name)
+	}
+	for k := range q {
+		if k != "name" {
+			return "", fmt.Errorf("unknown query parameter %q (want ?name=RELAY)", k)
+		}
+	}
+	if len(q["name"]) != 1 {
+		return "", errors.New("?name= given more than once")
+	}
+	if err := linktls.CheckName(q.Get("name")); err != nil {
+		return "", fmt.Errorf("?name=: %w", err)
+	}
+	return q.Get("name"), nil
 }
 
 // redact removes the password from a URL-ish string for error messages.

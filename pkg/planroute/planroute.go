@@ -55,7 +55,8 @@ type Config struct {
 }
 
 // HopURLs is the next-hop URLs (native protocol) of a chain of relay
-// names, at the relay listener addresses in relays (by name).
+// names, at the relay listener addresses in relays (by name). Each names
+// its relay: the link to it is made only if the peer's certificate does.
 func HopURLs(names []string, relays map[string]registry.Relay) ([]string, error) {
 	var next []string
 	for _, name := range names {
@@ -63,7 +64,7 @@ func HopURLs(names []string, relays map[string]registry.Relay) ([]string, error)
 		if !ok || r.Relay == "" {
 			return nil, fmt.Errorf("relay %s has no relay listener address in the registry", name)
 		}
-		next = append(next, nexthop.Relaymesh+"://"+r.Relay)
+		next = append(next, nexthop.RelayURL(name, r.Relay))
 	}
 	return next, nil
 }

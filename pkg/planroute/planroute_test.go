@@ -111,7 +111,7 @@ func TestHopURLs(t *testing.T) {
 	relays := relaysOf("a", "b")
 	relays["nolistener"] = registry.Relay{Name: "nolistener", Admin: "x:9090"}
 	got, err := HopURLs([]string{"b", "a"}, relays)
-	if err != nil || !slices.Equal(got, []string{"relaymesh://b:7000", "relaymesh://a:7000"}) {
+	if err != nil || !slices.Equal(got, []string{"relaymesh://b:7000?name=b", "relaymesh://a:7000?name=a"}) {
 		t.Fatalf("HopURLs = %q, %v", got, err)
 	}
 	if got, err := HopURLs(nil, nil); err != nil || len(got) != 0 {

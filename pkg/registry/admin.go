@@ -96,7 +96,28 @@ func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error)
 	if c.err != nil {
 		return nil, c.err
 	}
+	var wrongPeer error
+	if c.scheme == "https" && name != "" {
+		// Whom the connection reaches is checked when the transport hands
+		// it over, before the request (and its token) is written: a
+		// registry entry pointing at another relay's admin port gets
+		// nothing, on a new connection or on one kept from before.
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) {
+				if err := checkConnPeer(info.Conn, name); err != nil {
+					wrongPeer = err
+					info.Conn.Close()
+				}
+			},
+		}))
+	}
 	resp, err := c.http.Do(req)
+	if wrongPeer != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, wrongPeer
+	}
 	if err != nil {
 		var ce connectTimeoutError
 		if errors.As(context.Cause(req.Context()), &ce) {
@@ -146,6 +167,20 @@ func (connectTimeoutError) Temporary() bool { return false }
 func CheckAdminPeer(resp *http.Response, name string) error {
 	if p, ok := linktls.AdminPeer(resp.TLS); !ok || p.Name != name {
 		return fmt.Errorf("%s is relay %q, not %q: the registry's admin address is wrong (or claimed by another relay)", resp.Request.URL.Host, p.Name, name)
+	}
+	return nil
+}
+
+// checkConnPeer says whether c, an HTTPS connection to an admin API,
+// reaches the relay called name.
+func checkConnPeer(c net.Conn, name string) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return fmt.Errorf("admin connection to %s is not TLS", c.RemoteAddr())
+	}
+	cs := tc.ConnectionState()
+	if p, ok := linktls.AdminPeer(&cs); !ok || p.Name != name {
+		return fmt.Errorf("%s is relay %q, not %q: the registry's admin address is wrong (or claimed by another relay); nothing was sent", c.RemoteAddr(), p.Name, name)
 	}
 	return nil
 }

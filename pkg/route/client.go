@@ -17,6 +17,8 @@ import (
 // exactly the response's bytes, so after success the conn is the raw tunnel
 // and stays a *net.TCPConn if it was one.
 type Client struct {
+	// Secret is the fleet secret; nil in a fleet of per-relay identities,
+	// whose headers are keyed by the TLS link (LinkKey).
 	Secret []byte
 	Now    func() time.Time // for tests; nil is time.Now
 }
@@ -28,21 +30,26 @@ func (c Client) Through(ctx context.Context, conn net.Conn, addr string) error {
 
 // ThroughRoute sends one header naming via and addr, with early right behind
 // it in the same write (the relays pass it on before the status returns),
-// and waits for the status. A failure is a *chain.RouteError whose Offset
-// names the relay that reported it (0: the one reached over conn).
-func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, addr string, early []byte) error {
+// and waits for the status. via's relay names travel with their addresses
+// when every hop has one (each relay checks its next hop's certificate
+// against it). A failure is a *chain.RouteError whose Offset names the
+// relay that reported it (0: the one reached over conn).
+func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []chain.Hop, addr string, early []byte) error {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
-	req, err := NewRequest(via, addr, now())
+	hops, names := hopsOf(via)
+	req, err := NewRequest(hops, addr, now())
 	if err != nil {
 		return err
 	}
+	req.Names = names
 	if req.Bind, err = linktls.Binding(conn); err != nil {
 		return err
 	}
-	hdr, err := req.Marshal(c.Secret)
+	key := LinkKey(c.Secret, req.Bind)
+	hdr, err := req.Marshal(key)
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
 	}
@@ -52,7 +59,7 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, a
 	if _, err := conn.Write(hdr); err != nil {
 		return fmt.Errorf("route: send header: %w", err)
 	}
-	resp, err := ReadResponse(conn, c.Secret, req.Nonce)
+	resp, err := ReadResponse(conn, key, req.Nonce)
 	if err != nil {
 		if errors.Is(err, ErrAuth) {
 			return &chain.HopAuthError{Msg: "route: response MAC does not verify: the relay has a different fleet secret"}
@@ -67,6 +74,24 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []string, a
 		return nil
 	}
 	return &chain.RouteError{Offset: int(resp.Hop), Err: &StatusError{Status: resp.Status, Reason: resp.Reason}}
+}
+
+// hopsOf splits via into addresses and, when every hop names its relay,
+// the names (nil otherwise: a Version header).
+func hopsOf(via []chain.Hop) (addrs, names []string) {
+	addrs = make([]string, len(via))
+	named := len(via) > 0
+	for i, h := range via {
+		addrs[i] = h.Addr
+		named = named && h.Relay != ""
+	}
+	if named {
+		names = make([]string, len(via))
+		for i, h := range via {
+			names[i] = h.Relay
+		}
+	}
+	return addrs, names
 }
 
 // StatusError is a failure status a relay sent back. It unwraps to a

@@ -19,19 +19,28 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
 
 // Wire constants. Every length on the wire is a single byte, so no length
 // field can ask for more than 255 bytes; MaxHops bounds the list.
 const (
-	Version      = 1
+	Version = 1
+	// VersionNamed is a request whose hops each carry the name of the
+	// relay expected there (Request.Names): the relay that dials a hop
+	// checks the certificate names it before it sends anything.
+	VersionNamed = 2
 	MaxHops      = 8
+	// MaxNameBytes bounds a relay name (the rule is pkg/linktls's).
+	MaxNameBytes = linktls.MaxNameBytes
 	MaxHostBytes = 255
 	MaxReason    = 255
 	NonceBytes   = 16
 	MACBytes     = sha256.Size
 	// MaxHeaderBytes bounds a request header: 31 fixed bytes, up to 9
-	// addresses of at most 259 bytes, the MAC. Marshal never exceeds it.
+	// addresses of at most 259 bytes, 8 names of at most 64, the MAC.
+	// Marshal never exceeds it.
 	MaxHeaderBytes = 4096
 )
 
@@ -64,13 +73,29 @@ var (
 	ErrAuth = errors.New("route: bad MAC (wrong fleet secret or tampered header)")
 	// ErrTooLarge: a value exceeds a protocol maximum.
 	ErrTooLarge = errors.New("route: value exceeds protocol maximum")
+	// ErrNoKey: neither a fleet secret nor a TLS link to key the MAC with.
+	ErrNoKey = errors.New("route: no key: a fleet secret, or a TLS link to key headers with")
 )
+
+// LinkKey is the MAC key of the headers on a link: the fleet secret when
+// the fleet has one, else the link's channel binding (bind, 32 bytes only
+// the link's two ends can compute: pkg/linktls), which is how a fleet of
+// per-relay identities keys them. nil (ErrNoKey) without either.
+func LinkKey(secret, bind []byte) []byte {
+	if len(secret) > 0 {
+		return secret
+	}
+	return bind
+}
 
 // Request is the header the entry relay sends. Hops are the relays after the
 // receiver, in order; Dst is what the last relay connects to.
 type Request struct {
-	Hops  []string // host:port of each remaining relay's relay listener
-	Dst   string   // host:port, host a domain, IPv4 or IPv6 literal
+	Hops []string // host:port of each remaining relay's relay listener
+	// Names, when not nil, holds the name of the relay expected at each
+	// of Hops (VersionNamed); nil sends a Version header.
+	Names []string
+	Dst   string // host:port, host a domain, IPv4 or IPv6 literal
 	Time  time.Time
 	Nonce [NonceBytes]byte
 	// Bind is the channel binding of the link the header travels on (the
@@ -89,14 +114,24 @@ func NewRequest(hops []string, dst string, now time.Time) (*Request, error) {
 	return r, nil
 }
 
-// Marshal encodes the request and appends its MAC under secret.
-func (r *Request) Marshal(secret []byte) ([]byte, error) {
+// Marshal encodes the request and appends its MAC under key (LinkKey).
+func (r *Request) Marshal(key []byte) ([]byte, error) {
+	if len(key) == 0 {
+		return nil, ErrNoKey
+	}
 	if len(r.Hops) > MaxHops {
 		return nil, fmt.Errorf("%w: %d hops (max %d)", ErrTooLarge, len(r.Hops), MaxHops)
 	}
+	version := byte(Version)
+	if r.Names != nil {
+		if len(r.Names) != len(r.Hops) {
+			return nil, fmt.Errorf("route: %d names for %d hops", len(r.Names), len(r.Hops))
+		}
+		version = VersionNamed
+	}
 	b := make([]byte, 0, 512)
 	b = append(b, magic[:]...)
-	b = append(b, Version, typeRequest)
+	b = append(b, version, typeRequest)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixMilli()))
 	b = append(b, r.Nonce[:]...)
 	b = append(b, byte(len(r.Hops)))
@@ -105,28 +140,40 @@ func (r *Request) Marshal(secret []byte) ([]byte, error) {
 		if b, err = appendAddr(b, h); err != nil {
 			return nil, fmt.Errorf("hop %d: %w", i+1, err)
 		}
+		if r.Names != nil {
+			if err := checkName(r.Names[i]); err != nil {
+				return nil, fmt.Errorf("hop %d: %w", i+1, err)
+			}
+			b = append(b, byte(len(r.Names[i])))
+			b = append(b, r.Names[i]...)
+		}
 	}
 	if b, err = appendAddr(b, r.Dst); err != nil {
 		return nil, fmt.Errorf("destination: %w", err)
 	}
-	b = appendMAC(b, secret, r.Bind)
+	b = appendMAC(b, key, r.Bind)
 	if len(b) > MaxHeaderBytes {
 		return nil, fmt.Errorf("%w: header %d bytes", ErrTooLarge, len(b))
 	}
 	return b, nil
 }
 
-// ReadRequest reads exactly one request header from rd and verifies its MAC.
-// It reads no byte past the header. A bad MAC is ErrAuth; the caller checks
-// freshness and nonce reuse with a ReplayGuard. bind is the link's channel
-// binding (Request.Bind); a header made for another link is ErrAuth.
-func ReadRequest(rd io.Reader, secret, bind []byte) (*Request, error) {
+// ReadRequest reads exactly one request header from rd and verifies its MAC
+// under key (LinkKey). It reads no byte past the header. A bad MAC is
+// ErrAuth; the caller checks freshness and nonce reuse with a ReplayGuard.
+// bind is the link's channel binding (Request.Bind); a header made for
+// another link is ErrAuth.
+func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
+	if len(key) == 0 {
+		return nil, ErrNoKey
+	}
 	var buf [MaxHeaderBytes]byte // bounded by the protocol, never by a length field
 	b := buf[:requestPrefix]
 	if _, err := io.ReadFull(rd, b); err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(b, typeRequest); err != nil {
+	version, err := checkPrefix(b, typeRequest)
+	if err != nil {
 		return nil, err
 	}
 	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14]))), Bind: bind}
@@ -135,16 +182,25 @@ func ReadRequest(rd io.Reader, secret, bind []byte) (*Request, error) {
 	if n > MaxHops {
 		return nil, fmt.Errorf("%w: %d hops (max %d)", ErrMalformed, n, MaxHops)
 	}
-	var err error
+	if version == VersionNamed {
+		r.Names = make([]string, 0, n)
+	}
 	for i := 0; i <= n; i++ {
 		var host string
 		if b, host, err = readAddr(rd, b); err != nil {
 			return nil, err
 		}
-		if i < n {
-			r.Hops = append(r.Hops, host)
-		} else {
+		if i == n {
 			r.Dst = host
+			break
+		}
+		r.Hops = append(r.Hops, host)
+		if version == VersionNamed {
+			var name string
+			if b, name, err = readName(rd, b); err != nil {
+				return nil, err
+			}
+			r.Names = append(r.Names, name)
 		}
 	}
 	body := len(b)
@@ -152,7 +208,7 @@ func ReadRequest(rd io.Reader, secret, bind []byte) (*Request, error) {
 	if _, err := io.ReadFull(rd, b[body:]); err != nil {
 		return nil, noEOF(err)
 	}
-	if !verifyMAC(b[:body], b[body:], secret, bind) {
+	if !verifyMAC(b[:body], b[body:], key, bind) {
 		return nil, ErrAuth
 	}
 	return r, nil
@@ -219,6 +275,9 @@ type Response struct {
 // Marshal encodes the response with a MAC bound to reqNonce, the nonce of the
 // request it answers, so an old response cannot be replayed onto a new request.
 func (r *Response) Marshal(secret []byte, reqNonce [NonceBytes]byte) ([]byte, error) {
+	if len(secret) == 0 {
+		return nil, ErrNoKey
+	}
 	if len(r.Reason) > MaxReason {
 		return nil, fmt.Errorf("%w: reason %d bytes (max %d)", ErrTooLarge, len(r.Reason), MaxReason)
 	}
@@ -235,12 +294,15 @@ func (r *Response) Marshal(secret []byte, reqNonce [NonceBytes]byte) ([]byte, er
 // ReadResponse reads exactly one response from rd (no byte past it: the
 // destination's first bytes may follow) and verifies its MAC.
 func ReadResponse(rd io.Reader, secret []byte, reqNonce [NonceBytes]byte) (*Response, error) {
+	if len(secret) == 0 {
+		return nil, ErrNoKey
+	}
 	var buf [responsePrefix + MaxReason + MACBytes]byte
 	b := buf[:responsePrefix]
 	if _, err := io.ReadFull(rd, b); err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(b, typeResponse); err != nil {
+	if _, err := checkPrefix(b, typeResponse); err != nil {
 		return nil, err
 	}
 	r := &Response{Status: Status(b[6]), Hop: b[7]}
@@ -272,18 +334,46 @@ func ParseResponse(b []byte, secret []byte, reqNonce [NonceBytes]byte) (*Respons
 	return r, nil
 }
 
-func checkPrefix(b []byte, typ byte) error {
+// checkPrefix checks a message's magic, version and type, and returns its
+// version: a request is Version or VersionNamed, a response Version.
+func checkPrefix(b []byte, typ byte) (byte, error) {
 	if [4]byte(b[:4]) != magic {
-		return fmt.Errorf("%w: bad magic", ErrMalformed)
+		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
-	if b[4] != Version {
-		return fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[4], Version)
+	if b[4] != Version && !(typ == typeRequest && b[4] == VersionNamed) {
+		return 0, fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[4], Version)
 	}
 	if b[5] != typ {
-		return fmt.Errorf("%w: message type %d (want %d)", ErrMalformed, b[5], typ)
+		return 0, fmt.Errorf("%w: message type %d (want %d)", ErrMalformed, b[5], typ)
 	}
-	return nil
+	return b[4], nil
 }
+
+// readName reads a hop's relay name (length byte, bytes), appending its
+// raw bytes to b.
+func readName(rd io.Reader, b []byte) ([]byte, string, error) {
+	start := len(b)
+	b = b[:start+1]
+	if _, err := io.ReadFull(rd, b[start:]); err != nil {
+		return b, "", noEOF(err)
+	}
+	n := int(b[start])
+	if n == 0 || n > MaxNameBytes {
+		return b, "", fmt.Errorf("%w: relay name of %d bytes", ErrMalformed, n)
+	}
+	b = b[:start+1+n]
+	if _, err := io.ReadFull(rd, b[start+1:]); err != nil {
+		return b, "", noEOF(err)
+	}
+	name := string(b[start+1:])
+	if err := checkName(name); err != nil {
+		return b, "", fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return b, name, nil
+}
+
+// checkName accepts a relay name as identities carry it.
+func checkName(n string) error { return linktls.CheckName(n) }
 
 // appendMAC appends HMAC-SHA256(secret, bind || b) to b. bind is the request
 // nonce for responses, the link's channel binding (or nil) for requests; the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestRequestRoundTrip(t *testing.T) {
 }
 
 func equalRequests(a, b *Request) bool {
-	if len(a.Hops) != len(b.Hops) || a.Dst != b.Dst || !a.Time.Equal(b.Time) || a.Nonce != b.Nonce {
+	if len(a.Hops) != len(b.Hops) || a.Dst != b.Dst || !a.Time.Equal(b.Time) || a.Nonce != b.Nonce || !slices.Equal(a.Names, b.Names) {
 		return false
 	}
 	for i := range a.Hops {
@@ -61,6 +62,59 @@ func equalRequests(a, b *Request) bool {
 		}
 	}
 	return true
+}
+
+// Named hops travel with their relay names (VersionNamed), at the longest
+// within MaxHeaderBytes; a header keyed by a link verifies only with it.
+func TestNamedRequest(t *testing.T) {
+	long := strings.Repeat("n", MaxNameBytes)
+	in := &Request{Hops: []string{"a:1", "b:2", "c:3", "d:4", "e:5", "f:6", "g:7", "h:8"}, Names: []string{long, long, long, long, long, long, long, "tokyo"},
+		Dst: strings.Repeat("x", 255) + ":65535", Time: t0, Nonce: nonce}
+	for i := range in.Hops {
+		in.Hops[i] = strings.Repeat("h", 250) + in.Hops[i]
+	}
+	bind := bytes.Repeat([]byte{7}, 32)
+	in.Bind = bind
+	b, err := in.Marshal(LinkKey(nil, bind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > MaxHeaderBytes || b[4] != VersionNamed {
+		t.Fatalf("header %d bytes, version %d", len(b), b[4])
+	}
+	out, err := ParseRequest(b, LinkKey(nil, bind), bind)
+	if err != nil || !equalRequests(in, out) {
+		t.Fatalf("round trip: %v: got %+v", err, out)
+	}
+	other := bytes.Repeat([]byte{8}, 32)
+	if _, err := ParseRequest(b, LinkKey(nil, other), other); !errors.Is(err, ErrAuth) {
+		t.Errorf("on another link: %v, want ErrAuth", err)
+	}
+	for _, bad := range [][]string{{"", "x", "x", "x", "x", "x", "x", "x"}, {"sp ace", "x", "x", "x", "x", "x", "x", "x"}, {long + "n", "x", "x", "x", "x", "x", "x", "x"}, {"x"}} {
+		r := *in
+		r.Names = bad
+		if _, err := r.Marshal(key); err == nil {
+			t.Errorf("names %q marshalled", bad)
+		}
+	}
+}
+
+// Without a fleet secret and a TLS link there is no key: nothing is sent,
+// nothing is accepted (an empty HMAC key would be anyone's).
+func TestNoKeyNoHeader(t *testing.T) {
+	if _, err := sampleRequest().Marshal(LinkKey(nil, nil)); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Marshal: %v", err)
+	}
+	b, err := sampleRequest().Marshal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseRequest(b, nil, nil); !errors.Is(err, ErrNoKey) {
+		t.Errorf("ParseRequest: %v", err)
+	}
+	if _, err := (&Response{}).Marshal(nil, nonce); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Response.Marshal: %v", err)
+	}
 }
 
 func TestRequestMarshalRejects(t *testing.T) {
