@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
 
 func (c *config) lookup(name, binName string) (string, error) {
@@ -67,6 +69,7 @@ var specs = map[string]*kindSpec{
 	"relayd-http":   relaydSpec("relayd-http", true),
 	"relayd-native": relaydNativeSpec("relayd-native", "plain"),
 	"relayd-tls":    relaydNativeSpec("relayd-tls", "tls"),
+	"relayd-tls-id": relaydNativeSpec("relayd-tls-id", "identity"),
 	"glider-tls": {
 		name: "glider-tls", front: "socks5", maxHops: -1, note: "TLS between relays (self-signed, not verified)",
 		binary: func(c *config) (string, error) { return c.lookup("glider", "glider") },
@@ -243,29 +246,34 @@ func relaydSpec(name string, httpFront bool) *kindSpec {
 }
 
 // relaydNativeSpec: relayd chained with its native protocol over plain or
-// TLS links. The entry serves SOCKS5 and names every later relay in one
-// header; the others serve only their relay listener.
-func relaydNativeSpec(name, transport string) *kindSpec {
-	note := "native protocol, clear-text links"
-	if transport == "tls" {
-		note = "native protocol, TLS 1.3 links (fleet certificates)"
-	}
+// TLS links, the latter with certificates derived from a fleet secret
+// ("tls") or issued per relay by an operator CA ("identity"). The entry
+// serves SOCKS5 and names every later relay in one header; the others
+// serve only their relay listener.
+func relaydNativeSpec(name, mode string) *kindSpec {
+	note := map[string]string{
+		"plain":    "native protocol, clear-text links",
+		"tls":      "native protocol, TLS 1.3 links (fleet certificates)",
+		"identity": "native protocol, TLS 1.3 links (per-relay certificates from an operator CA)",
+	}[mode]
 	return &kindSpec{
 		name: name, front: "socks5", maxHops: -1, note: note,
 		binary: relaydBinary,
 		args: func(c *config, in *instance) ([]string, error) {
-			secret := filepath.Join(c.workDir, "fleet-secret")
-			if _, err := os.Stat(secret); err != nil {
-				if err := os.WriteFile(secret, []byte("relaybench-fleet-secret-0123456789"), 0o600); err != nil {
-					return nil, err
-				}
+			a := []string{"run", "--admin", addr(in.alloc()), "--http", "", "--allow-private", "--log-level", "warn"}
+			creds, err := relaydLinkFlags(c.workDir, mode, in.port)
+			if err != nil {
+				return nil, err
 			}
-			a := []string{"run", "--admin", addr(in.alloc()), "--http", "", "--allow-private", "--log-level", "warn",
-				"--fleet-secret-file", secret, "--transport", transport}
+			a = append(a, creds...)
 			if in.idx == 0 {
 				a = append(a, "--socks", addr(in.port))
 				for _, p := range in.rest {
-					a = append(a, "--next", "relaymesh://"+addr(p))
+					hop := "relaymesh://" + addr(p)
+					if mode == "identity" {
+						hop += "?name=" + benchRelayName(p)
+					}
+					a = append(a, "--next", hop)
 				}
 			} else {
 				a = append(a, "--socks", "", "--relay-listen", addr(in.port))
@@ -273,6 +281,66 @@ func relaydNativeSpec(name, transport string) *kindSpec {
 			return a, nil
 		},
 	}
+}
+
+// benchRelayName is the name of the relay listening on port.
+func benchRelayName(port int) string { return fmt.Sprintf("r%d", port) }
+
+// relaydLinkFlags writes (once) what relayd's links need in dir and
+// returns its flags: a fleet secret for plain and tls, an operator CA and
+// the certificate of the relay on port for identity.
+func relaydLinkFlags(dir, mode string, port int) ([]string, error) {
+	if mode != "identity" {
+		secret := filepath.Join(dir, "fleet-secret")
+		if _, err := os.Stat(secret); err != nil {
+			if err := os.WriteFile(secret, []byte("relaybench-fleet-secret-0123456789"), 0o600); err != nil {
+				return nil, err
+			}
+		}
+		return []string{"--fleet-secret-file", secret, "--transport", mode}, nil
+	}
+	caCert, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if _, err := os.Stat(caKey); err != nil {
+		ca, err := linktls.NewCA("relaybench CA", 24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		key, err := ca.KeyPEM()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(caKey, key, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(caCert, ca.CertPEM(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	certPEM, err := os.ReadFile(caCert)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := linktls.LoadCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	name := benchRelayName(port)
+	cert, key, err := ca.Issue(name, linktls.RoleRelay, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certPath, cert, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyPath, key, 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--identity-ca", caCert, "--identity-cert", certPath, "--identity-key", keyPath}, nil
 }
 
 // benchCert writes (once) a self-signed ECDSA certificate and key for the

@@ -115,7 +115,7 @@ type summary struct {
 	Reason           string  `json:"reason,omitempty"`
 }
 
-var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "relayd-native", "relayd-tls", "glider", "glider-tls", "stunnel", "dante", "microsocks", "squid"}
+var allKinds = []string{"direct", "copyrelay", "relayd", "relayd-http", "relayd-native", "relayd-tls", "relayd-tls-id", "glider", "glider-tls", "stunnel", "dante", "microsocks", "squid"}
 
 func main() {
 	c := parseFlags()
