@@ -1,13 +1,17 @@
 package relay
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -45,8 +49,12 @@ func (s *Server) newHTTPFrontend() *http.Server {
 			ResponseHeaderTimeout: s.cfg.Limits.IdleTimeout,
 		},
 		FlushInterval: -1, // stream: a proxy must not hold bytes back
-		ErrorHandler:  h.forwardError,
-		ErrorLog:      zap.NewStdLog(s.log.Named("http.forward")),
+		// Never a protocol upgrade: ServeHTTP sends those to upgrade
+		// (pkg/tunnel); the reverse proxy's own upgrade copier has no
+		// idle or drain bound, and it refuses (502) a 101 to a request
+		// that asked for no upgrade.
+		ErrorHandler: h.forwardError,
+		ErrorLog:     zap.NewStdLog(s.log.Named("http.forward")),
 	}
 	return &http.Server{
 		Handler:           h,
@@ -94,6 +102,9 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("panic in http handler", zap.Any("panic", p), zap.Stack("stack"))
 		}
 	}()
+	// Every answer is written within the stall bound: a client that
+	// reads nothing cannot hold the handler (and its slot).
+	w = h.boundWrites(w)
 	if s.auth.enabled() && !s.auth.checkProxyAuthorization(r.Header.Get("Proxy-Authorization")) {
 		s.authDenied(s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr)), "http", "missing or wrong Proxy-Authorization")
 		w.Header().Set("Proxy-Authenticate", `Basic realm="relaymesh"`)
@@ -110,6 +121,10 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Scheme != "http" {
 		http.Error(w, "only http:// URLs are forwarded; use CONNECT for "+r.URL.Scheme, http.StatusBadRequest)
+		return
+	}
+	if proto := upgradeType(r.Header); proto != "" {
+		h.upgrade(w, r, proto)
 		return
 	}
 	h.forward.ServeHTTP(w, r)
@@ -133,13 +148,12 @@ func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, publicError(err), statusOfKind(kind))
 		return
 	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if errors.Is(err, http.ErrNotSupported) {
 		up.Close()
 		http.Error(w, "CONNECT needs HTTP/1.1", http.StatusHTTPVersionNotSupported)
 		return
 	}
-	c, brw, err := hj.Hijack()
 	if err != nil {
 		up.Close()
 		log.Info("hijack failed", zap.Error(err))
@@ -196,3 +210,198 @@ func parseBasic(v string) (user, pass string, ok bool) {
 	}
 	return strings.Cut(string(raw), ":")
 }
+
+// upgradeType is the protocol a request (or a 101 answer) upgrades to:
+// its Upgrade header when Connection lists "upgrade", else "".
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for token := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(token), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+// hopHeaders are the hop-by-hop headers (RFC 9110 section 7.6.1), not
+// passed on in either direction, with those Connection names.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// upgrade serves a protocol upgrade (a websocket) on a destination
+// connection of its own. A 101 answer makes the two a tunnel, through
+// pkg/tunnel with the idle and drain bounds of a CONNECT tunnel: a
+// destination that stays silent after the client left cannot keep the
+// client's slot. Any other answer is passed on, and the destination
+// connection closed.
+func (h *httpFrontend) upgrade(w http.ResponseWriter, r *http.Request, proto string) {
+	s := h.s
+	dst := r.URL.Host
+	if r.URL.Port() == "" {
+		dst = net.JoinHostPort(r.URL.Hostname(), "80")
+	}
+	log := s.log.With(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", "http"), zap.String("src", r.RemoteAddr),
+		zap.String("dst", dst), zap.String("upgrade", proto))
+	if !isPrintableASCII(proto) {
+		http.Error(w, "the Upgrade header is not printable ASCII", http.StatusBadRequest)
+		return
+	}
+	up, _, err := s.dial(r.Context(), log, dst, nil)
+	if err != nil {
+		s.metrics.tunnelsOpened.WithLabelValues("http", chain.Classify(err).Label()).Inc()
+		h.forwardError(w, r, err)
+		return
+	}
+	resp, upr, err := h.askUpgrade(up, r, proto)
+	if err != nil {
+		up.Close()
+		log.Info("upgrade request failed", zap.Error(err))
+		h.forwardError(w, r, err)
+		return
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer up.Close()
+		passOn(w, resp)
+		return
+	}
+	if got := upgradeType(resp.Header); !strings.EqualFold(got, proto) {
+		up.Close()
+		log.Info("destination switched to another protocol", zap.String("got", got))
+		h.forwardError(w, r, fmt.Errorf("destination switched to %q, asked %q", got, proto))
+		return
+	}
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		log.Info("hijack failed", zap.Error(err))
+		return
+	}
+	// The 101 and whatever the destination sent behind it, read ahead.
+	removeHopHeaders(resp.Header)
+	resp.Header.Set("Connection", "Upgrade")
+	resp.Header.Set("Upgrade", proto)
+	resp.Body = nil // the header only
+	var reply bytes.Buffer
+	_ = resp.Write(&reply)
+	ahead, _ := upr.Peek(upr.Buffered())
+	reply.Write(ahead)
+	// ServeHTTP releases c's slot when this returns.
+	s.openTunnel(log, "http", c, reply.Bytes(), brw.Reader, up)
+}
+
+// askUpgrade sends r, asking to upgrade to proto, to the destination on
+// up and reads its answer; the reader may hold bytes read ahead. The
+// answer is waited for as a forwarded request's is (the idle timeout).
+func (h *httpFrontend) askUpgrade(up net.Conn, r *http.Request, proto string) (*http.Response, *bufio.Reader, error) {
+	out := r.Clone(r.Context())
+	removeHopHeaders(out.Header)
+	out.Header.Set("Connection", "Upgrade")
+	out.Header.Set("Upgrade", proto)
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""} // none, rather than Go's
+	}
+	if wait := h.s.cfg.Limits.IdleTimeout; wait > 0 {
+		_ = up.SetDeadline(time.Now().Add(wait))
+	}
+	if err := out.Write(up); err != nil {
+		return nil, nil, fmt.Errorf("writing the upgrade request: %w", err)
+	}
+	upr := bufio.NewReader(up)
+	resp, err := http.ReadResponse(upr, out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the answer to the upgrade: %w", err)
+	}
+	_ = up.SetDeadline(time.Time{})
+	return resp, upr, nil
+}
+
+// passOn writes a destination's answer (not an upgrade) to the client.
+func passOn(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	removeHopHeaders(resp.Header)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func isPrintableASCII(v string) bool {
+	for i := range len(v) {
+		if v[i] < ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// stallBound is how long a write toward an HTTP client may stall before
+// the client counts as gone: the tunnels' drain timeout (the client has
+// sent its request; the answer drains toward it), or their idle timeout
+// when that is shorter or the only one set; 0 when both are off.
+func (s *Server) stallBound() time.Duration {
+	l := s.cfg.Limits
+	if l.DrainTimeout > 0 && (l.IdleTimeout == 0 || l.DrainTimeout < l.IdleTimeout) {
+		return l.DrainTimeout
+	}
+	return l.IdleTimeout
+}
+
+// boundWrites sets the client conn's write deadline one stall bound
+// ahead, and moves it on before every write and flush of the answer: a
+// download that keeps moving is never cut, one whose client stopped
+// reading fails within the bound, and the handler (a forwarded answer:
+// the reverse proxy aborts) returns. A deadline outlives the answer (the
+// server's last flush comes after the handler); the next request's
+// handler sets a new one. A hijacking handler clears it (openTunnel).
+func (h *httpFrontend) boundWrites(w http.ResponseWriter) http.ResponseWriter {
+	bound := h.s.stallBound()
+	if bound <= 0 {
+		return w
+	}
+	bw := &boundedWriter{ResponseWriter: w, rc: http.NewResponseController(w), bound: bound}
+	bw.extend()
+	return bw
+}
+
+type boundedWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	bound time.Duration
+}
+
+func (b *boundedWriter) extend() { _ = b.rc.SetWriteDeadline(time.Now().Add(b.bound)) }
+
+func (b *boundedWriter) WriteHeader(code int) {
+	b.extend()
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	b.extend()
+	return b.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (b *boundedWriter) FlushError() error {
+	b.extend()
+	return b.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Hijack,
+// deadlines).
+func (b *boundedWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }

@@ -51,6 +51,8 @@ func FuzzHTTPFrontend(f *testing.F) {
 		"CONNECT example.com:443 HTTP/1.1\r\nProxy-Authorization: Basic !!!\r\n\r\n",
 		"CONNECT example.com:443 HTTP/1.1\r\nProxy-Authorization: Bearer x\r\n\r\n",
 		"GET http://example.com/ HTTP/1.0\r\n\r\n",
+		"GET http://example.com/ws HTTP/1.1\r\nHost: example.com\r\n" + auth + "Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"GET http://example.com/ws HTTP/1.1\r\nHost: example.com\r\n" + auth + "Connection: Upgrade\r\nUpgrade: web\x01socket\r\n\r\n",
 	} {
 		f.Add([]byte(seed))
 	}
