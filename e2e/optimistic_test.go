@@ -91,7 +91,8 @@ func TestOptimisticDataRidesWithTheHeader(t *testing.T) {
 // is still refused in the reply.
 func TestOptimisticDataFailures(t *testing.T) {
 	closed := freeAddr(t) // nothing listens here
-	entry := startRelayd(t, "--optimistic-data", "--fleet-secret-file", fleetSecretFile(t), "--next", "relaymesh://"+closed)
+	entry := startRelayd(t, "--optimistic-data", "--fleet-secret-file", fleetSecretFile(t), "--next", "relaymesh://"+closed,
+		"--relay-allow", "127.0.0.1/32") // the next relay is on loopback
 	c, _, err := xnetDial(t, entry.socks, "dst.example:80", nil)
 	if err != nil {
 		t.Fatalf("optimistic entry: %v", err)

@@ -96,7 +96,7 @@ func TestRedTeamCRLFDomain(t *testing.T) {
 		got.Write(b)
 		mu.Unlock()
 	})
-	r := startRelayd(t, "--next", "http://"+next.addr())
+	r := startRelayd(t, "--next", "http://"+next.addr(), "--relay-allow", "127.0.0.1/32") // the next hop is on loopback
 	host := "evil.example\r\nX-Injected: yes\r\n"
 	req := append([]byte{5, 1, 0, 3, byte(len(host))}, host...)
 	req = append(req, 0, 80)
@@ -209,9 +209,10 @@ func TestRedTeamPlanSurveyDenied(t *testing.T) {
 		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		// 127.0.0.1 is where the relays are; 127.0.0.2 stays denied.
+		// 127.0.0.1 is where the relays are (relay hops and their probes:
+		// --relay-allow); 127.0.0.2 stays denied.
 		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
-			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--allow", "127.0.0.1/32")
+			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--relay-allow", "127.0.0.1/32")
 	}
 	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
 	port := canary.ln.Addr().(*net.TCPAddr).Port

@@ -70,7 +70,10 @@ func TestDenyByDefault(t *testing.T) {
 	secretFile := writeSecret(t, fleetSecret)
 	relayAddr := "127.0.0.1:7000" // the namespace is new: nothing else listens there
 	r := startRelaydWrapped(t, wrap, "--relay-listen", relayAddr, "--fleet-secret-file", secretFile)
-	chained := startRelaydWrapped(t, wrap, "--next", "socks5://"+r.socks) // entry of a chain: literal IPs refused before any hop
+	// The entry of a chain: literal IPs refused before any hop. Its first
+	// hop, r, is on loopback: relay hops reach it through --relay-allow,
+	// which opens nothing to clients.
+	chained := startRelaydWrapped(t, wrap, "--next", "socks5://"+r.socks, "--relay-allow", "127.0.0.1/32")
 	hosts := []string{"127.0.0.1", "localhost", "::1", "0.0.0.0", "169.254.169.254", "10.0.0.1",
 		"172.16.0.1", "192.168.1.1", "100.64.0.1", "::ffff:127.0.0.1", "fe80::1", "fc00::1", "127.1.2.3",
 		// Through a translator to the ranges above, and a metadata address.

@@ -18,6 +18,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
+	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 )
@@ -239,11 +240,88 @@ type User struct {
 	Password string `yaml:"password"`
 }
 
-// PolicyConfig opens or narrows the destination deny list.
+// PolicyConfig opens or narrows the deny lists: one for clients'
+// destinations, one for relay hops (pkg/policy). Both refuse the same
+// ranges by default (loopback, private, link-local, ...); each list opens
+// its own, so a fleet on a private network is not opened to its clients.
 type PolicyConfig struct {
-	AllowPrivate bool     `yaml:"allow_private"`
-	Allow        []string `yaml:"allow"` // CIDRs opened despite the default deny list
-	Deny         []string `yaml:"deny"`  // CIDRs denied in addition
+	// AllowPrivate opens every default-denied range to both: labs and
+	// tests.
+	AllowPrivate bool `yaml:"allow_private"`
+	// Allow opens CIDRs to clients' destinations (SOCKS5, HTTP, the
+	// destination a route header names), never to relay hops.
+	Allow []string `yaml:"allow"`
+	// RelayAllow opens CIDRs to relay hops: configured next hops, planned
+	// chains, the next relay a route header names, warm pool links, and
+	// the registry's addresses this relay probes. A fleet whose relays
+	// reach each other over a private network lists its range here.
+	RelayAllow []string `yaml:"relay_allow"`
+	// Deny refuses CIDRs in addition, to both; never opened.
+	Deny []string `yaml:"deny"`
+}
+
+// policies are the destination policy (clients' destinations) and the
+// relay policy (relay hops and registry addresses), from a validated
+// config; self are this host's own addresses, refused by both unless a
+// list opens one.
+func (p PolicyConfig) policies(self []netip.Addr) (dst, relay *policy.Policy) {
+	dst = &policy.Policy{AllowPrivate: p.AllowPrivate, Self: self}
+	relay = &policy.Policy{AllowPrivate: p.AllowPrivate, Self: self}
+	for _, s := range p.Allow {
+		dst.Allow = append(dst.Allow, netip.MustParsePrefix(s)) // validated
+	}
+	for _, s := range p.RelayAllow {
+		relay.Allow = append(relay.Allow, netip.MustParsePrefix(s))
+	}
+	for _, s := range p.Deny {
+		d := netip.MustParsePrefix(s)
+		dst.Deny, relay.Deny = append(dst.Deny, d), append(relay.Deny, d)
+	}
+	return dst, relay
+}
+
+// checkNextHops refuses a configured first hop (next[0], the one this
+// relay dials; later hops are reached through it) at an IP address the
+// relay policy refuses: every tunnel through it would fail. A name is
+// checked when it is dialed.
+func checkNextHops(next []string, dst, relay *policy.Policy) error {
+	if len(next) == 0 {
+		return nil
+	}
+	h, err := nexthop.Parse(next[0])
+	if err != nil {
+		return nil // Validate reported it
+	}
+	host, _, err := net.SplitHostPort(h.Addr)
+	if err != nil {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	if msg, _ := relayRefusal("next[0] "+h.Addr, ip, dst, relay); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// relayRefusal says why the relay policy refuses ip, a relay's address
+// (named by what, e.g. "next[0] 10.1.2.3:7000"), and what to change; ""
+// when it does not. moved says only policy.allow opens it: the config of
+// a fleet set up before relay hops had a list of their own, which must
+// move the range (or copy it, if clients must reach it too).
+func relayRefusal(what string, ip netip.Addr, dst, relay *policy.Policy) (msg string, moved bool) {
+	err := relay.Check(ip)
+	if err == nil {
+		return "", false
+	}
+	for _, a := range dst.Allow {
+		if a.Contains(ip.Unmap()) && dst.Check(ip) == nil {
+			return fmt.Sprintf("%s: %v: policy.allow (%s) opens it to clients' destinations only; relay hops and probes of relays need it in policy.relay_allow (--relay-allow %s); keep it in policy.allow only if clients must reach it", what, err, a, a), true
+		}
+	}
+	return fmt.Sprintf("%s: %v: list its range in policy.relay_allow (--relay-allow CIDR) to reach relays there", what, err), false
 }
 
 // Limits bound what one relay and one connection may use.
@@ -440,6 +518,11 @@ func (c *Config) Validate() error {
 	for i, s := range c.Policy.Allow {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			add("policy.allow[%d]: %q is not a CIDR prefix (e.g. 10.1.0.0/16)", i, s)
+		}
+	}
+	for i, s := range c.Policy.RelayAllow {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			add("policy.relay_allow[%d]: %q is not a CIDR prefix (e.g. 10.1.0.0/16)", i, s)
 		}
 	}
 	for i, s := range c.Policy.Deny {

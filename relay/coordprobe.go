@@ -59,7 +59,8 @@ type coordProber struct {
 	// now: peers' may be minutes old (coord.FleetViewEvery), and the
 	// probed peer's moves this relay's.
 	fresh func(ctx context.Context, peer string) (*coordinate.Coordinate, error)
-	// measure takes one sample, as the mesh prober does (probe.HandshakeRTT).
+	// measure takes one sample, as the mesh prober does: relayd's goes
+	// through the relay policy (Server.relayProbe).
 	measure func(ctx context.Context, addr string) (time.Duration, error)
 	metrics *metrics
 	log     *zap.Logger
@@ -78,14 +79,14 @@ type probeFailure struct {
 // newCoordProber makes the prober of mode coordinates. Its node's random
 // peers come from a source seeded per process: relays started together
 // must not draw the same ones.
-func newCoordProber(self string, cfg ProbeConfig, peers coordPeers, m *metrics, log *zap.Logger) (*coordProber, error) {
+func newCoordProber(self string, cfg ProbeConfig, peers coordPeers, measure func(context.Context, string) (time.Duration, error), m *metrics, log *zap.Logger) (*coordProber, error) {
 	node, err := coord.NewNode(self, cfg.coordConfig(), rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
 	}
 	m.coordNode.Store(node)
 	return &coordProber{
-		self: self, node: node, timeout: cfg.Timeout, peers: peers, measure: probe.HandshakeRTT,
+		self: self, node: node, timeout: cfg.Timeout, peers: peers, measure: measure,
 		metrics: m, log: log, failed: map[string]probeFailure{},
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -20,7 +21,9 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/survey"
@@ -130,6 +133,10 @@ func (s *Server) startMeasuring() error {
 		if err := errors.Join(fb.Problems()...); err != nil {
 			fileProblem(err)
 		}
+		if err := s.checkFleetAddrs(reg); err != nil {
+			_ = reg.Close(context.Background())
+			return err
+		}
 	}
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
@@ -142,7 +149,7 @@ func (s *Server) startMeasuring() error {
 	relays, _ := reg.Relays(context.Background())
 	switch s.cfg.Probe.Mode {
 	case ProbeCoordinates:
-		cp, err := newCoordProber(s.cfg.Name, s.cfg.Probe, s.coordPeers(reg), s.metrics, log)
+		cp, err := newCoordProber(s.cfg.Name, s.cfg.Probe, s.coordPeers(reg), s.relayProbe, s.metrics, log)
 		if err != nil {
 			_ = reg.Close(context.Background())
 			return fmt.Errorf("probe: %w", err)
@@ -181,6 +188,37 @@ func (s *Server) startMeasuring() error {
 	return nil
 }
 
+// checkFleetAddrs reads the fleet file's relays' addresses (IP literals;
+// names are checked when dialed) against the relay policy. One that only
+// policy.allow opens is a fleet configured before relay hops had a list of
+// their own: relayd refuses to start, saying what to move, rather than
+// run a fleet whose links and probes all fail (or whose private network
+// stays open to every client). Others the policy refuses are warned
+// about: this relay will not probe or link to them.
+func (s *Server) checkFleetAddrs(reg registry.Registry) error {
+	relays, _ := reg.Relays(context.Background())
+	var moved []error
+	for _, r := range relays {
+		if r.Name == s.cfg.Name {
+			continue
+		}
+		for _, a := range []struct{ what, addr string }{{"admin", r.Admin}, {"relay", r.Relay}} {
+			ap, err := netip.ParseAddrPort(a.addr)
+			if err != nil {
+				continue
+			}
+			msg, mv := relayRefusal(fmt.Sprintf("fleet: relay %s's %s address %s", r.Name, a.what, a.addr), ap.Addr(), s.policy, s.relayPol)
+			switch {
+			case mv:
+				moved = append(moved, errors.New(msg))
+			case msg != "":
+				s.log.Warn("fleet file: a relay this relay will not probe or link to", zap.String("reason", msg))
+			}
+		}
+	}
+	return errors.Join(moved...)
+}
+
 // meshTargets is mode mesh's probe targets: every other relay the
 // registry lists with an admin address.
 func (s *Server) meshTargets(reg registry.Registry) func() map[string]string {
@@ -197,10 +235,10 @@ func (s *Server) meshTargets(reg registry.Registry) func() map[string]string {
 	}
 }
 
-// countedProbe is mode mesh's sample, probe.HandshakeRTT, counted in
+// countedProbe is mode mesh's sample, relayProbe, counted in
 // relaymesh_probes_total as mode coordinates counts its own.
 func (s *Server) countedProbe(ctx context.Context, addr string) (time.Duration, error) {
-	rtt, err := probe.HandshakeRTT(ctx, addr)
+	rtt, err := s.relayProbe(ctx, addr)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return rtt, err // shutting down: no probe
 	}
@@ -208,14 +246,47 @@ func (s *Server) countedProbe(ctx context.Context, addr string) (time.Duration, 
 	return rtt, err
 }
 
+// relayProbe times one TCP handshake to addr, a peer relay's address from
+// the registry, through the relay policy: whoever writes the registry (a
+// Consul token, the fleet file) must not turn this relay's probes, whose
+// outcome it publishes, into a scan of its own network. A refusal is
+// logged (sampled) with what to change.
+func (s *Server) relayProbe(ctx context.Context, addr string) (time.Duration, error) {
+	rtt, err := probe.TimedConnect(ctx, s.relayPol.Dialer(net.Dialer{}), addr)
+	var de *chain.DeniedError
+	if errors.As(err, &de) {
+		s.relayAddrDenied(addr, err)
+	}
+	return rtt, err
+}
+
+// relayAddrDenied logs a registry address the relay policy refused, at
+// most once a second, saying what to change.
+func (s *Server) relayAddrDenied(addr string, err error) {
+	s.metrics.denials.WithLabelValues("relay_policy").Inc()
+	n, ok := s.refusals.allow("relay_policy")
+	if !ok {
+		return
+	}
+	msg := err.Error()
+	if ap, perr := netip.ParseAddrPort(addr); perr == nil {
+		msg, _ = relayRefusal(addr, ap.Addr(), s.policy, s.relayPol)
+	}
+	s.log.Named("measure").Warn("a relay's address from the registry refused by the relay policy", zap.String("addr", addr),
+		zap.String("reason", msg), zap.Int("not_logged_since_last", n))
+}
+
 // probeResult is a probe's result label: ok, refused (the path answered,
-// the relay did not) or error.
+// the relay did not), denied (by the relay policy: never sent) or error.
 func probeResult(err error) string {
+	var de *chain.DeniedError
 	switch {
 	case err == nil:
 		return "ok"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
+	case errors.As(err, &de):
+		return "denied"
 	default:
 		return "error"
 	}
@@ -511,19 +582,38 @@ func (s *Server) probeTarget(ctx context.Context, target string, count int, gap,
 		return res, http.StatusBadGateway
 	}
 	addr := net.JoinHostPort(ips[0].Unmap().String(), port)
-	if err := s.policy.Check(ips[0].Unmap()); err != nil {
+	pol := s.probePolicy(ctx, target)
+	if err := pol.Check(ips[0].Unmap()); err != nil {
 		s.metrics.denials.WithLabelValues("policy").Inc()
 		s.log.Named("admin").Warn("probe denied by destination policy", zap.String("target", target), zap.Error(err))
 		res.Error = fmt.Sprintf("target %s: %v", target, err)
 		return res, http.StatusForbidden
 	}
-	dialer := s.policy.Dialer(net.Dialer{})
+	dialer := pol.Dialer(net.Dialer{})
 	measure := func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
 	sum := probe.Sample(ctx, addr, count, gap, timeout, measure)
 	res.Addr, res.Summary = addr, &sum
 	return res, http.StatusOK
+}
+
+// probePolicy is the policy a probe target passes: the relay policy for a
+// relay's address as the registry lists it (a planner asks relays to time
+// each other), the destination policy for anything else. A fleet on a
+// private network so measures its relays without opening that network to
+// every probe (policy.relay_allow is not policy.allow).
+func (s *Server) probePolicy(ctx context.Context, target string) *policy.Policy {
+	if s.measure == nil {
+		return s.policy
+	}
+	relays, _ := s.measure.reg.Relays(ctx)
+	for _, r := range relays {
+		if target == r.Admin || target == r.Relay {
+			return s.relayPol
+		}
+	}
+	return s.policy
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

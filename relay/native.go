@@ -57,20 +57,20 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 	log = log.With(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
 
 	// The remaining hops are relays the (authenticated) entry chose. The
-	// first is ours to dial, through the destination policy (literal
-	// addresses refused here, names at connect): the fleet secret must
-	// not be a key to this relay's own network. Each later relay checks
-	// its own next hop, and the last applies its policy to the destination.
+	// first is ours to dial, through the relay policy (literal addresses
+	// refused here, names at connect): the fleet secret must not be a key
+	// to this relay's own network. Each later relay checks its own next
+	// hop, and the last applies its destination policy to the destination.
 	base := s.chain.Load()
 	ch := &chain.Chain{
-		Base:    s.headerHopDialer(),
+		Base:    s.relayHopDialer(),
 		Direct:  base.Direct,
 		Warm:    base.Warm,
 		Link:    s.linkFunc(),
 		Observe: s.metrics.observeDial,
 	}
 	if len(req.Hops) > 0 {
-		if host, _, err := net.SplitHostPort(req.Hops[0]); err != nil || s.policy.CheckHost(host) != nil {
+		if host, _, err := net.SplitHostPort(req.Hops[0]); err != nil || s.relayPol.CheckHost(host) != nil {
 			ch.Warm = nil // refused at connect, never pooled
 		}
 	}

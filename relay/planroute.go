@@ -70,11 +70,14 @@ func (s *Server) newPlanRouter() *planroute.PerDestination {
 	// survey.DefaultFreshEvery.
 	sv := survey.Survey{Reg: s.measure.reg, AdminToken: s.peerToken(), Admin: s.adminClient(10 * time.Second),
 		Coordinates: survey.CoordinatesOf(s.measure.reg), Replans: &survey.Replans{}, AskKey: s.askKey()}
-	// The survey connects to the destination only where a tunnel could.
+	// The survey connects to the destination only where a tunnel could,
+	// and to relays (their registered admin addresses) only where a relay
+	// hop could.
 	dialer := s.policy.Dialer(net.Dialer{})
 	sv.MeasureDst = func(ctx context.Context, addr string) (time.Duration, error) {
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
+	sv.Measure = s.relayProbe
 	return planroute.NewPerDestination(s.ctx, planroute.PerDestinationConfig{
 		Config: planroute.Config{Build: s.buildChain, Check: sv.CheckRelay, CheckEvery: s.cfg.Planning.CheckEvery,
 			SlowDial: SlowDial, Log: s.log.Named("plan")},

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,7 +31,10 @@ type Server struct {
 	cfg    Config
 	log    *zap.Logger
 	auth   *credentials
-	policy *policy.Policy
+	policy *policy.Policy // clients' destinations
+	// relayPol is for relay hops and the registry's addresses
+	// (PolicyConfig.RelayAllow).
+	relayPol *policy.Policy
 	// chain is the static chain (next:), replaced whole by SetNext; a
 	// Router, when set, chooses per destination instead.
 	chain   atomic.Pointer[chain.Chain]
@@ -105,23 +107,22 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
 		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token (--admin-token)", cfg.Admin)
 	}
-	pol := &policy.Policy{AllowPrivate: cfg.Policy.AllowPrivate}
-	for _, s := range cfg.Policy.Allow {
-		pol.Allow = append(pol.Allow, netip.MustParsePrefix(s)) // validated above
-	}
-	for _, s := range cfg.Policy.Deny {
-		pol.Deny = append(pol.Deny, netip.MustParsePrefix(s))
-	}
 	// Read once at start: a relay whose public address changes restarts
 	// (a VPS's address is fixed for its life).
-	if pol.Self, err = policy.OwnAddrs(); err != nil {
+	self, err := policy.OwnAddrs()
+	if err != nil {
 		return nil, fmt.Errorf("policy: listing this host's addresses: %w", err)
+	}
+	pol, relayPol := cfg.Policy.policies(self)
+	if err := checkNextHops(cfg.Next, pol, relayPol); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:        cfg,
 		log:        log,
 		auth:       newCredentials(users),
 		policy:     pol,
+		relayPol:   relayPol,
 		metrics:    newMetrics(),
 		slots:      make(chan struct{}, cfg.Limits.MaxConns),
 		relaySlots: make(chan struct{}, cfg.Limits.MaxRelayConns),
@@ -149,7 +150,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	}
 	s.admin = newAdminClient(s.link)
 	if cfg.Pool.MaxIdle > 0 && (secret != nil || s.link != nil) {
-		hop := s.headerHopDialer()
+		hop := s.relayHopDialer()
 		s.warm = &pool.Pool{
 			// Through the relay policy: a route header's first hop
 			// is pooled too (native.go, relayHopDialer); secured
@@ -189,7 +190,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 	direct := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
 	c := &chain.Chain{
-		Base:    s.relayDialer(),
+		Base:    s.relayHopDialer(),
 		Direct:  s.policy.Dialer(direct),
 		Link:    s.linkFunc(),
 		Observe: s.metrics.observeDial,

@@ -114,8 +114,9 @@ func (sc SocketConfig) checkCongestion() error {
 	return sc.apply(fd)
 }
 
-// relayDialer is the dialer for relay-to-relay connections (and other
-// configured hops): tuned sockets, bounded by the dial timeout.
+// relayDialer is the dialer for relay-to-relay connections: tuned
+// sockets, bounded by the dial timeout, and no policy (relayHopDialer adds
+// it).
 func (s *Server) relayDialer() *net.Dialer {
 	return &net.Dialer{
 		Timeout:         s.cfg.Limits.DialTimeout,
@@ -124,15 +125,17 @@ func (s *Server) relayDialer() *net.Dialer {
 	}
 }
 
-// headerHopDialer dials the first hop a route header names: a relay chosen
-// by whoever holds the fleet secret, not by this relay's operator, so the
-// destination policy applies to it at connect (a header must not make this
-// relay reach its own loopback or an internal host). Relays on private
-// addresses need their range in policy.allow.
-func (s *Server) headerHopDialer() *net.Dialer {
+// relayHopDialer dials relay hops: a chain's first hop (configured, or
+// planned from the registry), the first hop a route header names (a relay
+// chosen by whoever holds the fleet secret, not by this relay's operator),
+// and warm pool links. The relay policy applies at connect: neither a
+// header nor a registry entry may make this relay reach its own loopback
+// or an internal host. Relays on private addresses need their range in
+// policy.relay_allow.
+func (s *Server) relayHopDialer() *net.Dialer {
 	d := s.relayDialer()
 	d.Control = func(network, address string, rc syscall.RawConn) error {
-		if err := s.policy.Control(network, address, rc); err != nil {
+		if err := s.relayPol.Control(network, address, rc); err != nil {
 			return err
 		}
 		return s.cfg.RelaySocket.control(network, address, rc)

@@ -70,6 +70,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"next":              func() { cfg.Next = f.Next },
 		"allow-private":     func() { cfg.Policy.AllowPrivate = f.Policy.AllowPrivate },
 		"allow":             func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) },
+		"relay-allow":       func() { cfg.Policy.RelayAllow = append(cfg.Policy.RelayAllow, f.Policy.RelayAllow...) },
 		"deny":              func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) },
 		"open":              func() { cfg.Open = f.Open },
 		"optimistic-data":   func() { cfg.OptimisticData = f.OptimisticData },
@@ -132,8 +133,9 @@ TCP handshakes to their admin ports (--probe-mode; ~450 bytes each):
 Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
 refuses to start without credentials unless --open is given; destinations in
 loopback, private, link-local (cloud metadata), CGNAT and unspecified ranges are
-refused, checked on the resolved IP at connect time (--allow-private or
---allow CIDR open them, for labs and tests).`,
+refused, checked on the resolved IP at connect time (--allow CIDR opens a range
+to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
+--allow-private every range to both, for labs and tests).`,
 		Example: `  # a local relay on the defaults (SOCKS5 127.0.0.1:1080, HTTP 127.0.0.1:8080, admin 127.0.0.1:9090)
   relayd run
   curl -x socks5h://127.0.0.1:1080 https://example.com/
@@ -249,7 +251,8 @@ refused, checked on the resolved IP at connect time (--allow-private or
 	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding a fleet secret (>= 16 bytes) every relay shares, instead of identities: labs and trusted networks")
 	fl.StringVar(&f.Transport, "transport", relay.TransportTLS, "relay links and the admin API between relays: tls (encrypted, relays authenticated with certificates derived from the fleet secret; the admin port also answers plain HTTP from loopback and plain /healthz from anywhere) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
 	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
-	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR to allow despite the default deny list, repeatable (e.g. 10.20.0.0/16)")
+	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR clients' destinations may reach despite the default deny list, repeatable (e.g. 10.20.0.0/16); never opens it to relay hops")
+	fl.StringArrayVar(&f.Policy.RelayAllow, "relay-allow", nil, "CIDR relay hops and probes of relays may reach despite the default deny list, repeatable: the private network a fleet's relays reach each other on (e.g. 10.20.0.0/16); never opens it to clients")
 	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
 	fl.BoolVar(&f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
 	fl.Float64Var(&f.CapacityMbit, "capacity-mbit", 0, "this relay's capacity, Mbit/s (its access link or its provider's rate limit): plans through it never predict more (0: unknown)")
