@@ -66,6 +66,7 @@ func TestParseConfig(t *testing.T) {
 		{"unknown nested key", "limits: {max_con: 3}", "max_con"},
 		{"bad next", "next: [ftp://x:1]", "next[0]"},
 		{"bad cidr", "policy: {allow: [10.0.0.0]}", "policy.allow[0]"},
+		{"bad relay cidr", "policy: {relay_allow: [10.0.0.0/40]}", "policy.relay_allow[0]"},
 		{"bad level", "log: {level: loud}", "log.level"},
 		{"negative pool", "pool: {max_idle: -1}", "pool.max_idle"},
 		{"pool outlives header wait", "pool: {idle_timeout: 90s}", "pool.idle_timeout: 1m30s must be below limits.relay_header_wait 1m0s"},

@@ -85,7 +85,7 @@ func newMetrics() *metrics {
 		}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_probes_total",
-			Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), error (timeout, unreachable).",
+			Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), denied (the relay policy refused the registry's address: never sent), error (timeout, unreachable).",
 		}, []string{"result"}),
 		udpAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_udp_asks_total",
