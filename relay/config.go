@@ -334,6 +334,16 @@ type Limits struct {
 	DialTimeout      time.Duration `yaml:"dial_timeout"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`
 	DrainTimeout     time.Duration `yaml:"drain_timeout"`
+	// MaxPreauthConns bounds, on each client listener (SOCKS5, HTTP), the
+	// connections that have not authenticated yet. They take no client
+	// slot (MaxConns) before they do, and must within HandshakeTimeout;
+	// one over this bound is closed at once.
+	MaxPreauthConns int `yaml:"max_preauth_conns"`
+	// MaxPreauthPerSource bounds those from one source address, both
+	// client listeners together, so that one stranger cannot take a
+	// listener's whole MaxPreauthConns. Loopback is exempt: the
+	// applications of this host share it.
+	MaxPreauthPerSource int `yaml:"max_preauth_per_source"`
 	// RelayHeaderWait is how long the relay listener waits for the first
 	// byte of a route header. Peers' warm pools hold connections open
 	// before they have anything to send, so it is longer than
@@ -374,6 +384,14 @@ const (
 	DefaultProbePerRing     = coord.DefaultPerRing
 )
 
+// A client's handshake takes a round trip or two: 32 at once from one
+// address is a busy office behind one NAT, 512 on one listener a burst of
+// thousands of new clients a second.
+const (
+	DefaultMaxPreauthConns     = 512
+	DefaultMaxPreauthPerSource = 32
+)
+
 // Defaults returns the configuration relayd runs with when nothing is given.
 func Defaults() Config {
 	return Config{
@@ -389,6 +407,9 @@ func Defaults() Config {
 			DrainTimeout:     DefaultDrainTimeout,
 			RelayHeaderWait:  DefaultRelayHeaderWait,
 			ShutdownGrace:    DefaultShutdownGrace,
+			// Connections that have not authenticated yet.
+			MaxPreauthConns:     DefaultMaxPreauthConns,
+			MaxPreauthPerSource: DefaultMaxPreauthPerSource,
 		},
 		Log: LogConfig{Level: "info", Format: "console"},
 		Probe: ProbeConfig{
@@ -536,6 +557,12 @@ func (c *Config) Validate() error {
 	}
 	if l.MaxRelayConns < 1 {
 		add("limits.max_relay_conns: must be at least 1, got %d", l.MaxRelayConns)
+	}
+	if l.MaxPreauthConns < 1 {
+		add("limits.max_preauth_conns: must be at least 1, got %d", l.MaxPreauthConns)
+	}
+	if l.MaxPreauthPerSource < 1 {
+		add("limits.max_preauth_per_source: must be at least 1, got %d", l.MaxPreauthPerSource)
 	}
 	for _, d := range []struct {
 		field string

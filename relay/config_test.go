@@ -74,6 +74,8 @@ func TestParseConfig(t *testing.T) {
 		{"huge buffer", "relay_socket: {recv_buffer_bytes: 2147483647}", "relay_socket.recv_buffer_bytes"},
 		{"no front end", "socks: ''\nhttp: ''", "at least one front end"},
 		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},
+		{"no stranger conns", "limits: {max_preauth_conns: 0}", "limits.max_preauth_conns: must be at least 1, got 0"},
+		{"no stranger conns per source", "limits: {max_preauth_per_source: -1}", "limits.max_preauth_per_source: must be at least 1, got -1"},
 		{"half user", "auth: {users: [{user: a}]}", "auth.users[0]"},
 		{"bad listen", "socks: nonsense", "socks:"},
 		{"fleet without name", "fleet: /etc/fleet.yaml", "name: required with fleet"},

@@ -57,7 +57,10 @@ func (s *Server) newHTTPFrontend() *http.Server {
 		ErrorLog:     zap.NewStdLog(s.log.Named("http.forward")),
 	}
 	return &http.Server{
-		Handler:           h,
+		Handler: h,
+		// A stranger's first request header within this; a 407 closes
+		// the connection (ServeHTTP), so only an authenticated client
+		// is kept alive between requests.
 		ReadHeaderTimeout: s.cfg.Limits.HandshakeTimeout,
 		IdleTimeout:       s.cfg.Limits.HandshakeTimeout * 6,
 		MaxHeaderBytes:    maxRequestHeaderBytes,
@@ -105,10 +108,19 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every answer is written within the stall bound: a client that
 	// reads nothing cannot hold the handler (and its slot).
 	w = h.boundWrites(w)
+	log := s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr))
 	if s.auth.enabled() && !s.auth.checkProxyAuthorization(r.Header.Get("Proxy-Authorization")) {
-		s.authDenied(s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr)), "http", "missing or wrong Proxy-Authorization")
+		s.authDenied(log, "http", "missing or wrong Proxy-Authorization")
 		w.Header().Set("Proxy-Authenticate", `Basic realm="relaymesh"`)
+		// Not kept alive: a stranger could keep its connection by
+		// asking again, unauthenticated, forever.
+		w.Header().Set("Connection", "close")
 		http.Error(w, "proxy authentication required", http.StatusProxyAuthRequired)
+		return
+	}
+	if c := clientConn(r.Context()); c != nil && !s.takeSlot(log, c) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "relaymesh: too many connections", http.StatusServiceUnavailable)
 		return
 	}
 	if r.Method == http.MethodConnect {

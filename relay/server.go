@@ -52,7 +52,8 @@ type Server struct {
 	relaySlots chan struct{}
 	refusals   *sampler // refusal warnings: at most one per second per rule
 	mu         sync.Mutex
-	conns      map[net.Conn]chan struct{} // accepted and not yet released -> the slots it holds
+	conns      map[net.Conn]chan struct{} // accepted and not yet released -> the pool it holds a slot of (nil: none yet)
+	strangers  strangers                  // client-listener conns not yet authenticated (preauth.go)
 	wg         sync.WaitGroup             // SOCKS handlers and accept loops
 	nextID     atomic.Uint64
 
@@ -473,7 +474,8 @@ func (s *Server) AdminAddr() string { return addrOf(s.adminLn) }
 func (s *Server) RelayAddr() string { return addrOf(s.relayLn) }
 
 // admit takes a connection slot of frontend's pool and tracks c; false
-// means the pool is full.
+// means the pool is full. Client-listener conns take theirs only once
+// authenticated (preauth.go).
 func (s *Server) admit(c net.Conn, frontend string) bool {
 	slots := s.slots
 	if frontend == "relay" {
@@ -490,14 +492,16 @@ func (s *Server) admit(c net.Conn, frontend string) bool {
 	return true
 }
 
-// release closes c and frees its slot; safe to call more than once.
+// release closes c and frees its slot, or its place among the strangers'
+// conns; safe to call more than once.
 func (s *Server) release(c net.Conn) {
 	c.Close()
 	s.mu.Lock()
-	slots, ok := s.conns[c]
+	slots := s.conns[c]
 	delete(s.conns, c)
+	s.strangers.forget(c)
 	s.mu.Unlock()
-	if ok {
+	if slots != nil {
 		<-slots
 	}
 }
@@ -528,8 +532,8 @@ func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.T
 			continue
 		}
 		backoff = 0
-		if !s.admit(c, frontend) {
-			s.rejectFull(c, frontend)
+		if rule, ok := s.admitConn(c, frontend); !ok {
+			s.refuseConn(c, frontend, rule)
 			continue
 		}
 		s.wg.Add(1)
@@ -542,24 +546,6 @@ func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.T
 	}
 }
 
-func (s *Server) rejectFull(c net.Conn, frontend string) {
-	rule, limit := "max_conns", s.cfg.Limits.MaxConns
-	if frontend == "relay" {
-		rule, limit = "max_relay_conns", s.cfg.Limits.MaxRelayConns
-	}
-	s.metrics.denials.WithLabelValues(rule).Inc()
-	if n, ok := s.refusals.allow(rule); ok {
-		s.log.Warn("connection refused: limit reached", zap.String("frontend", frontend),
-			zap.String("src", c.RemoteAddr().String()), zap.String("rule", rule), zap.Int("limit", limit),
-			zap.Int("not_logged_since_last", n))
-	}
-	if frontend == "http" {
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
-	}
-	c.Close()
-}
-
 // recoverConn keeps a panic in one connection from killing the process.
 func (s *Server) recoverConn(frontend string, c net.Conn) {
 	if r := recover(); r != nil {
@@ -569,9 +555,10 @@ func (s *Server) recoverConn(frontend string, c net.Conn) {
 	}
 }
 
-// capListener applies max_conns to the HTTP front end (http.Server owns its
-// accept loop). Slots are freed by ConnState (closed) or after a hijacked
-// CONNECT tunnel ends.
+// capListener applies the strangers' caps to the HTTP front end
+// (http.Server owns its accept loop); a conn takes its client slot with
+// its first authenticated request. Both are freed by ConnState (closed)
+// or after a hijacked conn's handler returns.
 type capListener struct {
 	net.Listener
 	s *Server
@@ -583,10 +570,11 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.s.admit(c, "http") {
+		rule, ok := l.s.admitConn(c, "http")
+		if ok {
 			return c, nil
 		}
-		l.s.rejectFull(c, "http")
+		l.s.refuseConn(c, "http", rule)
 	}
 }
 

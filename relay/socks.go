@@ -22,6 +22,8 @@ const handshakeBufBytes = 1024
 // serveSOCKS handles one SOCKS5 client. The caller closes c.
 func (s *Server) serveSOCKS(c *net.TCPConn) {
 	log := s.connLogger("socks5", c)
+	// The whole handshake, authentication included, within this: until
+	// it has authenticated, c is a stranger's (preauth.go).
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
 	br := bufio.NewReaderSize(c, handshakeBufBytes)
 
@@ -49,6 +51,9 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 			s.authDenied(log, "socks5", "wrong username or password")
 			return
 		}
+		if !s.takeSlot(log, c) {
+			return
+		}
 		if _, err := c.Write(socks5.MarshalAuthStatus(true)); err != nil {
 			return
 		}
@@ -56,6 +61,9 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 		if !slices.Contains(methods, socks5.MethodNoAuth) {
 			_, _ = c.Write(socks5.MarshalMethodChoice(socks5.MethodNoAcceptable))
 			s.handshakeFailed(log, "socks5", "greeting", errors.New("client did not offer no-auth, and this relay has no credentials"))
+			return
+		}
+		if !s.takeSlot(log, c) {
 			return
 		}
 		if _, err := c.Write(socks5.MarshalMethodChoice(socks5.MethodNoAuth)); err != nil {
@@ -194,7 +202,19 @@ func (s *Server) handshakeFailed(log *zap.Logger, frontend, stage string, err er
 	log.Debug("handshake failed", zap.String("stage", stage), zap.Error(err))
 }
 
+// authDenied counts a failed authentication and logs it sampled: a
+// stranger guessing passwords decides how often this runs.
 func (s *Server) authDenied(log *zap.Logger, frontend, why string) {
-	s.metrics.denials.WithLabelValues("auth").Inc()
-	log.Warn("client denied", zap.String("rule", "auth"), zap.String("reason", why))
+	s.refused(log, "auth", "client denied", zap.String("reason", why))
+}
+
+// takeSlot gives c, a client that has just authenticated, its client
+// slot; false (counted and logged, sampled) when none is left: the caller
+// closes c.
+func (s *Server) takeSlot(log *zap.Logger, c net.Conn) bool {
+	if s.authenticated(c) {
+		return true
+	}
+	s.refused(log, "max_conns", "connection refused: limit reached", zap.Int("limit", s.cfg.Limits.MaxConns))
+	return false
 }

@@ -80,6 +80,10 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"credentials":       func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile },
 		"max-conns":         func() { cfg.Limits.MaxConns = f.Limits.MaxConns },
 		"max-relay-conns":   func() { cfg.Limits.MaxRelayConns = f.Limits.MaxRelayConns },
+		"max-preauth-conns": func() { cfg.Limits.MaxPreauthConns = f.Limits.MaxPreauthConns },
+		"max-preauth-per-source": func() {
+			cfg.Limits.MaxPreauthPerSource = f.Limits.MaxPreauthPerSource
+		},
 		"handshake-timeout": func() { cfg.Limits.HandshakeTimeout = f.Limits.HandshakeTimeout },
 		"dial-timeout":      func() { cfg.Limits.DialTimeout = f.Limits.DialTimeout },
 		"idle-timeout":      func() { cfg.Limits.IdleTimeout = f.Limits.IdleTimeout },
@@ -264,6 +268,8 @@ to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
 	fl.StringVar(&f.Auth.CredentialsFile, "credentials", "", `file of "user:password" lines`)
 	fl.IntVar(&f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "maximum concurrent client connections (SOCKS5 and HTTP together); more are refused")
 	fl.IntVar(&f.Limits.MaxRelayConns, "max-relay-conns", relay.DefaultMaxConns, "maximum concurrent connections on the relay listener, counted apart from clients'")
+	fl.IntVar(&f.Limits.MaxPreauthConns, "max-preauth-conns", relay.DefaultMaxPreauthConns, "per client listener (SOCKS5, HTTP): connections not yet authenticated; they take no --max-conns slot before they do, and more are closed at once")
+	fl.IntVar(&f.Limits.MaxPreauthPerSource, "max-preauth-per-source", relay.DefaultMaxPreauthPerSource, "connections not yet authenticated from one source address, both client listeners together (loopback exempt); more are closed at once")
 	fl.DurationVar(&f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")
 	fl.DurationVar(&f.Limits.DialTimeout, "dial-timeout", relay.DefaultDialTimeout, "time to reach the destination through the whole chain")
 	fl.DurationVar(&f.Limits.IdleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "close a tunnel silent in both directions this long (0 disables)")
