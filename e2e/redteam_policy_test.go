@@ -55,25 +55,22 @@ func TestRedTeamRegistryAddrs(t *testing.T) {
 	// victim is the planted entry: every address a canary on 127.0.0.2.
 	// seen counts the connections a policy had to refuse: at the admin
 	// address those closed before a byte (a probe's timed handshake), at
-	// the relay address any. The admin API client (fleet pulls, the
-	// survey's reads) also connects to the admin address, and sends its
-	// TLS ClientHello at once: those are only logged.
+	// the relay address any. The admin API client's connections (fleet
+	// pulls, the survey's reads: a TLS ClientHello at once) are counted
+	// apart, by talkers, for the admin client's own test.
+	var talkers func() int
 	plant := func(t *testing.T) (policyRelay, func() int) {
-		var probes, talkers atomicCounter
+		var probes, talkersSeen atomicCounter
 		admin := startServerAt(t, "127.0.0.2:0", func(c net.Conn) {
 			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 			if n, _ := c.Read(make([]byte, 1)); n == 0 {
 				probes.inc()
 			} else {
-				talkers.inc()
+				talkersSeen.inc()
 			}
 		})
 		relay := startServerAt(t, "127.0.0.2:0", func(net.Conn) {})
-		t.Cleanup(func() {
-			if n := talkers.get(); n > 0 {
-				t.Logf("the planted admin address saw %d admin API connections (not a relay hop or a probe)", n)
-			}
-		})
+		talkers = func() int { return talkersSeen.get() }
 		return policyRelay{name: "victim", admin: admin.addr(), relay: relay.addr()},
 			func() int { return probes.get() + relay.conn.get() }
 	}
@@ -128,6 +125,20 @@ func TestRedTeamRegistryAddrs(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // more probe intervals
 		if n := seen(); n != 0 {
 			t.Fatalf("the planted relay's addresses saw %d connections from the mesh prober", n)
+		}
+	})
+
+	t.Run("admin API client", func(t *testing.T) {
+		// Fleet pulls of the planted relay's measurements, every 300 ms.
+		victim, _ := plant(t)
+		a := fleet(t, victim, "probe: {interval: 200ms, window: 5, timeout: 1s, pull_interval: 300ms}\n", "a")[0]
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(a.logs(), "refused by the relay policy") && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // three pull intervals more
+		if n := talkers(); n != 0 {
+			t.Fatalf("the planted admin address saw %d admin API connections from relay a", n)
 		}
 	})
 

@@ -174,12 +174,15 @@ func (s *Server) adminClient(timeout time.Duration) *registry.AdminClient {
 	return s.admin.WithTimeout(timeout)
 }
 
-// newAdminClient is the client adminClient shares.
-func newAdminClient(link *linktls.Identity) *registry.AdminClient {
-	if link != nil {
-		return registry.NewAdminClient(0, link.AdminClientConfig())
+// newAdminClient is the client adminClient shares: its connections go
+// only where the relay policy lets a relay hop go (registry addresses are
+// the registry writers' to choose).
+func (s *Server) newAdminClient() *registry.AdminClient {
+	var conf *tls.Config
+	if s.link != nil {
+		conf = s.link.AdminClientConfig()
 	}
-	return registry.NewAdminClient(0, nil)
+	return registry.NewAdminClientAllowing(0, conf, s.relayPol.Control)
 }
 
 // adminListenConfig lets the admin listener accept TCP Fast Open

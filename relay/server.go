@@ -149,7 +149,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		}
 		s.cfg.Name = s.link.Name
 	}
-	s.admin = newAdminClient(s.link)
+	s.admin = s.newAdminClient()
 	if cfg.Pool.MaxIdle > 0 && (secret != nil || s.link != nil) {
 		hop := s.relayHopDialer()
 		s.warm = &pool.Pool{

@@ -38,7 +38,16 @@ type AdminClient struct {
 // (linktls.Identity.AdminClientConfig), or over plain HTTP when tlsConf is
 // nil.
 func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
+	return NewAdminClientAllowing(timeout, tlsConf, nil)
+}
+
+// NewAdminClientAllowing is NewAdminClient whose every connection is first
+// allowed by allow (a net.Dialer Control, e.g. a relay's relay policy: the
+// registry's admin addresses are its writers' to choose, and must not turn
+// a relay into a scanner of its own network). nil allows all.
+func NewAdminClientAllowing(timeout time.Duration, tlsConf *tls.Config, allow func(network, address string, rc syscall.RawConn) error) *AdminClient {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: allow}).DialContext
 	t.Proxy = nil // admin traffic goes to the relay, never through $HTTP(S)_PROXY
 	// A plan over a large fleet asks hundreds of relays in one round and
 	// some of them again a round later: their connections stay open for
@@ -61,6 +70,11 @@ func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
 		// round trip before its request instead of two. Only over TLS (a
 		// SYN's data may arrive twice). A kernel without it dials as ever.
 		dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: func(network, address string, rc syscall.RawConn) error {
+			if allow != nil {
+				if err := allow(network, address, rc); err != nil {
+					return err
+				}
+			}
 			_ = fastopen.Dial(network, address, rc)
 			return nil
 		}}).DialContext
