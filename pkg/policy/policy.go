@@ -51,6 +51,18 @@ var DefaultDeny = []Range{
 	{netip.MustParsePrefix("2002::/16"), "6to4"},
 	{netip.MustParsePrefix("2001::/32"), "teredo"},
 	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	// The rest of the IANA special-purpose registries: nothing a client
+	// has business reaching through a public relay, and some (site-local,
+	// SIIT's IPv4-translated addresses, the 6to4 relay anycast) route to
+	// the relay's own network or to a translator behind it.
+	{netip.MustParsePrefix("fec0::/10"), "site-local"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "ipv4-translated"},
+	{netip.MustParsePrefix("100::/64"), "discard-only"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "6to4"},
+	{netip.MustParsePrefix("2001:2::/48"), "benchmarking"},
+	{netip.MustParsePrefix("2001:10::/28"), "orchid"},
+	{netip.MustParsePrefix("2001:20::/28"), "orchid"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"},
 }
 
 // Policy is the destination rule set. The zero value denies DefaultDeny.

@@ -13,12 +13,18 @@ func TestDefaultDeny(t *testing.T) {
 		// Ranges that reach the ones above through a translator, and
 		// other special-purpose ones (192.0.0.192 is a cloud metadata address).
 		"64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:a9fe:a9fe::1", "2001:0:a9fe::1", "192.0.0.192",
-		"198.18.0.1", "198.19.255.255", "192.0.2.1", "198.51.100.1", "203.0.113.1", "2001:db8::1"} {
+		"198.18.0.1", "198.19.255.255", "192.0.2.1", "198.51.100.1", "203.0.113.1", "2001:db8::1",
+		// The rest of the special-purpose registries: site-local,
+		// IPv4-translated (SIIT, to 169.254.169.254), discard-only,
+		// the 6to4 relay anycast, benchmarking, ORCHID (both), documentation.
+		"fec0::1", "feff:ffff::1", "::ffff:0:a9fe:a9fe", "100::1", "192.88.99.1", "2001:2::1", "2001:1f::1", "2001:2f::1", "3fff::1", "3fff:fff::1"} {
 		if err := p.Check(netip.MustParseAddr(s)); err == nil {
 			t.Errorf("%s allowed", s)
 		}
 	}
-	for _, s := range []string{"1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "2001:4860::8888", "198.20.0.1", "192.0.1.1"} {
+	for _, s := range []string{"1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "2001:4860::8888", "198.20.0.1", "192.0.1.1",
+		// Just outside the ranges added last.
+		"192.88.100.1", "2001:3::1", "2001:200::1", "3fff:1000::1", "100:0:0:1::1"} {
 		if err := p.Check(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("%s denied: %v", s, err)
 		}
