@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 )
 
@@ -148,12 +150,68 @@ func (b *bench) startRelayd(node string, port int, extra ...string) error {
 	if err != nil {
 		return err
 	}
-	argv := []string{relayd, "run", "--name", fmt.Sprintf("%s-%d", node, port),
+	argv := []string{relayd, "run", "--name", relaydName(node, port),
 		"--socks", fmt.Sprintf("%s:%d", n.Addr, port), "--http", "", "--admin", "",
-		"--open", "--allow-private", "--fleet-secret-file", filepath.Join(b.state.Dir, "fleet-secret"),
-		"--log-format", "json"}
+		"--open", "--allow-private", "--log-format", "json"}
+	if !slices.Contains(extra, "--identity-cert") {
+		argv = append(argv, "--fleet-secret-file", filepath.Join(b.state.Dir, "fleet-secret"))
+	}
 	argv = append(argv, extra...)
 	return b.startDaemon("relayd", node, port, filepath.Join(b.state.Dir, fmt.Sprintf("%s.relayd-%d.log", node, port)), -1, -1, argv...)
+}
+
+// relaydName is the name of the extra relayd on node whose SOCKS5 port is
+// port (and, on identities, the name its certificate carries).
+func relaydName(node string, port int) string { return fmt.Sprintf("%s-%d", node, port) }
+
+// startNativeIdentity is startNative with pools on and every relay on its
+// own identity from an operator CA made in the lab's state directory: the
+// entry names the relays it expects at r2 and r3.
+func (b *bench) startNativeIdentity(socksPort, relayPort int) error {
+	dir := filepath.Join(b.state.Dir, "identities")
+	ca, err := linktls.NewCA("ttfb bench CA", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	caPath := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caPath, ca.CertPEM(), 0o644); err != nil {
+		return err
+	}
+	identity := func(node string) ([]string, error) {
+		name := relaydName(node, socksPort)
+		cert, key, err := ca.Issue(name, linktls.RoleRelay, 24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+		if err := os.WriteFile(certPath, cert, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(keyPath, key, 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"--identity-ca", caPath, "--identity-cert", certPath, "--identity-key", keyPath}, nil
+	}
+	for _, r := range []string{"r3", "r2"} {
+		id, err := identity(r)
+		if err != nil {
+			return err
+		}
+		listen := fmt.Sprintf("%s:%d", b.node(r).Addr, relayPort)
+		if err := b.startRelayd(r, socksPort, append([]string{"--relay-listen", listen, "--pool-max-idle", "4"}, id...)...); err != nil {
+			return err
+		}
+	}
+	id, err := identity("r1")
+	if err != nil {
+		return err
+	}
+	return b.startRelayd("r1", socksPort, append([]string{"--pool-max-idle", "4",
+		"--next", fmt.Sprintf("relaymesh://r2:%d?name=%s", relayPort, relaydName("r2", socksPort)),
+		"--next", fmt.Sprintf("relaymesh://r3:%d?name=%s", relayPort, relaydName("r3", socksPort))}, id...)...)
 }
 
 // startNative starts a native chain r1 -> r2 -> r3 of extra relayd: the
@@ -192,6 +250,11 @@ func (b *bench) startChains(ctx context.Context) error {
 	}
 	set(vTLSWarm, fmt.Sprintf("as relayd-native-warm, on r1:%d and relay listeners :%d, every relay with --transport tls (TLS 1.3 links)",
 		portTLSWarm, relayPortTLS), fmt.Sprintf("-x socks5h://r1:%d", portTLSWarm))
+	if err := b.startNativeIdentity(portIDWarm, relayPortID); err != nil {
+		return err
+	}
+	set(vIDWarm, fmt.Sprintf("as relayd-tls-warm, on r1:%d and relay listeners :%d, every relay on its own certificate from an operator CA (identity), hops named",
+		portIDWarm, relayPortID), fmt.Sprintf("-x socks5h://r1:%d", portIDWarm))
 	// An entry on the client's own host, as relayctl connect runs: r1, r2
 	// and r3 are relay listeners (TLS), the entry names all three in one
 	// header. The optimistic one answers "succeeded" before the chain is up.
@@ -342,7 +405,8 @@ func killStrays(c *config, labName string) {
 	labpeer.KillStrays(func(cmdline string) bool {
 		return strings.Contains(cmdline, dir) &&
 			(strings.Contains(cmdline, ".dante.conf") || strings.Contains(cmdline, ".squid.conf") ||
-				(strings.Contains(cmdline, "relayd run --name") && strings.Contains(cmdline, "--fleet-secret-file "+dir+"fleet-secret")))
+				(strings.Contains(cmdline, "relayd run --name") && (strings.Contains(cmdline, "--fleet-secret-file "+dir+"fleet-secret") ||
+					strings.Contains(cmdline, "--identity-cert "+dir+"identities/"))))
 	}, logf)
 }
 
@@ -357,6 +421,8 @@ func (b *bench) curlArgs(v string) []string {
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portNativeCold)}
 	case vTLSWarm:
 		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portTLSWarm)}
+	case vIDWarm:
+		return []string{"-x", fmt.Sprintf("socks5h://r1:%d", portIDWarm)}
 	case vLocal:
 		return []string{"-x", fmt.Sprintf("socks5h://client:%d", portLocal)}
 	case vOptimistic:

@@ -35,6 +35,7 @@ const (
 	vNativeWarm  = "relayd-native-warm"
 	vNativeCold  = "relayd-native-cold"
 	vTLSWarm     = "relayd-tls-warm"
+	vIDWarm      = "relayd-tls-id-warm"
 	vLocal       = "relayd-client-entry"
 	vOptimistic  = "relayd-client-entry-optimistic"
 	vHopByHop    = "relayd-hop-by-hop"
@@ -45,11 +46,11 @@ const (
 	vSquid       = "squid-parents"
 )
 
-var allVariants = []string{vDirect, vLocal, vOptimistic, vNativeWarm, vTLSWarm, vNativeCold, vHopByHop, vNested, vDante, vDanteNested, vGlider, vSquid}
+var allVariants = []string{vDirect, vLocal, vOptimistic, vNativeWarm, vTLSWarm, vIDWarm, vNativeCold, vHopByHop, vNested, vDante, vDanteNested, vGlider, vSquid}
 
 // Throughput is measured for the native path against the SOCKS5-chained
 // paths it replaces, with direct as the reference.
-var tputVariants = []string{vDirect, vNativeWarm, vTLSWarm, vHopByHop, vNested}
+var tputVariants = []string{vDirect, vNativeWarm, vTLSWarm, vIDWarm, vHopByHop, vNested}
 
 // Ports of what this driver starts on relay nodes. The lab's own relayd
 // serves SOCKS5 on 1080 and the native protocol on 7000 on every relay.
@@ -63,12 +64,14 @@ const (
 	portDantePlain = 1082 // plain dante on r1, r2, r3 for the client's nested chain
 	portSquid      = 3128
 	portTLSWarm    = 1095 // as portNativeWarm, every relay with --transport tls
+	portIDWarm     = 1098 // as portTLSWarm, every relay on its own identity from an operator CA
 	portLocal      = 1096 // relayd on the client node, chained over TLS from r1 on (as relayctl connect)
 	portOptimistic = 1097 // as portLocal, with --optimistic-data
 	relayPortR1TLS = 7004 // r1's relay listener for the client-node entries (TLS)
 	relayPortCold  = 7001
 	relayPortWarm  = 7002
 	relayPortTLS   = 7003
+	relayPortID    = 7005
 )
 
 // Expectation is the arithmetic time to first byte of a variant, in round
@@ -87,6 +90,7 @@ var expectations = map[string]Expectation{
 	vDirect:      {100, 0, "TCP handshake to the server (1 D) + request/response (1 D) = 2 D"},
 	vNativeWarm:  {125, 6, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); over pooled conns the header crosses r1-r2-r3 and the status comes back (2 s), r3-server TCP (1 s) = 6 s = 75 ms; + request/response 1 D"},
 	vTLSWarm:     {125, 6, "as relayd-native-warm: the pooled links finished their TLS handshakes before the request came"},
+	vIDWarm:      {125, 6, "as relayd-tls-warm: per-relay certificates change whom the handshake proves, not its round trips"},
 	vLocal:       {100, 4, "the entry is on the client's host (as relayctl connect is): its SOCKS5 exchange costs no segment; over pooled TLS links the header crosses client-r1-r2-r3 (1.5 s), r3-server TCP (1 s), the status comes back (1.5 s) = 4 s = 50 ms; + request/response 1 D"},
 	vOptimistic:  {62.5, 0, "as relayd-client-entry, but the entry answers \"succeeded\" at once and the GET rides with the header: one way client->r3 (1.5 s), r3-server TCP (1 s), GET r3->server (0.5 s), answer server->client (2 s) = 5 s = 62.5 ms (0.625x: the chain's setup hides under the request's own trip)"},
 	vNativeCold:  {150, 8, "client-r1: TCP, SOCKS5 greeting, CONNECT..reply (3 s); r1-r2: TCP + header..status (2 s); r2-r3: TCP + header..status (2 s); r3-server: TCP (1 s) = 8 s = 100 ms; + request/response 1 D"},

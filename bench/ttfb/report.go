@@ -138,6 +138,10 @@ func report(r *Results) string {
 		w("- TLS links, warm: %.1f ms median (%.2fx direct) against %.1f ms over plain links: %+.1f %% (pooled links did their TLS handshakes before the request came).\n",
 			tw.MedianMs, tw.Ratio, warm.MedianMs, (tw.MedianMs/warm.MedianMs-1)*100)
 	}
+	if id, tw := get(vIDWarm), get(vTLSWarm); id.MedianMs > 0 && tw.MedianMs > 0 {
+		w("- Per-relay certificates (identity), warm: %.1f ms median (%.2fx direct) against %.1f ms on the fleet secret's certificates: %+.1f %%.\n",
+			id.MedianMs, id.Ratio, tw.MedianMs, (id.MedianMs/tw.MedianMs-1)*100)
+	}
 	w("- Warm pools against cold: %.1f ms saved (%.1f ms cold, %.2fx); arithmetic says 25 ms, the two relay-to-relay TCP handshakes (r1-r2, r2-r3).\n",
 		cold.MedianMs-warm.MedianMs, cold.MedianMs, cold.Ratio)
 	w("- Native against the SOCKS5 chains it replaces: %.1f ms less than relayd hop by hop (%.1f ms, %.2fx) and %.1f ms less than relayd nested SOCKS5 (%.1f ms, %.2fx).\n",
