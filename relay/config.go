@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,6 +259,11 @@ type PolicyConfig struct {
 	RelayAllow []string `yaml:"relay_allow"`
 	// Deny refuses CIDRs in addition, to both; never opened.
 	Deny []string `yaml:"deny"`
+	// DenyPorts are clients' destination ports refused at any address,
+	// on every front end and for a route header's destination; the
+	// default, [25], keeps a relay from being a spammer's open mail
+	// relay. An empty list refuses none. Relay hops are not checked.
+	DenyPorts []int `yaml:"deny_ports"`
 }
 
 // policies are the destination policy (clients' destinations) and the
@@ -276,6 +282,9 @@ func (p PolicyConfig) policies(self []netip.Addr) (dst, relay *policy.Policy) {
 	for _, s := range p.Deny {
 		d := netip.MustParsePrefix(s)
 		dst.Deny, relay.Deny = append(dst.Deny, d), append(relay.Deny, d)
+	}
+	for _, port := range p.DenyPorts {
+		dst.DenyPorts = append(dst.DenyPorts, uint16(port)) // validated
 	}
 	return dst, relay
 }
@@ -392,6 +401,10 @@ const (
 	DefaultMaxPreauthPerSource = 32
 )
 
+// DefaultDenyPorts are the destination ports refused unless policy.deny_ports
+// says otherwise: SMTP, which open relays are found and used for.
+var DefaultDenyPorts = []int{25}
+
 // Defaults returns the configuration relayd runs with when nothing is given.
 func Defaults() Config {
 	return Config{
@@ -411,7 +424,8 @@ func Defaults() Config {
 			MaxPreauthConns:     DefaultMaxPreauthConns,
 			MaxPreauthPerSource: DefaultMaxPreauthPerSource,
 		},
-		Log: LogConfig{Level: "info", Format: "console"},
+		Log:    LogConfig{Level: "info", Format: "console"},
+		Policy: PolicyConfig{DenyPorts: slices.Clone(DefaultDenyPorts)},
 		Probe: ProbeConfig{
 			Mode:         DefaultProbeMode,
 			Interval:     DefaultProbeInterval,
@@ -549,6 +563,11 @@ func (c *Config) Validate() error {
 	for i, s := range c.Policy.Deny {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			add("policy.deny[%d]: %q is not a CIDR prefix (e.g. 10.1.0.0/16)", i, s)
+		}
+	}
+	for i, port := range c.Policy.DenyPorts {
+		if port < 1 || port > 65535 {
+			add("policy.deny_ports[%d]: %d is not a TCP port (1..65535)", i, port)
 		}
 	}
 	l := c.Limits

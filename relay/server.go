@@ -583,10 +583,14 @@ func (l *capListener) Accept() (net.Conn, error) {
 // hop. direct says the tunnel has no hops. early, when not empty, is the
 // client's first bytes, delivered with the route header (chain.DialEarly).
 func (s *Server) dial(ctx context.Context, log *zap.Logger, dst string, early []byte) (up net.Conn, direct bool, err error) {
-	ch, err := s.chainFor(ctx, dst)
-	if err != nil {
-		log.Info("no route", zap.Error(err))
-		return nil, false, err
+	ch := s.chain.Load()
+	// A destination on a denied port is neither planned nor surveyed:
+	// dialVia refuses it, before any hop.
+	if s.policy.CheckHostPort(dst) == nil {
+		if ch, err = s.chainFor(ctx, dst); err != nil {
+			log.Info("no route", zap.Error(err))
+			return nil, false, err
+		}
 	}
 	if r := s.router.Load(); r != nil {
 		if so, ok := (*r).(SlowObserver); ok {
@@ -614,11 +618,11 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 	defer stop()
 	var up net.Conn
 	var err error
-	host, _, _ := net.SplitHostPort(dst)
-	if perr := s.policy.CheckHost(host); perr != nil {
-		// A literal IP or a malformed name is refused here, before any
-		// hop sees it (direct, the dialer's Control would refuse the IP
-		// too; chained, the last hop resolves names).
+	if perr := s.policy.CheckHostPort(dst); perr != nil {
+		// A denied port, a literal IP or a malformed name is refused
+		// here, before any hop sees it (direct, the dialer's Control
+		// would refuse the port and the IP too; chained, the last hop
+		// resolves names, and its policy may differ).
 		err = perr
 		if len(ch.Hops) > 0 {
 			err = &chain.HopError{Hop: 0, Target: dst, Kind: chain.KindDenied, Err: perr}

@@ -91,7 +91,7 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 	log = log.With(zap.String("dst", dst))
 	// A destination this relay refuses itself is refused in the reply
 	// (the path below), optimistic or not.
-	if host, _, _ := net.SplitHostPort(dst); s.cfg.OptimisticData && s.policy.CheckHost(host) == nil {
+	if s.cfg.OptimisticData && s.policy.CheckHostPort(dst) == nil {
 		s.serveOptimistic(log, c, br, dst)
 		return
 	}

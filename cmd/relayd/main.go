@@ -72,6 +72,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"allow":             func() { cfg.Policy.Allow = append(cfg.Policy.Allow, f.Policy.Allow...) },
 		"relay-allow":       func() { cfg.Policy.RelayAllow = append(cfg.Policy.RelayAllow, f.Policy.RelayAllow...) },
 		"deny":              func() { cfg.Policy.Deny = append(cfg.Policy.Deny, f.Policy.Deny...) },
+		"deny-ports":        func() { cfg.Policy.DenyPorts = f.Policy.DenyPorts },
 		"open":              func() { cfg.Open = f.Open },
 		"optimistic-data":   func() { cfg.OptimisticData = f.OptimisticData },
 		"capacity-mbit":     func() { cfg.CapacityMbit = f.CapacityMbit },
@@ -258,6 +259,7 @@ to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
 	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR clients' destinations may reach despite the default deny list, repeatable (e.g. 10.20.0.0/16); never opens it to relay hops")
 	fl.StringArrayVar(&f.Policy.RelayAllow, "relay-allow", nil, "CIDR relay hops and probes of relays may reach despite the default deny list, repeatable: the private network a fleet's relays reach each other on (e.g. 10.20.0.0/16); never opens it to clients")
 	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
+	fl.IntSliceVar(&f.Policy.DenyPorts, "deny-ports", relay.DefaultDenyPorts, "clients' destination ports refused at any address, on every front end and for a route header's destination, comma-separated (replaces the config's policy.deny_ports; SMTP by default: open relays are used for spam)")
 	fl.BoolVar(&f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
 	fl.Float64Var(&f.CapacityMbit, "capacity-mbit", 0, "this relay's capacity, Mbit/s (its access link or its provider's rate limit): plans through it never predict more (0: unknown)")
 	fl.BoolVar(&f.OptimisticData, "optimistic-data", false, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header (a chain round trip sooner; a chain that then fails resets the client instead of answering why)`)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"syscall"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
@@ -74,6 +76,37 @@ type Policy struct {
 	// connect to itself reaches services bound to its public address (the
 	// admin API, another front end). Allow opens one; AllowPrivate does not.
 	Self []netip.Addr
+	// DenyPorts are destination ports refused at any address: an open
+	// relay to port 25 is a spammer's relay, and a relay's credentials
+	// are shared with more people than its operator vouches for.
+	DenyPorts []uint16
+}
+
+// CheckPort returns a *chain.DeniedError when port is in DenyPorts.
+func (p *Policy) CheckPort(port uint16) error {
+	if slices.Contains(p.DenyPorts, port) {
+		return &chain.DeniedError{Addr: ":" + strconv.Itoa(int(port)), Reason: "deny-port " + strconv.Itoa(int(port))}
+	}
+	return nil
+}
+
+// CheckHostPort checks a destination host:port before anything is
+// dialed: the port against DenyPorts (a service name such as "smtp" is
+// refused: the resolver would turn it into a denied port), then the host
+// as CheckHost does.
+func (p *Policy) CheckHostPort(hostport string) error {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return &chain.DeniedError{Addr: fmt.Sprintf("%q", hostport), Reason: "bad-address"}
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return &chain.DeniedError{Addr: fmt.Sprintf("%q", hostport), Reason: "bad-port"}
+	}
+	if err := p.CheckPort(uint16(n)); err != nil {
+		return err
+	}
+	return p.CheckHost(host)
 }
 
 // Check returns a *chain.DeniedError when ip may not be dialed.
@@ -164,6 +197,9 @@ func (p *Policy) Control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("policy: unexpected address %q: %w", address, err)
+	}
+	if err := p.CheckPort(ap.Port()); err != nil {
+		return err
 	}
 	return p.Check(ap.Addr())
 }

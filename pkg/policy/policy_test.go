@@ -83,3 +83,23 @@ func TestCheckHost(t *testing.T) {
 		}
 	}
 }
+
+func TestDenyPorts(t *testing.T) {
+	p := &Policy{AllowPrivate: true, DenyPorts: []uint16{25}}
+	for _, d := range []string{"1.1.1.1:25", "example.com:25", "example.com:smtp", "[2606:4700::1111]:25", "no-port"} {
+		if p.CheckHostPort(d) == nil {
+			t.Errorf("%s allowed", d)
+		}
+	}
+	for _, d := range []string{"1.1.1.1:587", "example.com:443", "[2606:4700::1111]:80"} {
+		if err := p.CheckHostPort(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	if p.Control("tcp4", "1.1.1.1:25", nil) == nil {
+		t.Error("Control let port 25 through")
+	}
+	if err := (&Policy{AllowPrivate: true}).CheckHostPort("1.1.1.1:25"); err != nil {
+		t.Errorf("no DenyPorts, port 25 refused: %v", err)
+	}
+}

@@ -1,0 +1,102 @@
+package e2e
+
+// The low findings of the red-team review (docs/security.md, "Low
+// findings"), each against real relayd processes.
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
+	"github.com/relaymesh/relaymesh/pkg/testenv"
+)
+
+// httpForward sends an absolute-form GET for url through the HTTP proxy
+// at proxyAddr and returns the status.
+func httpForward(t *testing.T, proxyAddr, url string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", proxyAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", url)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRedTeamDenyPort25: a relay refuses destination port 25 by default
+// (policy.deny_ports), on every front end: SOCKS5, HTTP CONNECT, an
+// absolute-form GET, a route header's destination,
+// and as the entry of a chain whose next hop would let it through. An
+// open relay to port 25 is a spammer's mail relay; there used to be no
+// port policy at all.
+func TestRedTeamDenyPort25(t *testing.T) {
+	const host = "127.0.0.25" // port 25 on an address of its own: a local MTA keeps 127.0.0.1:25
+	ln, err := net.Listen("tcp", host+":25")
+	if err != nil {
+		testenv.Need(t, "cannot listen on %s:25 (%v): binding port 25 needs root", host, err)
+	}
+	ln.Close()
+	canary := startServerAt(t, host+":25", func(net.Conn) {})
+	dst := canary.addr()
+
+	secretFile := writeSecret(t, fleetSecret)
+	relayAddr := freeAddr(t)
+	r := startRelayd(t, "--allow-private", "--relay-listen", relayAddr, "--fleet-secret-file", secretFile)
+	// A relay that lets port 25 through, and an entry that chains
+	// through it: the entry's own policy refuses before any hop.
+	openCfg := filepath.Join(t.TempDir(), "open.yaml")
+	if err := os.WriteFile(openCfg, []byte("policy: {deny_ports: []}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := startRelayd(t, "--config", openCfg, "--allow-private")
+	entry := startRelayd(t, "--allow-private", "--next", "socks5://"+open.socks)
+
+	for _, socks := range []string{r.socks, entry.socks} {
+		if rep, err := socksRaw(t, socks, connectReq(host, 25)); err != nil || rep != 0x02 {
+			t.Errorf("SOCKS5 CONNECT %s:25: reply 0x%02x (%v), want 0x02 (not allowed)", host, rep, err)
+		}
+	}
+	if code := httpConnect(t, r.http, dst); code != http.StatusForbidden {
+		t.Errorf("HTTP CONNECT %s: %d, want 403", dst, code)
+	}
+	// A service name for the port: Go's server refuses it (400) before
+	// relayd's policy (403) would.
+	if code := httpConnect(t, r.http, host+":smtp"); code != http.StatusForbidden && code != http.StatusBadRequest {
+		t.Errorf("HTTP CONNECT %s:smtp: %d, want 400 or 403", host, code)
+	}
+	if code := httpForward(t, r.http, "http://"+dst+"/"); code != http.StatusForbidden {
+		t.Errorf("GET http://%s/: %d, want 403", dst, code)
+	}
+	req, err := route.NewRequest(nil, dst, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawRelay(t, relayAddr, false, []byte(fleetSecret), req, nil)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := route.ReadResponse(c, []byte(fleetSecret), req.Nonce)
+	c.Close()
+	if err != nil || resp.Status != route.StatusDenied {
+		t.Errorf("route header to %s: %+v, %v; want denied", dst, resp, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := canary.conn.get(); n != 0 {
+		t.Fatalf("port 25 saw %d connections through the relays", n)
+	}
+	// deny_ports: [] opens it: the canary does answer.
+	if rep, err := socksRaw(t, open.socks, connectReq(host, 25)); err != nil || rep != 0x00 {
+		t.Fatalf("deny_ports [] : reply 0x%02x (%v), want 0x00", rep, err)
+	}
+}
