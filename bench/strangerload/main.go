@@ -58,7 +58,7 @@ type config struct {
 	client     string // the legitimate clients' source address
 	sourceBase string // first stranger source address
 	sources    int
-	strangers  int // per port
+	strangers  int           // per port
 	samples    int           // per kind and block
 	every      time.Duration // between two rounds of samples
 	blocks     int           // blocks per phase, alternating
