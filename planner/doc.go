@@ -50,6 +50,15 @@
 // chain that wins on one says what each unknown segment must carry for
 // it to still beat direct.
 //
+// A loss nobody measured is not taken as 0 where the fleet has measured
+// loss elsewhere: such a segment with a loss-based sender gets a prior
+// (Result.LossPrior, Segment.LossSource LossFromPrior), the measured
+// segments' Σ loss / Σ rtt_ms times its own rtt_ms, at most the highest
+// loss measured. A prior needs LossPriorMinSegments measured segments, one
+// of them lossy; without, the loss stays unknown. A prior is a guess, not
+// a bound either way: it is not in Segment.Unknown, and the reasons name
+// it. sendLoss is the one place that decides.
+//
 // A plan with n relays predicts
 //
 //	predicted_bps = min over segments(rate_bps) × (1 − relay_overhead)^n

@@ -186,8 +186,9 @@ const (
 	// UnknownWindow: the receiver's window is Model.DefaultWindowBytes,
 	// Linux's default autotuning ceiling (a real window is rarely larger).
 	UnknownWindow = "window"
-	// UnknownLoss: the loss is 0 from the probes alone, and the sender is
-	// loss-based (a BBR sender is not bound by the loss probes miss).
+	// UnknownLoss: the loss is 0 from the probes alone, the sender is
+	// loss-based (a BBR sender is not bound by the loss probes miss), and
+	// the fleet has measured too little loss for a prior (LossPrior).
 	UnknownLoss = "loss"
 )
 
@@ -425,7 +426,9 @@ type Segment struct {
 	// bound by Loss.
 	SenderCongestionControl string  `json:"sender_congestion_control,omitempty"`
 	LimitBps                float64 `json:"limit_bps"` // the lower known LimitBps of the two ends, bits/s; 0 = none known
-	Loss                    float64 `json:"loss"`      // fraction 0..1
+	// Loss is the loss of Sender's sends the prediction used, a fraction
+	// 0..1: measured, or a prior (LossSource).
+	Loss float64 `json:"loss"`
 	// LearntBps is the rate Sender's traffic to Receiver was learnt to
 	// reach (Pair.ASendBps, BSendBps), bits/s; 0 = unknown.
 	LearntBps float64 `json:"learnt_bps,omitempty"`
@@ -445,7 +448,9 @@ type Segment struct {
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
 	// LossSource is who measured the loss of Sender's sends on this
-	// segment (Pair.ALossSource or BLossSource): "" the probes alone.
+	// segment (Pair.ALossSource or BLossSource): "" the probes alone;
+	// LossFromPrior when nobody did and Loss is the fleet's prior
+	// (Result.LossPrior), a guess.
 	LossSource string `json:"loss_source,omitempty"`
 	// Unknown lists what RateBps rests on that nobody measured, learnt or
 	// declared (UnknownCapacity, UnknownWindow, UnknownLoss), in that
@@ -581,6 +586,10 @@ type Result struct {
 	// is then direct for want of data, not on its merits; a caller may
 	// plan again once they arrive. Empty otherwise.
 	Awaiting []string `json:"awaiting,omitempty"`
+	// LossPrior is the loss a segment nobody measured got (its
+	// LossSource LossFromPrior), from what the fleet measured elsewhere;
+	// its PerRTTMs is 0 when there was too little for one (a note says so).
+	LossPrior LossPrior `json:"loss_prior"`
 	// Crossover is from which size the best chain by steady rate finishes
 	// sooner than direct; nil without a size, without such a chain or
 	// without a measured direct path.

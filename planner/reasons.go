@@ -198,6 +198,9 @@ func (s *search) describe(p Plan) []string {
 	if why := boundReason(p); why != "" && p.Bound {
 		out = append(out, why)
 	}
+	if why := s.priorReason(p); why != "" {
+		out = append(out, why)
+	}
 	for _, seg := range p.Segments {
 		if seg.Estimated {
 			out = append(out, fmt.Sprintf("segment %s→%s: RTT %s is estimated, not measured", seg.From, seg.To, fmtMs(seg.RTTMs)))
@@ -247,6 +250,9 @@ func (s *search) limiter(seg Segment) string {
 	case limitedByLimit:
 		return fmt.Sprintf("the bandwidth limit %s of %s", fmtBps(seg.LimitBps), s.limitHolder(seg))
 	case limitedByLoss:
+		if seg.LossSource == LossFromPrior {
+			return fmt.Sprintf("%s loss, a prior nobody measured (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
+		}
 		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
 	case limitedByLearnt:
 		how := "learnt from its tunnels"
@@ -319,6 +325,7 @@ func (s *search) notes(directKnown bool) []string {
 		out = append(out, fmt.Sprintf("the direct path %s→%s is not measured (or its pair is stale): chains cannot be compared with it",
 			s.name(s.client), s.name(s.dst)))
 	}
+	out = append(out, s.prior.note())
 	known := false
 	for _, i := range s.node {
 		known = known || s.m.Nodes[i].WindowBytes > 0
@@ -349,6 +356,22 @@ func boundReason(p Plan) string {
 		"; relayctl bench measures the path, and the relays learn both from the traffic they carry"
 }
 
+// priorReason says which of plan p's segments have a loss prior (their
+// loss nobody measured) and what it is; "" when none has.
+func (s *search) priorReason(p Plan) string {
+	var parts []string
+	for _, seg := range p.Segments {
+		if seg.LossSource == LossFromPrior {
+			parts = append(parts, fmt.Sprintf("%s→%s %s", seg.From, seg.To, fmtPct(seg.Loss)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("loss is a prior, not a measurement, on %s: %s per ms of RTT (at most %s), from the %d segments whose loss the fleet measured; relayctl bench measures the path, and the relays learn their links' loss from the traffic they carry",
+		strings.Join(parts, ", "), fmtLossPerMs(s.prior.PerRTTMs), fmtPct(s.prior.MaxLoss), s.prior.Segments)
+}
+
 // directBound says the direct plan's prediction is a bound.
 func (s *search) directBound() bool {
 	cd := s.client*s.n + s.dst
@@ -368,14 +391,20 @@ func unknownSegments(segs []Segment, what ...string) []string {
 }
 
 // restsOn says what chain p's win over direct rests on when p's
-// prediction is a bound: the rate each of its segments of unknown capacity
-// or loss must carry for the chain to still beat direct by MinGain; ""
-// when p is not a bound or direct predicts nothing to beat.
+// prediction is a bound or leans on a loss prior: the rate each of its
+// segments of unknown capacity or loss, or a loss prior, must carry for
+// the chain to still beat direct by MinGain; "" when it has none or
+// direct predicts nothing to beat.
 func (s *search) restsOn(p Plan, direct candidate, directKnown bool) string {
-	if !p.Bound || !directKnown || !(direct.predictedBps > 0) || len(p.Chain) == 0 {
+	if !directKnown || !(direct.predictedBps > 0) || len(p.Chain) == 0 {
 		return ""
 	}
-	segs := unknownSegments(p.Segments, UnknownCapacity, UnknownLoss)
+	var segs []string
+	for _, seg := range p.Segments {
+		if slices.Contains(seg.Unknown, UnknownCapacity) || slices.Contains(seg.Unknown, UnknownLoss) || seg.LossSource == LossFromPrior {
+			segs = append(segs, seg.From+"→"+seg.To) // a prior is a guess too
+		}
+	}
 	if len(segs) == 0 {
 		return ""
 	}

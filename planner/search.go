@@ -71,8 +71,9 @@ type search struct {
 	rtt []float64
 	// pairOf[u*n+v] is 1 + the index in m.Pairs of the pair u–v, in one of
 	// the two cells u→v and v→u (see pair); 0 = none. Negated for a pair
-	// whose loss, measured windows or learnt rates mirror must read (most pairs have
-	// neither, and mirror then reads only the dense tables).
+	// whose loss (or its source), measured windows or learnt rates mirror
+	// must read (most pairs have none, and mirror then reads only the
+	// dense tables: their loss is unknown both ways).
 	pairOf []int32
 	// factor[k] is (1−RelayOverhead)^k: what k relays leave of a rate.
 	factor []float64
@@ -94,6 +95,8 @@ type search struct {
 	// keptOver is the untried chain a measured one was kept ahead of
 	// (keepMeasured); nil when none was.
 	keptOver []int32
+	// prior is the loss a segment nobody measured gets (sendLoss).
+	prior LossPrior
 }
 
 // candidate is a chain found by the search, in dense indices.
@@ -175,6 +178,7 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 		s.factor[k] = s.factor[k-1] * (1 - req.Model.RelayOverhead)
 	}
 	s.indexMeasured()
+	s.prior = lossPriorOf(m.Pairs, req.Constraints.MaxAgeSec, req.Constraints.UseStale)
 	return s, nil
 }
 
@@ -199,7 +203,7 @@ func (s *search) addPair(k, a, b int) {
 	s.rate[x] = s.capBps(da, db, p)
 	s.rtt[x] = p.RTTMs
 	s.pairOf[x] = int32(k + 1)
-	if p.hasExtras() {
+	if p.hasExtras() || p.ALossSource != "" || p.BLossSource != "" {
 		s.pairOf[x] = -s.pairOf[x]
 	}
 }
@@ -228,12 +232,17 @@ func (s *search) mirror() {
 					var wu, wv float64
 					if k := s.pairOf[src]; k > 0 {
 						wu, wv = windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), windowBps(flightBytes(s.windows[v], s.sends[u]), rtt)
+						if s.prior.ok() {
+							lu, _ := s.sendLoss(v, rtt, 0, "")
+							lv, _ := s.sendLoss(u, rtt, 0, "")
+							wu, wv = min(wu, s.lossBps(v, rtt, lu)), min(wv, s.lossBps(u, rtt, lv))
+						}
 					} else {
 						p := &s.m.Pairs[-k-1]
 						wu, wv = s.flightBps(v, u, p), s.flightBps(u, v, p)
-						if p.Loss > 0 {
-							wu, wv = min(wu, s.lossBps(v, rtt, p.Loss)), min(wv, s.lossBps(u, rtt, p.Loss))
-						}
+						lu, _ := s.pairLoss(v, p)
+						lv, _ := s.pairLoss(u, p)
+						wu, wv = min(wu, s.lossBps(v, rtt, lu)), min(wv, s.lossBps(u, rtt, lv))
 						wu, wv = min(wu, s.learntBps(v, p)), min(wv, s.learntBps(u, p))
 					}
 					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
@@ -666,6 +675,7 @@ func (s *search) result() *Result {
 		res.KeptOver = s.names(s.keptOver)
 	}
 	res.Notes = s.notes(directKnown)
+	res.LossPrior = s.prior
 	return res
 }
 
@@ -753,11 +763,13 @@ func (s *search) segment(u, v int) Segment {
 	c := s.capBps(u, v, pair)
 	// Each way's window bound, then with the sender's loss bound.
 	fu, fv := s.flightBps(v, u, pair), s.flightBps(u, v, pair)
-	lu, lv := s.lossBps(v, pair.RTTMs, pair.Loss), s.lossBps(u, pair.RTTMs, pair.Loss)
+	lossU, sourceU := s.pairLoss(v, pair) // v's sends to u
+	lossV, sourceV := s.pairLoss(u, pair)
+	lu, lv := s.lossBps(v, pair.RTTMs, lossU), s.lossBps(u, pair.RTTMs, lossV)
 	tu, tv := s.learntBps(v, pair), s.learntBps(u, pair)
 	wu, wv := min(fu, lu, tu), min(fv, lv, tv)
 	seg := Segment{
-		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: pair.Loss,
+		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: lossU, LossSource: sourceU,
 		LimitBps:  minLimit(s.limits[u], s.limits[v]),
 		RateBps:   s.dirRate(wu, wv, c),
 		DownBps:   min(wu, c),
@@ -771,6 +783,7 @@ func (s *search) segment(u, v int) Segment {
 	recv, send, wBps, lossB, learnt := u, v, wu, lu, tu
 	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
 		recv, send, wBps, lossB, learnt = v, u, wv, lv, tv
+		seg.Loss, seg.LossSource = lossV, sourceV
 	}
 	if !math.IsInf(learnt, 1) {
 		seg.LearntBps = learnt
@@ -800,7 +813,6 @@ func (s *search) segment(u, v int) Segment {
 	default:
 		seg.LimitedBy = limitedByLoss // total loss: a cap of 0
 	}
-	seg.LossSource = lossSourceOf(s.name(send), pair)
 	seg.Unknown = s.unknowns(u, v, pair)
 	return seg
 }
@@ -829,7 +841,8 @@ func (s *search) unknowns(u, v int, pair *Pair) []string {
 		recv, send := w[0], w[1]
 		capacity = capacity || minLimit(s.limits[u], s.limits[v]) <= 0 && math.IsInf(s.learntBps(send, pair), 1) && pair.Loss < 1
 		window = window || s.m.Nodes[s.node[recv]].WindowBytes <= 0 && s.recvWindow(recv, pair) == s.windows[recv]
-		loss = loss || pair.Loss == 0 && lossSourceOf(s.name(send), pair) == "" && !lossTolerant(s.ccs[send])
+		l, source := s.pairLoss(send, pair)
+		loss = loss || l == 0 && source == "" && !lossTolerant(s.ccs[send])
 	}
 	var out []string
 	for _, k := range []struct {

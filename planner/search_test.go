@@ -54,6 +54,8 @@ type bruteForce struct {
 	margin  float64
 	window  int64
 	mss     float64
+	// priorPerMs and priorMax are the loss prior (LossPrior): 0 = none.
+	priorPerMs, priorMax float64
 }
 
 func newBruteForce(m *Matrix, req Request) *bruteForce {
@@ -89,6 +91,20 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 	bf.mss = float64(req.Model.MSSBytes)
 	if bf.mss == 0 {
 		bf.mss = 1448
+	}
+	// The loss prior, by its definition: Σ loss / Σ RTT over the fresh,
+	// probed, reachable pairs whose loss someone measured, two at least,
+	// one lossy; at most the highest of them.
+	var sumLoss, sumRTT float64
+	var measured int
+	for _, p := range m.Pairs {
+		if (p.Loss > 0 || p.ALossSource != "" || p.BLossSource != "") && p.Loss < 1 && !p.Estimated && (p.AgeSec <= maxAge || c.UseStale || maxAge < 0) {
+			sumLoss, sumRTT, measured = sumLoss+p.Loss, sumRTT+p.RTTMs, measured+1
+			bf.priorMax = math.Max(bf.priorMax, p.Loss)
+		}
+	}
+	if measured >= 2 && sumLoss > 0 {
+		bf.priorPerMs = sumLoss / sumRTT
 	}
 	for _, n := range m.Nodes {
 		bf.nodes[n.Name] = n
@@ -150,12 +166,13 @@ func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, b
 			r, held = lim, false
 		}
 	}
+	loss := bf.sendLoss(p, send)
 	switch {
 	case p.Loss == 1: // nothing answered: unusable, not the Mathis value
 		r, held = 0, false
-	case p.Loss > 0 && (p.Loss >= 0.15 || !strings.HasPrefix(send.CongestionControl, "bbr")):
+	case loss > 0 && (loss >= 0.15 || !strings.HasPrefix(send.CongestionControl, "bbr")):
 		// Loss bounds a loss-based sender, and BBR from 15 %.
-		if mathis := bf.mss * 8 * 1.22 / (rttSec * math.Sqrt(p.Loss)); mathis <= r {
+		if mathis := bf.mss * 8 * 1.22 / (rttSec * math.Sqrt(loss)); mathis <= r {
 			r, held = mathis, false
 		}
 	}
@@ -164,6 +181,29 @@ func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, b
 		r, held = learnt, false
 	}
 	return r, held, true
+}
+
+// sendLoss is the loss of send's sends over p: the pair's, else (nobody
+// measured it, the sender loss-based) the prior.
+func (bf *bruteForce) sendLoss(p Pair, send Node) float64 {
+	source := map[string]string{p.A: p.ALossSource, p.B: p.BLossSource}[send.Name]
+	if p.Loss > 0 || source != "" || strings.HasPrefix(send.CongestionControl, "bbr") {
+		return p.Loss
+	}
+	return math.Min(bf.priorPerMs*p.RTTMs, bf.priorMax)
+}
+
+// segLoss is the loss of segment from→to (from on the client side) in
+// direction dir: its sender's, the higher way's for Both.
+func (bf *bruteForce) segLoss(from, to string, dir Direction) float64 {
+	p := bf.pairs[[2]string{from, to}]
+	switch dir {
+	case Up:
+		return bf.sendLoss(p, bf.nodes[from])
+	case Both:
+		return math.Max(bf.sendLoss(p, bf.nodes[from]), bf.sendLoss(p, bf.nodes[to]))
+	}
+	return bf.sendLoss(p, bf.nodes[to])
 }
 
 // plan rates the path through chain in the requested direction; ok false

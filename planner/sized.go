@@ -95,7 +95,7 @@ func (s *search) windowHeld(u, v int) bool {
 	if k == 0 {
 		k = s.pairOf[v*s.n+u]
 	}
-	if k < 0 { // loss, learnt rates or measured windows: the full account
+	if k < 0 || s.prior.ok() { // loss (a prior too), learnt rates or measured windows: the full account
 		return windowHeld(s.segment(u, v).LimitedBy)
 	}
 	p := &s.m.Pairs[k-1]
@@ -104,17 +104,31 @@ func (s *search) windowHeld(u, v int) bool {
 	return s.dirRate(wu, wv, math.Inf(1)) <= s.capBps(u, v, p)
 }
 
-// lossOf is the loss of the usable pair u–v, a fraction (0 for most:
-// only pairs pairOf marks negative carry loss).
+// lossOf is the loss of the usable segment u→v (u on the client side) in
+// the requested direction (the higher way's for Both), a fraction: what
+// sendLoss gives its sender.
 func (s *search) lossOf(u, v int) float64 {
 	k := s.pairOf[u*s.n+v]
 	if k == 0 {
 		k = s.pairOf[v*s.n+u]
 	}
-	if k >= 0 {
-		return 0
+	rttMs := s.rtt[u*s.n+v]
+	senders := []int{v} // a download's
+	switch s.req.Direction {
+	case Up:
+		senders = []int{u}
+	case Both:
+		senders = []int{u, v}
 	}
-	return s.m.Pairs[-k-1].Loss
+	loss := 0.0
+	for _, sender := range senders {
+		l, _ := s.sendLoss(sender, rttMs, 0, "") // only pairs pairOf marks negative carry loss
+		if k < 0 {
+			l, _ = s.pairLoss(sender, &s.m.Pairs[-k-1])
+		}
+		loss = max(loss, l)
+	}
+	return loss
 }
 
 // sizedCandidates returns the chains avoiding relay ban (−1: none) with

@@ -390,7 +390,7 @@ func bfSized(bf *bruteForce, req Request) (chains []bfPlan, times map[string]flo
 		var rtts, losses []float64
 		for i := 0; i+1 < len(path); i++ {
 			pair := bf.pairs[[2]string{path[i], path[i+1]}]
-			rtts, losses = append(rtts, pair.RTTMs), append(losses, pair.Loss)
+			rtts, losses = append(rtts, pair.RTTMs), append(losses, bf.segLoss(path[i], path[i+1], cmpOr(req.Direction, Down)))
 		}
 		return bfPathMs(bf, req, req.SizeBytes, len(p.chain), rtts, losses, p.bps, p.stepMs)
 	}

@@ -388,6 +388,9 @@ type planJSON struct {
 	KeptOver []string `json:"kept_over,omitempty"`
 	// WindowProbes are the receive-window probes (--window-probe).
 	WindowProbes []windowProbe `json:"window_probes,omitempty"`
+	// LossPrior is planner.Result.LossPrior: the loss a segment nobody
+	// measured got (its loss_source "prior"); loss_per_rtt_ms 0 = none.
+	LossPrior planner.LossPrior `json:"loss_prior"`
 }
 
 // hopJSON is where to reach one relay of the chain.
@@ -406,7 +409,7 @@ func (p *planned) json() planJSON {
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
 		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
-		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting, KeptOver: p.Result.KeptOver,
+		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting, KeptOver: p.Result.KeptOver, LossPrior: p.Result.LossPrior,
 	}
 	if out.Chain == nil {
 		out.Chain = []string{}
@@ -453,7 +456,12 @@ before it, and says why), a chain moves at its
 slowest segment minus a per-relay overhead, and the planner searches for the
 exact best chain under --max-hops. Chains predicting within --error-margin of
 the fastest are ties, won by the fewest relays. Direct wins unless a chain
-beats it by --min-gain. With --matrix it plans offline on
+beats it by --min-gain. A segment whose loss nobody measured (the probes
+miss random loss) gets a prior from the fleet: the loss per ms of RTT of the
+segments whose loss was measured, times its RTT, at most the worst measured,
+marked "(prior)" in the loss column; with too little measured (fewer than two
+segments, or none lossy) its loss stays unknown and the plan is a bound (see
+docs/planning.md). With --matrix it plans offline on
 a saved or hand-written matrix (what-if planning; see --save-matrix).
 
 Without --size the plan is for a large transfer: ranked by steady rate. A
