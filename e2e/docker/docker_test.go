@@ -3,7 +3,10 @@
 // (the pinned bin/consul, also FROM scratch), three relays registering with
 // it and measuring each other, relayctl planning against Consul, a download
 // through the planned chain, and a relay killed under a live relayctl
-// connect. Without a Docker engine (or bin/consul) it skips and says why.
+// connect. The fleet runs as production does: each relay on its own identity
+// from an operator CA (no shared secret, a token per relay), in a read-only
+// container with no capabilities. Without a Docker engine (or bin/consul) it
+// skips and says why.
 package docker_test
 
 import (
@@ -18,15 +21,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/testenv"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/pkg/traffic/traffictest"
 )
 
-const (
-	adminToken  = "e2e-docker-admin-token"
-	fleetSecret = "e2e-docker-fleet-secret-0123456789"
-)
+// adminToken is relay name's own admin token (relays and relayctl reach
+// each other's admin APIs with their certificates, not a token).
+func adminToken(name string) string { return "e2e-docker-admin-token-of-" + name }
 
 // dockerCmd runs docker and returns its combined output.
 func dockerCmd(args ...string) (string, error) {
@@ -113,6 +116,35 @@ func (f *fleet) ip(name, network string) string {
 	return must(f.t, "inspect", "-f", fmt.Sprintf(`{{(index .NetworkSettings.Networks %q).IPAddress}}`, f.name(network)), f.name(name))
 }
 
+// issueIdentities makes an operator CA and issues each relay its identity
+// and user a client one, into the mounted directory (readable by the
+// containers' uid 65532: a test's keys, not an operator's).
+func (f *fleet) issueIdentities(relays []string, user string) {
+	t := f.t
+	ca, err := linktls.NewCA("e2e docker CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(f.dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ca.crt", ca.CertPEM())
+	issue := func(name, role string) {
+		cert, key, err := ca.Issue(name, role, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".crt", cert)
+		write(name+".key", key)
+	}
+	for _, r := range relays {
+		issue(r, linktls.RoleRelay)
+	}
+	issue(user, linktls.RoleClient)
+}
+
 // relayConfig is a relay's relayd.yaml. Listeners take the container's
 // front address so the relay registers that address with Consul.
 func (f *fleet) relayConfig(name, ip string) {
@@ -123,13 +155,13 @@ http: %[2]s:8080
 admin: %[2]s:9090
 admin_token: %[3]s
 relay: %[2]s:7000
-fleet_secret_file: /etc/relaymesh/fleet.key
+identity: {ca: /etc/relaymesh/ca.crt, cert: /etc/relaymesh/%[1]s.crt, key: /etc/relaymesh/%[1]s.key}
 open: true
 policy: {allow_private: true}
 consul: {addr: "%[4]s:8500"}
 probe: {pull_interval: 1s}
 log: {level: info, format: json}
-`, name, ip, adminToken, f.name("consul"))
+`, name, ip, adminToken(name), f.name("consul"))
 	if err := os.WriteFile(filepath.Join(f.dir, name+".yaml"), []byte(cfg), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -165,9 +197,7 @@ func TestDockerFleet(t *testing.T) {
 	if err := os.Chmod(f.dir, 0o755); err != nil { // relays run as uid 65532
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.dir, "fleet.key"), []byte(fleetSecret+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.issueIdentities([]string{"r1", "r2", "r3"}, "alice")
 	mount := f.dir + ":/etc/relaymesh:ro"
 
 	f.run("consul", "--network", f.name("front"), "--user", "0", f.consul,
@@ -182,7 +212,8 @@ func TestDockerFleet(t *testing.T) {
 		ip := fmt.Sprintf("%s%d", base, 11+i)
 		relayIP[r] = ip
 		f.relayConfig(r, ip)
-		f.run(r, "--network", f.name("front"), "--ip", ip, "-v", mount, f.image, "run", "--config", "/etc/relaymesh/"+r+".yaml")
+		f.run(r, "--network", f.name("front"), "--ip", ip, "-v", mount, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+			f.image, "run", "--config", "/etc/relaymesh/"+r+".yaml")
 		if r != "r1" {
 			must(t, "network", "connect", f.name("back"), f.name(r))
 		}
@@ -191,8 +222,7 @@ func TestDockerFleet(t *testing.T) {
 	consulAddr := f.ip("consul", "front") + ":8500"
 	client := func(args ...string) (string, error) {
 		all := append([]string{"run", "--rm", "--network", f.name("front"), "-v", mount,
-			"-e", "RELAYMESH_ADMIN_TOKEN=" + adminToken, "-e", "RELAYMESH_FLEET_SECRET_FILE=/etc/relaymesh/fleet.key",
-			"--entrypoint", "/relayctl", f.image}, args...)
+			"-e", "RELAYMESH_IDENTITY_CERT=/etc/relaymesh/alice.crt", "--entrypoint", "/relayctl", f.image}, args...)
 		return dockerCmd(all...)
 	}
 	srvAddr := f.name("srv") + ":8000"
@@ -239,8 +269,8 @@ func TestDockerFleet(t *testing.T) {
 	t.Logf("plan: %v", plan.Chain)
 
 	// relayctl connect in a container, reached from here over front.
-	f.run("client", "--network", f.name("front"), "-v", mount, "-e", "RELAYMESH_ADMIN_TOKEN="+adminToken,
-		"-e", "RELAYMESH_FLEET_SECRET_FILE=/etc/relaymesh/fleet.key", "--entrypoint", "/relayctl", f.image,
+	f.run("client", "--network", f.name("front"), "-v", mount, "-e", "RELAYMESH_IDENTITY_CERT=/etc/relaymesh/alice.crt",
+		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--entrypoint", "/relayctl", f.image,
 		"connect", "--consul", consulAddr, "--dst", srvAddr, "--socks", "0.0.0.0:1080", "--http", "", "--open")
 	socks := f.ip("client", "front") + ":1080"
 	const size = 4 << 20
