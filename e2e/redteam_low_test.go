@@ -100,3 +100,82 @@ func TestRedTeamDenyPort25(t *testing.T) {
 		t.Fatalf("deny_ports [] : reply 0x%02x (%v), want 0x00", rep, err)
 	}
 }
+
+// TestRedTeamTrafficBounds: the admin API's traffic source and sink bound
+// what a token holder can make the relay do: no /sha256/N (a pass over up
+// to 16 GiB of CPU per request, running on after the client left), an
+// upload declaring more than 16 GiB refused at once, and a transfer that
+// stalls (an upload that sends nothing, a download nobody reads) cut
+// within the stall bound, so eight of them no longer hold every place.
+func TestRedTeamTrafficBounds(t *testing.T) {
+	const token = "e2e-token-0123456789"
+	r := startRelayd(t, "--admin-token", token, "--drain-timeout", "1s")
+	do := func(method, path string, timeout time.Duration) (*http.Response, error) {
+		req, _ := http.NewRequest(method, "http://"+r.admin+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		return (&http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	}
+	resp, err := do(http.MethodGet, "/v1/traffic/sha256/17179869184", 3*time.Second)
+	if err != nil {
+		t.Fatalf("/sha256 of 16 GiB: %v (want 404 at once)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/sha256 of 16 GiB: %s, want 404", resp.Status)
+	}
+
+	// rawUpload starts an upload declaring n bytes and sends 10 of them.
+	rawUpload := func(n int64) (net.Conn, *bufio.Reader) {
+		c, err := net.DialTimeout("tcp", r.admin, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/traffic/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n0123456789", token, n)
+		return c, bufio.NewReader(c)
+	}
+	c, br := rawUpload(17 << 30)
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("an upload declaring 17 GiB: %v %v, want 413 at once", resp, err)
+	}
+
+	// Eight stalled transfers: four uploads that send nothing more, four
+	// 16 GiB downloads nobody reads.
+	for range 4 {
+		rawUpload(1 << 20)
+	}
+	for i := range 4 {
+		resp, err := do(http.MethodGet, "/v1/traffic/bytes/17179869184", 0)
+		if err != nil {
+			t.Fatalf("download %d: %v", i, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+	}
+	time.Sleep(300 * time.Millisecond)
+	resp, err = do(http.MethodGet, "/v1/traffic/bytes/1024", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a ninth transfer beside eight: %s, want 503 (the test holds them wrong)", resp.Status)
+	}
+	// The stall bound is 1 s (--drain-timeout); a download's socket
+	// buffers take a moment to fill before its writes block.
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		resp, err := do(http.MethodGet, "/v1/traffic/bytes/1024", 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("8 s after eight stalled transfers began, a new one is still refused: %s", resp.Status)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -39,9 +39,10 @@ func (s *Server) newAdmin() *http.Server {
 	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
 	mux.Handle("GET /v1/tunnels", s.adminAuth(s.viaPeer(s.serveTunnels)))
 	// The traffic source and sink `relayctl bench` measures against
-	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload). Transfers may
-	// outlive the admin server's read and write timeouts.
-	mux.Handle("/v1/traffic/", s.adminAuth(s.oneOfFew(http.StripPrefix("/v1/traffic", noDeadlines(traffic.Handler())))))
+	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload; no /sha256/N:
+	// the bench hashes what it got itself). Transfers may outlive the
+	// admin server's read and write timeouts, not a stall.
+	mux.Handle("/v1/traffic/", s.adminAuth(s.oneOfFew(http.StripPrefix("/v1/traffic", s.stallDeadlines(traffic.TransferHandler())))))
 	return &http.Server{
 		Handler:           s.plainFromAfar(mux),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -216,15 +217,40 @@ func (s *Server) peerToken() string {
 	return s.cfg.AdminToken
 }
 
-// noDeadlines lifts the server's read and write deadlines for h: a
-// benchmark transfer takes as long as the path makes it take.
-func noDeadlines(h http.Handler) http.Handler {
+// transferStall bounds a traffic transfer's stall when the relay's
+// limits set none (drain_timeout and idle_timeout both 0).
+const transferStall = 30 * time.Second
+
+// stallDeadlines replaces the server's read and write deadlines for h by
+// ones moved on before every read of the body and every write of the
+// answer: a benchmark transfer takes as long as the path makes it take,
+// but one that stops moving for the stall bound (the relay's
+// stallBound) fails, and its place among maxTrafficTransfers frees. A
+// token holder that uploads nothing or reads nothing used to keep a place
+// for good.
+func (s *Server) stallDeadlines(h http.Handler) http.Handler {
+	bound := cmp.Or(s.stallBound(), transferStall)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Time{})
-		_ = rc.SetWriteDeadline(time.Time{})
-		h.ServeHTTP(w, r)
+		_ = rc.SetReadDeadline(time.Now().Add(bound))
+		bw := &boundedWriter{ResponseWriter: w, rc: rc, bound: bound}
+		bw.extend()
+		r.Body = &boundedBody{ReadCloser: r.Body, rc: rc, bound: bound}
+		h.ServeHTTP(bw, r)
 	})
+}
+
+// boundedBody moves the connection's read deadline one stall bound ahead
+// before every read of a request body.
+type boundedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	bound time.Duration
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.bound))
+	return b.ReadCloser.Read(p)
 }
 
 // adminAuth serves next to a request with this relay's admin token, or,
