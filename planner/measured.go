@@ -129,19 +129,63 @@ func (s *search) applyMeasured(p *Plan, chain []int32) {
 	p.Bound = p.Bound && !covered
 }
 
-// untried says whether chain's prediction rests on an unknown and no
-// measurement of its path covers it.
+// segments are the segments of the path through chain, from the client.
+func (s *search) segments(chain []int32) []Segment {
+	path := append(append([]int{s.client}, s.ints(chain)...), s.dst)
+	out := make([]Segment, 0, len(path)-1)
+	for i := 0; i+1 < len(path); i++ {
+		out = append(out, s.segment(path[i], path[i+1]))
+	}
+	return out
+}
+
+// bound says whether chain's prediction rests on an unknown
+// (Segment.Unknown) and no measurement of its path covers it: an upper
+// bound.
+func (s *search) bound(chain []int32) bool {
+	if _, _, covered := s.measuredOf(chain); covered {
+		return false
+	}
+	return slices.ContainsFunc(s.segments(chain), func(seg Segment) bool { return len(seg.Unknown) > 0 })
+}
+
+// untried says whether chain's prediction rests on what nobody measured,
+// an unknown or a loss prior (a guess), and no measurement of its path
+// covers it: a plan that outranks a tried one only on such a figure is
+// not evidence of being faster.
 func (s *search) untried(chain []int32) bool {
 	if _, _, covered := s.measuredOf(chain); covered {
 		return false
 	}
-	path := append(append([]int{s.client}, s.ints(chain)...), s.dst)
-	for i := 0; i+1 < len(path); i++ {
-		if len(s.segment(path[i], path[i+1]).Unknown) > 0 {
-			return true
+	return slices.ContainsFunc(s.segments(chain), func(seg Segment) bool {
+		return len(seg.Unknown) > 0 || seg.LossSource == LossFromPrior
+	})
+}
+
+// evidence says what traffic measured of c's path, for a reason: relayctl
+// bench's measurement of it, or the figure traffic taught that holds its
+// bottleneck (a rate the sender's tunnels or bench learnt, a loss learnt
+// from tunnels or bench). "" when nothing did: declared figures and the
+// probes' loss are not traffic through the path.
+func (s *search) evidence(c candidate) string {
+	if _, _, covered := s.measuredOf(c.chain); covered {
+		return "measured at " + fmtBps(s.measuredBps(c.chain))
+	}
+	segs := s.segments(c.chain)
+	b := 0
+	for i, seg := range segs {
+		if seg.RateBps < segs[b].RateBps {
+			b = i
 		}
 	}
-	return false
+	seg := segs[b]
+	switch {
+	case seg.LimitedBy == limitedByLearnt:
+		return fmt.Sprintf("held at %s on %s→%s by the rate its traffic was learnt to reach", fmtBps(seg.RateBps), seg.From, seg.To)
+	case seg.LimitedBy == limitedByLoss && (seg.LossSource == LearntFromTunnels || seg.LossSource == LearntFromBench):
+		return fmt.Sprintf("held at %s on %s→%s by the %s loss its traffic met", fmtBps(seg.RateBps), seg.From, seg.To, fmtPct(seg.Loss))
+	}
+	return ""
 }
 
 func (s *search) ints(chain []int32) []int {
@@ -152,19 +196,21 @@ func (s *search) ints(chain []int32) []int {
 	return out
 }
 
-// keepMeasured keeps a measured plan ahead of an untried chain: chains is
-// ranked, best first. When chains[0] is untried (its prediction a bound on
-// what nobody measured), a bound is not evidence that it is faster, and a
-// measurement is: a later chain measured to beat direct by MinGain moves
-// to the front; failing that, a measured direct path is kept, and
-// keepMeasured returns true. The displaced chain is recorded for its
-// reason (s.keptOver).
+// keepMeasured keeps a tried plan ahead of an untried chain: chains is
+// ranked, best first. When chains[0] is untried (its prediction rests on
+// an unknown or a prior), that is not evidence that it is faster, and
+// traffic through a path is (evidence: a bench measurement, or a
+// bottleneck figure the traffic taught): a later tried chain that beats
+// direct by MinGain moves to the front; failing that, a tried direct path
+// is kept, and keepMeasured returns true. The displaced chain is recorded
+// for its reason (s.keptOver). Ranking by completion time keeps nothing:
+// the measurements are of steady rates.
 func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown bool) (keepDirect bool) {
-	if s.measured == nil || len(chains) == 0 || !s.untried(chains[0].chain) {
+	if s.sized() || len(chains) == 0 || !s.untried(chains[0].chain) {
 		return false
 	}
 	for i := 1; i < len(chains); i++ {
-		if _, _, covered := s.measuredOf(chains[i].chain); !covered || !s.beatsDirect(chains[i], direct, directKnown) {
+		if s.evidence(chains[i]) == "" || !s.beatsDirect(chains[i], direct, directKnown) {
 			continue
 		}
 		s.keptOver = slices.Clone(chains[0].chain)
@@ -173,11 +219,28 @@ func (s *search) keepMeasured(chains []candidate, direct candidate, directKnown 
 		chains[0] = kept
 		return false
 	}
-	if _, _, covered := s.measuredOf(direct.chain); covered && directKnown && s.beatsDirect(chains[0], direct, directKnown) {
+	if directKnown && s.evidence(direct) != "" && s.beatsDirect(chains[0], direct, directKnown) {
 		s.keptOver = slices.Clone(chains[0].chain)
 		return true
 	}
 	return false
+}
+
+// exploring is the reason an untried chain top is the plan although
+// ranked ahead of a tried one that could not be kept (it does not beat
+// direct by MinGain): the plan moves onto a guess, and says so; "" when
+// top is tried, or no tried chain was passed over.
+func (s *search) exploring(top candidate, chains []candidate) string {
+	if s.sized() || s.keptOver != nil || !s.untried(top.chain) {
+		return ""
+	}
+	for _, c := range chains {
+		if what := s.evidence(c); what != "" {
+			return fmt.Sprintf("exploring: the chain via %s is untried (its prediction rests on what nobody has measured), and is picked ahead of %s, %s, which does not beat direct by the %s minimum; its traffic teaches what it moves, and relayctl bench --chain %s measures it",
+				s.chainNames(top.chain), s.pathNamed(c, "the tried "), what, fmtPct(s.req.Constraints.MinGain), strings.Join(s.names(top.chain), ","))
+		}
+	}
+	return ""
 }
 
 // measuredReason says what measured plan p's path moved, against the
@@ -194,21 +257,33 @@ func measuredReason(p Plan, modelBps float64) string {
 		strings.Join(parts, ", "), fmtBps(modelBps))
 }
 
-// keptReason says why the measured plan kept (a chain, or direct when
+// keptReason says why the tried plan kept (a chain, or direct when
 // kept.chain is empty) is the plan rather than the untried chain over it.
 func (s *search) keptReason(kept candidate) string {
-	return fmt.Sprintf("kept %s (measured at %s, predicted %s) ahead of the untried chain via %s: that one's prediction is a bound on what nobody has measured; relayctl bench --chain %s measures it",
-		s.measuredName(kept), fmtBps(s.measuredBps(kept.chain)), fmtBps(kept.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
+	return fmt.Sprintf("kept %s (%s, predicted %s) ahead of the untried chain via %s: that one's prediction rests on what nobody has measured; relayctl bench --chain %s measures it",
+		s.triedName(kept), s.evidence(kept), fmtBps(kept.predictedBps), s.chainNames(s.keptOver), strings.Join(s.names(s.keptOver), ","))
 }
 
 // keptLost is the untried chain c's side of keptReason.
 func (s *search) keptLost(c, kept candidate) string {
-	return fmt.Sprintf("untried: predicts ≤ %s, but nobody has measured it, and %s was measured at %s: relayctl bench --chain %s measures this one",
-		fmtBps(c.predictedBps), s.pathName(kept), fmtBps(s.measuredBps(kept.chain)), strings.Join(s.names(c.chain), ","))
+	le := "on a loss prior"
+	if s.bound(c.chain) {
+		le = "≤ " + fmtBps(c.predictedBps)
+	} else {
+		le = fmtBps(c.predictedBps) + " " + le
+	}
+	return fmt.Sprintf("untried: predicts %s, but nobody has measured it, and %s was %s: relayctl bench --chain %s measures this one",
+		le, s.pathName(kept), s.evidence(kept), strings.Join(s.names(c.chain), ","))
 }
 
-// measuredName names a measured plan in a reason.
-func (s *search) measuredName(c candidate) string { return s.pathNamed(c, "the measured ") }
+// triedName names a tried plan in a reason: measured by bench, or tried by
+// traffic.
+func (s *search) triedName(c candidate) string {
+	if _, _, covered := s.measuredOf(c.chain); covered {
+		return s.pathNamed(c, "the measured ")
+	}
+	return s.pathNamed(c, "the tried ")
+}
 
 // pathName names a plan's path in a reason.
 func (s *search) pathName(c candidate) string { return s.pathNamed(c, "the ") }

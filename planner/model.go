@@ -574,11 +574,17 @@ type Result struct {
 	// SizeBytes is Request.SizeBytes: plans are ranked by completion time
 	// for it; 0 = by steady rate.
 	SizeBytes int64 `json:"size_bytes,omitempty"`
-	// KeptOver is the untried chain a measured plan was kept ahead of:
-	// it ranked first, but on a bound nobody had measured (see
-	// Request.Measured); measuring it settles which is faster. Empty when
-	// none was.
+	// KeptOver is the untried chain a tried plan was kept ahead of: it
+	// ranked first, but on an unknown or a loss prior nobody had measured,
+	// where the tried plan's figure came from traffic (Request.Measured, or
+	// a rate or loss learnt from traffic that holds its bottleneck);
+	// measuring it settles which is faster. Empty when none was.
 	KeptOver []string `json:"kept_over,omitempty"`
+	// Exploring says Best is an untried chain (its prediction rests on an
+	// unknown or a loss prior) picked ahead of a tried one, whose traffic
+	// taught its bottleneck, that does not beat direct by MinGain: the plan
+	// moves onto a guess, and its reasons say so.
+	Exploring bool `json:"exploring,omitempty"`
 	// Awaiting names the measurements whose absence leaves every chain
 	// out, when relays are usable but no chain connects (a fleet that has
 	// not measured itself yet: no relay's RTT to the destination, none

@@ -375,7 +375,7 @@ func (s *search) priorReason(p Plan) string {
 // directBound says the direct plan's prediction is a bound.
 func (s *search) directBound() bool {
 	cd := s.client*s.n + s.dst
-	return s.rtt[cd] > 0 && s.untried(nil)
+	return s.rtt[cd] > 0 && s.bound(nil)
 }
 
 // unknownSegments names the segments (from→to) whose Unknown holds any of

@@ -642,6 +642,10 @@ func (s *search) result() *Result {
 		if s.keptOver != nil {
 			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, s.keptReason(top))
 		}
+		if why := s.exploring(top, chains[1:]); why != "" {
+			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, why)
+			res.Exploring = true
+		}
 		if why := s.restsOn(res.Best, direct, directKnown); why != "" {
 			res.Best.Reasons = slices.Insert(res.Best.Reasons, 1, why)
 		}

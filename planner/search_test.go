@@ -382,7 +382,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	if testing.Short() {
 		cases = 300
 	}
-	chainWins, tieBroken, boundary := 0, 0, 0
+	chainWins, tieBroken, boundary, kept := 0, 0, 0, 0
 	for i := range cases {
 		m, req := randomCase(rng)
 		res, err := Search(m, req)
@@ -404,6 +404,17 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 			fail("direct predicts %v, brute force %v", res.Direct.PredictedBps, direct.bps)
 		}
 		switch got := len(res.Best.Chain) > 0; {
+		case len(res.KeptOver) > 0:
+			// A tried plan was kept ahead of the chain ranked first
+			// (keepMeasured, tested on its own): that chain is still
+			// the brute force's best, and beats direct.
+			kept++
+			if top, _ := bf.plan(res.KeptOver, req.Direction); !wantChain || !near(top.bps, all[0].bps) {
+				fail("kept over %v (%v bit/s), brute force's best %v (%v), beating direct %v", res.KeptOver, top.bps, all[0].chain, all[0].bps, wantChain)
+			}
+			if got {
+				checkPlan(t, bf, req, res.Best)
+			}
 		case got != wantChain:
 			if !near(all[0].bps, direct.bps*(1+bf.gain)) {
 				fail("chain wins = %v, brute force says %v", got, wantChain)
@@ -446,8 +457,8 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases, %d won by a chain, %d resolved differently within rounding, %d at the min-gain boundary",
-		cases, chainWins, tieBroken, boundary)
+	t.Logf("%d cases, %d won by a chain, %d resolved differently within rounding, %d at the min-gain boundary, %d kept a tried plan",
+		cases, chainWins, tieBroken, boundary, kept)
 	if chainWins < cases/5 {
 		t.Errorf("only %d of %d cases exercise a winning chain", chainWins, cases)
 	}

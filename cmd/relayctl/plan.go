@@ -386,6 +386,9 @@ type planJSON struct {
 	// KeptOver is planner.Result.KeptOver: the untried chain a measured
 	// plan was kept ahead of (relayctl bench measures it next).
 	KeptOver []string `json:"kept_over,omitempty"`
+	// Exploring is planner.Result.Exploring: the pick is untried, ahead of
+	// a tried chain that does not beat direct.
+	Exploring bool `json:"exploring,omitempty"`
 	// WindowProbes are the receive-window probes (--window-probe).
 	WindowProbes []windowProbe `json:"window_probes,omitempty"`
 	// LossPrior is planner.Result.LossPrior: the loss a segment nobody
@@ -409,7 +412,7 @@ func (p *planned) json() planJSON {
 		DirectPredictedBps: b.DirectPredictedBps, Speedup: b.Speedup, TotalRTTMs: b.TotalRTTMs, Reasons: b.Reasons,
 		SizeBytes: p.Result.SizeBytes, Transfer: b.Transfer, Crossover: p.Result.Crossover,
 		Direct: p.Result.Direct, Alternatives: p.Result.Alternatives, Notes: append(append([]string{}, p.Notes...), p.Result.Notes...),
-		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting, KeptOver: p.Result.KeptOver, LossPrior: p.Result.LossPrior,
+		WindowProbes: p.Windows, Awaiting: p.Result.Awaiting, KeptOver: p.Result.KeptOver, Exploring: p.Result.Exploring, LossPrior: p.Result.LossPrior,
 	}
 	if out.Chain == nil {
 		out.Chain = []string{}
@@ -461,7 +464,12 @@ miss random loss) gets a prior from the fleet: the loss per ms of RTT of the
 segments whose loss was measured, times its RTT, at most the worst measured,
 marked "(prior)" in the loss column; with too little measured (fewer than two
 segments, or none lossy) its loss stays unknown and the plan is a bound (see
-docs/planning.md). With --matrix it plans offline on
+docs/planning.md). A path traffic has tried (bench timed it, or its
+bottleneck is a rate or loss the relays learnt from traffic) that beats direct
+is not displaced by an untried chain that ranks higher only on what nobody
+measured: the plan keeps it and lists the other as untried (kept_over); an
+untried pick ahead of a tried chain that does not beat direct says it is
+exploring. With --matrix it plans offline on
 a saved or hand-written matrix (what-if planning; see --save-matrix).
 
 Without --size the plan is for a large transfer: ranked by steady rate. A
