@@ -59,6 +59,13 @@
 // a bound either way: it is not in Segment.Unknown, and the reasons name
 // it. sendLoss is the one place that decides.
 //
+// A plan that ranks first only on what nobody measured (an unknown or a
+// loss prior: untried) does not displace a tried one, whose bottleneck
+// figure came from traffic (Request.Measured, a learnt rate, a loss learnt
+// from tunnels or bench) and which beats direct: Result.KeptOver names the
+// untried chain. An untried pick ahead of a tried chain that does not beat
+// direct says it is exploring (Result.Exploring).
+//
 // A plan with n relays predicts
 //
 //	predicted_bps = min over segments(rate_bps) × (1 − relay_overhead)^n

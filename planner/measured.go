@@ -266,14 +266,12 @@ func (s *search) keptReason(kept candidate) string {
 
 // keptLost is the untried chain c's side of keptReason.
 func (s *search) keptLost(c, kept candidate) string {
-	le := "on a loss prior"
+	predicted := fmtBps(c.predictedBps) + " on a loss prior" // a guess, not a bound
 	if s.bound(c.chain) {
-		le = "≤ " + fmtBps(c.predictedBps)
-	} else {
-		le = fmtBps(c.predictedBps) + " " + le
+		predicted = "≤ " + fmtBps(c.predictedBps)
 	}
 	return fmt.Sprintf("untried: predicts %s, but nobody has measured it, and %s was %s: relayctl bench --chain %s measures this one",
-		le, s.pathName(kept), s.evidence(kept), strings.Join(s.names(c.chain), ","))
+		predicted, s.pathName(kept), s.evidence(kept), strings.Join(s.names(c.chain), ","))
 }
 
 // triedName names a tried plan in a reason: measured by bench, or tried by

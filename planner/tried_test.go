@@ -90,3 +90,22 @@ func TestTriedLossyChainKept(t *testing.T) {
 		t.Errorf("with a size: kept over %v, exploring %v", r.KeptOver, r.Exploring)
 	}
 }
+
+// TestPriorIsUntried: a chain whose only guess is a loss prior (capacities
+// declared, windows known) is still untried: it does not displace the
+// chain whose loss traffic taught, and its reason says its prediction
+// rests on a prior, not that it is a bound.
+func TestPriorIsUntried(t *testing.T) {
+	m := lossyFleet()
+	for i := range m.Nodes {
+		m.Nodes[i].LimitBps, m.Nodes[i].WindowBytes = 1e9, 3<<20
+	}
+	m.Pairs[5].RTTMs = 10 // client–r4: short, so r4 ranks first on its prior
+	r := mustSearch(t, m, Request{})
+	if !slices.Equal(r.Best.Chain, []string{"r1", "r2", "r3"}) || !slices.Equal(r.KeptOver, []string{"r4"}) {
+		t.Fatalf("best %v, kept over %v; want r1, r2, r3 kept over r4; reasons %q", r.Best.Chain, r.KeptOver, r.Best.Reasons)
+	}
+	if p := planVia(t, r, "r4"); p.Bound || !strings.HasPrefix(p.Reasons[0], "untried: predicts ") || !strings.Contains(p.Reasons[0], " on a loss prior, but nobody has measured it") {
+		t.Errorf("r4: bound %v, reason %q", p.Bound, p.Reasons[0])
+	}
+}
