@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +22,8 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
 )
 
 // opCA is an operator CA made with relayctl ca, as an operator would.
@@ -277,6 +283,75 @@ func logsSay(r *relayd, s string) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
+	}
+}
+
+// TestRedTeamIdentityRevokedThroughConsul: relays on a Consul registry
+// take the revocation list the operator publishes there (relayctl ca
+// revoke --consul) and refuse the revoked relay; a list not signed by the
+// fleet's CA, written by a Consul writer, revokes nothing.
+func TestRedTeamIdentityRevokedThroughConsul(t *testing.T) {
+	agent := consultest.Start(t, "../bin/consul")
+	ca := newOpCA(t)
+	consul := []string{"--consul", agent.HTTP}
+	b := ca.identityRelay("b", consul...)
+	a := ca.identityRelay("a", append([]string{"--next", namedHop("b", b.relayAddr)}, consul...)...)
+	srv := startServer(t, echo)
+	echoOnce(t, a.socks, srv.addr(), "before")
+
+	// A Consul writer's own list naming b, signed by a CA of its own:
+	// refused.
+	writeForgedCRL(t, agent.HTTP, ca.certPath("b"))
+	time.Sleep(12 * time.Second) // a re-read
+	echoOnce(t, a.socks, srv.addr(), "after a forged list")
+	if !logsSay(a.relayd, "not signed by this fleet's CA") {
+		t.Errorf("the forged list was not refused as such:\n%s", a.logs())
+	}
+
+	ca.relayctl("ca", "revoke", "--dir", ca.dir, "--consul", agent.HTTP, ca.certPath("b"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, _, err := xnetDial(t, a.socks, srv.addr(), nil)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the revoked relay still carries tunnels 15 s after the list was published")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !logsSay(a.relayd, "revoked") {
+		t.Errorf("the refusal does not say revoked:\n%s", a.logs())
+	}
+}
+
+// writeForgedCRL publishes in Consul a revocation list naming the
+// certificate at certPath, signed by a CA that is not the fleet's.
+func writeForgedCRL(t *testing.T, consulAddr, certPath string) {
+	t.Helper()
+	b, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := linktls.NewCA("a Consul writer's CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
+		Number: big.NewInt(99), ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: time.Now().Add(time.Hour),
+		RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: cert.SerialNumber, RevocationTime: time.Now()}},
+	}, other.Cert, other.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.PublishCRL(context.Background(), consulAddr, "", pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -431,7 +431,7 @@ func (s *Server) Start() error {
 		return s.startFailed(err)
 	}
 	go s.rates.run(s.ctx)
-	if s.link != nil && s.link.Issued() && s.cfg.Identity.CRL != "" {
+	if s.watchesCRL() {
 		go s.watchCRL(s.ctx)
 	}
 	// A static chain's first relay is known: warm up before the first

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -183,14 +184,15 @@ never overwritten: revoke an identity, then issue a new one.`,
 }
 
 func caRevokeCmd() *cobra.Command {
-	var dir string
+	var dir, consulAddr, consulToken string
 	cmd := &cobra.Command{
 		Use:   "revoke [CERT...]",
 		Short: "Revoke identities: write the CA's revocation list, which relays re-read",
 		Long: `Add each certificate to the CA's revocation list, --dir/revoked.crl, signed
-by the CA. Copy it to every relay (identity.crl, --identity-crl): each re-reads
-it within 10 s and then refuses the revoked relay or user on every link and
-admin connection, new or pooled. A list never un-revokes. Without a
+by the CA. Copy it to every relay (identity.crl, --identity-crl), or with
+--consul publish it in the fleet's Consul (relays registered there read it):
+each relay re-reads it within 10 s and then refuses the revoked relay or user
+on new and pooled links and admin connections. A list never un-revokes. Without a
 certificate, the list is signed afresh (it is valid 30 days; a relay keeps
 honouring an expired list, and warns).`,
 		Example: `  relayctl ca revoke --dir ~/relaymesh-ca ~/relaymesh-ca/osaka.crt
@@ -220,11 +222,20 @@ honouring an expired list, and warns).`,
 			if err := os.WriteFile(crlPath, crl, 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s written (%d certificate(s) added): copy it to every relay's identity.crl\n", crlPath, len(args))
+			if consulAddr == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s written (%d certificate(s) added): copy it to every relay's identity.crl, or publish it with --consul\n", crlPath, len(args))
+				return nil
+			}
+			if err := registry.PublishCRL(cmd.Context(), consulAddr, consulToken, crl); err != nil {
+				return fmt.Errorf("%s written, but not published: %w", crlPath, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s written (%d certificate(s) added) and published in Consul at %s (%s)\n", crlPath, len(args), consulAddr, registry.ConsulCRLKey)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "the CA's directory (relayctl ca init)")
+	cmd.Flags().StringVar(&consulAddr, "consul", "", "also publish the list in Consul at this agent HTTP address, for relays registered there (e.g. 127.0.0.1:8500)")
+	cmd.Flags().StringVar(&consulToken, "consul-token", "", "Consul ACL token with key:write on "+registry.ConsulCRLKey+" (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	return cmd
 }
 

@@ -106,6 +106,17 @@ func (id *Identity) ReloadCRL() (stale bool, err error) {
 	return id.crl.reload(time.Now())
 }
 
+// ApplyCRL takes a revocation list (PEM) from elsewhere than the CRL file
+// (the registry): one not signed by this identity's CA is refused, and
+// what it revokes is added to what is revoked already (no list
+// un-revokes). stale reports a list past its NextUpdate.
+func (id *Identity) ApplyCRL(b []byte) (stale bool, err error) {
+	if !id.issued {
+		return false, errors.New("identity: a revocation list needs an identity from an operator CA")
+	}
+	return id.crl.apply(b, time.Now())
+}
+
 // otherFleetHint says what a peer whose certificate does not verify most
 // likely is, for the error.
 func (id *Identity) otherFleetHint() string {
@@ -145,6 +156,16 @@ func (r *revocations) reload(now time.Time) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("identity crl: %w (the last list read stays in force)", err)
 	}
+	stale, err := r.apply(b, now)
+	if err != nil {
+		return false, fmt.Errorf("identity crl %s: %w", r.path, err)
+	}
+	return stale, nil
+}
+
+// apply adds what the list b (PEM, signed by r.ca) revokes. The newest of
+// the lists applied sets whether the list in force is stale.
+func (r *revocations) apply(b []byte, now time.Time) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if bytes.Equal(b, r.raw) {
@@ -152,7 +173,7 @@ func (r *revocations) reload(now time.Time) (bool, error) {
 	}
 	crl, err := parseCRL(b, r.ca)
 	if err != nil {
-		return false, fmt.Errorf("identity crl %s: %w (the last list read stays in force)", r.path, err)
+		return false, fmt.Errorf("%w (the last list read stays in force)", err)
 	}
 	serials := map[string]struct{}{}
 	for k := range r.serials {
@@ -163,7 +184,10 @@ func (r *revocations) reload(now time.Time) (bool, error) {
 	for _, e := range crl.RevokedCertificateEntries {
 		serials[serialKey(e.SerialNumber)] = struct{}{}
 	}
-	r.raw, r.serials, r.next = b, serials, crl.NextUpdate
+	r.raw, r.serials = b, serials
+	if crl.NextUpdate.After(r.next) {
+		r.next = crl.NextUpdate
+	}
 	return now.After(r.next), nil
 }
 
