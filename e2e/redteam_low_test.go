@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,5 +178,61 @@ func TestRedTeamTrafficBounds(t *testing.T) {
 			t.Fatalf("8 s after eight stalled transfers began, a new one is still refused: %s", resp.Status)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestRedTeamAdminTokenFile: the admin token can come from a file
+// (--admin-token-file), so that ps, which shows every process's command
+// line to every user of the host, does not show it; and a config file
+// that holds a secret itself and that other users may read is warned
+// about at start. The token used to be a flag or a key of the config
+// file, and the config file's mode went unchecked.
+func TestRedTeamAdminTokenFile(t *testing.T) {
+	const token = "e2e-token-from-a-file-0123"
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelayd(t, "--admin-token-file", tokenFile)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", r.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(cmdline), token) {
+		t.Fatalf("the admin token is on relayd's command line: %q", cmdline)
+	}
+	for _, tc := range []struct {
+		bearer string
+		want   int
+	}{{"", http.StatusUnauthorized}, {"wrong-token-0123456789", http.StatusUnauthorized}, {token, http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+r.admin+"/v1/info", nil)
+		if tc.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.bearer)
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("/v1/info with token %q: %s, want %d", tc.bearer, resp.Status, tc.want)
+		}
+	}
+
+	// A config file holding the token, readable by everyone.
+	cfg := filepath.Join(dir, "relayd.yaml")
+	if err := os.WriteFile(cfg, []byte("admin_token: "+token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startRelayd(t, "--config", cfg)
+	if log := r2.logs(); !strings.Contains(log, "secret file exposed: config file (it sets a secret) "+cfg) || !strings.Contains(log, "chmod 600 "+cfg) {
+		t.Fatalf("no warning about the 0644 config file holding the admin token:\n%s", log)
+	}
+	if strings.Contains(r2.logs(), token) {
+		t.Fatal("the log shows the admin token")
 	}
 }

@@ -37,6 +37,11 @@ type Config struct {
 	// AdminToken, when set, is required as "Authorization: Bearer <token>" on
 	// every admin path but /healthz. Required when Admin is not loopback.
 	AdminToken string `yaml:"admin_token"`
+	// AdminTokenFile holds the admin token (surrounding whitespace is
+	// trimmed), so that neither the config file nor the command line (ps
+	// shows flags to every user of the host) carries it. Exclusive with
+	// AdminToken; read at start.
+	AdminTokenFile string `yaml:"admin_token_file"`
 	// AdminUDP answers probe asks in one UDP datagram on the admin port's
 	// number (pkg/udpask): a planner's first request to this relay costs
 	// one round trip instead of a new HTTPS connection's three. Only with
@@ -122,6 +127,11 @@ type Config struct {
 	// planned from the registry's measurements; docs/planning.md).
 	Routing  string         `yaml:"routing"`
 	Planning PlanningConfig `yaml:"planning"`
+
+	// File is the config file these settings were read from (relayd
+	// --config), not a key of it: ExposedSecretFiles checks its mode
+	// when it holds a secret.
+	File string `yaml:"-"`
 }
 
 // PlanningConfig tunes routing: plan.
@@ -538,6 +548,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.AdminToken != "" && c.AdminTokenFile != "" {
+		add("admin_token, admin_token_file: set one, not both")
+	}
 	if c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenBytes {
 		// Never echo the token.
 		add("admin_token: must be at least %d bytes (e.g. openssl rand -hex 16)", MinAdminTokenBytes)
@@ -805,15 +818,55 @@ func (c *Config) LoadFleetSecret() ([]byte, error) {
 	return secret, nil
 }
 
+// LoadAdminToken reads admin_token_file, when set, into AdminToken.
+// Errors never contain the token.
+func (c *Config) LoadAdminToken() error {
+	if c.AdminTokenFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(c.AdminTokenFile)
+	if err != nil {
+		return fmt.Errorf("admin_token_file: %w", err)
+	}
+	token := string(bytes.TrimSpace(data))
+	if len(token) < MinAdminTokenBytes {
+		return fmt.Errorf("admin_token_file %s: the token must be at least %d bytes (e.g. openssl rand -hex 16)", c.AdminTokenFile, MinAdminTokenBytes)
+	}
+	c.AdminToken = token
+	return nil
+}
+
+// holdsSecret says whether the config file at path sets a secret itself
+// (the admin token, the fleet secret, a password, the Consul token),
+// whatever flags replaced since.
+func holdsSecret(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return false
+	}
+	return f.AdminToken != "" || f.FleetSecret != "" || len(f.Auth.Users) > 0 || f.Consul.Token != ""
+}
+
 // ExposedSecretFiles names the files holding secrets (the credentials, the
-// fleet secret, the fleet file with its admin token) that other users of
-// the host may read, with what to do. relayd warns at start rather than
-// refuse: container runtimes mount secrets with modes of their own.
+// fleet secret, the admin token, the fleet file with its admin token, the
+// config file when it sets a secret itself) that other users of the host
+// may read, with what to do. relayd warns at start rather than refuse:
+// container runtimes mount secrets with modes of their own.
 func (c *Config) ExposedSecretFiles() []string {
 	var out []string
+	config := ""
+	if c.File != "" && holdsSecret(c.File) {
+		config = c.File
+	}
 	for _, f := range []struct{ field, path string }{
+		{"config file (it sets a secret)", config},
 		{"auth.credentials_file", c.Auth.CredentialsFile},
 		{"fleet_secret_file", c.FleetSecretFile},
+		{"admin_token_file", c.AdminTokenFile},
 		{"identity.key", c.Identity.Key},
 		{"fleet", c.Fleet},
 	} {

@@ -225,3 +225,58 @@ func TestOverlay(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// The config file is checked too when it sets a secret itself, and so is
+// admin_token_file. The config file used to go unchecked, and the admin
+// token could only be in it or on the command line.
+func TestExposedConfigAndTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	secret := write("secret.yaml", "admin_token: 0123456789abcdef0123\n", 0o644)
+	plain := write("plain.yaml", "name: tokyo\n", 0o644)
+	closed := write("closed.yaml", "auth: {users: [{user: a, password: b}]}\n", 0o600)
+	token := write("token", "0123456789abcdef0123\n", 0o640)
+	for _, tc := range []struct {
+		c    Config
+		want []string
+	}{
+		{Config{File: secret}, []string{"config file (it sets a secret) " + secret}},
+		{Config{File: plain}, nil},
+		{Config{File: closed}, nil},
+		{Config{AdminTokenFile: token}, []string{"admin_token_file " + token}},
+	} {
+		got := tc.c.ExposedSecretFiles()
+		if len(got) != len(tc.want) {
+			t.Errorf("%+v: got %q, want %q", tc.c, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], tc.want[i]) || !strings.Contains(got[i], "chmod 600") {
+				t.Errorf("%+v: got %q, want %q...", tc.c, got[i], tc.want[i])
+			}
+		}
+	}
+	c := Config{AdminTokenFile: token}
+	if err := c.LoadAdminToken(); err != nil || c.AdminToken != "0123456789abcdef0123" {
+		t.Fatalf("LoadAdminToken: %q, %v", c.AdminToken, err)
+	}
+	short := write("short", "0123456789abcde\n", 0o600)
+	c = Config{AdminTokenFile: short}
+	if err := c.LoadAdminToken(); err == nil || strings.Contains(err.Error(), "0123456789abcde") {
+		t.Fatalf("a 15-byte token: %v, want an error that does not echo it", err)
+	}
+	c = Defaults()
+	c.AdminToken, c.AdminTokenFile = "0123456789abcdef0123", token
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "admin_token, admin_token_file") {
+		t.Fatalf("both set: %v", err)
+	}
+}

@@ -86,6 +86,9 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.LoadAdminToken(); err != nil {
+		return nil, err
+	}
 	users, err := cfg.LoadCredentials()
 	if err != nil {
 		return nil, err
@@ -106,7 +109,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		log.Warn("secret file exposed: " + w)
 	}
 	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
-		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token (--admin-token)", cfg.Admin)
+		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token_file (--admin-token-file) or admin_token", cfg.Admin)
 	}
 	// Read once at start: a relay whose public address changes restarts
 	// (a VPS's address is fixed for its life).

@@ -58,7 +58,8 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"socks":             func() { cfg.SOCKS = f.SOCKS },
 		"http":              func() { cfg.HTTP = f.HTTP },
 		"admin":             func() { cfg.Admin = f.Admin },
-		"admin-token":       func() { cfg.AdminToken = f.AdminToken },
+		"admin-token":       func() { cfg.AdminToken, cfg.AdminTokenFile = f.AdminToken, "" },
+		"admin-token-file":  func() { cfg.AdminTokenFile, cfg.AdminToken = f.AdminTokenFile, "" },
 		"admin-udp":         func() { cfg.AdminUDP = f.AdminUDP },
 		"relay-listen":      func() { cfg.Relay = f.Relay },
 		"fleet-secret-file": func() { cfg.FleetSecretFile, cfg.FleetSecret = f.FleetSecretFile, "" },
@@ -167,6 +168,7 @@ to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
 				if cfg, err = relay.LoadFile(configPath); err != nil {
 					return fmt.Errorf("%s: %w", configPath, err)
 				}
+				cfg.File = configPath // its mode is checked when it holds a secret
 			}
 			fl := cmd.Flags()
 			for name, apply := range flagOverlay(&f, &cfg) {
@@ -245,7 +247,8 @@ to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
 	fl.StringVar(&f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
 	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
-	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback)")
+	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback; prefer --admin-token-file: flags show in ps)")
+	fl.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the admin token (>= 16 bytes; chmod 600), instead of --admin-token")
 	fl.BoolVar(f.AdminUDP, "admin-udp", true, "with transport tls, a fleet secret and --admin-token: answer planners' probe asks in one UDP datagram on the admin port's number, one round trip where a new HTTPS connection takes three (datagrams carry an HMAC from the secret and the token; nothing is answered without it)")
 	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
 	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --identity-* or --fleet-secret-file; "" disables)`)
