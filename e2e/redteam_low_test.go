@@ -236,3 +236,67 @@ func TestRedTeamAdminTokenFile(t *testing.T) {
 		t.Fatal("the log shows the admin token")
 	}
 }
+
+// TestRedTeamAuthGuessLimit: a source that fails to authenticate
+// limits.max_auth_failures times (SOCKS5 and HTTP together) is refused
+// for limits.auth_block, even with the right password (a right guess must
+// not tell), while other sources are served; the refusals are counted
+// apart (reason auth_blocked). A stranger could guess passwords as fast
+// as the relay answered.
+func TestRedTeamAuthGuessLimit(t *testing.T) {
+	ip := nonLoopbackAddr(t)
+	cfg := filepath.Join(t.TempDir(), "relayd.yaml")
+	if err := os.WriteFile(cfg, []byte("limits: {max_auth_failures: 5, auth_block: 3s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelayd(t, "--config", cfg, "--allow-private", "--user", frontUser, "--password", frontPass,
+		"--socks", "0.0.0.0:0", "--http", "0.0.0.0:0")
+	_, socksPort, _ := net.SplitHostPort(r.socks)
+	_, httpPort, _ := net.SplitHostPort(r.http)
+	socksAt, httpAt := net.JoinHostPort(ip, socksPort), net.JoinHostPort(ip, httpPort)
+	httpAuth := func(addr, pass string) int {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\n\r\n", "127.0.0.1:1", basicAuth(frontUser, pass))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if rep, err := socksAuthRaw(socksAt, frontUser, fmt.Sprintf("guess-%d", i)); err != nil || rep == 0 {
+			t.Fatalf("SOCKS5 guess %d: status %d, %v", i, rep, err)
+		}
+	}
+	for i := range 2 {
+		if code := httpAuth(httpAt, fmt.Sprintf("guess-%d", i)); code != http.StatusProxyAuthRequired {
+			t.Fatalf("HTTP guess %d: %d, want 407", i, code)
+		}
+	}
+	// Five failures: the right password is refused now, on both.
+	if rep, err := socksAuthRaw(socksAt, frontUser, frontPass); err != nil || rep == 0 {
+		t.Fatalf("the right password after 5 failed guesses from %s: status %d (%v), want refused", ip, rep, err)
+	}
+	if code := httpAuth(httpAt, frontPass); code != http.StatusTooManyRequests {
+		t.Fatalf("HTTP with the right password after 5 failed guesses: %d, want 429", code)
+	}
+	// Another source (loopback, exempt anyway) is served.
+	if rep, err := socksAuthRaw(r.socks, frontUser, frontPass); err != nil || rep != 0 {
+		t.Fatalf("loopback with the right password: status %d, %v", rep, err)
+	}
+	if v := metricValue(t, r, `relaymesh_denials_total{reason="auth_blocked"}`); v != 2 {
+		t.Fatalf("auth_blocked denials = %v, want 2", v)
+	}
+	if !strings.Contains(r.logs(), "source blocked: too many failed authentications") {
+		t.Fatal("the block is not logged")
+	}
+	time.Sleep(3 * time.Second) // auth_block after the last failure
+	if rep, err := socksAuthRaw(socksAt, frontUser, frontPass); err != nil || rep != 0 {
+		t.Fatalf("the right password once auth_block passed: status %d, %v", rep, err)
+	}
+}

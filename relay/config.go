@@ -363,6 +363,14 @@ type Limits struct {
 	// listener's whole MaxPreauthConns. Loopback is exempt: the
 	// applications of this host share it.
 	MaxPreauthPerSource int `yaml:"max_preauth_per_source"`
+	// MaxAuthFailures is how many failed authentications (a wrong
+	// SOCKS5 password, a wrong HTTP Proxy-Authorization) one source (an
+	// IPv4 address, an IPv6 /64) may make, each within AuthBlock of the
+	// last, before its attempts are refused for AuthBlock without their
+	// credentials being checked: an online guesser gets MaxAuthFailures
+	// guesses per AuthBlock. Loopback is exempt. 0: no limit.
+	MaxAuthFailures int           `yaml:"max_auth_failures"`
+	AuthBlock       time.Duration `yaml:"auth_block"`
 	// RelayHeaderWait is how long the relay listener waits for the first
 	// byte of a route header. Peers' warm pools hold connections open
 	// before they have anything to send, so it is longer than
@@ -411,6 +419,13 @@ const (
 	DefaultMaxPreauthPerSource = 32
 )
 
+// A client that mistypes its password tries again a few times; ten wrong
+// ones in a row, each within a minute of the last, are a guesser's.
+const (
+	DefaultMaxAuthFailures = 10
+	DefaultAuthBlock       = time.Minute
+)
+
 // DefaultDenyPorts are the destination ports refused unless policy.deny_ports
 // says otherwise: SMTP, which open relays are found and used for.
 var DefaultDenyPorts = []int{25}
@@ -433,6 +448,8 @@ func Defaults() Config {
 			// Connections that have not authenticated yet.
 			MaxPreauthConns:     DefaultMaxPreauthConns,
 			MaxPreauthPerSource: DefaultMaxPreauthPerSource,
+			MaxAuthFailures:     DefaultMaxAuthFailures,
+			AuthBlock:           DefaultAuthBlock,
 		},
 		Log:    LogConfig{Level: "info", Format: "console"},
 		Policy: PolicyConfig{DenyPorts: slices.Clone(DefaultDenyPorts)},
@@ -595,6 +612,12 @@ func (c *Config) Validate() error {
 	}
 	if l.MaxPreauthPerSource < 1 {
 		add("limits.max_preauth_per_source: must be at least 1, got %d", l.MaxPreauthPerSource)
+	}
+	if l.MaxAuthFailures < 0 {
+		add("limits.max_auth_failures: must be 0 (no limit) or more, got %d", l.MaxAuthFailures)
+	}
+	if l.MaxAuthFailures > 0 && l.AuthBlock <= 0 {
+		add("limits.auth_block: must be positive with limits.max_auth_failures, got %s", l.AuthBlock)
 	}
 	for _, d := range []struct {
 		field string

@@ -136,7 +136,7 @@ func TestCredentialsFile(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("bad line: %v (must not echo the line)", err)
 	}
-	cr := newCredentials(map[string]string{"alice": "pw1"})
+	cr := newCredentials(map[string]string{"alice": "pw1"}, nil)
 	if !cr.check("alice", "pw1") || cr.check("alice", "pw2") || cr.check("bob", "pw1") {
 		t.Fatal("credential check")
 	}

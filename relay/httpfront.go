@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,8 +111,23 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// reads nothing cannot hold the handler (and its slot).
 	w = h.boundWrites(w)
 	log := s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr))
+	src := netip.Addr{}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		src = ap.Addr()
+	}
+	if s.auth.enabled() && s.guessBlocked(log, src) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.AuthBlock.Seconds())))
+		http.Error(w, "relaymesh: too many failed authentications from this address", http.StatusTooManyRequests)
+		return
+	}
 	if s.auth.enabled() && !s.auth.checkProxyAuthorization(r.Header.Get("Proxy-Authorization")) {
 		s.authDenied(log, "http", "missing or wrong Proxy-Authorization")
+		if r.Header.Get("Proxy-Authorization") != "" {
+			// Without credentials a client is asking to be asked (a
+			// browser's first request), not guessing.
+			s.guessFailed(log, src)
+		}
 		w.Header().Set("Proxy-Authenticate", `Basic realm="relaymesh"`)
 		// Not kept alive: a stranger could keep its connection by
 		// asking again, unauthenticated, forever.

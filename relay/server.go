@@ -124,7 +124,7 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        log,
-		auth:       newCredentials(users),
+		auth:       newCredentials(users, newGuessLimiter(cfg.Limits.MaxAuthFailures, cfg.Limits.AuthBlock)),
 		policy:     pol,
 		relayPol:   relayPol,
 		metrics:    newMetrics(),

@@ -46,9 +46,15 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 			s.handshakeFailed(log, "socks5", "auth", err)
 			return
 		}
+		src := remoteHost(c)
+		if s.guessBlocked(log, src) {
+			_, _ = c.Write(socks5.MarshalAuthStatus(false))
+			return
+		}
 		if !s.auth.check(user, pass) {
 			_, _ = c.Write(socks5.MarshalAuthStatus(false))
 			s.authDenied(log, "socks5", "wrong username or password")
+			s.guessFailed(log, src)
 			return
 		}
 		if !s.takeSlot(log, c) {
@@ -206,6 +212,30 @@ func (s *Server) handshakeFailed(log *zap.Logger, frontend, stage string, err er
 // stranger guessing passwords decides how often this runs.
 func (s *Server) authDenied(log *zap.Logger, frontend, why string) {
 	s.refused(log, "auth", "client denied", zap.String("reason", why))
+}
+
+// guessBlocked says whether src may not authenticate now, for having
+// failed too often (limits.max_auth_failures); a refusal is counted
+// (reason auth_blocked) and logged sampled. The credentials are not
+// looked at: a right guess must not tell.
+func (s *Server) guessBlocked(log *zap.Logger, src netip.Addr) bool {
+	if !s.auth.guesses.blocked(src, time.Now()) {
+		return false
+	}
+	s.refused(log, "auth_blocked", "client refused: too many failed authentications from its source",
+		zap.Int("max_auth_failures", s.cfg.Limits.MaxAuthFailures), zap.Duration("auth_block", s.cfg.Limits.AuthBlock))
+	return true
+}
+
+// guessFailed counts a failed authentication from src, and logs (sampled)
+// when it blocks the source.
+func (s *Server) guessFailed(log *zap.Logger, src netip.Addr) {
+	if s.auth.guesses.failed(src, time.Now()) {
+		if n, ok := s.refusals.allow("auth_block_start"); ok {
+			log.Warn("source blocked: too many failed authentications", zap.Int("max_auth_failures", s.cfg.Limits.MaxAuthFailures),
+				zap.Duration("auth_block", s.cfg.Limits.AuthBlock), zap.Int("not_logged_since_last", n))
+		}
+	}
 }
 
 // takeSlot gives c, a client that has just authenticated, its client
