@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -298,5 +299,67 @@ func TestRedTeamAuthGuessLimit(t *testing.T) {
 	time.Sleep(3 * time.Second) // auth_block after the last failure
 	if rep, err := socksAuthRaw(socksAt, frontUser, frontPass); err != nil || rep != 0 {
 		t.Fatalf("the right password once auth_block passed: status %d, %v", rep, err)
+	}
+}
+
+// TestRedTeamPlanNameDenied completes TestRedTeamPlanSurveyDenied, whose
+// destination is an IP literal (refused before anything is planned): here
+// it is a name, "localhost", that passes the literal check and resolves to
+// a denied address (loopback, where the relays are but clients' tunnels
+// may not go). A relay routing by plan must refuse it on both front ends,
+// and neither its survey (this relay's own timing of the destination, the
+// other relay's /v1/probe) nor the tunnel may connect to it: a canary on
+// both loopback addresses of the port sees nothing.
+func TestRedTeamPlanNameDenied(t *testing.T) {
+	var canaries []*server
+	for range 20 {
+		c4 := startServerAt(t, "127.0.0.1:0", func(net.Conn) {})
+		port := c4.ln.Addr().(*net.TCPAddr).Port
+		ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", port))
+		if err != nil {
+			continue // taken on ::1: another port
+		}
+		ln.Close()
+		canaries = []*server{c4, startServerAt(t, fmt.Sprintf("[::1]:%d", port), func(net.Conn) {})}
+		break
+	}
+	if canaries == nil {
+		testenv.Need(t, "no port free on both 127.0.0.1 and ::1")
+	}
+	port := canaries[0].ln.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token-0123456789"
+	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}}
+	writeFleetFile(t, fleetPath, token, relays)
+	secretFile := writeSecret(t, fleetSecret)
+	for _, fr := range relays {
+		cfg := filepath.Join(dir, fr.name+".yaml")
+		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\nrouting: plan\n", fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Relay hops and their probes reach 127.0.0.1 (--relay-allow);
+		// clients' destinations there stay denied.
+		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
+			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--relay-allow", "127.0.0.1/32")
+	}
+	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
+	dst := net.JoinHostPort("localhost", strconv.Itoa(port))
+	// Twice: the first asks while the survey runs, the second is planned
+	// on its outcome.
+	for i := range 2 {
+		if rep, err := socksRaw(t, relays[0].r.socks, connectReq("localhost", port)); err != nil || rep != 0x02 {
+			t.Errorf("SOCKS5 CONNECT %s (%d) through a relay routing by plan: reply 0x%02x (%v), want 0x02 (not allowed)", dst, i, rep, err)
+		}
+		if code := httpConnect(t, relays[0].r.http, dst); code != http.StatusForbidden {
+			t.Errorf("HTTP CONNECT %s (%d): %d, want 403", dst, i, code)
+		}
+		time.Sleep(time.Second) // a survey in flight connects by now
+	}
+	for _, c := range canaries {
+		if n := c.conn.get(); n != 0 {
+			t.Fatalf("%s, a denied destination, saw %d connections through the relays", c.addr(), n)
+		}
 	}
 }
