@@ -138,10 +138,13 @@ TCP handshakes to their admin ports (--probe-mode; ~450 bytes each):
 
 Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
 refuses to start without credentials unless --open is given; destinations in
-loopback, private, link-local (cloud metadata), CGNAT and unspecified ranges are
-refused, checked on the resolved IP at connect time (--allow CIDR opens a range
-to clients' destinations, --relay-allow CIDR to relay hops and probes of relays,
---allow-private every range to both, for labs and tests).`,
+loopback, private, link-local (cloud metadata), CGNAT, unspecified and the other
+special-purpose ranges, and the relay's own addresses, are refused, checked on
+the resolved IP at connect time (--allow CIDR opens a range to clients'
+destinations, --relay-allow CIDR to relay hops and probes of relays,
+--allow-private every range to both, for labs and tests); so is destination
+port 25 (--deny-ports). A source that fails to authenticate 10 times is
+refused for a minute (limits.max_auth_failures, limits.auth_block).`,
 		Example: `  # a local relay on the defaults (SOCKS5 127.0.0.1:1080, HTTP 127.0.0.1:8080, admin 127.0.0.1:9090)
   relayd run
   curl -x socks5h://127.0.0.1:1080 https://example.com/
