@@ -8,9 +8,10 @@ import (
 // A fleet-file reader such as relayctl pulls scope=fleet from every relay:
 // each relay's answer carries its own measurements and coordinate, and
 // what it pulled from the others. Over the authenticated admin channel a
-// relay speaks for itself only: its own word is the pairs with it as an
-// end (it measured them, or it can move them anyway: the planner takes one
-// figure per pair, either end's) and its own coordinate. What it passes on
+// relay speaks for itself only: its own word is the pairs it measured
+// (from it) and its own coordinate. A pair to it, measured by the other
+// end, is that end's word: believed from the liar it would be a way to
+// outvote the other end's own measurement of the pair. What it passes on
 // of others is hearsay, and one compromised relay could otherwise make up
 // every other relay's figures, the newest winning. So hearsay is believed
 // only of relays that did not answer this reader themselves (their own
@@ -25,7 +26,7 @@ import (
 func splitWord(relay string, pairs []Pair, coords []Coordinate, at time.Time) pull {
 	p := pull{at: at}
 	for _, pr := range pairs {
-		if pr.From == relay || pr.To == relay {
+		if pr.From == relay {
 			p.pairs = append(p.pairs, pr)
 		} else {
 			p.heardPairs = append(p.heardPairs, pr)
@@ -48,14 +49,14 @@ func (f *Fleet) answeredLocked(relay string) bool {
 	return relay == f.self || ok && p.err == nil && !p.at.IsZero()
 }
 
-// believedHearsayPairsLocked is the hearsay pairs believed: of pairs
-// neither of whose ends answered, per (from, to), the highest RTT any
+// believedHearsayPairsLocked is the hearsay pairs believed: of pairs whose
+// measuring end (from) did not answer, per (from, to), the highest RTT any
 // carrier passed on (of equal ones the newest); f.mu held.
 func (f *Fleet) believedHearsayPairsLocked() []Pair {
 	best := map[[2]string]Pair{}
 	for _, p := range f.pulled {
 		for _, h := range p.heardPairs {
-			if f.answeredLocked(h.From) || f.answeredLocked(h.To) {
+			if f.answeredLocked(h.From) {
 				continue
 			}
 			k := [2]string{h.From, h.To}

@@ -29,11 +29,11 @@ func TestFleetReaderBelievesARelayForItselfOnly(t *testing.T) {
 	// relayctl: b and c pass on its pair to e and its coordinate.
 	cAnswer := Serve("c", "", []Pair{pair("c", "b", 40, 10*time.Second), pair("d", "e", 50, 20*time.Second)}, now)
 	cAnswer.Coordinates = ServeCoordinates([]Coordinate{coordOf("c", 0.04, 10*time.Second), coordOf("d", 0.05, 20*time.Second)}, now)
-	// The liar b: its own pair to c (its word: the pair is its own), and,
-	// newer than anyone's, c's pair to e, c's coordinate, a 1 ms d-e and
-	// another coordinate for d.
+	// The liar b: its own pair to c (its word: it measured it), and,
+	// newer than anyone's, c's pair to b (c's word, not b's), c's pair to
+	// e, c's coordinate, a 1 ms d-e and another coordinate for d.
 	bAnswer := Serve("b", "", []Pair{
-		pair("b", "c", 41, time.Second),
+		pair("b", "c", 41, time.Second), pair("c", "b", 1, 0),
 		pair("c", "e", 1, 0), pair("d", "e", 1, 0),
 	}, now)
 	bAnswer.Coordinates = ServeCoordinates([]Coordinate{coordOf("b", 0.01, 0), coordOf("c", 0.001, 0), coordOf("d", 0.001, 0)}, now)
@@ -61,7 +61,7 @@ relays:
 	}
 	want := map[[2]string]float64{
 		{"b", "c"}: 41, // b's own
-		{"c", "b"}: 40, // c's own
+		{"c", "b"}: 40, // c's own, not b's newer 1 ms for it
 		{"d", "e"}: 50, // hearsay of relays that did not answer: the highest
 	}
 	if len(got) != len(want) {

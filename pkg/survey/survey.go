@@ -422,7 +422,11 @@ func ownRTTs(pairs []registry.Pair) map[[2]string]float64 {
 
 // relayPairs turns the registry's directed relay-to-relay measurements into
 // the planner's symmetric pairs: of A's measurement of B and B's of A a
-// probed one counts before an estimated one, then the newer. Pairs with no
+// probed one counts before an estimated one; of two probed ones the higher
+// RTT (a relay can make a pair of its own look worse, which only steers
+// plans away from it, but not better than the other end measured it: a
+// lie low, newest-stamped, would pull plans through the liar); of two
+// estimated ones the newer. Pairs with no
 // answer are left out (unusable paths). A measurement the triangle check
 // does not believe (own: the witnesses' measurements) is dropped, and a
 // note says so: the other end's measurement of the pair, if any, stands.
@@ -466,8 +470,7 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 		if k[0] > k[1] {
 			k[0], k[1] = k[1], k[0]
 		}
-		old, ok := best[k]
-		if !ok || (old.Estimated && !p.Estimated) || (old.Estimated == p.Estimated && p.UpdatedAt.After(old.UpdatedAt)) {
+		if old, ok := best[k]; !ok || pairBefore(p, old) {
 			best[k] = p
 		}
 		if !p.Estimated && p.Loss < 1 {
@@ -504,6 +507,18 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
 	slices.Sort(notes)
 	return out, notes
+}
+
+// pairBefore says whether p, a measurement of a relay pair, stands before
+// old, the other end's (or an older one): see relayPairs.
+func pairBefore(p, old registry.Pair) bool {
+	switch {
+	case p.Estimated != old.Estimated:
+		return !p.Estimated
+	case !p.Estimated && p.RTTMs != old.RTTMs:
+		return p.RTTMs > old.RTTMs
+	}
+	return p.UpdatedAt.After(old.UpdatedAt)
 }
 
 // adminPath is how to reach r's admin API: the relay this host calls, and

@@ -104,7 +104,7 @@ func TestWindowOfRmem(t *testing.T) {
 	}
 }
 
-func TestTriangleFloorIsTheMedian(t *testing.T) {
+func TestTriangleFloorIsTheSecondHighest(t *testing.T) {
 	if _, ok := triangleFloor(nil); ok {
 		t.Fatal("a floor without witnesses")
 	}
@@ -125,8 +125,22 @@ func TestTriangleFloorIsTheMedian(t *testing.T) {
 	if f, ok := triangleFloor(ws[:1]); ok {
 		t.Fatalf("one witness gave a verdict (floor %v)", f)
 	}
-	if f, _ := triangleFloor([]witness{{toClaimantMs: 80, toTargetMs: 100}}); f != 0 {
+	if f := (witness{toClaimantMs: 80, toTargetMs: 100}).floorMs(); f != 0 {
 		t.Fatalf("a witness farther from the claimant than half its path: floor %v, want 0", f)
+	}
+	// A claimant far from every witness, claiming to be next to a target
+	// two of them are next to: the triangle's other side (X→T ≥ W→X/2 −
+	// W→T) bounds it, however many witnesses far from the target see
+	// nothing wrong.
+	far := []witness{
+		{name: "near-target-1", toClaimantMs: 250, toTargetMs: 2},  // floor 123
+		{name: "near-target-2", toClaimantMs: 240, toTargetMs: 10}, // floor 110
+		{name: "w3", toClaimantMs: 200, toTargetMs: 230},           // floor 0
+		{name: "w4", toClaimantMs: 210, toTargetMs: 220},           // floor 0
+		{name: "w5", toClaimantMs: 190, toTargetMs: 240},           // floor 0
+	}
+	if f, ok := triangleFloor(far); !ok || f != 110 {
+		t.Fatalf("floor %v %v, want 110: two witnesses next to the target allow no less", f, ok)
 	}
 }
 
@@ -180,5 +194,13 @@ func TestRelayPairsTriangle(t *testing.T) {
 	got, _ = relayPairs(pairs, usable, ownRTTs(pairs), now)
 	if p := pairOf(got, "liar", "b"); p.Estimated || p.RTTMs != 150 {
 		t.Fatalf("liar-b with b's measurement: %+v, want b's 150 ms", p)
+	}
+	// A lie the triangle cannot see (no witness measured both ends), the
+	// newest figure of the pair: the other end's higher one still stands.
+	lie := registry.Pair{From: "liar", To: "c", RTTMs: 1, Samples: 5, UpdatedAt: now.Add(time.Minute)}
+	honest := registry.Pair{From: "c", To: "liar", RTTMs: 120, Samples: 5, UpdatedAt: now}
+	got, _ = relayPairs([]registry.Pair{lie, honest}, usable, nil, now)
+	if p := pairOf(got, "liar", "c"); p.RTTMs != 120 {
+		t.Fatalf("liar-c: %+v, want c's own 120 ms over the liar's newer 1 ms", p)
 	}
 }

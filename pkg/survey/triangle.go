@@ -10,28 +10,34 @@ import (
 // and to its peers (its measurements). A relay that lies low pulls every
 // plan through itself. What it claims is checked against what other
 // relays measured, by the triangle: a witness W that measured W→X and
-// W→T bounds X→T from below, X→T ≥ W→T − W→X, unless the path through X
-// is a detour shorter than W's own path to T. Such detours are real (they
-// are why relays pay), but rarely shorter than half the path they avoid;
-// so a claim is not believed when, for most witnesses, it would make X a
-// detour that more than halves theirs:
+// W→T bounds X→T from below both ways, X→T ≥ W→T − W→X and
+// X→T ≥ W→X − W→T, unless a path is a detour shorter than W's own. Such
+// detours are real (they are why relays pay), but rarely shorter than
+// half the path they avoid; so a witness allows no claim below
 //
-//	W→X + claim < W→T / detourAllowance
+//	max(W→T / detourAllowance − W→X, W→X / detourAllowance − W→T)
 //
-// The median of the witnesses' floors decides, so that one lying witness
-// can neither condemn an honest relay nor clear a liar; of an even number
-// the lower middle one, so that of two witnesses both must doubt. A claim
-// not believed is dropped (no segment of the plan), not rounded to the
-// floor: the floor is the best lie the check still believes.
+// The first bound catches a claimant near the witnesses claiming to be
+// near a far target; the second a claimant far from the witnesses
+// claiming to be near a target they are near (a relay on another
+// continent saying it is next to the destination).
+//
+// A claim is not believed when minWitnesses witnesses each allow no less:
+// the minWitnesses-th highest floor decides. So one lying witness can
+// neither condemn an honest relay (it needs another) nor clear a liar
+// (lowering its own floor changes nothing the others say). A claim not
+// believed is dropped (no segment of the plan), not rounded to the floor:
+// the floor is the best lie the check still believes.
 //
 // One witness alone, even this host, is no verdict: its own path to the
 // target may be a bad route (one that leaves the continent, 30-150 ms
 // more than its neighbours'), and a detour through the claimant that
 // more than halves that path is honest; those are the paths relays
 // exist for. Two witnesses whose floors both exceed the claim make a
-// real detour far less likely than a lie, and an honest relay's claim
-// with ordinary noise (a few per cent of its RTT) sits far above any
-// floor that needs a halving.
+// real detour far less likely than a lie. Where RTTs obey the triangle
+// inequality every floor is below half the honest claim, so an honest
+// relay's claim with ordinary noise (a few per cent of its RTT) sits far
+// above any floor.
 
 // detourAllowance is how many times shorter than a witness's own path a
 // detour through the claimant may be before the claim is not believed.
@@ -48,22 +54,27 @@ type witness struct {
 }
 
 // triangleFloor returns the least RTT from a claimant to a target that the
-// witnesses allow (the median of their floors W→T/allowance − W→X, the
-// lower middle one of an even number), and whether there are enough
-// witnesses (minWitnesses) for a verdict. A claim below the floor is not
-// believed.
+// witnesses allow (the minWitnesses-th highest of their floors), and
+// whether there are enough witnesses (minWitnesses) for a verdict. A claim
+// below the floor is not believed.
 func triangleFloor(ws []witness) (floorMs float64, ok bool) {
 	var floors []float64
 	for _, w := range ws {
 		if w.toClaimantMs > 0 && w.toTargetMs > 0 {
-			floors = append(floors, max(w.toTargetMs/detourAllowance-w.toClaimantMs, 0))
+			floors = append(floors, w.floorMs())
 		}
 	}
 	if len(floors) < minWitnesses {
 		return 0, false
 	}
 	slices.Sort(floors)
-	return floors[(len(floors)-1)/2], true
+	return floors[len(floors)-minWitnesses], true
+}
+
+// floorMs is the least RTT from the claimant to the target this witness
+// allows (see above), never below 0.
+func (w witness) floorMs() float64 {
+	return max(w.toTargetMs/detourAllowance-w.toClaimantMs, w.toClaimantMs/detourAllowance-w.toTargetMs, 0)
 }
 
 // implausible is a claim the triangle check did not believe (dropped from
