@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"container/list"
 	"context"
 	"net"
 	"net/http"
@@ -17,9 +18,15 @@ import (
 //   - at most maxAdminConns at once in all, and maxAdminConnsPerHost from
 //     one address other than loopback (peers and relayctl need a few each;
 //     the local health checks and a fleet run on one host share loopback).
-//     A connection over either cap is closed at once rather than left in
-//     the kernel's accept queue, where it would hold up the honest ones
+//     A connection over the per-host cap is closed at once rather than left
+//     in the kernel's accept queue, where it would hold up the honest ones
 //     queued behind it;
+//   - when all maxAdminConns places are taken, a new connection takes the
+//     place of the oldest one that has carried no authenticated request
+//     (strangers from many addresses cannot hold the port against the
+//     fleet: a newcomer authenticates within a round trip or two, long
+//     before the stranger could open the whole budget again); only when
+//     every place is authenticated is a new connection refused;
 //   - a connection that has carried no authenticated request is closed
 //     once it has been idle adminAnonIdle (a kept-alive /healthz), and one
 //     that sends nothing within the server's ReadHeaderTimeout; an
@@ -42,11 +49,12 @@ type adminGate struct {
 	mu     sync.Mutex
 	total  int
 	byHost map[netip.Addr]int
+	anon   *list.List // of *gatedConn: admitted, no authenticated request yet; oldest first
 }
 
 func newAdminGate(ln net.Listener, refused func()) *adminGate {
 	return &adminGate{Listener: ln, refused: refused, maxTotal: maxAdminConns, maxHost: maxAdminConnsPerHost,
-		anonIdle: adminAnonIdle, byHost: map[netip.Addr]int{}}
+		anonIdle: adminAnonIdle, byHost: map[netip.Addr]int{}, anon: list.New()}
 }
 
 // Accept returns the next connection within the caps, closing the ones
@@ -57,7 +65,7 @@ func (g *adminGate) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if gc, ok := g.admit(c); ok {
+		if gc, ok := g.admitEvicting(c); ok {
 			return gc, nil
 		}
 		c.Close()
@@ -65,25 +73,75 @@ func (g *adminGate) Accept() (net.Conn, error) {
 	}
 }
 
-// admit counts c against the caps; false when it is over one.
-func (g *adminGate) admit(c net.Conn) (*gatedConn, bool) {
+// admitEvicting is admit, making room when every place is taken by closing
+// the oldest anonymous connection.
+func (g *adminGate) admitEvicting(c net.Conn) (*gatedConn, bool) {
+	gc, full, ok := g.admit(c)
+	if ok || !full {
+		return gc, ok
+	}
+	victim := g.oldestAnon()
+	if victim == nil {
+		return nil, false
+	}
+	victim.Close() // gives its place back
+	gc, _, ok = g.admit(c)
+	return gc, ok
+}
+
+// admit counts c against the caps; ok false when it is over one, full
+// when the one is the total.
+func (g *adminGate) admit(c net.Conn) (gc *gatedConn, full, ok bool) {
 	host := remoteHost(c)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.total >= g.maxTotal || (!host.IsLoopback() && g.byHost[host] >= g.maxHost) {
-		return nil, false
+	if !host.IsLoopback() && g.byHost[host] >= g.maxHost {
+		return nil, false, false
+	}
+	if g.total >= g.maxTotal {
+		return nil, true, false
 	}
 	g.total++
 	g.byHost[host]++
-	return &gatedConn{Conn: c, gate: g, host: host}, true
+	gc = &gatedConn{Conn: c, gate: g, host: host}
+	gc.anonElem = g.anon.PushBack(gc)
+	return gc, false, true
 }
 
-func (g *adminGate) release(host netip.Addr) {
+// oldestAnon takes the oldest anonymous connection off the list (nil when
+// there is none), for the caller to close.
+func (g *adminGate) oldestAnon() *gatedConn {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	e := g.anon.Front()
+	if e == nil {
+		return nil
+	}
+	c := g.anon.Remove(e).(*gatedConn)
+	c.anonElem = nil
+	return c
+}
+
+// known takes c off the anonymous list: it carried an authenticated request.
+func (g *adminGate) known(c *gatedConn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.anonElem != nil {
+		g.anon.Remove(c.anonElem)
+		c.anonElem = nil
+	}
+}
+
+func (g *adminGate) release(c *gatedConn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.anonElem != nil {
+		g.anon.Remove(c.anonElem)
+		c.anonElem = nil
+	}
 	g.total--
-	if g.byHost[host]--; g.byHost[host] <= 0 {
-		delete(g.byHost, host)
+	if g.byHost[c.host]--; g.byHost[c.host] <= 0 {
+		delete(g.byHost, c.host)
 	}
 }
 
@@ -106,13 +164,16 @@ type gatedConn struct {
 	authed atomic.Bool
 	mu     sync.Mutex
 	idle   *time.Timer // set while idle and anonymous
+	// anonElem is c in the gate's anonymous list, nil once authenticated
+	// or taken off it; guarded by the gate's mu.
+	anonElem *list.Element
 }
 
 func (c *gatedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.stopIdle()
-		c.gate.release(c.host)
+		c.gate.release(c)
 	})
 	return err
 }
@@ -164,6 +225,8 @@ type gatedConnKey struct{}
 // its connection is kept adminIdleTimeout when idle, not adminAnonIdle.
 func markAuthed(ctx context.Context) {
 	if c, ok := ctx.Value(gatedConnKey{}).(*gatedConn); ok {
-		c.authed.Store(true)
+		if !c.authed.Swap(true) {
+			c.gate.known(c)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func TestAdminGateCaps(t *testing.T) {
 	g.maxTotal, g.maxHost = 6, 2
 	var held []*gatedConn
 	admit := func(addr string) bool {
-		c, ok := g.admit(remoteAt(t, addr))
+		c, _, ok := g.admit(remoteAt(t, addr))
 		if ok {
 			held = append(held, c)
 		}
@@ -61,6 +61,55 @@ func TestAdminGateCaps(t *testing.T) {
 	held[0].Close() // a second close gives back nothing more
 	if !admit("203.0.113.5:1003") || admit("203.0.113.5:1004") || admit("127.0.0.1:1003") {
 		t.Fatal("a closed connection's place is not given back exactly once")
+	}
+}
+
+// closeCounter is a conn that counts its closes.
+type closeCounter struct {
+	fakeRemote
+	closed *int
+}
+
+func (c closeCounter) Close() error { *c.closed++; return nil }
+
+// With every place taken, a newcomer takes the place of the oldest
+// connection that carried no authenticated request; authenticated ones
+// are never closed for it, and a host over its own cap is refused still.
+func TestAdminGateEvictsOldestAnonymous(t *testing.T) {
+	g := newAdminGate(nil, func() {})
+	g.maxTotal, g.maxHost = 3, 2
+	closes := make([]int, 8)
+	conn := func(i int, addr string) net.Conn {
+		return closeCounter{fakeRemote: remoteAt(t, addr).(fakeRemote), closed: &closes[i]}
+	}
+	member, _ := g.admitEvicting(conn(0, "192.0.2.1:1"))
+	g.known(member) // its request was authenticated
+	if _, ok := g.admitEvicting(conn(1, "198.51.100.1:1")); !ok {
+		t.Fatal("refused under the total")
+	}
+	if _, ok := g.admitEvicting(conn(2, "198.51.100.2:1")); !ok {
+		t.Fatal("refused under the total")
+	}
+	// Full: a newcomer evicts the oldest anonymous one (1), not the member.
+	if _, ok := g.admitEvicting(conn(3, "203.0.113.9:1")); !ok {
+		t.Fatal("a newcomer refused while anonymous connections held the places")
+	}
+	if closes[1] != 1 || closes[0] != 0 || closes[2] != 0 {
+		t.Fatalf("closes %v: want the oldest anonymous (1) closed, the member (0) kept", closes[:4])
+	}
+	// A host over its own cap is refused, evicting nobody.
+	g.maxTotal = 10
+	g.admitEvicting(conn(4, "203.0.113.9:2"))
+	if _, ok := g.admitEvicting(conn(5, "203.0.113.9:3")); ok || closes[2] != 0 {
+		t.Fatalf("a host's third connection admitted, or evicted someone (closes %v)", closes[:6])
+	}
+	// Every place authenticated: a newcomer is refused.
+	g2 := newAdminGate(nil, func() {})
+	g2.maxTotal = 1
+	m, _ := g2.admitEvicting(conn(6, "192.0.2.1:2"))
+	g2.known(m)
+	if _, ok := g2.admitEvicting(conn(7, "192.0.2.3:1")); ok || closes[6] != 0 {
+		t.Fatal("an authenticated connection was closed for a newcomer")
 	}
 }
 
