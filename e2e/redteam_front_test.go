@@ -303,28 +303,32 @@ func TestRedTeamPreauthSlots(t *testing.T) {
 }
 
 // TestRedTeamPreauthListenerCap: a client listener keeps at most
-// limits.max_preauth_conns connections that have not authenticated; one
-// over it is closed at once, counted, and logged sampled. There was no
-// such cap: every stranger was kept the whole handshake timeout.
+// limits.max_preauth_conns connections that have not authenticated; a
+// newcomer over it takes the place of the oldest (closed at once, counted,
+// logged sampled), so a listener full of strangers still serves a client.
+// There was no such cap: every stranger was kept the whole handshake
+// timeout; then a full budget refused every newcomer, the client too.
 func TestRedTeamPreauthListenerCap(t *testing.T) {
 	srv := startServer(t, echo)
 	r := startRelayd(t, "--allow-private", "--user", frontUser, "--password", frontPass,
 		"--max-preauth-conns", "8", "--handshake-timeout", "30s")
 	strangers := holdSilent(t, r.socks, 20)
 	time.Sleep(300 * time.Millisecond) // all accepted
-	closed := 0
-	for _, c := range strangers {
+	var closed []int
+	for i, c := range strangers {
 		if closedSoon(c, 200*time.Millisecond) {
-			closed++
+			closed = append(closed, i)
 		}
 	}
-	if closed != 12 {
-		t.Fatalf("%d of 20 silent strangers closed at once with --max-preauth-conns 8, want 12\n%s", closed, r.logs())
+	if len(closed) != 12 || closed[0] != 0 || closed[11] != 11 {
+		t.Fatalf("silent strangers closed %v with --max-preauth-conns 8, want the 12 oldest (0..11)\n%s", closed, r.logs())
 	}
-	// The HTTP listener has its own budget: its clients are served.
-	servedWithCredentials(t, "", r.http, srv)
-	if v := metricValue(t, r, `relaymesh_denials_total{reason="max_preauth_conns"}`); v != 12 {
-		t.Fatalf("max_preauth_conns denials = %v, want 12", v)
+	// The budget is full of strangers (the 8 newest): a client with
+	// credentials takes the oldest one's place and is served, on both
+	// listeners (the HTTP one has its own budget).
+	servedWithCredentials(t, r.socks, r.http, srv)
+	if v := metricValue(t, r, `relaymesh_denials_total{reason="max_preauth_conns"}`); v != 13 {
+		t.Fatalf("max_preauth_conns denials = %v, want 13 (12 strangers and one for the client)", v)
 	}
 	if n := strings.Count(r.logs(), `"rule":"max_preauth_conns"`); n < 1 || n > 2 {
 		t.Fatalf("%d log lines for 12 refusals within a second: want them sampled (one a second)", n)

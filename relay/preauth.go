@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"container/list"
 	"net"
 	"net/netip"
 	"time"
@@ -15,8 +16,14 @@ import (
 //
 //   - at most limits.max_preauth_conns such connections per listener, and
 //     limits.max_preauth_per_source from one address other than loopback
-//     (both listeners together). One over either is closed at once rather
-//     than left in the kernel's accept queue, in front of honest ones;
+//     (both listeners together). One over the per-source cap is closed at
+//     once rather than left in the kernel's accept queue, in front of
+//     honest ones; one that finds its listener's budget full takes the
+//     place of the listener's oldest unauthenticated connection, so that
+//     strangers from many addresses holding the budget (each connection
+//     for the handshake timeout) do not shut clients out: to push a client
+//     out before it authenticates, a stranger must open the whole budget
+//     anew within the client's handshake, not once per handshake timeout;
 //   - it must authenticate within limits.handshake_timeout of accept
 //     (SOCKS5: the whole handshake; HTTP: the first request's header,
 //     and a 407 closes the connection, so a new unauthenticated request
@@ -33,19 +40,25 @@ type strangers struct {
 	conns       map[net.Conn]stranger
 	perListener map[string]int
 	perSource   map[netip.Addr]int
+	oldest      map[string]*list.List // per listener, its strangers' conns, oldest first
 }
 
 // stranger is where an unauthenticated connection is counted.
 type stranger struct {
 	frontend string
 	source   netip.Addr
+	elem     *list.Element // in oldest[frontend]
 }
 
 func (st *strangers) add(c net.Conn, frontend string, source netip.Addr) {
 	if st.conns == nil {
 		st.conns, st.perListener, st.perSource = map[net.Conn]stranger{}, map[string]int{}, map[netip.Addr]int{}
+		st.oldest = map[string]*list.List{}
 	}
-	st.conns[c] = stranger{frontend: frontend, source: source}
+	if st.oldest[frontend] == nil {
+		st.oldest[frontend] = list.New()
+	}
+	st.conns[c] = stranger{frontend: frontend, source: source, elem: st.oldest[frontend].PushBack(c)}
 	st.perListener[frontend]++
 	st.perSource[source]++
 }
@@ -57,12 +70,25 @@ func (st *strangers) forget(c net.Conn) {
 		return
 	}
 	delete(st.conns, c)
+	st.oldest[x.frontend].Remove(x.elem)
 	if st.perListener[x.frontend]--; st.perListener[x.frontend] <= 0 {
 		delete(st.perListener, x.frontend)
 	}
 	if st.perSource[x.source]--; st.perSource[x.source] <= 0 {
 		delete(st.perSource, x.source)
 	}
+}
+
+// evictOldest stops counting frontend's oldest unauthenticated conn and
+// returns it for the caller to close (nil: none).
+func (st *strangers) evictOldest(frontend string) net.Conn {
+	l := st.oldest[frontend]
+	if l == nil || l.Len() == 0 {
+		return nil
+	}
+	c := l.Front().Value.(net.Conn)
+	st.forget(c)
+	return c
 }
 
 // admitConn admits c, just accepted on frontend's listener: a relay-listener
@@ -79,13 +105,25 @@ func (s *Server) admitConn(c net.Conn, frontend string) (rule string, ok bool) {
 // the caps on those.
 func (s *Server) admitStranger(c net.Conn, frontend string) (rule string, ok bool) {
 	source := remoteHost(c)
+	var evicted net.Conn
+	defer func() {
+		if evicted != nil {
+			// Its handler's read fails and releases it; counted as a
+			// refusal under the budget it made room in.
+			evicted.Close()
+			s.refused(s.log, "max_preauth_conns", "unauthenticated connection closed to make room: the listener's budget is full",
+				zap.String("frontend", frontend), zap.String("src", evicted.RemoteAddr().String()), zap.Int("limit", s.cfg.Limits.MaxPreauthConns))
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.strangers.perListener[frontend] >= s.cfg.Limits.MaxPreauthConns:
-		return "max_preauth_conns", false
-	case !source.IsLoopback() && s.strangers.perSource[source] >= s.cfg.Limits.MaxPreauthPerSource:
+	if !source.IsLoopback() && s.strangers.perSource[source] >= s.cfg.Limits.MaxPreauthPerSource {
 		return "max_preauth_per_source", false
+	}
+	if s.strangers.perListener[frontend] >= s.cfg.Limits.MaxPreauthConns {
+		if evicted = s.strangers.evictOldest(frontend); evicted == nil {
+			return "max_preauth_conns", false
+		}
 	}
 	s.strangers.add(c, frontend, source)
 	s.conns[c] = nil // tracked (shutdown closes it), no slot yet
