@@ -238,6 +238,11 @@ func TestRedTeamRelayAllowNotForClients(t *testing.T) {
 		t.Fatalf("a relay hop in --relay-allow: status %+v, %v; want OK", resp, err)
 	}
 	c.Close()
+	// The destination counts that connection in its own goroutine, maybe
+	// after the status came back: wait for it before counting others.
+	for deadline := time.Now().Add(2 * time.Second); dst.conn.get() < 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	before := dst.conn.get()
 
 	// a's clients: refused at dst, with --relay-allow 127.0.0.0/8.

@@ -406,6 +406,7 @@ func (s *Server) Start() error {
 		s.wg.Add(1)
 		go s.acceptLoop(s.relayLn, "relay", s.serveRelay)
 	}
+	var adminLn net.Listener // the admin listener as served: gated, TLS-sniffing
 	if s.adminLn != nil {
 		s.adminSrv = s.newAdmin()
 		// Caps no stranger can fill for long (admingate.go).
@@ -416,10 +417,8 @@ func (s *Server) Start() error {
 			ln = &adminListener{Listener: ln, tls: s.link.AdminServerConfig()}
 		}
 		s.adminSrv.ConnContext, s.adminSrv.ConnState = adminConnContext, gate.connState
-		go s.adminSrv.Serve(ln)
-		if s.udp = s.listenUDPAsks(); s.udp != nil {
-			go s.udp.serve()
-		}
+		adminLn = ln
+		s.udp = s.listenUDPAsks()
 	}
 	if err := s.startMeasuring(); err != nil {
 		if s.adminSrv != nil {
@@ -432,6 +431,14 @@ func (s *Server) Start() error {
 			s.httpSrv.Close()
 		}
 		return s.startFailed(err)
+	}
+	// The admin API and the UDP asks answer from the measurer: served only
+	// once it is set (their listeners are bound, and queue what comes).
+	if s.adminSrv != nil {
+		go s.adminSrv.Serve(adminLn)
+	}
+	if s.udp != nil {
+		go s.udp.serve()
 	}
 	go s.rates.run(s.ctx)
 	if s.watchesCRL() {
