@@ -256,17 +256,22 @@ func TestRedTeamIdentityRevoked(t *testing.T) {
 	echoOnce(t, a.socks, srv.addr(), "before")
 	ca.relayctl("ca", "revoke", "--dir", ca.dir, ca.certPath("b"))
 	copyFile(t, filepath.Join(ca.dir, "revoked.crl"), crl)
-	deadline := time.Now().Add(15 * time.Second) // re-read every 10 s
-	for {
+	waitRevoked(t, a, srv)
+}
+
+// waitRevoked waits up to 15 s (the list is re-read every 10 s) for the
+// entry a to stop carrying tunnels to srv, and checks it says why.
+func waitRevoked(t *testing.T, a *nativeRelay, srv *server) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		c, _, err := xnetDial(t, a.socks, srv.addr(), nil)
 		if err != nil {
 			break
 		}
 		c.Close()
 		if time.Now().After(deadline) {
-			t.Fatal("the revoked relay still carries tunnels after 15 s")
+			t.Fatal("the revoked relay still carries tunnels 15 s after the list was out")
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 	if !logsSay(a.relayd, "revoked") {
 		t.Errorf("the refusal does not say revoked:\n%s", a.logs())
@@ -309,21 +314,7 @@ func TestRedTeamIdentityRevokedThroughConsul(t *testing.T) {
 	}
 
 	ca.relayctl("ca", "revoke", "--dir", ca.dir, "--consul", agent.HTTP, ca.certPath("b"))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, _, err := xnetDial(t, a.socks, srv.addr(), nil)
-		if err != nil {
-			break
-		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the revoked relay still carries tunnels 15 s after the list was published")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if !logsSay(a.relayd, "revoked") {
-		t.Errorf("the refusal does not say revoked:\n%s", a.logs())
-	}
+	waitRevoked(t, a, srv)
 }
 
 // writeForgedCRL publishes in Consul a revocation list naming the

@@ -126,6 +126,11 @@ func (g *adminGate) oldestAnon() *gatedConn {
 func (g *adminGate) known(c *gatedConn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.unlistLocked(c)
+}
+
+// unlistLocked takes c off the anonymous list if it is on it; g.mu held.
+func (g *adminGate) unlistLocked(c *gatedConn) {
 	if c.anonElem != nil {
 		g.anon.Remove(c.anonElem)
 		c.anonElem = nil
@@ -135,10 +140,7 @@ func (g *adminGate) known(c *gatedConn) {
 func (g *adminGate) release(c *gatedConn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c.anonElem != nil {
-		g.anon.Remove(c.anonElem)
-		c.anonElem = nil
-	}
+	g.unlistLocked(c)
 	g.total--
 	if g.byHost[c.host]--; g.byHost[c.host] <= 0 {
 		delete(g.byHost, c.host)

@@ -328,19 +328,11 @@ func relaydLinkFlags(dir, mode string, port int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := benchRelayName(port)
-	cert, key, err := ca.Issue(name, linktls.RoleRelay, 24*time.Hour)
+	f, err := ca.WriteIdentity(dir, caCert, benchRelayName(port), linktls.RoleRelay, 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certPath, cert, 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(keyPath, key, 0o600); err != nil {
-		return nil, err
-	}
-	return []string{"--identity-ca", caCert, "--identity-cert", certPath, "--identity-key", keyPath}, nil
+	return f.Flags(), nil
 }
 
 // benchCert writes (once) a self-signed ECDSA certificate and key for the

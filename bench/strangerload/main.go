@@ -164,15 +164,8 @@ func makeIdentities(dir string) (*identities, error) {
 	}
 	ids := &identities{caPath: caPath}
 	issue := func(name, role string) (linktls.Files, *linktls.Identity, error) {
-		cert, key, err := ca.Issue(name, role, 24*time.Hour)
+		f, err := ca.WriteIdentity(dir, caPath, name, role, 24*time.Hour)
 		if err != nil {
-			return linktls.Files{}, nil, err
-		}
-		f := linktls.Files{CA: caPath, Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
-		if err := os.WriteFile(f.Cert, cert, 0o644); err != nil {
-			return f, nil, err
-		}
-		if err := os.WriteFile(f.Key, key, 0o600); err != nil {
 			return f, nil, err
 		}
 		id, err := linktls.Load(f)

@@ -181,19 +181,8 @@ func (b *bench) startNativeIdentity(socksPort, relayPort int) error {
 		return err
 	}
 	identity := func(node string) ([]string, error) {
-		name := relaydName(node, socksPort)
-		cert, key, err := ca.Issue(name, linktls.RoleRelay, 24*time.Hour)
-		if err != nil {
-			return nil, err
-		}
-		certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-		if err := os.WriteFile(certPath, cert, 0o644); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(keyPath, key, 0o600); err != nil {
-			return nil, err
-		}
-		return []string{"--identity-ca", caPath, "--identity-cert", certPath, "--identity-key", keyPath}, nil
+		f, err := ca.WriteIdentity(dir, caPath, relaydName(node, socksPort), linktls.RoleRelay, 24*time.Hour)
+		return f.Flags(), err
 	}
 	for _, r := range []string{"r3", "r2"} {
 		id, err := identity(r)

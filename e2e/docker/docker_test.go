@@ -125,19 +125,18 @@ func (f *fleet) issueIdentities(relays []string, user string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(name string, b []byte) {
-		if err := os.WriteFile(filepath.Join(f.dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	caPath := filepath.Join(f.dir, "ca.crt")
+	if err := os.WriteFile(caPath, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	write("ca.crt", ca.CertPEM())
 	issue := func(name, role string) {
-		cert, key, err := ca.Issue(name, role, time.Hour)
+		id, err := ca.WriteIdentity(f.dir, caPath, name, role, time.Hour)
+		if err == nil {
+			err = os.Chmod(id.Key, 0o644) // the containers' uid reads it
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		write(name+".crt", cert)
-		write(name+".key", key)
 	}
 	for _, r := range relays {
 		issue(r, linktls.RoleRelay)
