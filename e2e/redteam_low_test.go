@@ -327,24 +327,7 @@ func TestRedTeamPlanNameDenied(t *testing.T) {
 		testenv.Need(t, "no port free on both 127.0.0.1 and ::1")
 	}
 	port := canaries[0].ln.Addr().(*net.TCPAddr).Port
-	dir := t.TempDir()
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	const token = "e2e-token-0123456789"
-	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}}
-	writeFleetFile(t, fleetPath, token, relays)
-	secretFile := writeSecret(t, fleetSecret)
-	for _, fr := range relays {
-		cfg := filepath.Join(dir, fr.name+".yaml")
-		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\nrouting: plan\n", fleetPath)
-		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// Relay hops and their probes reach 127.0.0.1 (--relay-allow);
-		// clients' destinations there stay denied.
-		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
-			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--relay-allow", "127.0.0.1/32")
-	}
-	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
+	relays := startPlanFleet(t)
 	dst := net.JoinHostPort("localhost", strconv.Itoa(port))
 	// Twice: the first asks while the survey runs, the second is planned
 	// on its outcome.

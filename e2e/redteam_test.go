@@ -197,24 +197,7 @@ func TestRedTeamHeaderHop(t *testing.T) {
 // time told closed, open or filtered).
 func TestRedTeamPlanSurveyDenied(t *testing.T) {
 	canary := startServerAt(t, "127.0.0.2:0", func(net.Conn) {})
-	dir := t.TempDir()
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	const token = "e2e-token-0123456789"
-	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}}
-	writeFleetFile(t, fleetPath, token, relays)
-	secretFile := writeSecret(t, fleetSecret)
-	for _, fr := range relays {
-		cfg := filepath.Join(dir, fr.name+".yaml")
-		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\nrouting: plan\n", fleetPath)
-		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// 127.0.0.1 is where the relays are (relay hops and their probes:
-		// --relay-allow); 127.0.0.2 stays denied.
-		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
-			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--relay-allow", "127.0.0.1/32")
-	}
-	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
+	relays := startPlanFleet(t)
 	port := canary.ln.Addr().(*net.TCPAddr).Port
 	// Only a loopback target here: this test runs on the host, and a
 	// policy bug must not send a probe off the machine (TestDenyByDefault
@@ -230,6 +213,30 @@ func TestRedTeamPlanSurveyDenied(t *testing.T) {
 	if n := canary.conn.get(); n != 0 {
 		t.Fatalf("the denied destination saw %d connections from the relay's survey", n)
 	}
+}
+
+// startPlanFleet starts relays a and b routing by plan on a fleet file,
+// measuring each other: relay hops and their probes reach 127.0.0.1
+// (--relay-allow), clients' destinations there stay denied.
+func startPlanFleet(t *testing.T) []*fleetRelay {
+	t.Helper()
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	const token = "e2e-token-0123456789"
+	relays := []*fleetRelay{{name: "a", admin: freeAddr(t)}, {name: "b", admin: freeAddr(t)}}
+	writeFleetFile(t, fleetPath, token, relays)
+	secretFile := writeSecret(t, fleetSecret)
+	for _, fr := range relays {
+		cfg := filepath.Join(dir, fr.name+".yaml")
+		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\nrouting: plan\n", fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fr.r = startRelayd(t, "--config", cfg, "--name", fr.name, "--admin", fr.admin, "--admin-token", token,
+			"--relay-listen", freeAddr(t), "--fleet-secret-file", secretFile, "--relay-allow", "127.0.0.1/32")
+	}
+	waitRTT(t, fleetPath, func(m rttOut) bool { return len(m.Pairs) >= 2 })
+	return relays
 }
 
 // TestRedTeamPlantedAdmin: a registry entry whose admin address is not a
