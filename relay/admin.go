@@ -65,25 +65,39 @@ const adminIdleTimeout = 2 * time.Minute
 // the forwarding relay's, not the asker's.
 const forwardedHeader = "X-Relaymesh-Forwarded-By"
 
-// learntToAsker is what this relay learnt of the rate its tunnels to r's
-// remote host sustained (bits/s, 0 = none) and how long ago; none for a
-// forwarded request.
-func (s *Server) learntToAsker(r *http.Request) (float64, time.Duration) {
+// askerHost is r's remote host, whose paths from this relay /v1/info tells
+// of; ok false for a forwarded request (its remote host is the forwarding
+// relay's).
+func askerHost(r *http.Request) (netip.Addr, bool) {
 	if r.Header.Get(forwardedHeader) != "" {
-		return 0, 0
+		return netip.Addr{}, false
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return 0, 0
+		return netip.Addr{}, false
 	}
-	return s.learntTo(ap.Addr())
+	return ap.Addr().Unmap(), true
 }
 
-// learntTo is the best rate this relay's tunnels to host sustained while
-// the path held them back, bits/s, and how long ago (datarate.go).
-func (s *Server) learntTo(host netip.Addr) (float64, time.Duration) {
-	bps, age, _ := s.rates.learnt(host, time.Now())
-	return bps, age
+// learntTo is what this relay's tunnels to host taught: the best rate they
+// sustained while the path held them back (datarate.go), bits/s (0: none),
+// and how long ago; the share of their bytes sent again (dataloss.go) and
+// how long ago, lossOK false when too little went to host to tell.
+type learntTo struct {
+	sendBps float64
+	sendAge time.Duration
+	loss    float64
+	lossAge time.Duration
+	lossOK  bool
+}
+
+// learntOf is what this relay learnt of its paths to host.
+func (s *Server) learntOf(host netip.Addr) learntTo {
+	now := time.Now()
+	var l learntTo
+	l.sendBps, l.sendAge, _ = s.rates.learnt(host, now)
+	l.loss, l.lossAge, l.lossOK = s.loss.hostEstimate(host, now)
+	return l
 }
 
 // capacityBps is the declared capacity, bits/s; 0: not declared.
@@ -100,9 +114,12 @@ func (s *Server) congestion(limits SocketLimits) string {
 // identity, chain, socket limits, and what this relay learnt of the path to
 // the asker.
 func (s *Server) info(r *http.Request) map[string]any {
-	learntBps, learntAge := s.learntToAsker(r)
+	var learnt learntTo
+	if host, ok := askerHost(r); ok {
+		learnt = s.learntOf(host)
+	}
 	limits := ReadLimits() // sysctl files: read once an answer
-	return map[string]any{
+	info := map[string]any{
 		"name":    s.cfg.Name,
 		"region":  s.cfg.Region,
 		"version": buildinfo.Version(),
@@ -123,9 +140,16 @@ func (s *Server) info(r *http.Request) map[string]any {
 		// sustained while the path held them back (datarate.go),
 		// bits/s, and how long ago; 0: none learnt, or the request
 		// was forwarded (?via=) and the asker is a relay.
-		"learnt_send_bps_to_you": learntBps,
-		"learnt_send_age_s":      learntAge.Seconds(),
+		"learnt_send_bps_to_you": learnt.sendBps,
+		"learnt_send_age_s":      learnt.sendAge.Seconds(),
 	}
+	// The share of what this relay's tunnels sent to the asker's host
+	// that went again, and how long ago: absent when too little went
+	// to tell (a loss of 0 is an answer).
+	if learnt.lossOK {
+		info["learnt_loss_to_you"], info["learnt_loss_age_s"] = learnt.loss, learnt.lossAge.Seconds()
+	}
+	return info
 }
 
 // maxVia bounds ?via= paths.

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -17,6 +18,10 @@ import (
 // loss of a few percent barely shows in them, while the planner's Mathis
 // bound needs it. The published pair's loss is this estimate once enough
 // data went to the peer in the last lossWindow; until then the probes'.
+// The same is kept for every other host the relay sends to, by address:
+// its clients (what a download's segment to the client loses, which only
+// this relay, its sender, can see) and destinations (an upload's last
+// segment). /v1/info tells an asker what was learnt of its own host.
 const (
 	// lossWindow is how far back the tunnels count.
 	lossWindow = 10 * time.Minute
@@ -30,6 +35,8 @@ const (
 	lossMinTunnelBytes = 64 << 10
 	// lossSamplesKept bounds the tunnels remembered per peer.
 	lossSamplesKept = 256
+	// lossHostsKept bounds the hosts other than relays remembered.
+	lossHostsKept = 4096
 )
 
 type lossSample struct {
@@ -37,12 +44,15 @@ type lossSample struct {
 	sentBytes, retrans uint64
 }
 
-// dataLoss is the per-peer record of what this relay sent and resent.
+// dataLoss is the record of what this relay sent and resent: to each peer
+// relay by name, to other hosts by address.
 type dataLoss struct {
 	mu    sync.Mutex
-	peers map[string][]lossSample // by relay name, oldest first
+	peers map[string][]lossSample     // by relay name, oldest first
+	hosts map[netip.Addr][]lossSample // at most lossHostsKept, oldest first
 }
 
+// add records a tunnel's sends to the peer relay.
 func (d *dataLoss) add(peer string, at time.Time, st tunnel.SocketStats) {
 	if !st.Valid || st.SentBytes < lossMinTunnelBytes {
 		return
@@ -52,11 +62,53 @@ func (d *dataLoss) add(peer string, at time.Time, st tunnel.SocketStats) {
 	if d.peers == nil {
 		d.peers = map[string][]lossSample{}
 	}
-	s := d.peers[peer]
+	d.peers[peer] = appendLoss(d.peers[peer], at, st)
+}
+
+// addHost records a tunnel's sends to host, not a relay of the fleet.
+func (d *dataLoss) addHost(host netip.Addr, at time.Time, st tunnel.SocketStats) {
+	if !st.Valid || st.SentBytes < lossMinTunnelBytes {
+		return
+	}
+	host = host.Unmap()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hosts == nil {
+		d.hosts = map[netip.Addr][]lossSample{}
+	}
+	if _, known := d.hosts[host]; !known && len(d.hosts) >= lossHostsKept {
+		d.evictHost(at)
+	}
+	d.hosts[host] = appendLoss(d.hosts[host], at, st)
+}
+
+// appendLoss adds a tunnel's sample to s, dropping what is out of the
+// window or over lossSamplesKept.
+func appendLoss(s []lossSample, at time.Time, st tunnel.SocketStats) []lossSample {
 	for len(s) > 0 && (at.Sub(s[0].at) > lossWindow || len(s) >= lossSamplesKept) {
 		s = s[1:]
 	}
-	d.peers[peer] = append(s, lossSample{at: at, sentBytes: st.SentBytes, retrans: st.RetransmittedBytes})
+	return append(s, lossSample{at: at, sentBytes: st.SentBytes, retrans: st.RetransmittedBytes})
+}
+
+// evictHost drops the hosts whose newest sample is out of the window, or,
+// when none is, the one whose newest sample is the oldest. d.mu is held.
+func (d *dataLoss) evictHost(now time.Time) {
+	var oldest netip.Addr
+	var oldestAt time.Time
+	for h, s := range d.hosts {
+		at := s[len(s)-1].at
+		if now.Sub(at) > lossWindow {
+			delete(d.hosts, h)
+			continue
+		}
+		if oldestAt.IsZero() || at.Before(oldestAt) {
+			oldest, oldestAt = h, at
+		}
+	}
+	if len(d.hosts) >= lossHostsKept {
+		delete(d.hosts, oldest)
+	}
 }
 
 // estimate is the share of bytes sent to peer in the window before now
@@ -64,16 +116,32 @@ func (d *dataLoss) add(peer string, at time.Time, st tunnel.SocketStats) {
 func (d *dataLoss) estimate(peer string, now time.Time) (loss float64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	loss, _, ok = lossOf(d.peers[peer], now)
+	return loss, ok
+}
+
+// hostEstimate is estimate for a host other than a relay, and how long
+// ago the newest tunnel that counts ended.
+func (d *dataLoss) hostEstimate(host netip.Addr, now time.Time) (loss float64, age time.Duration, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return lossOf(d.hosts[host.Unmap()], now)
+}
+
+// lossOf is the share resent of what samples in the window before now
+// sent, and the newest one's age; ok false below lossMinSentBytes.
+func lossOf(samples []lossSample, now time.Time) (loss float64, age time.Duration, ok bool) {
 	var sent, retrans uint64
-	for _, s := range d.peers[peer] {
-		if now.Sub(s.at) <= lossWindow {
+	for _, s := range samples {
+		if a := now.Sub(s.at); a <= lossWindow {
 			sent, retrans = sent+s.sentBytes, retrans+s.retrans
+			age = a // samples are oldest first
 		}
 	}
 	if sent < lossMinSentBytes {
-		return 0, false
+		return 0, 0, false
 	}
-	return float64(retrans) / float64(sent+retrans), true
+	return float64(retrans) / float64(sent+retrans), age, true
 }
 
 // withLoss sets each pair's loss to the learned estimate where there is
@@ -116,17 +184,24 @@ func peerOf(c net.Conn, relays []registry.Relay) string {
 	return byHost
 }
 
-// learnLoss records what c's socket sent and resent, when c is a link to a
-// peer relay of the fleet and the tunnel sent enough to count.
+// learnLoss records what c's socket sent and resent, when the tunnel sent
+// enough to count: by relay name when c is a link to a peer relay of the
+// fleet, else by c's remote host (a client, a destination).
 func (s *Server) learnLoss(c net.Conn, st tunnel.SocketStats) {
-	if s.measure == nil || !st.Valid || st.SentBytes < lossMinTunnelBytes {
+	if !st.Valid || st.SentBytes < lossMinTunnelBytes {
 		return
 	}
-	relays, err := s.measure.reg.Relays(s.ctx)
-	if err != nil {
-		return
+	if s.measure != nil {
+		if relays, err := s.measure.reg.Relays(s.ctx); err == nil {
+			if peer := peerOf(c, relays); peer != "" {
+				if peer != s.cfg.Name {
+					s.loss.add(peer, time.Now(), st)
+				}
+				return
+			}
+		}
 	}
-	if peer := peerOf(c, relays); peer != "" && peer != s.cfg.Name {
-		s.loss.add(peer, time.Now(), st)
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		s.loss.addHost(ap.Addr(), time.Now(), st)
 	}
 }

@@ -80,3 +80,33 @@ func mustAddrPort(t *testing.T, s string) netip.AddrPort {
 	}
 	return ap
 }
+
+// Hosts other than relays (clients, destinations) are kept by address:
+// an estimate each, the newest tunnel's age, at most lossHostsKept of
+// them, the stalest evicted first.
+func TestDataLossPerHost(t *testing.T) {
+	var d dataLoss
+	now := time.Now()
+	client := netip.MustParseAddr("10.0.0.7")
+	sent := tunnel.SocketStats{Valid: true, SentBytes: 1 << 20, RetransmittedBytes: 1 << 14}
+	d.addHost(netip.MustParseAddr("::ffff:10.0.0.7"), now.Add(-time.Minute), sent)
+	loss, age, ok := d.hostEstimate(client, now)
+	if want := float64(1<<14) / float64(1<<20+1<<14); !ok || math.Abs(loss-want) > 1e-12 || age != time.Minute {
+		t.Fatalf("client: %v %v %v, want %v a minute old", loss, age, ok, want)
+	}
+	if _, _, ok := d.hostEstimate(netip.MustParseAddr("10.0.0.8"), now); ok {
+		t.Fatal("an estimate for a host nothing was sent to")
+	}
+	if _, ok := d.estimate("10.0.0.7", now); ok {
+		t.Fatal("a host's sends counted for a relay")
+	}
+	for i := range lossHostsKept + 10 {
+		d.addHost(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now.Add(time.Duration(i)*time.Millisecond), sent)
+	}
+	if len(d.hosts) > lossHostsKept {
+		t.Fatalf("%d hosts kept, want at most %d", len(d.hosts), lossHostsKept)
+	}
+	if _, _, ok := d.hostEstimate(client, now); ok {
+		t.Fatal("the stalest host was kept over newer ones")
+	}
+}

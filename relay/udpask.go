@@ -91,10 +91,14 @@ func (u *udpAsks) info(a udpask.Ask, from net.Addr) *udpask.Info {
 	limits := ReadLimits()
 	info := &udpask.Info{WindowBytes: limits.WindowBytesApprox, TCPWmemMaxBytes: limits.TCPWmemMaxBytes,
 		CapacityBps: u.s.capacityBps(), Congestion: u.s.congestion(limits)}
+	info.LearntLossToYou = udpask.NoLoss
 	if ua, ok := from.(*net.UDPAddr); ok {
 		if host, ok := netip.AddrFromSlice(ua.IP); ok {
-			bps, age := u.s.learntTo(host.Unmap())
-			info.LearntToYouBps, info.LearntAgeSec = bps, float32(age.Seconds())
+			l := u.s.learntOf(host.Unmap())
+			info.LearntToYouBps, info.LearntAgeSec = l.sendBps, float32(l.sendAge.Seconds())
+			if l.lossOK {
+				info.LearntLossToYou, info.LearntLossAgeSec = float32(l.loss), float32(l.lossAge.Seconds())
+			}
 		}
 	}
 	return info

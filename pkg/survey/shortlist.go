@@ -1106,6 +1106,10 @@ func (p *surveyProber) udpSums(rtts []time.Duration, got *udpask.Info, handshake
 	if got != nil {
 		info = &adminInfo{SocketLimits: adminLimits{WindowBytesApprox: got.WindowBytes, TCPWmemMaxBytes: got.TCPWmemMaxBytes},
 			CapacityBps: got.CapacityBps, CongestionControl: got.Congestion, LearntToYouBps: got.LearntToYouBps, LearntAgeSec: float64(got.LearntAgeSec)}
+		if got.LearntLossToYou >= 0 {
+			loss := float64(got.LearntLossToYou)
+			info.LearntLossToYou = &loss
+		}
 	}
 	return sums, info
 }

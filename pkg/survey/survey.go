@@ -603,14 +603,17 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 
 // windows are a relay's receive and send windows, bytes, its declared
 // capacity, bits/s (0 = unknown), the congestion control it sends with
-// ("" = unknown), and the rate its tunnels to this host were learnt to
-// sustain, bits/s (0 = none learnt).
+// ("" = unknown), the rate its tunnels to this host were learnt to
+// sustain, bits/s (0 = none learnt), and the share of what they sent that
+// went again (learntLossOK false: none learnt).
 type windows struct {
 	recvBytes, sendBytes int64
 	capacityBps          float64
 	congestion           string
 	learntToUsBps        float64
 	learntToUsAgeSec     float64
+	learntLossToUs       float64
+	learntLossOK         bool
 }
 
 // apply sets n's windows, limit and congestion control to w's.
@@ -618,17 +621,31 @@ func (w windows) apply(n *planner.Node) {
 	n.WindowBytes, n.SendWindowBytes, n.LimitBps, n.CongestionControl = w.recvBytes, w.sendBytes, w.capacityBps, w.congestion
 }
 
-// applyLearnt sets, on each pair between this host and a relay, the rate
-// the relay's tunnels to this host were learnt to sustain and its age
-// (learnt, by relay name; windows' learntToUs*).
+// applyLearnt sets, on each pair between this host and a relay, what the
+// relay's tunnels to this host taught (learnt, by relay name): the rate
+// they sustained and its age, and the share of their bytes sent again,
+// which the pair's loss (the higher of the two ways) then covers, marked
+// learnt for the relay's sends.
 func applyLearnt(m *planner.Matrix, learnt map[string]windows) {
 	for i := range m.Pairs {
 		p := &m.Pairs[i]
 		switch {
-		case p.A == ClientNode && learnt[p.B].learntToUsBps > 0:
-			p.BSendBps, p.BSendAgeSec = learnt[p.B].learntToUsBps, learnt[p.B].learntToUsAgeSec
-		case p.B == ClientNode && learnt[p.A].learntToUsBps > 0:
-			p.ASendBps, p.ASendAgeSec = learnt[p.A].learntToUsBps, learnt[p.A].learntToUsAgeSec
+		case p.A == ClientNode:
+			w := learnt[p.B]
+			if w.learntToUsBps > 0 {
+				p.BSendBps, p.BSendAgeSec = w.learntToUsBps, w.learntToUsAgeSec
+			}
+			if w.learntLossOK && p.Loss < 1 {
+				p.Loss, p.BLossSource = max(p.Loss, w.learntLossToUs), planner.LearntFromTunnels
+			}
+		case p.B == ClientNode:
+			w := learnt[p.A]
+			if w.learntToUsBps > 0 {
+				p.ASendBps, p.ASendAgeSec = w.learntToUsBps, w.learntToUsAgeSec
+			}
+			if w.learntLossOK && p.Loss < 1 {
+				p.Loss, p.ALossSource = max(p.Loss, w.learntLossToUs), planner.LearntFromTunnels
+			}
 		}
 	}
 }
@@ -654,6 +671,9 @@ type adminInfo struct {
 	// What its tunnels to this host sustained (0 through ?via=).
 	LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
 	LearntAgeSec   float64 `json:"learnt_send_age_s"`
+	// The share of what they sent that went again; nil: none learnt
+	// (and through ?via=).
+	LearntLossToYou *float64 `json:"learnt_loss_to_you"`
 }
 
 // adminLimits are the socket limits /v1/info reports.
@@ -671,6 +691,9 @@ func (info adminInfo) windows(forwarded bool) windows {
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
 	if !forwarded && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
 		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
+	}
+	if l := info.LearntLossToYou; !forwarded && l != nil && *l >= 0 && *l < 1 {
+		w.learntLossToUs, w.learntLossOK = *l, true
 	}
 	return w
 }

@@ -67,21 +67,26 @@ func TestRelayPairsNewestOfBothDirections(t *testing.T) {
 	}
 }
 
-// A relay's learnt rate to this host goes on the pair between them, on
-// the relay's side, whichever way round the pair is written.
+// A relay's learnt rate and loss to this host go on the pair between
+// them, on the relay's side, whichever way round the pair is written; a
+// learnt loss raises the pair's (the higher of the two ways), never lowers
+// it, and a learnt 0 is an answer.
 func TestApplyLearnt(t *testing.T) {
 	m := &planner.Matrix{Pairs: []planner.Pair{
 		{A: ClientNode, B: "r1", RTTMs: 20},
-		{A: "r2", B: ClientNode, RTTMs: 30},
+		{A: "r2", B: ClientNode, RTTMs: 30, Loss: 0.05},
 		{A: "r1", B: "r2", RTTMs: 5},
 		{A: ClientNode, B: "r3", RTTMs: 9},
+		{A: ClientNode, B: "r4", RTTMs: 9, Loss: 1},
 	}}
-	applyLearnt(m, map[string]windows{"r1": {learntToUsBps: 28e6, learntToUsAgeSec: 30}, "r2": {learntToUsBps: 90e6}, "r3": {}})
+	applyLearnt(m, map[string]windows{"r1": {learntToUsBps: 28e6, learntToUsAgeSec: 30, learntLossToUs: 0.01, learntLossOK: true},
+		"r2": {learntToUsBps: 90e6, learntLossOK: true}, "r3": {learntLossToUs: 0.2}, "r4": {learntLossToUs: 0.02, learntLossOK: true}})
 	want := []planner.Pair{
-		{A: ClientNode, B: "r1", RTTMs: 20, BSendBps: 28e6, BSendAgeSec: 30},
-		{A: "r2", B: ClientNode, RTTMs: 30, ASendBps: 90e6},
+		{A: ClientNode, B: "r1", RTTMs: 20, BSendBps: 28e6, BSendAgeSec: 30, Loss: 0.01, BLossSource: planner.LearntFromTunnels},
+		{A: "r2", B: ClientNode, RTTMs: 30, ASendBps: 90e6, Loss: 0.05, ALossSource: planner.LearntFromTunnels},
 		{A: "r1", B: "r2", RTTMs: 5},
 		{A: ClientNode, B: "r3", RTTMs: 9},
+		{A: ClientNode, B: "r4", RTTMs: 9, Loss: 1},
 	}
 	if !slices.Equal(m.Pairs, want) {
 		t.Fatalf("pairs %+v, want %+v", m.Pairs, want)

@@ -30,11 +30,11 @@
 //
 // The wire format, all integers big-endian:
 //
-//	ask:   "rmA2" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] flags[1]
+//	ask:   "rmA3" nonce[16] unix_ms[8] handshakes[1] timeout_ms[2] flags[1]
 //	       rlen[1] relay[rlen] n[1] n × (len[1] host:port[len])
 //	       zero padding  mac[32]
 //	ack:   "rmK1" nonce[16] mac[32]
-//	reply: "rmR1" nonce[16] flags[1] n[1] n × rtt_us[4]  [info[InfoBytes]]  mac[32]
+//	reply: "rmR2" nonce[16] flags[1] n[1] n × rtt_us[4]  [info[InfoBytes]]  mac[32]
 //
 // rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
 // the relay could not reach (or refused by its destination policy). With
@@ -86,28 +86,36 @@ const DatagramHeaderBytes = 40 + 8
 const FlagInfo = 1
 
 // InfoBytes is the size of a reply's Info.
-const InfoBytes = 8 + 8 + 8 + 8 + 4 + congestionBytes
+const InfoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4 + congestionBytes
 
 const congestionBytes = 16
 
 // Info is what a planner reads of a relay with its answer: what
 // /v1/info says of its windows (relay.SocketLimits), its capacity, and the
-// rate it learnt of its path to the asker.
+// rate and loss it learnt of its path to the asker.
 type Info struct {
-	WindowBytes     int64   // limits.window_bytes_approx: the receive window autotuning reaches
-	TCPWmemMaxBytes int64   // limits.tcp_wmem_max_bytes
-	CapacityBps     float64 // declared capacity, bits/s; 0: none
-	LearntToYouBps  float64 // learnt_send_bps_to_you; 0: none
-	LearntAgeSec    float32 // learnt_send_age_s
-	Congestion      string  // congestion control on relay links, at most 16 bytes
+	WindowBytes      int64   // limits.window_bytes_approx: the receive window autotuning reaches
+	TCPWmemMaxBytes  int64   // limits.tcp_wmem_max_bytes
+	CapacityBps      float64 // declared capacity, bits/s; 0: none
+	LearntToYouBps   float64 // learnt_send_bps_to_you; 0: none
+	LearntAgeSec     float32 // learnt_send_age_s
+	LearntLossToYou  float32 // learnt_loss_to_you, 0..1; NoLoss: none learnt
+	LearntLossAgeSec float32 // learnt_loss_age_s
+	Congestion       string  // congestion control on relay links, at most 16 bytes
 }
 
+// NoLoss is Info.LearntLossToYou when the relay learnt no loss of its path
+// to the asker.
+const NoLoss = -1
+
 var (
-	// The ask's version 2 names the relay; a version 1 ask (no name) is
-	// refused as malformed, and its asker falls back to HTTPS.
-	magicAsk   = [4]byte{'r', 'm', 'A', '2'}
+	// The ask's version 2 names the relay; version 3 asks for a reply
+	// whose Info carries the loss learnt of the path to the asker
+	// (reply version 2). An ask of an earlier version is refused as
+	// malformed, and its asker falls back to HTTPS.
+	magicAsk   = [4]byte{'r', 'm', 'A', '3'}
 	magicAck   = [4]byte{'r', 'm', 'K', '1'}
-	magicReply = [4]byte{'r', 'm', 'R', '1'}
+	magicReply = [4]byte{'r', 'm', 'R', '2'}
 )
 
 // Key authenticates asks and replies.
@@ -333,6 +341,8 @@ func (k Key) SealReply(r Reply) []byte {
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.CapacityBps))
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.LearntToYouBps))
 		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntAgeSec))
+		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntLossToYou))
+		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntLossAgeSec))
 		var cc [congestionBytes]byte
 		copy(cc[:], i.Congestion)
 		b = append(b, cc[:]...)
@@ -368,12 +378,14 @@ func (k Key) OpenReply(b []byte) (Reply, error) {
 	if flags&FlagInfo != 0 {
 		b := body[at:]
 		r.Info = &Info{
-			WindowBytes:     int64(binary.BigEndian.Uint64(b)),
-			TCPWmemMaxBytes: int64(binary.BigEndian.Uint64(b[8:])),
-			CapacityBps:     math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
-			LearntToYouBps:  math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
-			LearntAgeSec:    math.Float32frombits(binary.BigEndian.Uint32(b[32:])),
-			Congestion:      strings.TrimRight(string(b[36:36+congestionBytes]), "\x00"),
+			WindowBytes:      int64(binary.BigEndian.Uint64(b)),
+			TCPWmemMaxBytes:  int64(binary.BigEndian.Uint64(b[8:])),
+			CapacityBps:      math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
+			LearntToYouBps:   math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
+			LearntAgeSec:     math.Float32frombits(binary.BigEndian.Uint32(b[32:])),
+			LearntLossToYou:  math.Float32frombits(binary.BigEndian.Uint32(b[36:])),
+			LearntLossAgeSec: math.Float32frombits(binary.BigEndian.Uint32(b[40:])),
+			Congestion:       strings.TrimRight(string(b[44:44+congestionBytes]), "\x00"),
 		}
 	}
 	return r, nil

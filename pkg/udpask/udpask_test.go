@@ -44,7 +44,8 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 		t.Errorf("reply came back as %+v (%v), want %+v", gotR, err, r)
 	}
 	// With the relay's windows, for an ask of them that names no target.
-	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5, Congestion: "bbr"}
+	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5,
+		LearntLossToYou: 0.0125, LearntLossAgeSec: 42, Congestion: "bbr"}
 	b, err = k.SealAsk(Ask{Relay: "tokyo-1", Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
 	if err != nil {
 		t.Fatal(err)
