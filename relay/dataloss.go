@@ -193,10 +193,9 @@ func (s *Server) learnLoss(c net.Conn, st tunnel.SocketStats) {
 	}
 	if s.measure != nil {
 		if relays, err := s.measure.reg.Relays(s.ctx); err == nil {
-			if peer := peerOf(c, relays); peer != "" {
-				if peer != s.cfg.Name {
-					s.loss.add(peer, time.Now(), st)
-				}
+			// peerOf names this relay for a client on its own host.
+			if peer := peerOf(c, relays); peer != "" && peer != s.cfg.Name {
+				s.loss.add(peer, time.Now(), st)
 				return
 			}
 		}

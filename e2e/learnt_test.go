@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/proxy"
+)
+
+// A relay learns from a download what it sends to the client's host and
+// tells that host in /v1/info: the rate its tunnel sustained, and the
+// share of its bytes sent again (on loopback, none), which is absent
+// until a MiB went there.
+func TestRelayTellsTheClientWhatItLearntOfItsSegment(t *testing.T) {
+	const token = "e2e-admin-token-0123"
+	r := startRelayd(t, "--allow-private", "--admin-token", token)
+	const sizeBytes = 4 << 20
+	srv := startServer(t, func(c net.Conn) {
+		defer c.Close()
+		_, _ = c.Write(make([]byte, sizeBytes))
+	})
+	type learnt struct {
+		LossToYou *float64 `json:"learnt_loss_to_you"`
+		LossAgeS  *float64 `json:"learnt_loss_age_s"`
+	}
+	var before learnt
+	if err := json.Unmarshal([]byte(adminGet(t, r, "/v1/info", token)), &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.LossToYou != nil || before.LossAgeS != nil {
+		t.Fatalf("before any tunnel: learnt loss %v, age %v; want none", *before.LossToYou, before.LossAgeS)
+	}
+	d, err := proxy.SOCKS5("tcp", r.socks, nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial("tcp", srv.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, c)
+	c.Close()
+	if err != nil || n != sizeBytes {
+		t.Fatalf("downloaded %d of %d bytes: %v", n, sizeBytes, err)
+	}
+	// The tunnel is recorded when it ends, just after the client saw EOF.
+	var after learnt
+	for deadline := time.Now().Add(5 * time.Second); after.LossToYou == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		after = learnt{}
+		if err := json.Unmarshal([]byte(adminGet(t, r, "/v1/info", token)), &after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after.LossToYou == nil {
+		t.Fatal("5 s after a 4 MiB download: no learnt loss in /v1/info")
+	}
+	if *after.LossToYou != 0 || after.LossAgeS == nil || *after.LossAgeS < 0 || *after.LossAgeS > 60 {
+		t.Fatalf("after a 4 MiB download over loopback: learnt loss %v, age %v s; want 0, just now", *after.LossToYou, after.LossAgeS)
+	}
+}
