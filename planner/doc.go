@@ -17,8 +17,10 @@
 //
 // send_bps is the rate the sender's own traffic reached on this segment
 // while the network held it back (not a window, a buffer or a lack of
-// data): what a relay learns from the tunnels it carries. It bounds the
-// segment however large the windows.
+// data): what a relay learns from the tunnels it carries, or, where it
+// carried none, the capacity its probe measured (a bottleneck's capacity
+// bounds the sender's rate too). It bounds the segment however large the
+// windows.
 //
 // Loss 1 (no probe answered) makes a pair unusable: its rate is 0, where
 // the Mathis formula would still give a number. The Mathis bound is for
@@ -190,7 +192,8 @@
 // was measured to advertise on this path; absent or 0 = the node's
 // window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic
 // to the other end was learnt to reach, bits/s; absent or 0 = unknown;
-// a_send_age_s, b_send_age_s: how old, seconds).
+// a_send_age_s, b_send_age_s: how old, seconds; a_send_source,
+// b_send_source: who learnt it, absent or "tunnels", "bench" or "probe").
 // Each unordered pair may appear once.
 //
 // Decoding is strict: unknown fields, duplicate keys, duplicate pairs,

@@ -178,11 +178,14 @@ func writeSegments(b *strings.Builder, p Plan) {
 			limit = fmtBps(seg.LimitBps) + " declared"
 		}
 		if seg.LearntBps > 0 {
-			by := seg.Sender
-			if seg.LearntSource == LearntFromBench {
+			by, how := seg.Sender, " learnt ("
+			switch seg.LearntSource {
+			case LearntFromBench:
 				by = "bench"
+			case LearntFromProbe:
+				how = " probed ("
 			}
-			learnt := fmtBps(seg.LearntBps) + " learnt (" + by + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
+			learnt := fmtBps(seg.LearntBps) + how + by + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
 			if seg.LimitBps > 0 {
 				limit += ", " + learnt
 			} else {

@@ -152,7 +152,9 @@ type Pair struct {
 	BSendAgeSec float64 `json:"b_send_age_s,omitempty"`
 	// ASendSource and BSendSource say who learnt ASendBps and BSendBps:
 	// "" or LearntFromTunnels, the sender from the tunnels it carried;
-	// LearntFromBench, relayctl bench, from a download it timed.
+	// LearntFromBench, relayctl bench, from a download it timed;
+	// LearntFromProbe, the sender's capacity probe (trains of datagrams:
+	// the bottleneck's capacity, not what other traffic leaves of it).
 	ASendSource string `json:"a_send_source,omitempty"`
 	BSendSource string `json:"b_send_source,omitempty"`
 	// ALossSource says who measured the loss of A's sends to B, which
@@ -171,6 +173,9 @@ type Pair struct {
 const (
 	LearntFromTunnels = "tunnels"
 	LearntFromBench   = "bench"
+	// LearntFromProbe: a relay's capacity probe measured its sends
+	// (Pair.ASendSource, BSendSource, Segment.LearntSource only).
+	LearntFromProbe = "probe"
 	// LossDeclared: a loss the matrix's author states (Pair.ALossSource,
 	// BLossSource only).
 	LossDeclared = "declared"
@@ -434,8 +439,8 @@ type Segment struct {
 	LearntBps float64 `json:"learnt_bps,omitempty"`
 	// LearntAgeSec is how old LearntBps is, seconds.
 	LearntAgeSec float64 `json:"learnt_age_s,omitempty"`
-	// LearntSource is who learnt LearntBps (LearntFromTunnels or
-	// LearntFromBench).
+	// LearntSource is who learnt LearntBps (LearntFromTunnels,
+	// LearntFromBench or LearntFromProbe).
 	LearntSource string `json:"learnt_source,omitempty"`
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under

@@ -255,6 +255,10 @@ func (s *search) limiter(seg Segment) string {
 		}
 		return fmt.Sprintf("%s loss (Mathis bound, MSS %d B)", fmtPct(seg.Loss), s.req.Model.MSSBytes)
 	case limitedByLearnt:
+		if seg.LearntSource == LearntFromProbe {
+			return fmt.Sprintf("the capacity %s's probe measured towards %s, %s (trains of datagrams, %s ago)",
+				seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), fmtAge(seg.LearntAgeSec))
+		}
 		how := "learnt from its tunnels"
 		if seg.LearntSource == LearntFromBench {
 			how = "timed by relayctl bench"
