@@ -36,7 +36,7 @@ func material(old, fresh []Pair) bool {
 		if math.Abs(o.RTTMs-p.RTTMs) > math.Max(0.5, 0.1*o.RTTMs) {
 			return true
 		}
-		if (o.SendBps > 0) != (p.SendBps > 0) || math.Abs(o.SendBps-p.SendBps) > 0.2*o.SendBps {
+		if (o.SendBps > 0) != (p.SendBps > 0) || math.Abs(o.SendBps-p.SendBps) > 0.2*o.SendBps || o.SendSource != p.SendSource {
 			return true
 		}
 	}

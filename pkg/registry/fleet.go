@@ -370,7 +370,8 @@ const maxSendBps = 1e13
 
 // sane says whether a pair's figures are possible: an age (seconds) not in
 // the future, RTTs within [MinRTTMs, 60 s] when probes were answered, loss
-// in [0, 1], a send rate in [0, maxSendBps], no negative counts.
+// in [0, 1], a send rate in [0, maxSendBps] from a known source, no
+// negative counts.
 func sane(sp Pair, ageS float64) bool {
 	ok := func(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
 	if !saneAge(ageS) || !ok(sp.Loss, 0, 1) || sp.Samples < 0 || sp.From == "" || sp.To == "" || sp.From == sp.To {
@@ -384,7 +385,7 @@ func sane(sp Pair, ageS float64) bool {
 			return false
 		}
 	}
-	return ok(sp.SendBps, 0, maxSendBps)
+	return ok(sp.SendBps, 0, maxSendBps) && (sp.SendSource == "" || sp.SendSource == SendFromProbe)
 }
 
 // saneAge says whether an age (seconds) is possible: not in the future,

@@ -61,12 +61,22 @@ type Pair struct {
 	Estimated  bool   `json:"estimated"`            // a prior (Consul coordinates), not probed
 	// SendBps is the best rate From's tunnels to To sustained while the
 	// path held them back, bits/s, learnt from traffic in the last 10
-	// minutes; 0 = none learnt.
+	// minutes, or else the capacity From's probe measured in the last
+	// hour (SendSource); 0 = none learnt.
 	SendBps float64 `json:"send_bps,omitempty"`
-	// SendAt is when the newest tunnel that taught SendBps ended.
-	SendAt    time.Time `json:"send_at,omitzero"`
-	UpdatedAt time.Time `json:"updated_at"`
+	// SendAt is when the newest tunnel that taught SendBps ended (or
+	// when the probe measured it).
+	SendAt time.Time `json:"send_at,omitzero"`
+	// SendSource says what taught SendBps: "" its tunnels, SendFromProbe
+	// a capacity probe (trains of datagrams: the bottleneck's capacity,
+	// used only where no tunnel taught a rate).
+	SendSource string    `json:"send_source,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
+
+// SendFromProbe is Pair.SendSource for a rate a capacity probe measured
+// (relay/capacityprobe.go, pkg/packettrain).
+const SendFromProbe = "probe"
 
 // Answering says whether To's service answered From's newest probe (a
 // refused connect measures the path but means the relay is down).
