@@ -68,6 +68,7 @@ func (s *Server) watchCRL(ctx context.Context) {
 			}
 			say("registry", err)
 		}
+		s.metrics.crlStale.Store(stale)
 		if stale && time.Since(staleSaid) > time.Hour {
 			log.Warn("revocation list is past its next update: still honoured; sign it afresh (relayctl ca revoke --dir CA) and publish it again")
 			staleSaid = time.Now()

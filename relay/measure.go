@@ -57,11 +57,6 @@ func (s *Server) startMeasuring() error {
 		return nil
 	}
 	log := s.log.Named("measure")
-	// A fleet file's problems: entries left out (the rest is used), or a
-	// file refused (the last good one is used). Each error names them.
-	fileProblem := func(err error) {
-		s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
-	}
 	// Log when the pull outcome changes (a peer unreachable, back), not on
 	// every pull; a refused file is retried every 2 s, and logged once.
 	var reg registry.Registry
@@ -90,7 +85,7 @@ func (s *Server) startMeasuring() error {
 				s.log.Info("fleet file re-read", zap.Int("relays", len(relays)))
 			case err.Error() != lastFile:
 				lastFile = err.Error()
-				fileProblem(err)
+				s.fleetFileProblem(err)
 			}
 		},
 	}
@@ -109,34 +104,13 @@ func (s *Server) startMeasuring() error {
 		}
 	}
 	// The bound addresses, not the configured ones: port 0 means "any".
-	reg, err := registry.Open(registry.Options{
-		Fleet: s.cfg.Fleet,
-		Consul: registry.ConsulOptions{
-			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
-			WatchCoalesce:   s.cfg.Probe.PullInterval,
-			CoordinatesOnly: sparse,
-		},
-		Self: &registry.SelfRegistration{
-			Name: s.cfg.Name, Region: s.cfg.Region,
-			SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
-			Advertise: cmp.Or(s.cfg.Advertise, advertiseToward(s.cfg.Consul.Addr)),
-		},
-		Admin:        s.adminClient(3 * time.Second),
-		PullInterval: s.cfg.Probe.PullInterval,
-		Events:       events,
-		PullOnly:     pullOnly,
-	})
+	reg, err := s.openRegistry(registry.SelfRegistration{
+		Name: s.cfg.Name, Region: s.cfg.Region,
+		SOCKS: s.SOCKSAddr(), HTTP: s.HTTPAddr(), Admin: s.AdminAddr(), Relay: s.RelayAddr(),
+		Advertise: cmp.Or(s.cfg.Advertise, advertiseToward(s.cfg.Consul.Addr)),
+	}, events, pullOnly, sparse)
 	if err != nil {
 		return err
-	}
-	if fb, ok := reg.(registry.FileBacked); ok {
-		if err := errors.Join(fb.Problems()...); err != nil {
-			fileProblem(err)
-		}
-		if err := s.checkFleetAddrs(reg); err != nil {
-			_ = reg.Close(context.Background())
-			return err
-		}
 	}
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
@@ -186,6 +160,47 @@ func (s *Server) startMeasuring() error {
 	m.start()
 	s.measure = m
 	return nil
+}
+
+// openRegistry opens the registry the config names, as self, without
+// touching the network (Consul is first asked when it runs), and checks a
+// fleet file: its entries left out are warned about, and its relays'
+// addresses are checked against the relay policy (checkFleetAddrs). Run
+// opens it so before it measures; relayd check (Check) so, and closes it.
+func (s *Server) openRegistry(self registry.SelfRegistration, events registry.Events, pullOnly func() []string, sparse bool) (registry.Registry, error) {
+	log := s.log.Named("measure")
+	reg, err := registry.Open(registry.Options{
+		Fleet: s.cfg.Fleet,
+		Consul: registry.ConsulOptions{
+			Addr: s.cfg.Consul.Addr, Token: s.cfg.Consul.Token, Log: log.Named("consul"),
+			WatchCoalesce:   s.cfg.Probe.PullInterval,
+			CoordinatesOnly: sparse,
+		},
+		Self:         &self,
+		Admin:        s.adminClient(3 * time.Second),
+		PullInterval: s.cfg.Probe.PullInterval,
+		Events:       events,
+		PullOnly:     pullOnly,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if fb, ok := reg.(registry.FileBacked); ok {
+		if err := errors.Join(fb.Problems()...); err != nil {
+			s.fleetFileProblem(err)
+		}
+		if err := s.checkFleetAddrs(reg); err != nil {
+			_ = reg.Close(context.Background())
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// fleetFileProblem warns of a fleet file's entries left out (the rest is
+// used), or of a file refused (the last good one is used); err names them.
+func (s *Server) fleetFileProblem(err error) {
+	s.log.Warn("fleet file: not all of it is in use", zap.Error(err))
 }
 
 // checkFleetAddrs reads the fleet file's relays' addresses (IP literals;

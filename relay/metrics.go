@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/relaymesh/relaymesh/pkg/buildinfo"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
@@ -42,6 +44,15 @@ type metrics struct {
 	// unset (no registry, or the fleet file, which cannot go stale as a
 	// whole) they read 0.
 	registry atomic.Pointer[registry.Staleness]
+	// certExpiry is when this relay's certificate from the operator CA
+	// expires, Unix seconds; 0 without one.
+	certExpiry atomic.Int64
+	// crlStale is 1 while the revocation list in force is past its
+	// NextUpdate (watchCRL).
+	crlStale atomic.Bool
+	// slots are the connection pools whose fill the slot gauges report
+	// (limits.max_conns, limits.max_relay_conns); unset, they read 0.
+	slots atomic.Pointer[map[string]chan struct{}]
 }
 
 func newMetrics() *metrics {
@@ -145,11 +156,61 @@ func newMetrics() *metrics {
 			return time.Since(since).Seconds()
 		}),
 	)
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "relaymesh_build_info", Help: "Always 1: the relayd build, labelled with its version (the release, else dev-<commit>) and Go version.",
+		ConstLabels: prometheus.Labels{"version": buildinfo.Version(), "go": runtime.Version()},
+	})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_identity_cert_expiry_timestamp_seconds",
+			Help: "When this relay's certificate from the operator CA expires, Unix seconds; 0 without one (a fleet secret's are renewed at each start).",
+		}, func() float64 { return float64(m.certExpiry.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_identity_crl_stale",
+			Help: "1 while the revocation list in force is past its next update (still honoured: sign it afresh with relayctl ca revoke).",
+		}, func() float64 {
+			if m.crlStale.Load() {
+				return 1
+			}
+			return 0
+		}),
+	)
+	for _, pool := range []string{"client", "relay"} {
+		slots := func(f func(chan struct{}) int) func() float64 {
+			return func() float64 {
+				if p := m.slots.Load(); p != nil {
+					return float64(f((*p)[pool]))
+				}
+				return 0
+			}
+		}
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "relaymesh_conn_slots_used",
+				Help:        "Connection slots taken, by pool: client (SOCKS5 and HTTP, limits.max_conns) and relay (the relay listener, limits.max_relay_conns).",
+				ConstLabels: prometheus.Labels{"pool": pool},
+			}, slots(func(c chan struct{}) int { return len(c) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "relaymesh_conn_slots_limit",
+				Help:        "Connection slots, by pool: limits.max_conns (client) and limits.max_relay_conns (relay); a full pool refuses new connections.",
+				ConstLabels: prometheus.Labels{"pool": pool},
+			}, slots(func(c chan struct{}) int { return cap(c) })),
+		)
+	}
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// watchSlots makes the slot gauges report the client and relay pools.
+func (m *metrics) watchSlots(client, relay chan struct{}) {
+	m.slots.Store(&map[string]chan struct{}{"client": client, "relay": relay})
+}
+
+// watchCert makes the certificate gauge report expiry.
+func (m *metrics) watchCert(expiry time.Time) { m.certExpiry.Store(expiry.Unix()) }
 
 func (m *metrics) observePool(event string) { m.poolEvents.WithLabelValues(event).Inc() }
 

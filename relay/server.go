@@ -81,79 +81,46 @@ type Server struct {
 }
 
 // New validates cfg and builds a server. It refuses configurations that would
-// make an open proxy by accident.
+// make an open proxy by accident. Every check it makes before it builds is
+// the preflight's (configcheck.go), which relayd check runs too; its error
+// names every problem found, not only the first.
 func New(cfg Config, log *zap.Logger) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	p := runPreflight(&cfg)
+	for _, w := range p.warnings {
+		log.Warn(w)
+	}
+	if err := p.err(); err != nil {
 		return nil, err
 	}
-	if err := cfg.LoadAdminToken(); err != nil {
-		return nil, err
-	}
-	users, err := cfg.LoadCredentials()
-	if err != nil {
-		return nil, err
-	}
-	if len(users) == 0 && !cfg.Open {
-		for _, l := range []struct{ field, addr string }{{"socks", cfg.SOCKS}, {"http", cfg.HTTP}} {
-			if l.addr != "" && !isLoopbackListen(l.addr) {
-				return nil, fmt.Errorf("%s: refusing to listen on non-loopback %s without credentials: "+
-					"set --user/--password (or auth.users / --credentials), or pass --open to run an open proxy on purpose", l.field, l.addr)
-			}
-		}
-	}
-	secret, err := cfg.LoadFleetSecret()
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range cfg.ExposedSecretFiles() {
-		log.Warn("secret file exposed: " + w)
-	}
-	if cfg.Admin != "" && !isLoopbackListen(cfg.Admin) && cfg.AdminToken == "" {
-		return nil, fmt.Errorf("admin: refusing to serve the admin API on non-loopback %s without admin_token_file (--admin-token-file) or admin_token", cfg.Admin)
-	}
-	// Read once at start: a relay whose public address changes restarts
-	// (a VPS's address is fixed for its life).
-	self, err := policy.OwnAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("policy: listing this host's addresses: %w", err)
-	}
-	pol, relayPol := cfg.Policy.policies(self)
-	if err := checkNextHops(cfg.Next, pol, relayPol); err != nil {
-		return nil, err
-	}
+	return newServer(cfg, p, log)
+}
+
+// newServer builds the server on a preflight that found no error.
+func newServer(cfg Config, p *preflight, log *zap.Logger) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        log,
-		auth:       newCredentials(users, newGuessLimiter(cfg.Limits.MaxAuthFailures, cfg.Limits.AuthBlock)),
-		policy:     pol,
-		relayPol:   relayPol,
+		auth:       newCredentials(p.users, newGuessLimiter(cfg.Limits.MaxAuthFailures, cfg.Limits.AuthBlock)),
+		policy:     p.dst,
+		relayPol:   p.relayPol,
 		metrics:    newMetrics(),
 		slots:      make(chan struct{}, cfg.Limits.MaxConns),
 		relaySlots: make(chan struct{}, cfg.Limits.MaxRelayConns),
 		conns:      map[net.Conn]chan struct{}{},
-		secret:     secret,
+		secret:     p.secret,
 		replay:     &route.ReplayGuard{},
 		refusals:   &sampler{interval: time.Second},
 		waiting:    map[net.Conn]struct{}{},
+		link:       p.link,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.link, err = linkIdentity(cfg, secret, log); err != nil {
-		return nil, err
-	}
 	if s.link != nil && s.link.Issued() {
-		// The certificate names this relay; a config that names it too
-		// must agree (a copied config would otherwise publish one name
-		// and prove another).
-		if cfg.Name != "" && cfg.Name != s.link.Name {
-			return nil, fmt.Errorf("name: %q, but identity.cert %s names %q: issue this relay's certificate for its name (relayctl ca issue --name %s)", cfg.Name, cfg.Identity.Cert, s.link.Name, cfg.Name)
-		}
-		if cfg.Relay != "" && s.link.Role != linktls.RoleRelay {
-			return nil, fmt.Errorf("relay: identity.cert %s is a %s certificate; a relay listener needs one issued with --role relay", cfg.Identity.Cert, s.link.Role)
-		}
 		s.cfg.Name = s.link.Name
+		s.metrics.watchCert(certExpiry(s.link))
 	}
+	s.metrics.watchSlots(s.slots, s.relaySlots)
 	s.admin = s.newAdminClient()
-	if cfg.Pool.MaxIdle > 0 && (secret != nil || s.link != nil) {
+	if cfg.Pool.MaxIdle > 0 && (s.secret != nil || s.link != nil) {
 		hop := s.relayHopDialer()
 		s.warm = &pool.Pool{
 			// Through the relay policy: a route header's first hop
@@ -180,13 +147,6 @@ func New(cfg Config, log *zap.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.chain.Store(ch)
-	if cfg.Open && len(users) == 0 {
-		log.Warn("OPEN PROXY: no credentials and --open given; anyone who can reach the listeners can use this relay",
-			zap.String("socks", cfg.SOCKS), zap.String("http", cfg.HTTP))
-	}
-	if cfg.Policy.AllowPrivate {
-		log.Warn("private and loopback destinations are allowed (--allow-private); use only in labs and tests")
-	}
 	return s, nil
 }
 
@@ -222,7 +182,7 @@ func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 // admin API: an identity an operator's CA issued (identity), else one
 // derived from the fleet secret, else none (transport plain, or no relay
 // links at all).
-func linkIdentity(cfg Config, secret []byte, log *zap.Logger) (*linktls.Identity, error) {
+func linkIdentity(cfg Config, secret []byte) (*linktls.Identity, error) {
 	if cfg.Identity.Set() {
 		return linktls.Load(cfg.Identity)
 	}
@@ -230,8 +190,7 @@ func linkIdentity(cfg Config, secret []byte, log *zap.Logger) (*linktls.Identity
 		return nil, nil
 	}
 	if cfg.Transport == TransportPlain {
-		log.Warn("transport: plain: relay links carry route headers and payload in clear text and anyone on the path can read and inject; use only on a network you trust")
-		return nil, nil
+		return nil, nil // warned about by the preflight
 	}
 	// A relay listener makes a relay; without one this is an entry only
 	// (relayctl connect), which relays accept but never take for a relay.
@@ -370,9 +329,6 @@ func (s *Server) chainFor(ctx context.Context, dst string) (*chain.Chain, error)
 // Start binds every configured listener and serves in the background.
 func (s *Server) Start() error {
 	var err error
-	if err := s.cfg.RelaySocket.checkCongestion(); err != nil {
-		return err
-	}
 	if s.cfg.SOCKS != "" {
 		if s.socksLn, err = net.Listen("tcp", s.cfg.SOCKS); err != nil {
 			return s.startFailed(fmt.Errorf("socks: listen %s: %w", s.cfg.SOCKS, err))
