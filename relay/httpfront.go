@@ -110,6 +110,10 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every answer is written within the stall bound: a client that
 	// reads nothing cannot hold the handler (and its slot).
 	w = h.boundWrites(w)
+	if s.local != nil && r.Method != http.MethodConnect && !r.URL.IsAbs() {
+		s.local.ServeHTTP(w, r)
+		return
+	}
 	log := s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr))
 	src := netip.Addr{}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {

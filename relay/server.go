@@ -74,6 +74,11 @@ type Server struct {
 	waiting  map[net.Conn]struct{}
 	draining bool // set by shutdown: no new conn may start waiting
 
+	// local serves the HTTP listener's origin-form requests (GET /path:
+	// not a proxy request), before any authentication; nil answers them
+	// 400. Set before Start (SetLocalHandler).
+	local http.Handler
+
 	socksLn, httpLn, adminLn, relayLn net.Listener
 	udp                               *udpAsks // admin_udp's socket; nil when off
 	httpSrv, adminSrv                 *http.Server
@@ -294,6 +299,13 @@ func (s *Server) SetRouter(r Router) {
 	}
 	s.router.Store(&r)
 }
+
+// SetLocalHandler makes h serve the requests to the HTTP listener that are
+// not proxy requests (origin-form: GET /path), such as relayctl connect's
+// PAC file. They are served before authentication (a browser fetching its
+// proxy's PAC file sends no proxy credentials): h must serve nothing
+// secret. Call it before Start.
+func (s *Server) SetLocalHandler(h http.Handler) { s.local = h }
 
 // SetNext replaces the static chain with next-hop URLs; new tunnels take
 // it, live ones keep theirs. The first relaymesh:// hop is warmed.
