@@ -47,7 +47,7 @@ func connectCmd() *cobra.Command {
 	var listen, httpListen, logLevel string
 	var every, probeEvery, freshEvery time.Duration
 	cfg := relay.Defaults()
-	var open bool
+	var open, pacFallbackDirect bool
 	cmd := &cobra.Command{
 		Use:   "connect [--dst <region|relay|host:port>]",
 		Short: "Open a local SOCKS5/HTTP proxy that sends connections through planned chains",
@@ -55,7 +55,11 @@ func connectCmd() *cobra.Command {
 through planned chains with the native protocol: one authenticated header
 names every relay and the destination, over warm relay connections (TLS 1.3,
 both ends authenticated with certificates derived from the fleet secret,
-unless --transport plain). Point any application at it.
+unless --transport plain). Point any application at it: the HTTP listener
+serves a PAC file for browsers at http://127.0.0.1:8080/proxy.pac (every
+host but loopback to the SOCKS5 listener, then the HTTP one; the same file
+relayctl pac --proxy 127.0.0.1:1080 --http-proxy 127.0.0.1:8080 writes), and
+eval "$(relayctl env)" points a shell's tools at it (docs/clients.md).
 
 Without --dst, each destination is routed by its own plan. The first
 connection to a host starts a survey of it in the background (this host's
@@ -155,6 +159,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			if err != nil {
 				return err
 			}
+			srv.SetLocalHandler(connectPAC(srv, pacFallbackDirect))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if freshEvery < 0 {
@@ -188,8 +193,8 @@ SIGTERM, letting tunnels finish for 5 s.`,
 				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again in %v (the wait doubling while they have not come, up to --replan)",
 					strings.Join(w, "; "), planroute.AwaitingReplanEvery)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> %s via %s\n",
-				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), f.dst, via)
+			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> %s via %s\n",
+				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv), f.dst, via)
 			go r.Run(ctx)
 			<-ctx.Done()
 			srv.Shutdown(cfg.Limits.ShutdownGrace)
@@ -215,6 +220,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")
 	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. in a container whose port only you reach)")
 	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header: a request reaches the destination one chain round trip sooner; a chain that then fails resets the client's connection instead of answering why (false: answer once the chain is up)`)
+	fl.BoolVar(&pacFallbackDirect, "pac-fallback-direct", false, "the PAC file served at --http's /proxy.pac ends with DIRECT: when connect is down, browsers go around it unproxied instead of failing")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
@@ -257,8 +263,8 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s -> each destination by its own plan (direct until surveyed)\n",
-		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()))
+	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> each destination by its own plan (direct until surveyed)\n",
+		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv))
 	<-ctx.Done()
 	srv.Shutdown(grace)
 	return nil

@@ -36,6 +36,6 @@ func rootCmd() *cobra.Command {
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
 	})
-	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), benchCmd(), pacCmd(), caCmd(), simCmd())
+	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), envCmd(), benchCmd(), pacCmd(), caCmd(), simCmd())
 	return root
 }
