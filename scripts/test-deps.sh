@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite drives as real peers: curl (an
 # independent HTTP/SOCKS5 client), microsocks and dante-server (third-party
-# SOCKS5 hops). Without root or apt it says what is missing; the tests that
-# need a missing tool skip with a printed reason (under CI=true they fail).
+# SOCKS5 hops), chromium (a browser taking relayctl connect's PAC file).
+# Without root or apt it says what is missing; the tests that need a missing
+# tool skip with a printed reason (under CI=true they fail).
 set -euo pipefail
 need=()
 command -v curl >/dev/null || need+=(curl)
 command -v microsocks >/dev/null || need+=(microsocks)
 command -v danted >/dev/null || [ -x /usr/sbin/danted ] || need+=(dante-server)
+command -v chromium >/dev/null || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
   echo "test-deps: not root or no apt-get; missing ${need[*]} (tests using them will skip; under CI=true, fail)" >&2
