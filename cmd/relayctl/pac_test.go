@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // runRelayctl runs relayctl with args and returns what it printed on
@@ -188,4 +191,67 @@ func TestPACCommandErrors(t *testing.T) {
 	if _, err := runRelayctl("pac", "--proxy", "127.0.0.1:1080;DIRECT"); err == nil {
 		t.Error("a --proxy that breaks out of the PAC string: accepted")
 	}
+}
+
+// relayctl pac --serve serves what relayctl pac prints, until its context
+// ends.
+func TestPACServe(t *testing.T) {
+	args := []string{"pac", "--proxy", "127.0.0.1:1080", "--hosts", "*.jp", "--fallback-direct"}
+	want, err := runRelayctl(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := rootCmd()
+	stderr := &lockedBuffer{}
+	c.SetArgs(append(args, "--serve", "127.0.0.1:0"))
+	c.SetOut(io.Discard)
+	c.SetErr(stderr)
+	done := make(chan error, 1)
+	go func() { done <- c.ExecuteContext(ctx) }()
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(stderr.String(), "serving "); ok {
+			url = strings.TrimSpace(rest)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("relayctl pac --serve did not say where it serves: %q", stderr.String())
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != pacContentType || string(body) != want {
+		t.Fatalf("GET %s: %s %q:\n%s\nwant:\n%s", url, resp.Status, resp.Header.Get("Content-Type"), body, want)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("relayctl pac --serve did not stop when its context ended")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a command writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
