@@ -201,7 +201,36 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initSeries()
 	return m
+}
+
+// initSeries exports at 0 the series an alert or a dashboard rates
+// before the first event: a counter missing until its first increment
+// makes rate() and ratios empty, and its name unknown to Prometheus.
+func (m *metrics) initSeries() {
+	for _, fe := range []string{"socks5", "http", "relay"} {
+		m.active.WithLabelValues(fe)
+		m.tunnelsOpened.WithLabelValues(fe, "ok")
+		m.tunnelsClosed.WithLabelValues(fe, "ok")
+		m.acceptErrors.WithLabelValues(fe)
+	}
+	for _, dir := range []string{"up", "down"} {
+		m.bytes.WithLabelValues(dir)
+	}
+	m.dialSeconds.WithLabelValues("direct", "ok")
+	for _, reason := range []string{"max_conns", "max_relay_conns", "max_preauth_conns", "max_preauth_per_source", "admin_conns", "auth"} {
+		m.denials.WithLabelValues(reason)
+	}
+	m.handshakeFailures.WithLabelValues("socks5", "greeting")
+	for _, ev := range []string{"hit", "miss", "expired", "broken", "dial_error"} {
+		m.poolEvents.WithLabelValues(ev)
+	}
+	m.optimisticResets.WithLabelValues("general")
+	for _, r := range []string{"ok", "refused", "denied", "error"} {
+		m.probes.WithLabelValues(r)
+	}
+	m.udpAsks.WithLabelValues("answered")
 }
 
 // watchSlots makes the slot gauges report the client and relay pools.
