@@ -105,3 +105,28 @@ func TestEnvShells(t *testing.T) {
 		}
 	}
 }
+
+// docs/clients.md shows connect's PAC file and relayctl env's lines as
+// relayctl writes them today.
+func TestDocClientsExamples(t *testing.T) {
+	data, err := os.ReadFile("../../docs/clients.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	pac, err := runRelayctl("pac", "--proxy", "127.0.0.1:1080", "--http-proxy", "127.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(doc, "```\n"+pac+"```\n") {
+		t.Errorf("docs/clients.md does not show the PAC file connect serves:\n%s", pac)
+	}
+	env, err := runRelayctl("env", "--shell", "posix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	indented := "    $ relayctl env\n    " + strings.ReplaceAll(strings.TrimSuffix(env, "\n"), "\n", "\n    ") + "\n"
+	if !strings.Contains(doc, indented) {
+		t.Errorf("docs/clients.md does not show relayctl env's lines:\n%s", indented)
+	}
+}
