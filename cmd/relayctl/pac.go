@@ -180,7 +180,11 @@ func reachedAt(addr string, local net.Addr) string {
 	if !ok {
 		return addr
 	}
-	return net.JoinHostPort(ta.IP.String(), port)
+	ip := ta.IP
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4 // an IPv4 client of a dual-stack listener: ::ffff:127.0.0.1
+	}
+	return net.JoinHostPort(ip.String(), port)
 }
 
 // pacOptions are relayctl pac's own flags.

@@ -167,6 +167,11 @@ func TestReachedAt(t *testing.T) {
 			t.Errorf("reachedAt(%q) = %q, want %q", in, got, want)
 		}
 	}
+	for local, want := range map[string]string{"::ffff:127.0.0.1": "127.0.0.1:1080", "::1": "[::1]:1080"} {
+		if got := reachedAt("[::]:1080", &net.TCPAddr{IP: net.ParseIP(local)}); got != want {
+			t.Errorf("reachedAt([::]:1080) reached at %s = %q, want %q", local, got, want)
+		}
+	}
 }
 
 // relayctl pac without --dst needs a proxy; with a matrix (no registry,
