@@ -19,9 +19,15 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 
 all: build
 
+# Stamp the commit into the binaries (--version, relaymesh_build_info)
+# where git answers for the tree; elsewhere (no git, a tree git refuses to
+# read) they build unstamped and say "dev". Overrides a GOFLAGS of
+# -buildvcs=false.
+BUILDVCS = $(shell git status --porcelain >/dev/null 2>&1 && echo auto || echo false)
+
 build:
 	mkdir -p bin
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -buildvcs=$(BUILDVCS) -o bin/ ./cmd/...
 
 test: test-deps vet vulncheck unit fuzz
 
@@ -114,7 +120,7 @@ bench-relay:
 IMAGE ?= relaymesh:local
 image:
 	mkdir -p bin/docker
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/docker/ ./cmd/relayd ./cmd/relayctl
+	CGO_ENABLED=0 $(GO) build -buildvcs=$(BUILDVCS) -trimpath -ldflags="-s -w" -o bin/docker/ ./cmd/relayd ./cmd/relayctl
 	docker build --target local -t $(IMAGE) .
 
 # A Consul image for the local fleet (configs/compose/fleet-local.yml), FROM

@@ -173,8 +173,8 @@ func (p *preflight) loadIdentity(cfg *Config) {
 		p.add(fmt.Errorf("relay: identity.cert %s is a %s certificate; a relay listener needs one issued with --role relay", cfg.Identity.Cert, id.Role))
 	}
 	if left := time.Until(certExpiry(id)); left < certExpiryWarning {
-		p.warnings = append(p.warnings, fmt.Sprintf("identity.cert %s expires in %s (%s): issue a new one (relayctl ca issue --name %s)",
-			cfg.Identity.Cert, left.Round(time.Hour), certExpiry(id).UTC().Format(time.RFC3339), id.Name))
+		p.warnings = append(p.warnings, fmt.Sprintf("identity.cert %s expires in %.1f days (%s): issue a new one (relayctl ca issue --name %s) and restart before then",
+			cfg.Identity.Cert, left.Hours()/24, certExpiry(id).UTC().Format(time.RFC3339), id.Name))
 	}
 }
 

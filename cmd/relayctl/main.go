@@ -29,12 +29,14 @@ func rootCmd() *cobra.Command {
 		Short:         "Plan, use and measure relaymesh relay chains",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       buildinfo.Version(), // --version
+		Version:       buildinfo.Describe(), // --version
 	}
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayctl", buildinfo.Version()) },
+		Short: "Print the version: the release, else dev-<commit>[-dirty] and the commit's time; and the Go version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "relayctl version", buildinfo.Describe())
+		},
 	})
 	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), envCmd(), benchCmd(), pacCmd(), caCmd(), simCmd())
 	return root

@@ -3,14 +3,17 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
@@ -38,13 +41,16 @@ other with TCP handshakes (--probe-mode): mesh probes every peer every 2 s, one
 handshake per peer per interval, fine for tens of relays; coordinates spends a
 fixed 12 handshakes a minute whatever the fleet size and estimates the rest from
 network coordinates. Details: relayd run --help.`,
+		Version:       buildinfo.Describe(), // --version
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), healthCmd(), &cobra.Command{
+	root.AddCommand(runCmd(), checkCmd(), healthCmd(), &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "relayd", buildinfo.Version()) },
+		Short: "Print the version: the release, else dev-<commit>[-dirty] and the commit's time; and the Go version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "relayd version", buildinfo.Describe())
+		},
 	})
 	return root
 }
@@ -108,11 +114,55 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 // itself, and client credentials, which become auth.users.
 var flagsApart = []string{"config", "user", "password", "help"}
 
+// settings are run's flags, which check takes too: the config file, the
+// flags over it, the client credentials. config is the one way from them
+// to the relay's Config, so that check checks what run would run.
+type settings struct {
+	configPath, password string
+	f                    relay.Config // flag targets; applied over the file only when set
+	users                []string
+}
+
+// config reads the file and applies over it the flags given (fl: the
+// command's flags), the Consul token's environment variable and the
+// client credentials. Validation is the relay's (relay.New, relay.Check).
+func (st *settings) config(fl *pflag.FlagSet) (relay.Config, error) {
+	cfg := relay.Defaults()
+	if st.configPath != "" {
+		var err error
+		if cfg, err = relay.LoadFile(st.configPath); err != nil {
+			return cfg, fmt.Errorf("%s: %w", st.configPath, err)
+		}
+		cfg.File = st.configPath // its mode is checked when it holds a secret
+	}
+	for name, apply := range flagOverlay(&st.f, &cfg) {
+		if fl.Changed(name) {
+			apply()
+		}
+	}
+	if cfg.Consul.Addr != "" && cfg.Consul.Token == "" {
+		// The Consul CLI's variable; a flag would show in ps.
+		cfg.Consul.Token = os.Getenv("CONSUL_HTTP_TOKEN")
+	}
+	password := st.password
+	if len(st.users) > 0 {
+		if password == "" {
+			password = os.Getenv("RELAYD_PASSWORD")
+		}
+		if password == "" {
+			return cfg, fmt.Errorf("--user needs a password: --password or the RELAYD_PASSWORD environment variable")
+		}
+		for _, u := range st.users {
+			cfg.Auth.Users = append(cfg.Auth.Users, relay.User{Name: u, Password: password})
+		}
+	} else if fl.Changed("password") {
+		return cfg, fmt.Errorf("--password needs --user")
+	}
+	return cfg, nil
+}
+
 func runCmd() *cobra.Command {
-	var configPath, password string
-	var f relay.Config // flag targets; applied over the file only when set
-	f.AdminUDP = new(bool)
-	var users []string
+	st := &settings{}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the relay",
@@ -165,36 +215,9 @@ refused for a minute (limits.max_auth_failures, limits.auth_block).`,
   relayd run --config /etc/relayd.yaml --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := relay.Defaults()
-			if configPath != "" {
-				var err error
-				if cfg, err = relay.LoadFile(configPath); err != nil {
-					return fmt.Errorf("%s: %w", configPath, err)
-				}
-				cfg.File = configPath // its mode is checked when it holds a secret
-			}
-			fl := cmd.Flags()
-			for name, apply := range flagOverlay(&f, &cfg) {
-				if fl.Changed(name) {
-					apply()
-				}
-			}
-			if cfg.Consul.Addr != "" && cfg.Consul.Token == "" {
-				// The Consul CLI's variable; a flag would show in ps.
-				cfg.Consul.Token = os.Getenv("CONSUL_HTTP_TOKEN")
-			}
-			if len(users) > 0 {
-				if password == "" {
-					password = os.Getenv("RELAYD_PASSWORD")
-				}
-				if password == "" {
-					return fmt.Errorf("--user needs a password: --password or the RELAYD_PASSWORD environment variable")
-				}
-				for _, u := range users {
-					cfg.Auth.Users = append(cfg.Auth.Users, relay.User{Name: u, Password: password})
-				}
-			} else if fl.Changed("password") {
-				return fmt.Errorf("--password needs --user")
+			cfg, err := st.config(cmd.Flags())
+			if err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -204,6 +227,7 @@ refused for a minute (limits.max_auth_failures, limits.auth_block).`,
 				return err
 			}
 			defer log.Sync() //nolint:errcheck
+			log.Info("relayd starting", zap.String("version", buildinfo.Version()), zap.String("go", runtime.Version()))
 			// For finding where a relay's CPU goes (go tool pprof relayd
 			// PATH.PID): one file per process, as a bench runs several.
 			if path := os.Getenv("RELAYD_CPU_PROFILE"); path != "" {
@@ -245,55 +269,131 @@ refused for a minute (limits.max_auth_failures, limits.auth_block).`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVarP(&configPath, "config", "c", "", "YAML config file (flags override it)")
-	fl.StringVar(&f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
-	fl.StringVar(&f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
-	fl.StringVar(&f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
-	fl.StringVar(&f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback; prefer --admin-token-file: flags show in ps)")
-	fl.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the admin token (>= 16 bytes; chmod 600), instead of --admin-token")
-	fl.BoolVar(f.AdminUDP, "admin-udp", true, "with transport tls, a fleet secret and --admin-token: answer planners' probe asks in one UDP datagram on the admin port's number, one round trip where a new HTTPS connection takes three (datagrams carry an HMAC from the secret and the token; nothing is answered without it)")
-	fl.StringArrayVar(&f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
-	fl.StringVar(&f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --identity-* or --fleet-secret-file; "" disables)`)
-	fl.StringVar(&f.Identity.CA, "identity-ca", "", "the operator CA's certificate (relayctl ca init): relays and relayctl users are verified against it")
-	fl.StringVar(&f.Identity.Cert, "identity-cert", "", "this relay's certificate from the operator CA (relayctl ca issue --name NAME); it names the relay")
-	fl.StringVar(&f.Identity.Key, "identity-key", "", "this relay's private key, from relayctl ca issue (chmod 600)")
-	fl.StringVar(&f.Identity.CRL, "identity-crl", "", "the operator CA's revocation list (relayctl ca revoke); re-read when it changes")
-	fl.StringVar(&f.FleetSecretFile, "fleet-secret-file", "", "file holding a fleet secret (>= 16 bytes) every relay shares, instead of identities: labs and trusted networks")
-	fl.StringVar(&f.Transport, "transport", relay.TransportTLS, "relay links and the admin API between relays: tls (encrypted, relays authenticated with certificates derived from the fleet secret; the admin port also answers plain HTTP from loopback and plain /healthz from anywhere) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
-	fl.BoolVar(&f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
-	fl.StringArrayVar(&f.Policy.Allow, "allow", nil, "CIDR clients' destinations may reach despite the default deny list, repeatable (e.g. 10.20.0.0/16); never opens it to relay hops")
-	fl.StringArrayVar(&f.Policy.RelayAllow, "relay-allow", nil, "CIDR relay hops and probes of relays may reach despite the default deny list, repeatable: the private network a fleet's relays reach each other on (e.g. 10.20.0.0/16); never opens it to clients")
-	fl.StringArrayVar(&f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
-	fl.IntSliceVar(&f.Policy.DenyPorts, "deny-ports", relay.DefaultDenyPorts, "clients' destination ports refused at any address, on every front end and for a route header's destination, comma-separated (replaces the config's policy.deny_ports; SMTP by default: open relays are used for spam)")
-	fl.BoolVar(&f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
-	fl.Float64Var(&f.CapacityMbit, "capacity-mbit", 0, "this relay's capacity, Mbit/s (its access link or its provider's rate limit): plans through it never predict more (0: unknown)")
-	fl.BoolVar(&f.OptimisticData, "optimistic-data", false, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header (a chain round trip sooner; a chain that then fails resets the client instead of answering why)`)
-	fl.StringVar(&f.Name, "name", "", "relay name (shown in logs and /v1/info)")
-	fl.StringVar(&f.Region, "region", "", "region this relay runs in (e.g. tokyo)")
-	fl.StringArrayVar(&users, "user", nil, "client username (password from --password or $RELAYD_PASSWORD); repeatable, same password")
-	fl.StringVar(&password, "password", "", "client password for --user (prefer $RELAYD_PASSWORD: flags show in ps)")
-	fl.StringVar(&f.Auth.CredentialsFile, "credentials", "", `file of "user:password" lines`)
-	fl.IntVar(&f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "maximum concurrent client connections (SOCKS5 and HTTP together); more are refused")
-	fl.IntVar(&f.Limits.MaxRelayConns, "max-relay-conns", relay.DefaultMaxConns, "maximum concurrent connections on the relay listener, counted apart from clients'")
-	fl.IntVar(&f.Limits.MaxPreauthConns, "max-preauth-conns", relay.DefaultMaxPreauthConns, "per client listener (SOCKS5, HTTP): connections not yet authenticated; they take no --max-conns slot before they do, and more are closed at once")
-	fl.IntVar(&f.Limits.MaxPreauthPerSource, "max-preauth-per-source", relay.DefaultMaxPreauthPerSource, "connections not yet authenticated from one source address, both client listeners together (loopback exempt); more are closed at once")
-	fl.DurationVar(&f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")
-	fl.DurationVar(&f.Limits.DialTimeout, "dial-timeout", relay.DefaultDialTimeout, "time to reach the destination through the whole chain")
-	fl.DurationVar(&f.Limits.IdleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "close a tunnel silent in both directions this long (0 disables)")
-	fl.DurationVar(&f.Limits.DrainTimeout, "drain-timeout", relay.DefaultDrainTimeout, "after one side half-closes, close if the other is silent this long (0 disables)")
-	fl.DurationVar(&f.Limits.ShutdownGrace, "shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, how long tunnels may finish before they are closed")
-	fl.IntVar(&f.Pool.MaxIdle, "pool-max-idle", relay.DefaultPoolMaxIdle, "warm connections kept per peer relay this relay forwards to (sized by recent use; 0 turns warm pools off)")
-	fl.DurationVar(&f.Pool.IdleTimeout, "pool-idle-timeout", relay.DefaultPoolIdleTimeout, "close a warm connection unused this long (keep below the peers' limits.relay_header_wait, 60 s)")
-	fl.StringVar(&f.Routing, "routing", "static", "static (through --next) or plan (plan each destination's chain from the registry's measurements; needs --fleet or --consul, and --identity-* or --fleet-secret-file)")
-	fl.StringVar(&f.RelaySocket.Congestion, "relay-congestion", "", "TCP congestion control for relay-to-relay connections, e.g. bbr (default: the system's)")
-	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&f.Log.Format, "log-format", "console", "console or json")
-	fl.StringVar(&f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
-	fl.StringVar(&f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
-	fl.StringVar(&f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
-	fl.StringVar(&f.Probe.Mode, "probe-mode", relay.DefaultProbeMode, "how peers are probed with --fleet or --consul: mesh (every peer every probe.interval: one handshake per peer per interval, fine for tens of relays) or coordinates (probe.per_minute handshakes a minute, 12 by default, whatever the fleet size; the rest estimated from network coordinates)")
+	st.addFlags(cmd.Flags())
 	return cmd
+}
+
+// checkCmd runs every check run makes before it serves, on the same
+// flags, short of binding and serving (relay.Check).
+func checkCmd() *cobra.Command {
+	st := &settings{}
+	var online, strict bool
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the settings as run would, short of binding and serving; exit 1 naming every problem",
+		Long: `Check the settings run would start with (--config and the same flags as run)
+and name every problem, not only the first, then exit 1; exit 0 when run would
+start. It runs run's own checks, short of binding the listeners and serving:
+the config's keys and values; the admin token, credentials, fleet secret and
+identity files (readable, long enough, the certificate issued by the CA, for
+this relay's name, not revoked); the refusals of an open proxy or admin API;
+the relay policy against the first next hop and the fleet file's relays; the
+relay sockets' congestion control; whether each listen address can be bound
+here (an address this host has, a port below 1024 only with
+CAP_NET_BIND_SERVICE). An address already in use shows only when run binds it.
+
+Warnings (a secret file other users may read, an open proxy on purpose, a
+certificate expiring within 30 days, fleet file entries left out) are printed
+and do not fail the check unless --strict is given.
+
+--online also asks the registry: the Consul agent must answer and let the
+token read the measurements; each fleet peer's admin port is dialled (one that
+does not answer is a warning).`,
+		Example: `  relayd check --config /etc/relaymesh/relayd.yaml
+  relayd check --config /etc/relaymesh/relayd.yaml --online --strict`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := st.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			warnings, err := relay.Check(cfg, online)
+			return reportCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), warnings, err, strict)
+		},
+	}
+	st.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&online, "online", false, "also ask the registry (the Consul agent, the fleet peers' admin ports)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "count warnings as problems")
+	return cmd
+}
+
+// reportCheck prints check's warnings and problems, one a line, and
+// returns an error counting the problems (warnings among them with
+// strict).
+func reportCheck(stdout, stderr io.Writer, warnings []string, err error, strict bool) error {
+	var problems []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = j.Unwrap()
+	} else if err != nil {
+		problems = []error{err}
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	for _, p := range problems {
+		fmt.Fprintln(stderr, "error:", p)
+	}
+	n := len(problems)
+	if strict {
+		n += len(warnings)
+	}
+	if n > 0 {
+		return fmt.Errorf("check: %d problem(s)", n)
+	}
+	fmt.Fprintf(stdout, "relayd check: ok (%d warning(s))\n", len(warnings))
+	return nil
+}
+
+// addFlags registers run's flags (and check's) on fl.
+func (st *settings) addFlags(fl *pflag.FlagSet) {
+	st.f.AdminUDP = new(bool)
+	fl.StringVarP(&st.configPath, "config", "c", "", "YAML config file (flags override it)")
+	fl.StringVar(&st.f.SOCKS, "socks", relay.DefaultSOCKS, `SOCKS5 listen address ("" disables)`)
+	fl.StringVar(&st.f.HTTP, "http", relay.DefaultHTTP, `HTTP proxy listen address ("" disables)`)
+	fl.StringVar(&st.f.Admin, "admin", relay.DefaultAdmin, `admin listen address: /healthz, /metrics, /v1/info, /v1/measurements, /v1/probe ("" disables)`)
+	fl.StringVar(&st.f.AdminToken, "admin-token", "", "bearer token required on every admin path but /healthz (required when --admin is off loopback; prefer --admin-token-file: flags show in ps)")
+	fl.StringVar(&st.f.AdminTokenFile, "admin-token-file", "", "file holding the admin token (>= 16 bytes; chmod 600), instead of --admin-token")
+	fl.BoolVar(st.f.AdminUDP, "admin-udp", true, "with transport tls, a fleet secret and --admin-token: answer planners' probe asks in one UDP datagram on the admin port's number, one round trip where a new HTTPS connection takes three (datagrams carry an HMAC from the secret and the token; nothing is answered without it)")
+	fl.StringArrayVar(&st.f.Next, "next", nil, "next hop URL, repeatable, in chain order: socks5://[user:pass@]host:port, http://[user:pass@]host:port, or relaymesh://host:port (another relay's --relay-listen; consecutive relaymesh hops share one header)")
+	fl.StringVar(&st.f.Relay, "relay-listen", "", `listen address of the native inter-relay protocol, e.g. :7000 (needs --identity-* or --fleet-secret-file; "" disables)`)
+	fl.StringVar(&st.f.Identity.CA, "identity-ca", "", "the operator CA's certificate (relayctl ca init): relays and relayctl users are verified against it")
+	fl.StringVar(&st.f.Identity.Cert, "identity-cert", "", "this relay's certificate from the operator CA (relayctl ca issue --name NAME); it names the relay")
+	fl.StringVar(&st.f.Identity.Key, "identity-key", "", "this relay's private key, from relayctl ca issue (chmod 600)")
+	fl.StringVar(&st.f.Identity.CRL, "identity-crl", "", "the operator CA's revocation list (relayctl ca revoke); re-read when it changes")
+	fl.StringVar(&st.f.FleetSecretFile, "fleet-secret-file", "", "file holding a fleet secret (>= 16 bytes) every relay shares, instead of identities: labs and trusted networks")
+	fl.StringVar(&st.f.Transport, "transport", relay.TransportTLS, "relay links and the admin API between relays: tls (encrypted, relays authenticated with certificates derived from the fleet secret; the admin port also answers plain HTTP from loopback and plain /healthz from anywhere) or plain (clear text: trusted networks only); every relay of a fleet uses the same")
+	fl.BoolVar(&st.f.Policy.AllowPrivate, "allow-private", false, "allow loopback/private/link-local destinations (labs and tests only)")
+	fl.StringArrayVar(&st.f.Policy.Allow, "allow", nil, "CIDR clients' destinations may reach despite the default deny list, repeatable (e.g. 10.20.0.0/16); never opens it to relay hops")
+	fl.StringArrayVar(&st.f.Policy.RelayAllow, "relay-allow", nil, "CIDR relay hops and probes of relays may reach despite the default deny list, repeatable: the private network a fleet's relays reach each other on (e.g. 10.20.0.0/16); never opens it to clients")
+	fl.StringArrayVar(&st.f.Policy.Deny, "deny", nil, "extra CIDR to deny, repeatable")
+	fl.IntSliceVar(&st.f.Policy.DenyPorts, "deny-ports", relay.DefaultDenyPorts, "clients' destination ports refused at any address, on every front end and for a route header's destination, comma-separated (replaces the config's policy.deny_ports; SMTP by default: open relays are used for spam)")
+	fl.BoolVar(&st.f.Open, "open", false, "allow listening off loopback without credentials (an open proxy: think twice)")
+	fl.Float64Var(&st.f.CapacityMbit, "capacity-mbit", 0, "this relay's capacity, Mbit/s (its access link or its provider's rate limit): plans through it never predict more (0: unknown)")
+	fl.BoolVar(&st.f.OptimisticData, "optimistic-data", false, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header (a chain round trip sooner; a chain that then fails resets the client instead of answering why)`)
+	fl.StringVar(&st.f.Name, "name", "", "relay name (shown in logs and /v1/info)")
+	fl.StringVar(&st.f.Region, "region", "", "region this relay runs in (e.g. tokyo)")
+	fl.StringArrayVar(&st.users, "user", nil, "client username (password from --password or $RELAYD_PASSWORD); repeatable, same password")
+	fl.StringVar(&st.password, "password", "", "client password for --user (prefer $RELAYD_PASSWORD: flags show in ps)")
+	fl.StringVar(&st.f.Auth.CredentialsFile, "credentials", "", `file of "user:password" lines`)
+	fl.IntVar(&st.f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "maximum concurrent client connections (SOCKS5 and HTTP together); more are refused")
+	fl.IntVar(&st.f.Limits.MaxRelayConns, "max-relay-conns", relay.DefaultMaxConns, "maximum concurrent connections on the relay listener, counted apart from clients'")
+	fl.IntVar(&st.f.Limits.MaxPreauthConns, "max-preauth-conns", relay.DefaultMaxPreauthConns, "per client listener (SOCKS5, HTTP): connections not yet authenticated; they take no --max-conns slot before they do, and more are closed at once")
+	fl.IntVar(&st.f.Limits.MaxPreauthPerSource, "max-preauth-per-source", relay.DefaultMaxPreauthPerSource, "connections not yet authenticated from one source address, both client listeners together (loopback exempt); more are closed at once")
+	fl.DurationVar(&st.f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")
+	fl.DurationVar(&st.f.Limits.DialTimeout, "dial-timeout", relay.DefaultDialTimeout, "time to reach the destination through the whole chain")
+	fl.DurationVar(&st.f.Limits.IdleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "close a tunnel silent in both directions this long (0 disables)")
+	fl.DurationVar(&st.f.Limits.DrainTimeout, "drain-timeout", relay.DefaultDrainTimeout, "after one side half-closes, close if the other is silent this long (0 disables)")
+	fl.DurationVar(&st.f.Limits.ShutdownGrace, "shutdown-grace", relay.DefaultShutdownGrace, "on SIGTERM, how long tunnels may finish before they are closed")
+	fl.IntVar(&st.f.Pool.MaxIdle, "pool-max-idle", relay.DefaultPoolMaxIdle, "warm connections kept per peer relay this relay forwards to (sized by recent use; 0 turns warm pools off)")
+	fl.DurationVar(&st.f.Pool.IdleTimeout, "pool-idle-timeout", relay.DefaultPoolIdleTimeout, "close a warm connection unused this long (keep below the peers' limits.relay_header_wait, 60 s)")
+	fl.StringVar(&st.f.Routing, "routing", "static", "static (through --next) or plan (plan each destination's chain from the registry's measurements; needs --fleet or --consul, and --identity-* or --fleet-secret-file)")
+	fl.StringVar(&st.f.RelaySocket.Congestion, "relay-congestion", "", "TCP congestion control for relay-to-relay connections, e.g. bbr (default: the system's)")
+	fl.StringVar(&st.f.Log.Level, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&st.f.Log.Format, "log-format", "console", "console or json")
+	fl.StringVar(&st.f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
+	fl.StringVar(&st.f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
+	fl.StringVar(&st.f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
+	fl.StringVar(&st.f.Probe.Mode, "probe-mode", relay.DefaultProbeMode, "how peers are probed with --fleet or --consul: mesh (every peer every probe.interval: one handshake per peer per interval, fine for tens of relays) or coordinates (probe.per_minute handshakes a minute, 12 by default, whatever the fleet size; the rest estimated from network coordinates)")
 }
 
 // healthCmd is the container HEALTHCHECK: an image built FROM scratch has no

@@ -71,3 +71,37 @@ func TestProbeModeFlag(t *testing.T) {
 		t.Fatalf("--probe-mode defaults to %q, want mesh", def)
 	}
 }
+
+// check takes every flag run takes, with the same default, so that the
+// command line of a unit's ExecStart checks as it runs (they share
+// settings.addFlags; this keeps it so).
+func TestCheckTakesRunFlags(t *testing.T) {
+	run, check := runCmd(), checkCmd()
+	run.Flags().VisitAll(func(fl *pflag.Flag) {
+		c := check.Flags().Lookup(fl.Name)
+		if c == nil {
+			t.Errorf("relayd check has no --%s", fl.Name)
+		} else if c.DefValue != fl.DefValue {
+			t.Errorf("--%s defaults to %q in check, %q in run", fl.Name, c.DefValue, fl.DefValue)
+		}
+	})
+}
+
+// relayd --version names the build as the version command does.
+func TestVersionFlag(t *testing.T) {
+	var flag, cmd strings.Builder
+	for _, c := range []struct {
+		args []string
+		out  *strings.Builder
+	}{{[]string{"--version"}, &flag}, {[]string{"version"}, &cmd}} {
+		root := rootCmd()
+		root.SetArgs(c.args)
+		root.SetOut(c.out)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("relayd %v: %v", c.args, err)
+		}
+	}
+	if !strings.HasPrefix(flag.String(), "relayd version ") || flag.String() != cmd.String() {
+		t.Fatalf("relayd --version %q, relayd version %q", flag.String(), cmd.String())
+	}
+}

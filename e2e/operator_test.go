@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/testenv"
+)
+
+// relaydExit runs relayd with args to its end (at most 15 s) and returns
+// its stderr, whether it exited 0, and how long it took.
+func relaydExit(t *testing.T, args ...string) (stderr string, ok bool, took time.Duration) {
+	t.Helper()
+	cmd := exec.Command(relaydBin, args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return errb.String(), err == nil, time.Since(start)
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("relayd %v still running after 15 s:\n%s", args, errb.String())
+		return "", false, 0
+	}
+}
+
+// runRefusal is why relayd run refused to start: its last line, "relayd: "
+// and the error (a joined error continues on the next lines).
+func runRefusal(stderr string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		switch {
+		case strings.HasPrefix(l, "relayd: "):
+			lines = append(lines, strings.TrimPrefix(l, "relayd: "))
+		case len(lines) > 0 && !strings.HasPrefix(l, "{"): // a joined error's next lines
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// Every way relayd run refuses to start, relayd check refuses the same
+// settings, naming the same problems, in under a second and without
+// binding anything: the table walks the refusals of each phase run goes
+// through (the file's YAML, the flags, Validate, the files the config
+// names, the open proxy and admin refusals, the policy against next[0],
+// the identity, the relay sockets, the listen addresses, the fleet file),
+// then all of them at once.
+func TestCheckRefusesWhatRunRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, err := linktls.NewCA("operator", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPath := write("ca.crt", string(ca.CertPEM()), 0o644)
+	client, err := ca.WriteIdentity(dir, caPath, "alice", linktls.RoleClient, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	osaka, err := ca.WriteIdentity(dir, caPath, "osaka", linktls.RoleRelay, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := write("short.token", "short\n", 0o600)
+	fleet := write("fleet.yaml", "relays:\n  - {name: tokyo, admin: \"10.9.0.1:9090\"}\n  - {name: osaka, admin: \"10.9.0.2:9090\"}\n", 0o600)
+	// Loopback listeners on ports the kernel picks: a run that passes its
+	// checks binds nothing anyone else uses.
+	ports := []string{"--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"}
+	cases := []struct {
+		name string
+		args []string
+		want []string // what both name
+	}{
+		{"yaml: unknown key", []string{"--config", write("typo.yaml", "sock: 127.0.0.1:1080\n", 0o600)}, []string{"field sock not found"}},
+		{"flags: --password without --user", []string{"--password", "x"}, []string{"--password needs --user"}},
+		{"validate: several keys", []string{"--config", write("bad.yaml", "probe: {mode: ring}\nlog: {level: loud}\nlimits: {max_conns: 0}\n", 0o600)},
+			[]string{`probe.mode: "ring"`, `log.level: "loud"`, "limits.max_conns: must be at least 1"}},
+		{"credentials file missing", []string{"--credentials", filepath.Join(dir, "none")}, []string{"auth.credentials_file: open"}},
+		{"admin token file too short", []string{"--admin-token-file", token}, []string{"admin_token_file " + token + ": the token must be at least 16 bytes"}},
+		{"fleet secret file missing", []string{"--fleet-secret-file", filepath.Join(dir, "none.key")}, []string{"fleet_secret_file: open"}},
+		{"open proxy", []string{"--socks", "0.0.0.0:0"}, []string{"socks: refusing to listen on non-loopback 0.0.0.0:0 without credentials"}},
+		{"admin off loopback without a token", []string{"--admin", "0.0.0.0:0"}, []string{"admin: refusing to serve the admin API on non-loopback"}},
+		{"next[0] the relay policy refuses", []string{"--next", "socks5://10.9.0.7:1080"}, []string{"next[0] 10.9.0.7:1080"}},
+		{"identity: a client certificate on a relay listener", append(client.Flags(), "--relay-listen", "127.0.0.1:0"), []string{"relay: identity.cert " + client.Cert + " is a client certificate"}},
+		{"identity: another relay's name", append(osaka.Flags(), "--name", "tokyo"), []string{`name: "tokyo", but identity.cert ` + osaka.Cert + ` names "osaka"`}},
+		{"identity: key missing", []string{"--identity-ca", caPath, "--identity-cert", osaka.Cert, "--identity-key", filepath.Join(dir, "none.key")}, []string{"identity key: open"}},
+		{"relay socket: no such congestion control", []string{"--relay-congestion", "nosuchcc"}, []string{"relay_socket"}},
+		{"listen address not on this host", []string{"--socks", "192.0.2.1:1080"}, []string{"socks: 192.0.2.1:1080: no interface of this host has 192.0.2.1"}},
+		{"fleet file: this relay not listed", []string{"--fleet", fleet, "--name", "kyoto", "--relay-allow", "10.9.0.0/16"}, []string{`this relay ("kyoto") is not listed`}},
+		{"fleet file: peers only policy.allow opens", []string{"--fleet", fleet, "--name", "tokyo", "--allow", "10.9.0.0/16"}, []string{"fleet: relay osaka's admin address 10.9.0.2:9090", "policy.relay_allow"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(slices.Clone(ports), c.args...)
+			runErr, ok, _ := relaydExit(t, append([]string{"run", "--log-format", "json"}, args...)...)
+			if ok {
+				t.Fatalf("relayd run %v started", c.args)
+			}
+			refusal := runRefusal(runErr)
+			checkErr, ok, took := relaydExit(t, append([]string{"check"}, args...)...)
+			if ok {
+				t.Fatalf("relayd check %v passed what run refused:\n%s", c.args, strings.Join(refusal, "\n"))
+			}
+			if took > time.Second {
+				t.Errorf("relayd check took %v, want < 1 s", took)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(runErr, w) {
+					t.Errorf("run does not say %q:\n%s", w, runErr)
+				}
+				if !strings.Contains(checkErr, w) {
+					t.Errorf("check does not say %q:\n%s", w, checkErr)
+				}
+			}
+			for _, l := range refusal {
+				if !strings.Contains(checkErr, l) {
+					t.Errorf("run refused with %q; check does not name it:\n%s", l, checkErr)
+				}
+			}
+		})
+	}
+
+	// One config wrong in independent ways: check names every one.
+	many := []string{"--max-conns", "0", "--credentials", filepath.Join(dir, "none"), "--fleet-secret-file", filepath.Join(dir, "none.key"),
+		"--admin-token-file", token, "--http", "192.0.2.1:8080", "--relay-congestion", "nosuchcc"}
+	checkErr, ok, took := relaydExit(t, append(append([]string{"check"}, ports...), many...)...)
+	if ok || took > time.Second {
+		t.Fatalf("check of six problems: passed %v, took %v", ok, took)
+	}
+	for _, w := range []string{"limits.max_conns", "auth.credentials_file", "fleet_secret_file", "admin_token_file", "http: 192.0.2.1:8080", "relay_socket", "check: 6 problem(s)"} {
+		if !strings.Contains(checkErr, w) {
+			t.Errorf("check of six problems does not name %q:\n%s", w, checkErr)
+		}
+	}
+
+	// And what run starts on, check passes; the exposed secret is a
+	// warning, a failure only with --strict.
+	secret := write("fleet.key", "0123456789abcdef0123456789abcdef\n", 0o644)
+	good := append(slices.Clone(ports), "--fleet-secret-file", secret, "--relay-listen", "127.0.0.1:0")
+	out, ok, took := relaydExit(t, append([]string{"check"}, good...)...)
+	if !ok || took > time.Second || !strings.Contains(out, "warning: secret file exposed: fleet_secret_file "+secret) {
+		t.Fatalf("check of a config run starts on: ok %v in %v:\n%s", ok, took, out)
+	}
+	if out, ok, _ := relaydExit(t, append([]string{"check", "--strict"}, good...)...); ok || !strings.Contains(out, "check: 1 problem(s)") {
+		t.Fatalf("check --strict with a warning: ok %v:\n%s", ok, out)
+	}
+	startRelayd(t, good...)
+}
+
+// metricName matches the metric names a PromQL expression can name.
+var metricName = regexp.MustCompile(`\b(relaymesh_[a-z0-9_]+|process_[a-z_]+|go_[a-z0-9_]+)\b`)
+
+// Every metric the Grafana dashboard and the alert rules name is one a
+// real relayd exports (a histogram by its _bucket, _sum and _count
+// series); promtool accepts the rules, their unit tests pass, and it
+// lints the scrape.
+func TestDashboardAndRulesName(t *testing.T) {
+	r := startRelayd(t)
+	lines := metricLines(t, r)
+	exported := map[string]bool{}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "#" && f[1] == "TYPE" {
+			exported[f[2]] = true
+			if f[3] == "histogram" {
+				exported[f[2]+"_bucket"], exported[f[2]+"_sum"], exported[f[2]+"_count"] = true, true, true
+			}
+		}
+	}
+	for _, want := range []string{"relaymesh_build_info", "relaymesh_conn_slots_used", "relaymesh_identity_cert_expiry_timestamp_seconds", "process_open_fds"} {
+		if !exported[want] {
+			t.Fatalf("relayd does not export %s: the scrape is not what the test expects", want)
+		}
+	}
+	dash, err := os.ReadFile("../configs/grafana/relaymesh.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var board struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dash, &board); err != nil {
+		t.Fatalf("configs/grafana/relaymesh.json: %v", err)
+	}
+	named := map[string]string{} // metric -> where
+	for _, p := range board.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range metricName.FindAllString(tg.Expr, -1) {
+				named[m] = "dashboard panel " + p.Title
+			}
+		}
+	}
+	rulesPath := "../configs/prometheus/relaymesh.rules.yml"
+	rules, err := os.ReadFile(rulesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(rules), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		for _, m := range metricName.FindAllString(l, -1) {
+			named[m] = "rule line " + strings.TrimSpace(l)
+		}
+	}
+	if len(named) < 20 {
+		t.Fatalf("found %d metric names in the dashboard and rules: the test no longer reads them", len(named))
+	}
+	for m, where := range named {
+		if !exported[m] {
+			t.Errorf("%s names %s, which relayd does not export", where, m)
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		testenv.Need(t, "promtool not installed (%v): make test-deps installs it as root (Debian package prometheus)", err)
+	}
+	for _, args := range [][]string{{"check", "rules", rulesPath}, {"test", "rules", "../configs/prometheus/relaymesh.rules.test.yml"}} {
+		if out, err := exec.Command(promtool, args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	lint := exec.Command(promtool, "check", "metrics")
+	lint.Stdin = strings.NewReader(strings.Join(lines, "\n"))
+	if out, err := lint.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on relayd's /metrics: %v\n%s", err, out)
+	}
+}
+
+// The shipped unit passes systemd-analyze verify (with its relayd path
+// pointed at the binary built here: verify needs the executables), and
+// its commands are relayd command lines that parse: check passes on the
+// example config, and run starts on it.
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		testenv.Need(t, "systemd-analyze not installed (%v): make test-deps installs it as root (Debian package systemd)", err)
+	}
+	unit, err := os.ReadFile("../configs/systemd/relayd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shipped = "/usr/local/bin/relayd"
+	if !bytes.Contains(unit, []byte("ExecStart="+shipped+" run ")) {
+		t.Fatalf("the unit's ExecStart is not %s run ...: the test no longer knows where relayd is", shipped)
+	}
+	dir := t.TempDir()
+	verify := func(text string) string {
+		t.Helper()
+		path := filepath.Join(dir, "relayd.service")
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, shipped, relaydBin)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// verify exits 0 on unknown keys and bad values, warning on
+		// stderr: any output is a failure.
+		out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+		if err != nil && len(out) == 0 {
+			out = []byte(err.Error())
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out := verify(string(unit)); out != "" {
+		t.Errorf("systemd-analyze verify configs/systemd/relayd.service:\n%s", out)
+	}
+	if out := verify(strings.Replace(string(unit), "NoNewPrivileges=", "NoNewPrivilegez=", 1)); !strings.Contains(out, "NoNewPrivilegez") {
+		t.Errorf("verify of a misspelt key said nothing (%q): the test cannot fail", out)
+	}
+	example, err := filepath.Abs("../configs/relayd.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(unit), "\n") {
+		key, cmdline, ok := strings.Cut(l, "=")
+		if !ok || (key != "ExecStart" && key != "ExecStartPre") {
+			continue
+		}
+		args := strings.Fields(strings.ReplaceAll(cmdline, "/etc/relaymesh/relayd.yaml", example))[1:]
+		if key == "ExecStartPre" {
+			if out, ok, _ := relaydExit(t, args...); !ok {
+				t.Errorf("%s: %s", l, out)
+			}
+			continue
+		}
+		// The example's listeners are the defaults; the harness moves
+		// them to free ports (its flags come first, the unit's win).
+		startRelayd(t, append(args[1:], "--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0")...)
+	}
+}
+
+// --version and the version command say the same, with the Go version;
+// /metrics labels relaymesh_build_info with that version and Go.
+func TestVersion(t *testing.T) {
+	r := startRelayd(t)
+	metrics := metricLines(t, r)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(relaydBin, args...).Output()
+		if err != nil {
+			t.Fatalf("relayd %v: %v", args, err)
+		}
+		line := strings.TrimSpace(string(out))
+		m := regexp.MustCompile(`^relayd version (\S+)( \(\S+\))? (go\S+)$`).FindStringSubmatch(line)
+		if m == nil || m[3] != runtime.Version() {
+			t.Fatalf("relayd %v: %q, want relayd version VERSION [(COMMIT TIME)] %s", args, line, runtime.Version())
+		}
+		want := `relaymesh_build_info{go="` + m[3] + `",version="` + m[1] + `"} 1`
+		if !slices.Contains(metrics, want) {
+			t.Fatalf("no %s in /metrics", want)
+		}
+	}
+}
