@@ -103,7 +103,7 @@ func (lp LossPrior) lossAt(rttMs float64) float64 { return min(lp.PerRTTMs*rttMs
 // unknown (a BBR sender is not bound by the loss probes miss, so it gets
 // no prior).
 func (s *search) sendLoss(sender int, rttMs, loss float64, source string) (float64, string) {
-	if !s.prior.ok() || loss > 0 || source != "" || lossTolerant(s.ccs[sender]) {
+	if !s.prior.ok() || loss > 0 || source != "" || LossTolerant(s.ccs[sender]) {
 		return loss, source
 	}
 	return s.prior.lossAt(rttMs), LossFromPrior

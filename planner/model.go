@@ -115,9 +115,9 @@ type Node struct {
 // against loss rate). Above it the Mathis bound applies to it too.
 const LossTolerantBelow = 0.15
 
-// lossTolerant says whether a sender with congestion control cc is not
+// LossTolerant says whether a sender with congestion control cc is not
 // bound by random loss below LossTolerantBelow (every BBR version).
-func lossTolerant(cc string) bool { return strings.HasPrefix(cc, "bbr") }
+func LossTolerant(cc string) bool { return strings.HasPrefix(cc, "bbr") }
 
 // Pair is one measured (or estimated) round trip between two nodes. Pairs
 // are symmetric: one Pair serves both a→b and b→a.
@@ -635,7 +635,7 @@ func capBps(limitBps, loss float64) float64 {
 // loss-based sender, none (+Inf) for a loss-tolerant one below
 // LossTolerantBelow, none without loss.
 func lossBps(rttMs, loss float64, cc string, mssBytes int) float64 {
-	if loss <= 0 || loss < LossTolerantBelow && lossTolerant(cc) {
+	if loss <= 0 || loss < LossTolerantBelow && LossTolerant(cc) {
 		return math.Inf(1)
 	}
 	return mathisBps(rttMs, loss, mssBytes)

@@ -846,7 +846,7 @@ func (s *search) unknowns(u, v int, pair *Pair) []string {
 		capacity = capacity || minLimit(s.limits[u], s.limits[v]) <= 0 && math.IsInf(s.learntBps(send, pair), 1) && pair.Loss < 1
 		window = window || s.m.Nodes[s.node[recv]].WindowBytes <= 0 && s.recvWindow(recv, pair) == s.windows[recv]
 		l, source := s.pairLoss(send, pair)
-		loss = loss || l == 0 && source == "" && !lossTolerant(s.ccs[send])
+		loss = loss || l == 0 && source == "" && !LossTolerant(s.ccs[send])
 	}
 	var out []string
 	for _, k := range []struct {

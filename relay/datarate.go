@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // A relay learns what each path it sends on can carry from the tunnels it
@@ -21,7 +22,13 @@ import (
 // (smoothed RTT at least rateQueuedRTT × the socket's least) shows that
 // the bottleneck link was busy all the same: a loss-based sender fills a
 // deep buffer until the receiver's window stops it, and the rate it then
-// sees is the bottleneck's. A
+// sees is the bottleneck's. Nor does an interval in which a loss-based
+// sender (CUBIC, Reno: not planner.LossTolerant) sent data again with no
+// standing queue: random loss held it, not the path's capacity, and the
+// planner prices that loss apart (the Mathis bound on the loss learnt,
+// dataloss.go); counted here too, the loss would be charged twice, and
+// at its worst, since a run keeps its slowest interval. A queue's overflow is the capacity's own loss: with a
+// queue, such intervals count. A
 // tunnel's rate to its peer is the best it sustained over rateRunSamples
 // such intervals in a row (the least of the run, so one fast interval
 // counts for nothing, and slow start's intervals do not pull it down).
@@ -58,6 +65,8 @@ type watchedSocket struct {
 	// sustained rate so far (0 = none yet).
 	run     []float64
 	bestBps float64
+	// lossBased: the socket's congestion control is bound by random loss.
+	lossBased bool
 }
 
 // hostRate is one tunnel's sustained rate to a host.
@@ -93,7 +102,7 @@ func (r *sendRates) watch(c net.Conn, now time.Time) *watchedSocket {
 	if len(r.live) >= rateWatchedMax {
 		return nil
 	}
-	w := &watchedSocket{c: c, host: ap.Addr().Unmap(), prev: st, prevAt: now}
+	w := &watchedSocket{c: c, host: ap.Addr().Unmap(), prev: st, prevAt: now, lossBased: !planner.LossTolerant(tunnel.Congestion(c))}
 	r.live[w] = struct{}{}
 	return w
 }
@@ -128,7 +137,8 @@ func (w *watchedSocket) add(st tunnel.SocketStats, now time.Time) {
 	busyMs := float64(st.BusyMs - prev.BusyMs)
 	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
 	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || st.SentBytes == prev.SentBytes {
+	lossHeld := w.lossBased && st.RetransmittedBytes > prev.RetransmittedBytes && !queued
+	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
 		w.run = w.run[:0]
 		return
 	}

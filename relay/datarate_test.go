@@ -16,16 +16,21 @@ type interval struct {
 	busyMs, held uint64
 	appLimited   bool
 	rttMs        float64 // 0: 20, the least
+	resentBytes  uint64  // sent again in the interval
 }
 
-// feed runs readings 500 ms apart through a fresh watchedSocket and returns
-// its best sustained rate, bits/s.
-func feed(steps []interval) float64 {
+// feed runs readings 500 ms apart through a fresh watchedSocket of a
+// loss-based sender and returns its best sustained rate, bits/s.
+func feed(steps []interval) float64 { return feedCC(steps, true) }
+
+// feedCC is feed for a loss-based sender or not.
+func feedCC(steps []interval, lossBased bool) float64 {
 	t0 := time.Unix(1000, 0)
-	w := &watchedSocket{prev: tunnel.SocketStats{Valid: true}, prevAt: t0}
+	w := &watchedSocket{prev: tunnel.SocketStats{Valid: true}, prevAt: t0, lossBased: lossBased}
 	st := tunnel.SocketStats{Valid: true}
 	for i, s := range steps {
 		st.SentBytes += s.sentBytes
+		st.RetransmittedBytes += s.resentBytes
 		st.BusyMs += s.busyMs
 		st.RwndLimitedMs += s.held
 		st.AppLimited = s.appLimited
@@ -52,11 +57,17 @@ func TestSustainedRate(t *testing.T) {
 		{"held by the window over a standing queue: the path's rate", []interval{full(1), {sentBytes: 1e6, busyMs: 500, held: 300, rttMs: 90}, full(1)}, 16e6},
 		{"idle half the time breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 250}, full(1), full(1)}, 0},
 		{"nothing sent breaks it", []interval{full(1), {busyMs: 500}, full(1), full(1)}, 0},
+		{"random loss without a queue breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448}, full(1), full(1)}, 0},
+		{"a queue's overflow does not", []interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448, rttMs: 90}, full(1)}, 16e6},
 	}
 	for _, c := range cases {
 		if got := feed(c.steps); got != c.want {
 			t.Errorf("%s: best %v bits/s, want %v", c.name, got, c.want)
 		}
+	}
+	// Random loss does not hold a BBR sender: its rate is the path's.
+	if got := feedCC([]interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448}, full(1)}, false); got != 16e6 {
+		t.Errorf("a loss-tolerant sender that resent: best %v bits/s, want 16e6", got)
 	}
 }
 

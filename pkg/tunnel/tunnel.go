@@ -318,3 +318,22 @@ func (s *stamped) CloseWrite() error {
 	}
 	return nil
 }
+
+// Congestion is the congestion control c's socket sends with
+// (TCP_CONGESTION), e.g. "cubic" or "bbr"; "" when c is not over TCP or
+// the socket is gone.
+func Congestion(c net.Conn) string {
+	tc, ok := TCPUnder(c)
+	if !ok {
+		return ""
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var cc string
+	_ = rc.Control(func(fd uintptr) {
+		cc, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	return cc
+}
