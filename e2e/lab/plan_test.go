@@ -529,3 +529,71 @@ relayctl bench --dst server:8000 --transfers down --duration 5s --history "$OUT/
 		}
 	}
 }
+
+// TestLabPlanLossyWithoutHistory: plan-lossy-all loses packets on every
+// long link under CUBIC and declares nothing, and bench's history is off,
+// so what the plans after a bench know is what the relays learnt from its
+// traffic. The sequence plan → bench, three times:
+//   - the first plan takes r1 → r2 → r3 on its windows, a bound its
+//     measurement respects;
+//   - the plans after a bench keep r1 → r2 → r3 (measured at least 2×
+//     direct) rather than move to the untried r4, whose 80 ms client
+//     segment no traffic has crossed (it measures below direct): its loss
+//     is a prior from what the relays learnt, not zero;
+//   - no plan measures slower than direct by more than 5 %, and from the
+//     second on each predicts its measurement within 25 %.
+func TestLabPlanLossyWithoutHistory(t *testing.T) {
+	labBins(t)
+	var steps []string
+	for i := 1; i <= 3; i++ {
+		steps = append(steps, fmt.Sprintf(`relayctl plan --dst server:8000 --bench-history "" -o json > "$OUT/plan%d.json"
+relayctl bench --dst server:8000 --transfers down --duration 8s --history "" --bench-history "" -o json > "$OUT/bench%d.json"`, i, i))
+	}
+	steps = append(steps, `relayctl bench --dst server:8000 --chain r4 --transfers down --duration 8s --history "" --bench-history "" -o json > "$OUT/bench-r4.json"`)
+	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-lossy-all.yaml"), settle+strings.Join(steps, "\n"))
+	type plan struct {
+		planOut
+		Bound bool `json:"bound"`
+	}
+	var plans [4]plan
+	var benches [4]benchOut
+	for i := 1; i <= 3; i++ {
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
+		p, b := plans[i], benches[i]
+		t.Logf("plan %d: %v predicted %.2f Mbit/s (bound %v); bench: chain %v %.2f steady (predicted %.2f), direct %.2f",
+			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
+		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
+			t.Fatalf("bench %d errors: %v", i, errs)
+		}
+	}
+	var r4 benchOut
+	readJSON(t, filepath.Join(dir, "bench-r4.json"), &r4)
+	t.Logf("r4: %.2f Mbit/s steady, direct %.2f", r4.Chain.DownSteadyBps/1e6, r4.Direct.DownSteadyBps/1e6)
+	long := []string{"r1", "r2", "r3"}
+	if first := plans[1]; !slices.Equal(first.Chain, long) || !first.Bound {
+		t.Fatalf("first plan %v (bound %v): want r1 → r2 → r3 on its windows, a bound; reasons %q", first.Chain, first.Bound, first.Reasons)
+	}
+	if b := benches[1]; b.Chain.DownSteadyBps > b.Predicted.DownBps {
+		t.Errorf("first bench: %.2f Mbit/s measured over its bound %.2f", b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6)
+	}
+	if b := benches[1]; b.Chain.DownSteadyBps < 2*b.Direct.DownSteadyBps {
+		t.Fatalf("the lab is off: r1 → r2 → r3 measured %.2f Mbit/s, under 2× direct's %.2f", b.Chain.DownSteadyBps/1e6, b.Direct.DownSteadyBps/1e6)
+	}
+	for i := 1; i <= 3; i++ {
+		p, b := plans[i], benches[i]
+		if b.Chain.DownSteadyBps < 0.95*b.Direct.DownSteadyBps {
+			t.Errorf("plan %d (%v) measured %.2f Mbit/s, below direct's %.2f by more than 5 %%", i, p.Chain, b.Chain.DownSteadyBps/1e6, b.Direct.DownSteadyBps/1e6)
+		}
+		if i == 1 {
+			continue
+		}
+		if !slices.Equal(p.Chain, long) {
+			t.Errorf("plan %d took %v: want r1 → r2 → r3 kept, measured %.1f× direct; reasons %q", i, p.Chain,
+				benches[1].Chain.DownSteadyBps/benches[1].Direct.DownSteadyBps, p.Reasons)
+		}
+		if r := b.Chain.DownSteadyBps / b.Predicted.DownBps; r < 0.75 || r > 1.25 {
+			t.Errorf("plan %d: %v measured %.2f Mbit/s, %.2f of its prediction %.2f: want within 25 %%", i, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, r, b.Predicted.DownBps/1e6)
+		}
+	}
+}
