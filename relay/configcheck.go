@@ -303,7 +303,7 @@ func hasCapability(c uint) bool {
 }
 
 // Check makes every check relayd run makes before it serves, short of
-// binding its listeners and serving: New's preflight, then the registry
+// binding its listeners and serving: New's preflight and build, then the registry
 // opened as run opens it (a fleet file read and checked against the relay
 // policy; Consul's client built). With online it also asks the registry:
 // the Consul agent must answer and let the token read the measurements,
@@ -315,6 +315,15 @@ func Check(cfg Config, online bool) (warnings []string, err error) {
 	log := zap.New(core)
 	p := runPreflight(&cfg)
 	errs := p.errs
+	if len(errs) == 0 {
+		// What New builds on a sound preflight (the chain of next hops)
+		// can still refuse; built here, then dropped: nothing is started.
+		if s, err := newServer(cfg, p, log); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.cancel()
+		}
+	}
 	if reg, err := p.checkRegistry(cfg, log); err != nil {
 		errs = append(errs, err)
 	} else if reg != nil {
