@@ -294,6 +294,11 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if out := verify(string(unit)); out != "" {
 		t.Errorf("systemd-analyze verify configs/systemd/relayd.service:\n%s", out)
 	}
+	// The hardening, as systemd scores it (0 to 100, shown as 0.0 to
+	// 10.0): 2.0 or less is what systemd calls OK.
+	if out, err := exec.Command(analyze, "security", "--offline=yes", "--threshold=20", filepath.Join(dir, "relayd.service")).CombinedOutput(); err != nil {
+		t.Errorf("systemd-analyze security: exposure above 2.0 (%v):\n%s", err, out)
+	}
 	if out := verify(strings.Replace(string(unit), "NoNewPrivileges=", "NoNewPrivilegez=", 1)); !strings.Contains(out, "NoNewPrivilegez") {
 		t.Errorf("verify of a misspelt key said nothing (%q): the test cannot fail", out)
 	}
