@@ -38,6 +38,7 @@ func (s *Server) newAdmin() *http.Server {
 	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
 	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
 	mux.Handle("GET /v1/tunnels", s.adminAuth(s.viaPeer(s.serveTunnels)))
+	s.capacityRoutes(mux)
 	// The traffic source and sink `relayctl bench` measures against
 	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload; no /sha256/N:
 	// the bench hashes what it got itself). Transfers may outlive the

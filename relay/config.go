@@ -225,6 +225,13 @@ type ProbeConfig struct {
 	// coordinates, so that a relay with many city-mates probes the next
 	// cities' relays too; -1: no rings, the Nearest lowest RTTs.
 	PerRing int `yaml:"per_ring"`
+	// Capacity is CapacityOn (the default; "" too) or CapacityOff: whether this
+	// relay measures the capacity of its sends to a peer when a planner
+	// asks (a few trains of UDP datagrams, within a budget of 449,280
+	// bytes an hour sent and as much received) and lets peers measure
+	// theirs to it. Off on metered links: it then neither sends nor
+	// answers (docs/planning.md, "The capacity probe").
+	Capacity string `yaml:"capacity"`
 }
 
 // Probe modes (ProbeConfig.Mode).
@@ -463,6 +470,7 @@ func Defaults() Config {
 			Nearest:      DefaultProbeNearest,
 			Random:       DefaultProbeRandom,
 			PerRing:      DefaultProbePerRing,
+			Capacity:     CapacityOn,
 		},
 		Pool:        PoolConfig{MaxIdle: DefaultPoolMaxIdle, IdleTimeout: DefaultPoolIdleTimeout},
 		Routing:     "static",
@@ -676,6 +684,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Probe.Window < 1 || c.Probe.Window > 10000 {
 		add("probe.window: must be 1..10000 samples, got %d", c.Probe.Window)
+	}
+	if c.Probe.Capacity != "" && c.Probe.Capacity != CapacityOn && c.Probe.Capacity != CapacityOff {
+		add("probe.capacity: want %s or %s (metered links), got %q", CapacityOn, CapacityOff, c.Probe.Capacity)
 	}
 	for _, e := range c.Probe.validateCoordinates() {
 		add("%s", e)

@@ -51,6 +51,9 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{"a fast budget", "probe: {mode: coordinates, per_minute: 6000}",
 			func(c Config) bool { return c.Probe.coordConfig().Interval() == 10*time.Millisecond }},
+		{"capacity probe on by default", "", func(c Config) bool { return c.Probe.Capacity == CapacityOn }},
+		{"capacity probe off", "probe: {capacity: off}", func(c Config) bool { return c.Probe.Capacity == CapacityOff }},
+		{"capacity probe on", "probe: {capacity: on}", func(c Config) bool { return c.Probe.Capacity == CapacityOn }},
 	}
 	for _, tc := range good {
 		c, err := Parse([]byte(tc.yaml))
@@ -95,6 +98,8 @@ func TestParseConfig(t *testing.T) {
 		{"a set too slow to go round", "probe: {mode: coordinates, per_minute: 1}",
 			"probe.per_minute, probe.nearest, probe.random: going round 13 peers at 1 a minute takes 13m0s"},
 		{"per_minute misspelt", "probe: {per_minut: 3}", "per_minut"},
+		{"capacity probe neither on nor off", "probe: {capacity: metered}", `probe.capacity: want on or off (metered links), got "metered"`},
+		{"capacity probe as a boolean", "probe: {capacity: false}", `probe.capacity: want on or off (metered links), got "false"`},
 	}
 	for _, tc := range bad {
 		c, err := Parse([]byte(tc.yaml))

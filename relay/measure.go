@@ -46,10 +46,14 @@ type measurer struct {
 	loss *dataLoss
 	// rates is what the relay's tunnels taught it of the rate each peer's
 	// path carries: published with the pairs.
-	rates  *sendRates
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *zap.Logger
+	rates *sendRates
+	// capacity is what the relay's capacity probes measured of its sends
+	// (capacityprobe.go): published where no tunnel taught a rate; nil
+	// with probe.capacity off.
+	capacity *capacityProbes
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	log      *zap.Logger
 }
 
 func (s *Server) startMeasuring() error {
@@ -115,7 +119,7 @@ func (s *Server) startMeasuring() error {
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
 	}
-	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss, rates: &s.rates}
+	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss, rates: &s.rates, capacity: s.capacity}
 	where := []zap.Field{zap.String("fleet", s.cfg.Fleet)}
 	if s.cfg.Fleet == "" {
 		where = []zap.Field{zap.String("consul", s.cfg.Consul.Addr)}
@@ -395,7 +399,7 @@ func (m *measurer) pairs(ctx context.Context) []registry.Pair {
 	if relays, err := m.reg.Relays(ctx); err == nil {
 		pairs = m.rates.withSendRates(pairs, relays, now)
 	}
-	return pairs
+	return m.capacity.withCapacity(pairs, now)
 }
 
 // stop ends the measuring goroutines, then closes the registry: with

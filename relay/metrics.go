@@ -37,6 +37,10 @@ type metrics struct {
 	probeSetSize prometheus.Gauge
 	// udpAsks counts probe asks over UDP (pkg/udpask) by result.
 	udpAsks *prometheus.CounterVec
+	// capacityProbes counts capacity measurements (capacityprobe.go) by
+	// side and result; capacityDatagrams the train datagrams received.
+	capacityProbes    *prometheus.CounterVec
+	capacityDatagrams *prometheus.CounterVec
 	// coordNode is the coordinate whose counters the coordinate metrics
 	// report (probe mode coordinates); unset, they read 0.
 	coordNode atomic.Pointer[coord.Node]
@@ -101,6 +105,14 @@ func newMetrics() *metrics {
 		udpAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_udp_asks_total",
 			Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner; or too short for its answers), misdirected (an ask for another relay: a copy sent on), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
+		}, []string{"result"}),
+		capacityProbes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_capacity_probes_total",
+			Help: "Capacity measurements (probe.capacity) by side (send: this relay measured its sends; receive: a peer's trains to this relay) and result: measured, error, over_budget, expected (a nonce issued), busy.",
+		}, []string{"side", "result"}),
+		capacityDatagrams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_capacity_datagrams_total",
+			Help: "Datagrams on the capacity probe's UDP port by result: counted (under a nonce this relay issued), unexpected (a nonce it did not issue, expired or complete: ignored), bad (not a train datagram: ignored). None is ever answered.",
 		}, []string{"result"}),
 		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relaymesh_probe_set_size",
@@ -200,6 +212,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
+		m.capacityProbes, m.capacityDatagrams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initSeries()
 	return m

@@ -83,6 +83,10 @@ type Server struct {
 	udp                               *udpAsks // admin_udp's socket; nil when off
 	httpSrv, adminSrv                 *http.Server
 	shutdownOnce                      sync.Once
+
+	// capacity is the capacity probe's trains socket and state
+	// (capacityprobe.go); nil when probe.capacity is off.
+	capacity *capacityProbes
 }
 
 // New validates cfg and builds a server. It refuses configurations that would
@@ -388,7 +392,9 @@ func (s *Server) Start() error {
 		adminLn = ln
 		s.udp = s.listenUDPAsks()
 	}
+	s.capacity = s.listenCapacity()
 	if err := s.startMeasuring(); err != nil {
+		s.capacity.close()
 		if s.adminSrv != nil {
 			s.adminSrv.Close()
 		}
@@ -407,6 +413,9 @@ func (s *Server) Start() error {
 	}
 	if s.udp != nil {
 		go s.udp.serve()
+	}
+	if s.capacity != nil {
+		s.capacity.start()
 	}
 	go s.rates.run(s.ctx)
 	if s.watchesCRL() {
@@ -676,6 +685,7 @@ func (s *Server) shutdown(grace time.Duration) {
 	if s.udp != nil {
 		s.udp.conn.Close() // asks in flight go unanswered: their askers fall back to HTTPS
 	}
+	s.capacity.close()
 	if s.socksLn != nil {
 		s.socksLn.Close()
 	}

@@ -107,6 +107,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"consul":            func() { cfg.Consul.Addr = f.Consul.Addr },
 		"consul-token":      func() { cfg.Consul.Token = f.Consul.Token },
 		"probe-mode":        func() { cfg.Probe.Mode = f.Probe.Mode },
+		"probe-capacity":    func() { cfg.Probe.Capacity = f.Probe.Capacity },
 	}
 }
 
@@ -185,6 +186,10 @@ TCP handshakes to their admin ports (--probe-mode; ~450 bytes each):
                rest, and probe.random (1) other; the rest is estimated
                from network coordinates, published with the measurements.
                For fleets of hundreds of relays and more.
+When a planner asks, the relay measures the capacity of its sends to a peer
+with a few UDP trains to the peer's relay port, and lets peers measure theirs
+to it (--probe-capacity; at most 3 measurements an hour each way, under 1 MB
+of trains an hour in all whatever the fleet size). Off on metered links.
 
 Safe defaults: listeners bind 127.0.0.1; a relay listening on any other address
 refuses to start without credentials unless --open is given; destinations in
@@ -393,6 +398,7 @@ func (st *settings) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&st.f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")
 	fl.StringVar(&st.f.Consul.Addr, "consul", "", "Consul agent HTTP address (e.g. 127.0.0.1:8500): register there, probe every other registered relay, share measurements in Consul KV (needs --name; instead of --fleet)")
 	fl.StringVar(&st.f.Consul.Token, "consul-token", "", "Consul ACL token (prefer $CONSUL_HTTP_TOKEN: flags show in ps)")
+	fl.StringVar(&st.f.Probe.Capacity, "probe-capacity", relay.CapacityOn, "on or off (metered links): measure the capacity of this relay's sends to a peer when a planner asks (UDP trains to the peer's relay port), and let peers measure theirs to it")
 	fl.StringVar(&st.f.Probe.Mode, "probe-mode", relay.DefaultProbeMode, "how peers are probed with --fleet or --consul: mesh (every peer every probe.interval: one handshake per peer per interval, fine for tens of relays) or coordinates (probe.per_minute handshakes a minute, 12 by default, whatever the fleet size; the rest estimated from network coordinates)")
 }
 
