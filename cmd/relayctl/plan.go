@@ -79,6 +79,10 @@ type planFlags struct {
 	// udpAsk asks relays for a shortlist plan's probes over UDP
 	// (--udp-ask).
 	udpAsk bool
+	// probeCapacity has the relays measure the capacity of the relay
+	// segments a plan leans on that nobody declared or learnt
+	// (--probe-capacity).
+	probeCapacity bool
 }
 
 // askKey is the survey's AskKey: with --udp-ask, on a fleet with
@@ -162,6 +166,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.Float64Var(&f.shortlist.FirstQuorum, "shortlist-first-quorum", shortlist.DefaultFirstQuorum, "with a shortlist survey: --shortlist-quorum for the first round (the landmarks'): this host's probes and most landmarks' probes of the destination, the farthest answering into a later round (1: it waits for its last)")
 	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask relays for their probes and windows in one UDP datagram to their admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge in time is asked over HTTPS (false: HTTPS only)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
+	fl.BoolVar(&f.probeCapacity, "probe-capacity", true, "when the plans lean on relay-to-relay segments whose capacity nobody declared or learnt, have their sending relays measure it (a few UDP trains each, within 2 s in all and the relays' hourly budget; relayd probe.capacity) and plan again (false: plan on the bound)")
 }
 
 // planned is a plan with what applying it needs: each hop's addresses.
@@ -344,6 +349,13 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	res, err := planner.Search(sr.Matrix, req)
 	if err != nil {
 		return nil, err
+	}
+	if f.probeCapacity {
+		var probeNotes []string
+		if res, probeNotes, err = probeCapacities(ctx, &sv, sr, req, res); err != nil {
+			return nil, err
+		}
+		notes = append(notes, probeNotes...)
 	}
 	p := &planned{Result: res, Relays: sr.Relays, Target: sr.Target, Notes: notes, FromHere: sr.FromHere(), Matrix: sr.Matrix, Request: req}
 	if f.windowProbeBytes > 0 {

@@ -498,10 +498,10 @@ func relayPairs(pairs []registry.Pair, usable map[string]registry.Relay, own map
 			Estimated: p.Estimated, AgeSec: max(now.Sub(p.UpdatedAt).Seconds(), 0),
 			ASendBps: sends[k].SendBps, BSendBps: sends[key{k[1], k[0]}].SendBps})
 		if a := sends[k]; a.SendBps > 0 {
-			out[len(out)-1].ASendAgeSec = max(now.Sub(a.SendAt).Seconds(), 0)
+			out[len(out)-1].ASendAgeSec, out[len(out)-1].ASendSource = max(now.Sub(a.SendAt).Seconds(), 0), sendSourceOf(a)
 		}
 		if b := sends[key{k[1], k[0]}]; b.SendBps > 0 {
-			out[len(out)-1].BSendAgeSec = max(now.Sub(b.SendAt).Seconds(), 0)
+			out[len(out)-1].BSendAgeSec, out[len(out)-1].BSendSource = max(now.Sub(b.SendAt).Seconds(), 0), sendSourceOf(b)
 		}
 	}
 	slices.SortFunc(out, func(a, b planner.Pair) int { return cmp.Or(strings.Compare(a.A, b.A), strings.Compare(a.B, b.B)) })
