@@ -345,3 +345,39 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// check --online asks the registry: a fleet peer whose admin port does
+// not answer is a warning (check passes), one that answers is not named;
+// a Consul agent that does not answer is a problem, which check offline
+// does not see.
+func TestCheckOnline(t *testing.T) {
+	peer := startRelayd(t)
+	closed := startServer(t, echo)
+	closedAddr := closed.addr()
+	closed.ln.Close() // a port nothing listens on any more
+	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
+	data := "relays:\n  - {name: tokyo, admin: \"127.0.0.1:1\"}\n" +
+		"  - {name: osaka, admin: \"" + peer.admin + "\"}\n" +
+		"  - {name: kyoto, admin: \"" + closedAddr + "\"}\n"
+	if err := os.WriteFile(fleet, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"check", "--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--fleet", fleet, "--name", "tokyo", "--relay-allow", "127.0.0.0/8"}
+	out, ok, _ := relaydExit(t, append(args, "--online")...)
+	if !ok || !strings.Contains(out, "a peer's admin port does not answer") || !strings.Contains(out, "kyoto") || strings.Contains(out, "osaka") {
+		t.Fatalf("check --online, osaka up and kyoto down: ok %v:\n%s", ok, out)
+	}
+	if out, ok, _ := relaydExit(t, args...); !ok || strings.Contains(out, "kyoto") {
+		t.Fatalf("check offline dialled the peers: ok %v:\n%s", ok, out)
+	}
+
+	consul := []string{"check", "--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--consul", closedAddr, "--name", "tokyo"}
+	if out, ok, _ := relaydExit(t, consul...); !ok {
+		t.Fatalf("check offline of a Consul relay: %s", out)
+	}
+	if out, ok, _ := relaydExit(t, append(consul, "--online")...); ok || !strings.Contains(out, "consul.addr "+closedAddr+": the agent does not answer") {
+		t.Fatalf("check --online with no Consul agent: ok %v:\n%s", ok, out)
+	}
+}
