@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,15 @@ import (
 // its stderr, whether it exited 0, and how long it took.
 func relaydExit(t *testing.T, args ...string) (stderr string, ok bool, took time.Duration) {
 	t.Helper()
-	cmd := exec.Command(relaydBin, args...)
+	return relaydExitWrapped(t, nil, args...)
+}
+
+// relaydExitWrapped is relaydExit with relayd run under wrap (e.g. setpriv
+// ... --).
+func relaydExitWrapped(t *testing.T, wrap []string, args ...string) (stderr string, ok bool, took time.Duration) {
+	t.Helper()
+	argv := append(append(slices.Clone(wrap), relaydBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()
@@ -379,5 +388,39 @@ func TestCheckOnline(t *testing.T) {
 	}
 	if out, ok, _ := relaydExit(t, append(consul, "--online")...); ok || !strings.Contains(out, "consul.addr "+closedAddr+": the agent does not answer") {
 		t.Fatalf("check --online with no Consul agent: ok %v:\n%s", ok, out)
+	}
+}
+
+// A port below net.ipv4.ip_unprivileged_port_start needs
+// CAP_NET_BIND_SERVICE: relayd without it (root's capabilities dropped with
+// setpriv, as in a unit without AmbientCapabilities) refuses to run, and
+// check says why.
+func TestCheckPrivilegedPort(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start < 2 {
+		t.Skipf("net.ipv4.ip_unprivileged_port_start is %d here: no port needs a capability", start)
+	}
+	var wrap []string
+	if os.Geteuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			testenv.Need(t, "setpriv not installed (%v): Debian's util-linux has it", err)
+		}
+		wrap = []string{setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"}
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(start-1)
+	want := addr + ": port " + strconv.Itoa(start-1) + " is below net.ipv4.ip_unprivileged_port_start"
+	for _, cmd := range []string{"run", "check"} {
+		out, ok, _ := relaydExitWrapped(t, wrap, cmd, "--socks", addr, "--http", "", "--admin", "")
+		if ok || !strings.Contains(out, want) {
+			t.Errorf("relayd %s --socks %s without CAP_NET_BIND_SERVICE: ok %v:\n%s", cmd, addr, ok, out)
+		}
 	}
 }
