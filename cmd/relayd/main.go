@@ -40,7 +40,10 @@ Relays given a registry (--fleet or --consul) measure the RTTs between each
 other with TCP handshakes (--probe-mode): mesh probes every peer every 2 s, one
 handshake per peer per interval, fine for tens of relays; coordinates spends a
 fixed 12 handshakes a minute whatever the fleet size and estimates the rest from
-network coordinates. Details: relayd run --help.`,
+network coordinates. Details: relayd run --help.
+
+relayd check takes run's flags and names every problem that would stop run at
+start, without binding or serving (for ExecStartPre and CI).`,
 		Version:       buildinfo.Describe(), // --version
 		SilenceUsage:  true,
 		SilenceErrors: true,
