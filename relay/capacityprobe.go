@@ -114,10 +114,9 @@ type capacityResult struct {
 // trains arrive on (beside the relay listener), the nonces it issued, its
 // budgets and what it measured of its own sends.
 type capacityProbes struct {
-	s       *Server
-	conn    *net.UDPConn
-	kernel  bool // the socket has kernel receive timestamps
-	headerB int  // IP and UDP header bytes on this socket's family
+	s      *Server
+	conn   *net.UDPConn
+	kernel bool // the socket has kernel receive timestamps
 
 	sendBudget, recvBudget byteBudget
 	sending                chan struct{} // one measurement at a time
@@ -134,7 +133,9 @@ type expectation struct {
 	deadline time.Time
 	arrivals []packettrain.Arrival
 	firstAt  time.Time
-	done     chan struct{} // closed when every datagram arrived
+	// headerBytes is what IP and UDP added to its first datagram.
+	headerBytes int
+	done        chan struct{} // closed when every datagram arrived
 }
 
 // listenCapacity opens the UDP socket for trains on the relay listener's
@@ -151,15 +152,12 @@ func (s *Server) listenCapacity() *capacityProbes {
 		return nil
 	}
 	c := &capacityProbes{
-		s: s, conn: conn, headerB: 28,
+		s: s, conn: conn,
 		sendBudget: byteBudget{limitBytes: capacityBudgetBytes, window: capacityBudgetWindow},
 		recvBudget: byteBudget{limitBytes: capacityBudgetBytes, window: capacityBudgetWindow},
 		sending:    make(chan struct{}, 1),
 		expected:   map[packettrain.Nonce]*expectation{},
 		results:    map[string]capacityResult{},
-	}
-	if ap := conn.LocalAddr().(*net.UDPAddr).AddrPort(); ap.Addr().Is6() && !ap.Addr().Is4In6() {
-		c.headerB = 48
 	}
 	c.kernel = setTimestamps(conn) == nil
 	return c
@@ -194,7 +192,7 @@ func (c *capacityProbes) serve() {
 	buf := make([]byte, packettrain.PayloadBytes+1)
 	oob := make([]byte, 128)
 	for {
-		n, oobn, _, _, err := c.conn.ReadMsgUDPAddrPort(buf, oob)
+		n, oobn, _, from, err := c.conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -207,8 +205,17 @@ func (c *capacityProbes) serve() {
 				at = t
 			}
 		}
-		c.arrived(buf[:n], at)
+		c.arrived(buf[:n], at, ipHeaderBytes(from.Addr()))
 	}
+}
+
+// ipHeaderBytes is what IP and UDP add to a datagram from addr: 28 bytes
+// over IPv4, 48 over IPv6.
+func ipHeaderBytes(addr netip.Addr) int {
+	if addr.Unmap().Is4() {
+		return 28
+	}
+	return 48
 }
 
 // kernelTimestamp is the SCM_TIMESTAMPNS in a datagram's control messages.
@@ -229,7 +236,7 @@ func kernelTimestamp(oob []byte) (time.Time, bool) {
 
 // arrived records one datagram: counted only under a nonce this relay
 // issued and still waits for.
-func (c *capacityProbes) arrived(b []byte, at time.Time) {
+func (c *capacityProbes) arrived(b []byte, at time.Time, headerBytes int) {
 	d, err := packettrain.Parse(b)
 	if err != nil {
 		c.s.metrics.capacityDatagrams.WithLabelValues("bad").Inc()
@@ -244,7 +251,7 @@ func (c *capacityProbes) arrived(b []byte, at time.Time) {
 	}
 	c.s.metrics.capacityDatagrams.WithLabelValues("counted").Inc()
 	if e.firstAt.IsZero() {
-		e.firstAt = at
+		e.firstAt, e.headerBytes = at, headerBytes
 	}
 	e.arrivals = append(e.arrivals, packettrain.Arrival{Train: int(d.Train), Seq: int(d.Seq), SentNs: d.SentNs, AtNs: at.Sub(e.firstAt).Nanoseconds()})
 	if len(e.arrivals) == packettrain.Trains*packettrain.PacketsPerTrain {
@@ -354,9 +361,9 @@ func (s *Server) serveCapacityArrivals(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	delete(c.expected, nonce)
-	arrivals := slices.Clone(e.arrivals)
+	arrivals, headerBytes := slices.Clone(e.arrivals), e.headerBytes
 	c.mu.Unlock()
-	writeJSON(w, packettrain.Arrivals{Arrivals: arrivals, IPHeaderBytes: c.headerB, KernelTimestamps: c.kernel})
+	writeJSON(w, packettrain.Arrivals{Arrivals: arrivals, IPHeaderBytes: headerBytes, KernelTimestamps: c.kernel})
 }
 
 // serveCapacity measures this relay's sends to ?to=PEER (or answers the
