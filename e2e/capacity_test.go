@@ -319,3 +319,49 @@ func sampleValue(page, sample string) float64 {
 	}
 	return 0
 }
+
+// TestCapacityProbeIdentities: relays on identities from an operator CA
+// share no secret and no token; one measures its sends to another all the
+// same, calling the peer's admin API with its certificate.
+func TestCapacityProbeIdentities(t *testing.T) {
+	ca := newOpCA(t)
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	names := []string{"a", "b"}
+	admins, relayAddrs := map[string]string{}, map[string]string{}
+	var b strings.Builder
+	b.WriteString("relays:\n") // no admin_token: every relay has its own
+	for _, n := range names {
+		admins[n], relayAddrs[n] = freeAddr(t), freeAddr(t)
+		fmt.Fprintf(&b, "  - {name: %s, region: reg-%s, admin: %s, relay: %s}\n", n, n, admins[n], relayAddrs[n])
+	}
+	if err := os.WriteFile(fleetPath, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	relays := map[string]*relayd{}
+	for _, n := range names {
+		cfg := filepath.Join(dir, n+".yaml")
+		body := fmt.Sprintf("probe: {interval: 200ms, window: 10, timeout: 1s, pull_interval: 300ms}\nfleet: %s\n", fleetPath)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"--config", cfg, "--name", n, "--admin", admins[n], "--admin-token", "own-token-of-" + n + "-0123456789",
+			"--allow-private", "--relay-listen", relayAddrs[n]}, ca.issue(n, "relay")...)
+		relays[n] = startRelayd(t, args...)
+	}
+	var ans packettrain.Answer
+	if err := json.Unmarshal([]byte(adminGet(t, relays["a"], "/v1/capacity?to=b", "own-token-of-a-0123456789")), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if ans.Error != "" || !(ans.SendBps > 0) || ans.From != "a" || ans.To != "b" {
+		t.Fatalf("a's capacity to b on identities: %+v\n%s", ans, relays["b"].logs())
+	}
+	page := adminGet(t, relays["b"], "/metrics", "own-token-of-b-0123456789")
+	if got := sampleValue(page, `relaymesh_capacity_datagrams_total{result="counted"}`); got < float64(packettrain.PacketsPerTrain) {
+		t.Errorf("b counted %v datagrams of a's trains", got)
+	}
+	// a's token opens a alone: b refuses it a nonce.
+	if code, _ := adminRequest(t, relays["b"], "/v1/capacity/expect?from=a", "own-token-of-a-0123456789"); code != http.StatusUnauthorized {
+		t.Errorf("b's expect with a's token: %d, want 401", code)
+	}
+}
