@@ -106,17 +106,44 @@ func (s *Survey) ProbeCapacity(ctx context.Context, sr *Result, asks []CapacityA
 const maxProbedBps = 1e13
 
 // capacityPath is how this host reaches sender's admin API: directly when
-// the survey reached it from here, else through a relay it reached whose
-// pair with sender the matrix holds.
+// the survey reached it from here, else through the fewest relays, the
+// first one this host reached, each pair of them measured (the matrix's
+// relay pairs), as ?via= forwards (a linear lab, a relay only its peers
+// see).
 func capacityPath(sr *Result, sender string) adminPath {
 	here := sr.FromHere()
 	if slices.Contains(here, sender) {
 		return adminPath{first: sr.Relays[sender]}
 	}
+	next := map[string][]string{}
 	for _, p := range sr.Matrix.Pairs {
-		for _, ends := range [][2]string{{p.A, p.B}, {p.B, p.A}} {
-			if ends[1] == sender && slices.Contains(here, ends[0]) {
-				return adminPath{first: sr.Relays[ends[0]], via: []string{sender}}
+		_, aRelay := sr.Relays[p.A]
+		_, bRelay := sr.Relays[p.B]
+		if aRelay && bRelay && p.Loss < 1 {
+			next[p.A], next[p.B] = append(next[p.A], p.B), append(next[p.B], p.A)
+		}
+	}
+	// Breadth first from the relays this host reached: parent[x] is the
+	// relay x was reached from ("" for a start).
+	parent := map[string]string{}
+	queue := slices.Clone(here)
+	for _, h := range here {
+		parent[h] = ""
+	}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		if x == sender {
+			var path []string
+			for y := x; y != ""; y = parent[y] {
+				path = append([]string{y}, path...)
+			}
+			return adminPath{first: sr.Relays[path[0]], via: path[1:]}
+		}
+		for _, y := range next[x] {
+			if _, seen := parent[y]; !seen {
+				parent[y] = x
+				queue = append(queue, y)
 			}
 		}
 	}

@@ -66,3 +66,25 @@ func TestProbedRateInMatrix(t *testing.T) {
 		}
 	}
 }
+
+// A sender this host did not reach is asked through the relays that reach
+// it, the fewest, starting from one this host reached.
+func TestCapacityPath(t *testing.T) {
+	relays := map[string]registry.Relay{}
+	for _, n := range []string{"r1", "r2", "r3", "r4"} {
+		relays[n] = registry.Relay{Name: n, Admin: n + ":9090"}
+	}
+	sr := &Result{Relays: relays, Matrix: &planner.Matrix{Pairs: []planner.Pair{
+		{A: ClientNode, B: "r1", RTTMs: 1},
+		{A: ClientNode, B: "r4", RTTMs: 1},
+		{A: "r1", B: "r2", RTTMs: 1},
+		{A: "r2", B: "r3", RTTMs: 1},
+		{A: "r4", B: "r3", RTTMs: 1, Loss: 1}, // unreachable
+	}}}
+	for sender, want := range map[string][]string{"r1": {"r1"}, "r2": {"r1", "r2"}, "r3": {"r1", "r2", "r3"}} {
+		ap := capacityPath(sr, sender)
+		if got := append([]string{ap.first.Name}, ap.via...); !slices.Equal(got, want) {
+			t.Errorf("%s: asked through %v, want %v", sender, got, want)
+		}
+	}
+}
