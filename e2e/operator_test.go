@@ -32,6 +32,8 @@ func relaydExitWrapped(t *testing.T, wrap []string, args ...string) (stderr stri
 	t.Helper()
 	argv := append(append(slices.Clone(wrap), relaydBin), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
+	// The race runtime sleeps 1 s at exit by default; check's time is tested.
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()
@@ -339,7 +341,9 @@ func TestVersion(t *testing.T) {
 	r := startRelayd(t)
 	metrics := metricLines(t, r)
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		out, err := exec.Command(relaydBin, args...).Output()
+		cmd := exec.Command(relaydBin, args...)
+		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("relayd %v: %v", args, err)
 		}
