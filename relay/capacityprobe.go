@@ -51,7 +51,9 @@ const (
 	// still missing (lost ones never come).
 	arrivalsSettle = 300 * time.Millisecond
 	// trainGap separates two trains so that the first drains from the
-	// bottleneck's queue before the next arrives.
+	// bottleneck's queue before the next arrives at 20 Mbit/s and more;
+	// slower, the trains queue behind each other, which keeps the
+	// bottleneck busy and their spacing its own all the same.
 	trainGap = 20 * time.Millisecond
 	// capacityProbeTimeout bounds one measurement, from the expect request
 	// to the estimate.
