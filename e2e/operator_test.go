@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,6 +396,44 @@ func TestCheckOnline(t *testing.T) {
 	}
 	if out, ok, _ := relaydExit(t, append(consul, "--online")...); ok || !strings.Contains(out, "consul.addr "+closedAddr+": the agent does not answer") {
 		t.Fatalf("check --online with no Consul agent: ok %v:\n%s", ok, out)
+	}
+}
+
+// check only reads from Consul: it never registers or deregisters the
+// relay it checks (a relay of that name may be running on this host).
+// The agent here answers the two reads --online makes, as Consul's HTTP
+// API does, and records every request.
+func TestCheckOnlyReadsConsul(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/v1/status/leader":
+			fmt.Fprint(w, `"127.0.0.1:8300"`)
+		case "/v1/kv/relaymesh/measurements/tokyo":
+			http.NotFound(w, r) // nothing published yet
+		default:
+			http.Error(w, "unexpected", http.StatusTeapot)
+		}
+	}))
+	defer agent.Close()
+	addr := strings.TrimPrefix(agent.URL, "http://")
+	for _, online := range []bool{false, true} {
+		args := []string{"check", "--socks", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--consul", addr, "--name", "tokyo"}
+		if online {
+			args = append(args, "--online")
+		}
+		if out, ok, _ := relaydExit(t, args...); !ok {
+			t.Fatalf("check (online %v) against an agent that answers: %s", online, out)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"GET /v1/status/leader", "GET /v1/kv/relaymesh/measurements/tokyo"}; !slices.Equal(seen, want) {
+		t.Fatalf("check sent %q to Consul, want only the reads of --online, %q", seen, want)
 	}
 }
 

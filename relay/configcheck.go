@@ -324,13 +324,13 @@ func Check(cfg Config, online bool) (warnings []string, err error) {
 			s.cancel()
 		}
 	}
+	// The registry is never closed: it never ran, so it holds nothing,
+	// and closing a Consul registry deregisters the relay of this name,
+	// which may be the one running on this host.
 	if reg, err := p.checkRegistry(cfg, log); err != nil {
 		errs = append(errs, err)
-	} else if reg != nil {
-		if online {
-			errs = append(errs, checkRegistryOnline(cfg, reg, p.relayPol, log)...)
-		}
-		_ = reg.Close(context.Background())
+	} else if reg != nil && online {
+		errs = append(errs, checkRegistryOnline(cfg, reg, p.relayPol, log)...)
 	}
 	warnings = p.warnings
 	for _, e := range logged.All() {
