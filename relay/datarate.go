@@ -22,13 +22,15 @@ import (
 // (smoothed RTT at least rateQueuedRTT × the socket's least) shows that
 // the bottleneck link was busy all the same: a loss-based sender fills a
 // deep buffer until the receiver's window stops it, and the rate it then
-// sees is the bottleneck's. Nor does an interval in which a loss-based
-// sender (CUBIC, Reno: not planner.LossTolerant) sent data again with no
-// standing queue: random loss held it, not the path's capacity, and the
-// planner prices that loss apart (the Mathis bound on the loss learnt,
-// dataloss.go); counted here too, the loss would be charged twice, and
-// at its worst, since a run keeps its slowest interval. A queue's overflow is the capacity's own loss: with a
-// queue, such intervals count. A
+// sees is the bottleneck's. Nor does an interval of a loss-based sender
+// (CUBIC, Reno: not planner.LossTolerant) without a standing queue that
+// sent data again, or followed one that did by less than
+// rateLossRecovery: loss cut its window then, and the rate is its
+// climb back, not the path's capacity. The planner prices that loss apart
+// (the Mathis bound on the loss learnt, dataloss.go); counted here too, it
+// would be charged twice, and at its worst, since a run keeps its slowest
+// interval. With a queue, a loss is the queue's overflow, the capacity's
+// own, and the interval counts. A
 // tunnel's rate to its peer is the best it sustained over rateRunSamples
 // such intervals in a row (the least of the run, so one fast interval
 // counts for nothing, and slow start's intervals do not pull it down).
@@ -42,6 +44,10 @@ const (
 	// flight, and at most rateHeldShare held by a window or a buffer.
 	rateBusyShare = 0.9
 	rateHeldShare = 0.1
+	// rateLossRecovery is how long after a loss a loss-based sender's
+	// rate is its recovery from it: CUBIC regains its window in about
+	// (W × 0.3 / 0.4)^(1/3) s, ~2 s at a window of 30 segments.
+	rateLossRecovery = 2 * time.Second
 	// rateQueuedRTT: a smoothed RTT this many times the least seen is a
 	// standing queue (the lab's 30 Mbit/s link: 92 ms against 20).
 	rateQueuedRTT = 1.5
@@ -65,8 +71,10 @@ type watchedSocket struct {
 	// sustained rate so far (0 = none yet).
 	run     []float64
 	bestBps float64
-	// lossBased: the socket's congestion control is bound by random loss.
+	// lossBased: the socket's congestion control is bound by random loss;
+	// resentAt is when it last sent data again (zero: never).
 	lossBased bool
+	resentAt  time.Time
 }
 
 // hostRate is one tunnel's sustained rate to a host.
@@ -137,7 +145,10 @@ func (w *watchedSocket) add(st tunnel.SocketStats, now time.Time) {
 	busyMs := float64(st.BusyMs - prev.BusyMs)
 	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
 	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	lossHeld := w.lossBased && st.RetransmittedBytes > prev.RetransmittedBytes && !queued
+	if st.RetransmittedBytes > prev.RetransmittedBytes {
+		w.resentAt = now
+	}
+	lossHeld := w.lossBased && !queued && !w.resentAt.IsZero() && now.Sub(w.resentAt) < rateLossRecovery
 	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
 		w.run = w.run[:0]
 		return

@@ -43,6 +43,10 @@ func feedCC(steps []interval, lossBased bool) float64 {
 func TestSustainedRate(t *testing.T) {
 	// 1 MB in 500 ms is 16 Mbit/s.
 	full := func(mb float64) interval { return interval{sentBytes: uint64(mb * 1e6), busyMs: 500} }
+	lost := interval{sentBytes: 1e6, busyMs: 500, resentBytes: 1448}
+	queued := func(resentBytes uint64) interval {
+		return interval{sentBytes: 1e6, busyMs: 500, resentBytes: resentBytes, rttMs: 90}
+	}
 	cases := []struct {
 		name  string
 		steps []interval
@@ -58,7 +62,9 @@ func TestSustainedRate(t *testing.T) {
 		{"idle half the time breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 250}, full(1), full(1)}, 0},
 		{"nothing sent breaks it", []interval{full(1), {busyMs: 500}, full(1), full(1)}, 0},
 		{"random loss without a queue breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448}, full(1), full(1)}, 0},
-		{"a queue's overflow does not", []interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448, rttMs: 90}, full(1)}, 16e6},
+		{"and the 2 s of recovery after it", []interval{lost, full(1), full(1), full(1), full(1)}, 0},
+		{"a run starts after them", []interval{lost, full(1), full(1), full(1), full(1), full(1), full(1)}, 16e6},
+		{"a queue's overflow does not", []interval{queued(0), queued(1448), queued(0)}, 16e6},
 	}
 	for _, c := range cases {
 		if got := feed(c.steps); got != c.want {
