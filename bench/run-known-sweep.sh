@@ -29,6 +29,7 @@ sleep 8
 for i in 1 2; do
   relayctl plan --dst server:8000 --bench-history $hist -o json > $1/plan\$i.json &&
   relayctl bench --dst server:8000 --transfers down --duration 8s --history $hist --bench-history $hist -o json > $1/bench\$i.json || exit 1
+  sleep 5  # the relays publish what the bench taught them at their next measurement (2 s)
 done
 SCRIPT
 }
