@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -468,5 +471,89 @@ func TestCheckPrivilegedPort(t *testing.T) {
 		if ok || !strings.Contains(out, want) {
 			t.Errorf("relayd %s --socks %s without CAP_NET_BIND_SERVICE: ok %v:\n%s", cmd, addr, ok, out)
 		}
+	}
+}
+
+// A real Prometheus scrapes a real relay the way docs/operations.md
+// configures it (HTTPS verified with the operator CA and the relay's name,
+// the relay's admin token, job relabelled to relayd) and evaluates the
+// shipped rules on what it scraped: the relay is up, and its certificate,
+// issued for 10 days, fires RelaymeshCertificateExpiresSoon.
+func TestPrometheusScrapesRelay(t *testing.T) {
+	prom, err := exec.LookPath("prometheus")
+	if err != nil {
+		testenv.Need(t, "prometheus not installed (%v): make test-deps installs it as root (Debian package prometheus)", err)
+	}
+	dir := t.TempDir()
+	ca, err := linktls.NewCA("operator", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPath := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caPath, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := ca.WriteIdentity(dir, caPath, "tokyo", linktls.RoleRelay, 10*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(token, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelayd(t, append(id.Flags(), "--relay-listen", "127.0.0.1:0", "--admin-token-file", token)...)
+	rules, err := filepath.Abs("../configs/prometheus/relaymesh.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(config, []byte(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: relayd-tokyo
+    scheme: https
+    authorization: {credentials_file: `+token+`}
+    tls_config: {ca_file: `+caPath+`, server_name: tokyo}
+    static_configs: [{targets: ["`+r.admin+`"]}]
+    relabel_configs: [{target_label: job, replacement: relayd}]
+rule_files: [`+rules+`]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(prom, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+web)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	query := func(q string) string {
+		resp, err := http.Get("http://" + web + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		up := query(`up{job="relayd", instance="` + r.admin + `"}`)
+		alert := query(`ALERTS{alertname="RelaymeshCertificateExpiresSoon", alertstate="firing", job="relayd"}`)
+		if strings.Contains(up, `"1"]`) && strings.Contains(alert, `"alertstate":"firing"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: up %s\nalert %s\nprometheus:\n%s", up, alert, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := query(`ALERTS{alertstate="firing", alertname!="RelaymeshCertificateExpiresSoon"}`); !strings.Contains(got, `"result":[]`) {
+		t.Errorf("alerts firing on an idle, healthy relay: %s", got)
 	}
 }

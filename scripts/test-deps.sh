@@ -3,7 +3,8 @@
 # independent HTTP/SOCKS5 client), microsocks and dante-server (third-party
 # SOCKS5 hops), chromium (a browser taking relayctl connect's PAC file),
 # systemd (systemd-analyze verifies the shipped unit; no systemd need run)
-# and prometheus (promtool checks the shipped alert rules and a scrape).
+# and prometheus (promtool checks the shipped alert rules; the server scrapes
+# a relay and evaluates them).
 # Without root or apt it says what is missing; the tests that need a missing
 # tool skip with a printed reason (under CI=true they fail).
 set -euo pipefail
