@@ -22,6 +22,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/rules"
 )
 
 // Config is relayd's configuration. The zero value plus Defaults() is a
@@ -146,6 +147,16 @@ type PlanningConfig struct {
 	// reach it, or stalled and a check of it failed) is checked; it is
 	// planned again after 3 passing checks in a row.
 	CheckEvery time.Duration `yaml:"check_every"`
+	// Rules is a rule file (docs/rules.md): per destination DIRECT, PLAN,
+	// CHAIN:r1,r2 or REJECT, the first matching line deciding, after the
+	// policy (what it denies stays denied). "": every destination by plan.
+	Rules string `yaml:"rules"`
+	// GeoIP is a MaxMind-format country database for the rules' GEOIP
+	// lines. "": none (GEOIP,LAN needs none).
+	GeoIP string `yaml:"geoip"`
+
+	// set is Rules as the preflight loaded it; nil without Rules.
+	set *rules.Set
 }
 
 // PoolConfig sizes the warm connection pools (pkg/pool, docs/protocol.md).
@@ -671,6 +682,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		add("routing: %q is not static or plan", c.Routing)
+	}
+	if c.Routing != "plan" && (c.Planning.Rules != "" || c.Planning.GeoIP != "") {
+		add("planning.rules, planning.geoip: apply only with routing: plan (the rules choose between DIRECT, the plan, a chain and REJECT)")
+	}
+	if c.Planning.GeoIP != "" && c.Planning.Rules == "" {
+		add("planning.geoip: serves planning.rules' GEOIP lines; set planning.rules too")
 	}
 	if c.Pool.MaxIdle < 0 || c.Pool.MaxIdle > 64 {
 		add("pool.max_idle: must be 0 (off) to 64 per peer, got %d", c.Pool.MaxIdle)

@@ -19,6 +19,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/rules"
 )
 
 // preflight is every decision relayd makes about its settings before it
@@ -70,7 +71,32 @@ func runPreflight(cfg *Config) *preflight {
 	if valid && secretRead {
 		p.loadIdentity(cfg)
 	}
+	if valid {
+		p.loadRules(cfg)
+	}
 	return p
+}
+
+// loadRules reads and checks planning.rules (and its GeoIP database)
+// into cfg, for the plan router: each bad line is an error of its own,
+// named FILE:LINE.
+func (p *preflight) loadRules(cfg *Config) {
+	if cfg.Planning.Rules == "" {
+		return
+	}
+	set, err := rules.Load(cfg.Planning.Rules, rules.Options{GeoIPFile: cfg.Planning.GeoIP})
+	if err != nil {
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			p.add(fmt.Errorf("planning.rules: %w", e))
+		}
+		return
+	}
+	p.warnings = append(p.warnings, prefixed("planning.rules: ", set.Warnings)...)
+	cfg.Planning.set = set
 }
 
 // add records err (each of a joined error apart) and reports whether it

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/rules"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
@@ -54,17 +55,68 @@ func clientSegment(ctx context.Context) (rttMs float64, windowBytes int64, ok bo
 	return rttMs, windowBytes, ok
 }
 
-// The server finds the observers by type assertion: a signature that
-// drifted would silently stop marking relays down.
-var _ interface {
-	Router
-	FailureObserver
-	SlowObserver
-} = (*planroute.PerDestination)(nil)
+// The server finds the observers (and a rule router's refusals) by type
+// assertion: a signature that drifted would silently stop marking relays
+// down, or answer a rejected client "succeeded".
+var (
+	_ interface {
+		Router
+		FailureObserver
+		SlowObserver
+	} = (*planroute.PerDestination)(nil)
+	_ interface {
+		Router
+		FailureObserver
+		SlowObserver
+		Refuser
+	} = (*rules.Router)(nil)
+)
 
-// newPlanRouter is the relay's Router for routing: plan; its goroutines
-// end with s.ctx.
-func (s *Server) newPlanRouter() *planroute.PerDestination {
+// Refuser is implemented by Routers that refuse some destinations
+// outright (a REJECT rule): Refuses is the error a tunnel to dst would be
+// refused with, nil when it would be routed.
+type Refuser interface {
+	Refuses(dst string) error
+}
+
+// refusedHere is why this relay refuses dst itself, before any hop: its
+// policy (a denied port, a literal address it denies), then its Router's
+// rules. A front end that answers before it routes (optimistic data)
+// asks it first, so that these refusals still get their reply.
+func (s *Server) refusedHere(dst string) error {
+	if err := s.policy.CheckHostPort(dst); err != nil {
+		return err
+	}
+	if r := s.router.Load(); r != nil {
+		if rf, ok := (*r).(Refuser); ok {
+			return rf.Refuses(dst)
+		}
+	}
+	return nil
+}
+
+// newPlanRouter is the relay's Router for routing: plan, under
+// planning.rules when set; its goroutines end with s.ctx.
+func (s *Server) newPlanRouter() Router {
+	plan := s.newPerDestination()
+	set := s.cfg.Planning.set
+	if set == nil {
+		return plan
+	}
+	direct, _ := s.buildChain(nil) // no hop URLs: nothing to refuse
+	// The policy comes first (Server.dial routes only what it passes, and
+	// dialVia checks again): a DIRECT rule dials through the policy's
+	// dialer, a CHAIN's last relay applies its own, and no rule can allow
+	// what the policy denies.
+	return rules.NewRouter(rules.RouterConfig{
+		Rules: set, Plan: plan, Direct: direct, Chain: rules.RegistryChains(s.measure.reg, s.buildChain),
+		Rejected: func(string, rules.Decision) { s.metrics.denials.WithLabelValues(rules.DenyReason).Inc() },
+		Log:      s.log.Named("rules"),
+	})
+}
+
+// newPerDestination is the plan router of routing: plan.
+func (s *Server) newPerDestination() *planroute.PerDestination {
 	// A destination's surveys again start from the last one's (on a
 	// fleet that publishes coordinates), afresh every
 	// survey.DefaultFreshEvery.

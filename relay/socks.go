@@ -95,9 +95,9 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 	}
 	dst := req.Addr.String()
 	log = log.With(zap.String("dst", dst))
-	// A destination this relay refuses itself is refused in the reply
-	// (the path below), optimistic or not.
-	if s.cfg.OptimisticData && s.policy.CheckHostPort(dst) == nil {
+	// A destination this relay refuses itself (its policy, a REJECT
+	// rule) is refused in the reply (the path below), optimistic or not.
+	if s.cfg.OptimisticData && s.refusedHere(dst) == nil {
 		s.serveOptimistic(log, c, br, dst)
 		return
 	}

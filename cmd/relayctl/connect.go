@@ -15,6 +15,8 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
+	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/rules"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 	"github.com/relaymesh/relaymesh/relay"
@@ -33,6 +35,12 @@ var (
 		relay.FailureObserver
 		relay.SlowObserver
 	} = (*planroute.PerDestination)(nil)
+	_ interface {
+		relay.Router
+		relay.FailureObserver
+		relay.SlowObserver
+		relay.Refuser
+	} = (*rules.Router)(nil)
 )
 
 // dstOnlyFlags are the plan flags connect applies only with --dst: a plan
@@ -44,6 +52,7 @@ var dstOnlyFlags = []string{"matrix", "save-matrix", "from", "direction", "min-g
 
 func connectCmd() *cobra.Command {
 	var f planFlags
+	var rf rulesFlags
 	var listen, httpListen, logLevel string
 	var every, probeEvery, freshEvery time.Duration
 	cfg := relay.Defaults()
@@ -84,6 +93,14 @@ within ` + strconv.FormatFloat(planner.DefaultErrorMargin*100, 'g', -1, 64) + ` 
 With --dst, it plans the path to --dst (as relayctl plan does) and sends
 every connection, whatever its destination, through that chain. It plans
 again every --replan (from the last plan, as above).
+
+With --rules FILE, a rule file decides first, per destination, in the
+syntax mihomo/Clash users keep (DOMAIN-SUFFIX,example.jp,CHAIN:tokyo and
+the like; docs/rules.md): DIRECT dials from this host, PLAN routes as
+above, CHAIN:r1,r2 goes through those relays in order, REJECT refuses
+(SOCKS5 reply 0x02, HTTP 403, logged); a destination no line matches takes
+the plan. The PAC file served follows the same rules. relayctl rules test
+says what the file does with a destination.
 
 A plan that goes direct only because the fleet has not measured itself yet
 (no relay's RTT to the destination, none from this host, none between the
@@ -141,6 +158,10 @@ SIGTERM, letting tunnels finish for 5 s.`,
 				return err
 			}
 			defer log.Sync() //nolint:errcheck
+			set, err := rf.load(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			cfg.Name, cfg.SOCKS, cfg.HTTP, cfg.Admin = "connect", listen, httpListen, ""
 			if hasIdentity {
 				// The certificate names this process.
@@ -159,7 +180,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			if err != nil {
 				return err
 			}
-			srv.SetLocalHandler(connectPAC(srv, pacFallbackDirect))
+			srv.SetLocalHandler(connectPAC(srv, pacFallbackDirect, set))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if freshEvery < 0 {
@@ -175,7 +196,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
 				SlowDial: relay.SlowDial, Log: log.Named("plan")}
 			if perDest {
-				return connectPerDestination(ctx, cmd, srv, &f, sv, pcfg, every, cfg.Limits.ShutdownGrace)
+				return connectPerDestination(ctx, cmd, srv, &f, sv, pcfg, every, cfg.Limits.ShutdownGrace, set)
 			}
 			r := planroute.NewSingle(pcfg, every, f.planRoute)
 			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -184,10 +205,23 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			if err != nil {
 				return err
 			}
-			srv.SetRouter(r)
+			var reg registry.Store
+			if set != nil && len(set.Relays()) > 0 {
+				// Only CHAIN rules need the registry: the plan to --dst
+				// has its relays' addresses.
+				if reg, err = f.reg.open(ctx); err != nil {
+					return err
+				}
+			}
+			router, err := connectRouter(set, r, srv, reg, log.Named("rules"))
+			if err != nil {
+				return err
+			}
+			srv.SetRouter(router)
 			if err := srv.Start(); err != nil {
 				return err
 			}
+			rulesNote(cmd.ErrOrStderr(), set)
 			via := orDirect(r.Chain())
 			if w := r.Awaiting(); len(w) > 0 {
 				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again in %v (the wait doubling while they have not come, up to --replan)",
@@ -202,6 +236,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 		},
 	}
 	f.register(cmd, false)
+	rf.register(cmd)
 	fl := cmd.Flags()
 	fl.Lookup("dst").Usage = "send every connection through the plan to this destination: a region or relay name of the fleet (e.g. tokyo), or host:port (default: each destination by its own plan)"
 	// The names relayd uses for the same settings; the earlier ones stay as
@@ -230,7 +265,7 @@ SIGTERM, letting tunnels finish for 5 s.`,
 // chain's start, the user's segment is local (the listeners are this
 // host's), and a destination without a plan yet goes direct.
 func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.Server, f *planFlags,
-	sv survey.Survey, pcfg planroute.Config, ttl, grace time.Duration) error {
+	sv survey.Survey, pcfg planroute.Config, ttl, grace time.Duration, set *rules.Set) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg, err := f.reg.open(ctx)
@@ -259,9 +294,17 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 		cancel() // ends its surveys and checks, also when Start failed
 		r.Wait()
 	}()
-	srv.SetRouter(r)
+	router, err := connectRouter(set, r, srv, reg, pcfg.Log.Named("rules"))
+	if err != nil {
+		return err
+	}
+	srv.SetRouter(router)
 	if err := srv.Start(); err != nil {
 		return err
+	}
+	rulesNote(cmd.ErrOrStderr(), set)
+	if set != nil {
+		checkChainRelays(ctx, cmd.ErrOrStderr(), set, reg)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> each destination by its own plan (direct until surveyed)\n",
 		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv))

@@ -38,6 +38,6 @@ func rootCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "relayctl version", buildinfo.Describe())
 		},
 	})
-	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), envCmd(), benchCmd(), pacCmd(), caCmd(), simCmd())
+	root.AddCommand(labCmd(), nodesCmd(), rttCmd(), planCmd(), connectCmd(), envCmd(), benchCmd(), pacCmd(), rulesCmd(), caCmd(), simCmd())
 	return root
 }

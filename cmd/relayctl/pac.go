@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relaymesh/relaymesh/pkg/rules"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -36,6 +38,12 @@ var loopback = []struct{ noProxy, pac string }{
 	{"::1", `host == "::1" || host == "[::1]"`},
 }
 
+// pacRejectProxy is a PAC file's answer for REJECT rules: a proxy nothing
+// listens at (the discard port on the browser's own loopback), so the
+// browser fails the request at once, sends it nowhere and resolves
+// nothing; never followed by DIRECT, which would let it around the rule.
+const pacRejectProxy = "PROXY 127.0.0.1:9"
+
 // pacSpec is what a PAC file says. The text is a function of it alone
 // (writePAC): relayctl pac and connect's /proxy.pac write the same file
 // for the same spec.
@@ -51,6 +59,10 @@ type pacSpec struct {
 	// FallbackDirect appends DIRECT: when the proxies are down the
 	// browser goes direct, around the relays, instead of failing.
 	FallbackDirect bool
+	// Rules, when set, decide instead of Hosts (loopback still goes
+	// direct first): DIRECT rules DIRECT, PLAN and CHAIN rules and hosts
+	// no rule matches the proxies, REJECT rules pacRejectProxy.
+	Rules *rules.Set
 }
 
 // proxies is the PAC answer for the hosts that take the proxies: only
@@ -83,6 +95,9 @@ func (s pacSpec) validate() error {
 			return fmt.Errorf("%s %q: want host:port", a.flag, a.addr)
 		}
 	}
+	if s.Rules != nil && len(s.Hosts) > 0 {
+		return errors.New("--hosts and --rules: choose one (the rules say which hosts take the proxy)")
+	}
 	for _, h := range s.Hosts {
 		if h == "" || strings.ContainsFunc(h, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
 			return fmt.Errorf("--hosts %q: want a shExpMatch pattern without spaces or control characters, e.g. '*.jp'", h)
@@ -97,7 +112,10 @@ func (s pacSpec) describe() string {
 		return "every host direct"
 	}
 	which := "every host but loopback"
-	if len(s.Hosts) > 0 {
+	switch {
+	case s.Rules != nil:
+		which = "by the rules of " + s.Rules.File + " (DIRECT rules direct, REJECT rules " + strconv.Quote(pacRejectProxy) + "), the rest"
+	case len(s.Hosts) > 0:
 		which = "hosts matching " + strings.Join(s.Hosts, ", ")
 	}
 	fallback := "no DIRECT fallback: when the proxy is down they fail instead of going around it"
@@ -112,6 +130,10 @@ func writePAC(w io.Writer, s pacSpec) {
 	for _, h := range append(append([]string{}, s.Header...), "relaymesh PAC: "+s.describe()) {
 		fmt.Fprintf(w, "// %s\n", strings.NewReplacer("\n", " ", "\r", " ").Replace(h))
 	}
+	withRules := s.Rules != nil && s.proxies() != "DIRECT"
+	if withRules {
+		_ = s.Rules.WritePAC(w) // w's errors are the caller's to see
+	}
 	fmt.Fprintln(w, "function FindProxyForURL(url, host) {")
 	answer := s.proxies()
 	if answer != "DIRECT" {
@@ -120,6 +142,10 @@ func writePAC(w io.Writer, s pacSpec) {
 			local = append(local, l.pac)
 		}
 		fmt.Fprintf(w, "  if (%s)\n    return \"DIRECT\";\n", strings.Join(local, " ||\n      "))
+		if withRules {
+			fmt.Fprintf(w, "  switch (relaymeshAction(url, host)) {\n  case %q:\n    return \"DIRECT\";\n  case %q:\n    return %q;\n  }\n",
+				rules.PACDirect, rules.PACReject, pacRejectProxy)
+		}
 		if len(s.Hosts) > 0 {
 			var conds []string
 			for _, p := range s.Hosts {
@@ -193,6 +219,7 @@ type pacOptions struct {
 	proxy, http    string
 	fallbackDirect bool
 	serve          string
+	rules          rulesFlags
 }
 
 func pacCmd() *cobra.Command {
@@ -220,9 +247,20 @@ Loopback (localhost, 127.0.0.0/8, ::1) always goes direct. The file names
 only SOCKS5 (the browser sends names to the proxy, which resolves them) and
 PROXY entries. Without --fallback-direct it names no DIRECT after them: when
 the proxy is down, the browser fails those hosts instead of sending them
-around the relays. The file holds addresses only, never credentials.`,
+around the relays. The file holds addresses only, never credentials.
+
+With --rules FILE (instead of --hosts) the file decides by the rule file
+relayctl connect and relays read (docs/rules.md), first match winning:
+DIRECT rules go DIRECT, PLAN and CHAIN rules and hosts no rule matches take
+the proxy (which applies the same rules to choose the chain), REJECT rules
+get ` + pacRejectProxy + `, where nothing listens, and fail. A name is never
+resolved in the browser to match IP rules: they match literal addresses
+only, as in connect and relays.`,
 		Example: `  # the file relayctl connect serves, for its default addresses
   relayctl pac --proxy 127.0.0.1:1080 --http-proxy 127.0.0.1:8080 > relaymesh.pac
+
+  # relayctl connect --rules rules.txt's own file, for its default addresses
+  relayctl pac --proxy 127.0.0.1:1080 --http-proxy 127.0.0.1:8080 --rules rules.txt
 
   # Japanese hosts through the entry relay of the plan to Tokyo, served for Chromium
   relayctl pac --fleet fleet.yaml --dst tokyo --hosts '*.jp' --serve 127.0.0.1:8088`,
@@ -247,6 +285,7 @@ around the relays. The file holds addresses only, never credentials.`,
 	fl.StringVar(&o.http, "http-proxy", "", "HTTP proxy host:port to send them to after the SOCKS5 one (default with --dst: the plan's first relay's; relayctl connect: 127.0.0.1:8080)")
 	fl.BoolVar(&o.fallbackDirect, "fallback-direct", false, "end the proxy list with DIRECT: when the proxy is down, those hosts go around it unproxied instead of failing")
 	fl.StringVar(&o.serve, "serve", "", "serve the file over HTTP at ADDR"+pacPath+" (e.g. 127.0.0.1:8088) until interrupted, instead of printing it")
+	o.rules.register(cmd)
 	return cmd
 }
 
@@ -254,6 +293,11 @@ around the relays. The file holds addresses only, never credentials.`,
 // given proxies.
 func (o *pacOptions) spec(ctx context.Context, f *planFlags) (pacSpec, error) {
 	s := pacSpec{Hosts: o.hosts, SOCKS: o.proxy, HTTP: o.http, FallbackDirect: o.fallbackDirect}
+	set, err := o.rules.load(os.Stderr)
+	if err != nil {
+		return s, err
+	}
+	s.Rules = set
 	if f.dst == "" {
 		if s.SOCKS == "" && s.HTTP == "" {
 			return s, errors.New("--proxy or --http-proxy (e.g. relayctl connect's --proxy 127.0.0.1:1080 --http-proxy 127.0.0.1:8080), or --dst to plan and take the plan's first relay")
@@ -266,7 +310,7 @@ func (o *pacOptions) spec(ctx context.Context, f *planFlags) (pacSpec, error) {
 	if err != nil {
 		return s, err
 	}
-	if len(s.Hosts) == 0 {
+	if len(s.Hosts) == 0 && s.Rules == nil {
 		host, _, err := net.SplitHostPort(f.dst)
 		if err != nil {
 			return s, errors.New("--hosts: which hosts should take this plan? (e.g. --hosts '*.jp'); only a host:port --dst names its own host")
@@ -330,11 +374,11 @@ func servePAC(cmd *cobra.Command, addr string, spec pacSpec) error {
 
 // connectPAC is the PAC file relayctl connect serves on its HTTP
 // listener: every host but loopback to its SOCKS5 listener, then its HTTP
-// one, as its listeners are bound (relayctl pac --proxy ... --http-proxy
-// ... writes the same file).
-func connectPAC(srv *relay.Server, fallbackDirect bool) http.Handler {
+// one, as its listeners are bound, under its rules (relayctl pac --proxy
+// ... --http-proxy ... [--rules ...] writes the same file).
+func connectPAC(srv *relay.Server, fallbackDirect bool, set *rules.Set) http.Handler {
 	return pacHandler(func() pacSpec {
-		return pacSpec{SOCKS: srv.SOCKSAddr(), HTTP: srv.HTTPAddr(), FallbackDirect: fallbackDirect}
+		return pacSpec{SOCKS: srv.SOCKSAddr(), HTTP: srv.HTTPAddr(), FallbackDirect: fallbackDirect, Rules: set}
 	})
 }
 
