@@ -15,7 +15,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask bench-sim-udp-loss
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask bench-sim-udp-loss bench-rules
 
 all: build
 
@@ -109,6 +109,11 @@ fuzz-long:
 
 demo:
 	./scripts/demo.sh
+
+# The rule engine: load and lookup of 10,000 rules (no root; under a minute):
+# bench/results/rules.md.
+bench-rules:
+	./bench/run-rules-bench.sh
 
 # Loopback throughput and CPU per GiB: relayd vs an io.Copy relay and peers.
 bench-relay:
