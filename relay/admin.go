@@ -81,8 +81,8 @@ func askerHost(r *http.Request) (netip.Addr, bool) {
 }
 
 // learntTo is what this relay's tunnels to host taught: the best rate they
-// sustained while the path held them back (datarate.go), bits/s (0: none),
-// and how long ago; the share of their bytes sent again (dataloss.go) and
+// sustained while the path held them back (pkg/learnt), bits/s (0: none),
+// and how long ago; the share of their bytes sent again (pkg/learnt) and
 // how long ago, lossOK false when too little went to host to tell.
 type learntTo struct {
 	sendBps float64
@@ -94,11 +94,8 @@ type learntTo struct {
 
 // learntOf is what this relay learnt of its paths to host.
 func (s *Server) learntOf(host netip.Addr) learntTo {
-	now := time.Now()
-	var l learntTo
-	l.sendBps, l.sendAge, _ = s.rates.learnt(host, now)
-	l.loss, l.lossAge, l.lossOK = s.loss.hostEstimate(host, now)
-	return l
+	sent := s.learnt.SentTo(host, time.Now())
+	return learntTo{sendBps: sent.RateBps, sendAge: sent.RateAge, loss: sent.Loss, lossAge: sent.LossAge, lossOK: sent.LossOK}
 }
 
 // capacityBps is the declared capacity, bits/s; 0: not declared.
@@ -138,7 +135,7 @@ func (s *Server) info(r *http.Request) map[string]any {
 		// else the system default.
 		"congestion_control": s.congestion(limits),
 		// The best rate this relay's tunnels to the asker's host
-		// sustained while the path held them back (datarate.go),
+		// sustained while the path held them back (pkg/learnt),
 		// bits/s, and how long ago; 0: none learnt, or the request
 		// was forwarded (?via=) and the asker is a relay.
 		"learnt_send_bps_to_you": learnt.sendBps,

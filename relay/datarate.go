@@ -1,245 +1,22 @@
 package relay
 
 import (
-	"context"
-	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/registry"
-	"github.com/relaymesh/relaymesh/pkg/tunnel"
-	"github.com/relaymesh/relaymesh/planner"
 )
 
 // A relay learns what each path it sends on can carry from the tunnels it
-// carries: while a tunnel runs, its sockets' TCP_INFO is read every
-// rateSampleEvery, and an interval counts when the path set its rate:
-// data in flight throughout, the latest rate sample not app-limited (the
-// socket had less to send than its congestion window allowed, as a relay
-// whose upstream is slower has), and either not held by the receiver's
-// window or the send buffer, or held while a standing queue on the path
-// (smoothed RTT at least rateQueuedRTT × the socket's least) shows that
-// the bottleneck link was busy all the same: a loss-based sender fills a
-// deep buffer until the receiver's window stops it, and the rate it then
-// sees is the bottleneck's. Nor does an interval of a loss-based sender
-// (CUBIC, Reno: not planner.LossTolerant) without a standing queue that
-// sent data again, or followed one that did by less than
-// rateLossRecovery: loss cut its window then, and the rate is its
-// climb back, not the path's capacity. The planner prices that loss apart
-// (the Mathis bound on the loss learnt, dataloss.go); counted here too, it
-// would be charged twice, and at its worst, since a run keeps its slowest
-// interval. With a queue, a loss is the queue's overflow, the capacity's
-// own, and the interval counts. A
-// tunnel's rate to its peer is the best it sustained over rateRunSamples
-// such intervals in a row (the least of the run, so one fast interval
-// counts for nothing, and slow start's intervals do not pull it down).
-// The planner takes it as a bound on what that sender puts on that path:
-// declared capacities need an operator; this needs only traffic.
-const (
-	rateSampleEvery = 500 * time.Millisecond
-	// rateRunSamples in a row make a sustained rate: 1.5 s.
-	rateRunSamples = 3
-	// rateBusyShare of an interval the socket must have had data in
-	// flight, and at most rateHeldShare held by a window or a buffer.
-	rateBusyShare = 0.9
-	rateHeldShare = 0.1
-	// rateLossRecovery is how long after a loss a loss-based sender's
-	// rate is its recovery from it: CUBIC regains its window in about
-	// (W × 0.3 / 0.4)^(1/3) s, ~2 s at a window of 30 segments.
-	rateLossRecovery = 2 * time.Second
-	// rateQueuedRTT: a smoothed RTT this many times the least seen is a
-	// standing queue (the lab's 30 Mbit/s link: 92 ms against 20).
-	rateQueuedRTT = 1.5
-	// rateWindow is how long a learnt rate counts; a host's rate is the
-	// best of its tunnels' in the window.
-	rateWindow = 10 * time.Minute
-	// rateHostsKept and rateSamplesPerHost bound memory; rateWatchedMax
-	// bounds the sockets read each interval (two TCP_INFO reads each).
-	rateHostsKept      = 4096
-	rateSamplesPerHost = 16
-	rateWatchedMax     = 1024
-)
+// carries (pkg/learnt: the sustained-rate watcher and its rules, by remote
+// host). What it learnt of a peer relay's host goes on its published pair
+// to that peer.
 
-// watchedSocket is one sending socket of a live tunnel.
-type watchedSocket struct {
-	c      net.Conn
-	host   netip.Addr
-	prev   tunnel.SocketStats
-	prevAt time.Time
-	// run holds the current run's last rates, bits/s; bestBps is the best
-	// sustained rate so far (0 = none yet).
-	run     []float64
-	bestBps float64
-	// lossBased: the socket's congestion control is bound by random loss;
-	// resentAt is when it last sent data again (zero: never).
-	lossBased bool
-	resentAt  time.Time
-}
-
-// hostRate is one tunnel's sustained rate to a host.
-type hostRate struct {
-	at  time.Time
-	bps float64
-}
-
-// sendRates is the per-host record of sustained send rates.
-type sendRates struct {
-	mu    sync.Mutex
-	live  map[*watchedSocket]struct{}
-	hosts map[netip.Addr][]hostRate // oldest first
-}
-
-// watch starts sampling c, the sending side of a tunnel towards its remote
-// host; nil (nothing to do) when c is not TCP or rateWatchedMax sockets
-// are watched already.
-func (r *sendRates) watch(c net.Conn, now time.Time) *watchedSocket {
-	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil {
-		return nil
-	}
-	st := tunnel.Stats(c)
-	if !st.Valid {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.live == nil {
-		r.live = map[*watchedSocket]struct{}{}
-	}
-	if len(r.live) >= rateWatchedMax {
-		return nil
-	}
-	w := &watchedSocket{c: c, host: ap.Addr().Unmap(), prev: st, prevAt: now, lossBased: !planner.LossTolerant(tunnel.Congestion(c))}
-	r.live[w] = struct{}{}
-	return w
-}
-
-// sample reads every watched socket once; run calls it each interval.
-func (r *sendRates) sample(now time.Time) {
-	r.mu.Lock()
-	ws := make([]*watchedSocket, 0, len(r.live))
-	for w := range r.live {
-		ws = append(ws, w)
-	}
-	r.mu.Unlock()
-	for _, w := range ws {
-		st := tunnel.Stats(w.c) // outside the lock: a syscall each
-		r.mu.Lock()
-		if _, ok := r.live[w]; ok {
-			w.add(st, now)
-		}
-		r.mu.Unlock()
-	}
-}
-
-// add takes one reading: an interval that qualifies extends the run, any
-// other ends it.
-func (w *watchedSocket) add(st tunnel.SocketStats, now time.Time) {
-	prev, dtMs := w.prev, float64(now.Sub(w.prevAt).Milliseconds())
-	w.prev, w.prevAt = st, now
-	if !st.Valid || dtMs <= 0 || st.SentBytes < prev.SentBytes || st.BusyMs < prev.BusyMs {
-		w.run = w.run[:0]
-		return
-	}
-	busyMs := float64(st.BusyMs - prev.BusyMs)
-	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
-	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	if st.RetransmittedBytes > prev.RetransmittedBytes {
-		w.resentAt = now
-	}
-	lossHeld := w.lossBased && !queued && !w.resentAt.IsZero() && now.Sub(w.resentAt) < rateLossRecovery
-	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
-		w.run = w.run[:0]
-		return
-	}
-	w.run = append(w.run, float64(st.SentBytes-prev.SentBytes)*8*1000/dtMs)
-	if len(w.run) > rateRunSamples {
-		w.run = w.run[1:]
-	}
-	if len(w.run) == rateRunSamples {
-		w.bestBps = max(w.bestBps, min(w.run[0], w.run[1], w.run[2]))
-	}
-}
-
-// done stops watching w and records its tunnel's sustained rate, if any.
-func (r *sendRates) done(w *watchedSocket, now time.Time) {
-	if w == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.live, w)
-	if w.bestBps <= 0 {
-		return
-	}
-	if r.hosts == nil {
-		r.hosts = map[netip.Addr][]hostRate{}
-	}
-	s := r.hosts[w.host]
-	for len(s) > 0 && (now.Sub(s[0].at) > rateWindow || len(s) >= rateSamplesPerHost) {
-		s = s[1:]
-	}
-	if len(s) == 0 && len(r.hosts) >= rateHostsKept {
-		r.evict(now)
-	}
-	r.hosts[w.host] = append(s, hostRate{at: now, bps: w.bestBps})
-}
-
-// evict drops the hosts whose newest rate is out of the window, or, when
-// none is, the one whose newest rate is the oldest. r.mu is held.
-func (r *sendRates) evict(now time.Time) {
-	var oldest netip.Addr
-	var oldestAt time.Time
-	for h, s := range r.hosts {
-		at := s[len(s)-1].at
-		if now.Sub(at) > rateWindow {
-			delete(r.hosts, h)
-			continue
-		}
-		if oldestAt.IsZero() || at.Before(oldestAt) {
-			oldest, oldestAt = h, at
-		}
-	}
-	if len(r.hosts) >= rateHostsKept {
-		delete(r.hosts, oldest)
-	}
-}
-
-// learnt is the best sustained rate to host in the window before now,
-// bits/s, and how long ago the newest tunnel to it ended; ok false when
-// no tunnel taught one.
-func (r *sendRates) learnt(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.hosts[host.Unmap()] {
-		if a := now.Sub(s.at); a <= rateWindow {
-			if !ok || a < age {
-				age = a
-			}
-			bps, ok = max(bps, s.bps), true
-		}
-	}
-	return bps, age, ok
-}
-
-// run samples until ctx ends.
-func (r *sendRates) run(ctx context.Context) {
-	t := time.NewTicker(rateSampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r.sample(now)
-		}
-	}
-}
-
-// withSendRates sets each pair's send rate to what this relay learnt of
-// the peer's host. pairs are this relay's own (From is self).
-func (r *sendRates) withSendRates(pairs []registry.Pair, relays []registry.Relay, now time.Time) []registry.Pair {
+// withSendRates sets each pair's send rate to what learnt (a
+// learnt.Rates.Learnt) says of the peer's host. pairs are this relay's
+// own (From is self).
+func withSendRates(pairs []registry.Pair, relays []registry.Relay, now time.Time,
+	learnt func(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool)) []registry.Pair {
 	hostOf := make(map[string]netip.Addr, len(relays))
 	for _, rl := range relays {
 		if ap, err := netip.ParseAddrPort(rl.Relay); err == nil {
@@ -248,7 +25,7 @@ func (r *sendRates) withSendRates(pairs []registry.Pair, relays []registry.Relay
 	}
 	for i := range pairs {
 		if h, ok := hostOf[pairs[i].To]; ok {
-			if bps, age, ok := r.learnt(h, now); ok {
+			if bps, age, ok := learnt(h, now); ok {
 				pairs[i].SendBps, pairs[i].SendAt = bps, now.Add(-age)
 			}
 		}

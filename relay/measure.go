@@ -23,6 +23,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/pkg/learnt"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
@@ -43,10 +44,10 @@ type measurer struct {
 	publishEvery time.Duration
 	// loss is what the relay's tunnels taught it of each link's loss:
 	// published in place of the probes' where it knows.
-	loss *dataLoss
+	loss *learnt.Loss[string]
 	// rates is what the relay's tunnels taught it of the rate each peer's
 	// path carries: published with the pairs.
-	rates *sendRates
+	rates *learnt.Rates
 	// capacity is what the relay's capacity probes measured of its sends
 	// (capacityprobe.go): published where no tunnel taught a rate; nil
 	// with probe.capacity off.
@@ -119,7 +120,7 @@ func (s *Server) startMeasuring() error {
 	if st, ok := reg.(registry.Staleness); ok {
 		s.metrics.watchRegistry(st)
 	}
-	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.loss, rates: &s.rates, capacity: s.capacity}
+	m := &measurer{self: s.cfg.Name, reg: reg, log: log, loss: &s.peerLoss, rates: &s.learnt.Rates, capacity: s.capacity}
 	where := []zap.Field{zap.String("fleet", s.cfg.Fleet)}
 	if s.cfg.Fleet == "" {
 		where = []zap.Field{zap.String("consul", s.cfg.Consul.Addr)}
@@ -395,9 +396,9 @@ func (m *measurer) publish(ctx context.Context) error {
 // rates its tunnels taught it.
 func (m *measurer) pairs(ctx context.Context) []registry.Pair {
 	now := time.Now()
-	pairs := m.loss.withLoss(m.probes.Snapshot(), now)
+	pairs := withLoss(m.probes.Snapshot(), m.loss, now)
 	if relays, err := m.reg.Relays(ctx); err == nil {
-		pairs = m.rates.withSendRates(pairs, relays, now)
+		pairs = withSendRates(pairs, relays, now, m.rates.Learnt)
 	}
 	return m.capacity.withCapacity(pairs, now)
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/learnt"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/policy"
@@ -59,8 +60,11 @@ type Server struct {
 
 	measure *measurer // nil without a fleet
 	recent  recentTunnels
-	loss    dataLoss  // learned from tunnels; read by measure
-	rates   sendRates // learned from tunnels; read by measure and /v1/info
+	// What this server's sockets taught, by remote host (rates, loss,
+	// windows), and the loss of its sends to peer relays, by name: read by
+	// measure, /v1/info and (relayctl connect) the survey.
+	learnt   learnt.Record
+	peerLoss learnt.Loss[string]
 
 	secret []byte // fleet secret; nil without native relaying
 	// link is this relay's TLS identity for relay links; nil with
@@ -417,7 +421,7 @@ func (s *Server) Start() error {
 	if s.capacity != nil {
 		s.capacity.start()
 	}
-	go s.rates.run(s.ctx)
+	go s.learnt.Rates.Run(s.ctx)
 	if s.watchesCRL() {
 		go s.watchCRL(s.ctx)
 	}
@@ -644,11 +648,11 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	start := time.Now()
 	s.metrics.active.WithLabelValues(frontend).Inc()
 	// Both sockets send: towards the client (a download) and on (an upload).
-	wc, wu := s.rates.watch(client, start), s.rates.watch(up, start)
+	wc, wu := s.learnt.Rates.Watch(client, start), s.learnt.Rates.Watch(up, start)
 	res := tunnel.Pipe(client, up, tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout})
 	s.metrics.active.WithLabelValues(frontend).Dec()
-	s.rates.done(wc, time.Now())
-	s.rates.done(wu, time.Now())
+	s.learnt.Rates.Done(wc, time.Now())
+	s.learnt.Rates.Done(wu, time.Now())
 	s.metrics.bytes.WithLabelValues("up").Add(float64(res.AToB))
 	s.metrics.bytes.WithLabelValues("down").Add(float64(res.BToA))
 	result := "ok"
@@ -662,8 +666,8 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	}
 	s.metrics.tunnelsClosed.WithLabelValues(frontend, result).Inc()
 	s.recent.add(tunnelRecord(frontend, result, start, res))
-	s.learnLoss(client, res.A)
-	s.learnLoss(up, res.B)
+	s.learnFrom(client, wc, res.A)
+	s.learnFrom(up, wu, res.B)
 	log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
 		zap.Duration("duration", time.Since(start)), zap.String("result", result), zap.NamedError("cause", res.Err))
 }

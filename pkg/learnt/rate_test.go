@@ -1,0 +1,135 @@
+package learnt
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/tunnel"
+)
+
+// interval is one reading dt after the previous: sentBytes more sent,
+// busyMs of it with data in flight, heldMs held by the receiver's window.
+type interval struct {
+	sentBytes    uint64
+	busyMs, held uint64
+	appLimited   bool
+	rttMs        float64 // 0: 20, the least
+	resentBytes  uint64  // sent again in the interval
+	peerWindow   uint32  // snd_wnd read
+}
+
+// feed runs readings 500 ms apart through a fresh Socket of a loss-based
+// sender and returns its best sustained rate, bits/s.
+func feed(steps []interval) float64 { return feedCC(steps, true).bestBps }
+
+// feedCC is feed for a loss-based sender or not, returning the socket.
+func feedCC(steps []interval, lossBased bool) *Socket {
+	t0 := time.Unix(1000, 0)
+	w := &Socket{prev: tunnel.SocketStats{Valid: true}, prevAt: t0, lossBased: lossBased}
+	st := tunnel.SocketStats{Valid: true}
+	for i, s := range steps {
+		st.SentBytes += s.sentBytes
+		st.RetransmittedBytes += s.resentBytes
+		st.BusyMs += s.busyMs
+		st.RwndLimitedMs += s.held
+		st.AppLimited = s.appLimited
+		st.MinRTTMs, st.RTTMs = 20, max(s.rttMs, 20)
+		st.PeerWindowBytes = s.peerWindow
+		w.add(st, t0.Add(time.Duration(i+1)*rateSampleEvery))
+	}
+	return w
+}
+
+func TestSustainedRate(t *testing.T) {
+	// 1 MB in 500 ms is 16 Mbit/s.
+	full := func(mb float64) interval { return interval{sentBytes: uint64(mb * 1e6), busyMs: 500} }
+	lost := interval{sentBytes: 1e6, busyMs: 500, resentBytes: 1448}
+	queued := func(resentBytes uint64) interval {
+		return interval{sentBytes: 1e6, busyMs: 500, resentBytes: resentBytes, rttMs: 90}
+	}
+	cases := []struct {
+		name  string
+		steps []interval
+		want  float64
+	}{
+		{"three in a row: the least of them", []interval{full(1), full(1.1), full(1.2)}, 16e6},
+		{"slow start then steady: the steady run", []interval{full(0.1), full(0.5), full(1), full(1), full(1)}, 16e6},
+		{"two are not a run", []interval{full(1), full(1)}, 0},
+		{"one fast interval counts for nothing", []interval{full(1), full(1), full(5), full(1)}, 16e6},
+		{"app-limited breaks the run", []interval{full(1), {sentBytes: 1e6, busyMs: 500, appLimited: true}, full(1), full(1)}, 0},
+		{"held by the receiver's window breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 500, held: 100}, full(1), full(1)}, 0},
+		{"held by the window over a standing queue: the path's rate", []interval{full(1), {sentBytes: 1e6, busyMs: 500, held: 300, rttMs: 90}, full(1)}, 16e6},
+		{"idle half the time breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 250}, full(1), full(1)}, 0},
+		{"nothing sent breaks it", []interval{full(1), {busyMs: 500}, full(1), full(1)}, 0},
+		{"random loss without a queue breaks it", []interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448}, full(1), full(1)}, 0},
+		{"and the 2 s of recovery after it", []interval{lost, full(1), full(1), full(1), full(1)}, 0},
+		{"a run starts after them", []interval{lost, full(1), full(1), full(1), full(1), full(1), full(1)}, 16e6},
+		{"a queue's overflow does not", []interval{queued(0), queued(1448), queued(0)}, 16e6},
+	}
+	for _, c := range cases {
+		if got := feed(c.steps); got != c.want {
+			t.Errorf("%s: best %v bits/s, want %v", c.name, got, c.want)
+		}
+	}
+	// Random loss does not hold a BBR sender: its rate is the path's.
+	if got := feedCC([]interval{full(1), {sentBytes: 1e6, busyMs: 500, resentBytes: 1448}, full(1)}, false).bestBps; got != 16e6 {
+		t.Errorf("a loss-tolerant sender that resent: best %v bits/s, want 16e6", got)
+	}
+}
+
+// A watched socket keeps the largest window its peer advertised in any
+// reading, whatever the reading's interval counted for.
+func TestSocketKeepsTheLargestPeerWindow(t *testing.T) {
+	w := feedCC([]interval{{peerWindow: 64 << 10}, {sentBytes: 1e6, busyMs: 500, appLimited: true, peerWindow: 3 << 20}, {peerWindow: 1 << 20}}, true)
+	if got := w.PeerWindowBytes(); got != 3<<20 {
+		t.Fatalf("largest peer window %d, want %d", got, 3<<20)
+	}
+	if got := (*Socket)(nil).PeerWindowBytes(); got != 0 {
+		t.Fatalf("an unwatched socket's window %d, want 0", got)
+	}
+}
+
+func TestLearntPerHost(t *testing.T) {
+	var r Rates
+	now := time.Unix(5000, 0)
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	done := func(h netip.Addr, bps float64, at time.Time) {
+		w := &Socket{host: h, bestBps: bps}
+		r.live = map[*Socket]struct{}{w: {}}
+		r.Done(w, at)
+	}
+	done(a, 20e6, now.Add(-time.Minute))
+	done(a, 30e6, now.Add(-2*time.Minute))
+	done(a, 0, now) // a tunnel that taught nothing
+	done(b, 50e6, now.Add(-rateWindow-time.Second))
+	if bps, age, ok := r.Learnt(a, now); !ok || bps != 30e6 || age != time.Minute {
+		t.Errorf("a: %v, %v, %v; want the best in the window, 30 Mbit/s, the newest a minute old", bps, age, ok)
+	}
+	if _, _, ok := r.Learnt(b, now); ok {
+		t.Errorf("b: a rate older than the window still counts")
+	}
+	// IPv4 in IPv6 is the same host.
+	if _, _, ok := r.Learnt(netip.AddrFrom16(a.As16()), now); !ok {
+		t.Errorf("a as ::ffff:10.0.0.1: not found")
+	}
+	if len(r.live) != 0 {
+		t.Errorf("Done left %d sockets watched", len(r.live))
+	}
+}
+
+func TestLearntHostsBounded(t *testing.T) {
+	var r Rates
+	now := time.Unix(5000, 0)
+	for i := range rateHostsKept + 10 {
+		h := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		w := &Socket{host: h, bestBps: 1e6}
+		r.Done(w, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	if n := r.hosts.len(); n > rateHostsKept {
+		t.Fatalf("%d hosts kept, want at most %d", n, rateHostsKept)
+	}
+	if _, _, ok := r.Learnt(netip.AddrFrom4([4]byte{10, 0, 0, 0}), now); ok {
+		t.Errorf("the oldest host was kept over newer ones")
+	}
+}
