@@ -282,7 +282,13 @@ func nsDialer(t *testing.T, ns string) func(addr string) (net.Conn, error) {
 func startConnect(t *testing.T, cmd *exec.Cmd, want string) func() {
 	t.Helper()
 	var log syncBuf
-	cmd.Stdout, cmd.Stderr = &log, &log
+	return startConnectLogged(t, cmd, &log, want)
+}
+
+// startConnectLogged is startConnect writing connect's output to log.
+func startConnectLogged(t *testing.T, cmd *exec.Cmd, log *syncBuf, want string) func() {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

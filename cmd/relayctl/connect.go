@@ -115,6 +115,12 @@ plans leave it out until 3 checks in a row pass, one every --check-every. A
 live tunnel through a relay whose host vanished ends, as an error its client
 sees, within the keepalive bound: 10 x --relay-keepalive.
 
+Plans take what connect's own sockets taught, by remote host: the rate its
+sends to a chain's first relay, or to a destination reached directly,
+sustained, the share of their bytes sent again, and the largest window a
+destination advertised to an upload of 4 MiB or more (docs/planning.md).
+--log-level debug logs every plan's segments and notes ("plan details").
+
 A SOCKS5 client is told "succeeded" at once (optimistic data) and its first
 bytes (what it sends within 5 ms) travel with the route header, so a request
 reaches the destination one chain round trip sooner: on a 4 x 12.5 ms lab path
@@ -192,7 +198,11 @@ SIGTERM, letting tunnels finish for 5 s.`,
 			if freshEvery == 0 {
 				f.replans.FreshEvery = -1
 			}
-			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Replans: f.replans}
+			// Plans take what this process's own sockets taught (its
+			// sends to the first relays and to destinations it reaches
+			// directly: rate, loss, the destinations' windows).
+			f.own = srv.Learnt()
+			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Replans: f.replans, Own: f.own}
 			pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
 				SlowDial: relay.SlowDial, Log: log.Named("plan")}
 			if perDest {
@@ -320,7 +330,7 @@ func (f *planFlags) planRoute(ctx context.Context, down []string) (*planroute.Pl
 	if err != nil {
 		return nil, err
 	}
-	return &planroute.Plan{Result: p.Result, Relays: p.Relays, FromHere: p.FromHere}, nil
+	return &planroute.Plan{Result: p.Result, Relays: p.Relays, FromHere: p.FromHere, Notes: p.Notes}, nil
 }
 
 func orNone(s string) string {

@@ -154,14 +154,28 @@ func (h benchHistory) note(target, path string) string {
 }
 
 // applyDstWindow sets the window of m's destination node dst to the one h
-// learnt, where the survey did not know it, and returns a note saying so
-// ("" when it did not).
-func (h benchHistory) applyDstWindow(m *planner.Matrix, dst, target string) string {
+// learnt, where the survey did not know it or took it from this host's
+// own sends (own, relayctl connect's; nil: it did not) longer ago than
+// the bench: the newer of the two wins. It returns a note saying so (""
+// when it did not).
+func (h benchHistory) applyDstWindow(m *planner.Matrix, dst, target string, own *survey.OwnWindow) string {
+	if h.dstWindowBytes <= 0 {
+		return ""
+	}
 	for i := range m.Nodes {
-		if n := &m.Nodes[i]; n.Name == dst && n.WindowBytes == 0 && h.dstWindowBytes > 0 {
+		n := &m.Nodes[i]
+		if n.Name != dst {
+			continue
+		}
+		switch {
+		case n.WindowBytes == 0:
 			n.WindowBytes = h.dstWindowBytes
 			return fmt.Sprintf("%s advertised a %d-byte window to a direct upload relayctl bench timed %s ago: the plan takes it as the destination's window",
 				target, h.dstWindowBytes, ago(h.dstWindowAgeSec))
+		case own != nil && n.WindowBytes == own.Bytes && h.dstWindowAgeSec < own.AgeSec:
+			n.WindowBytes = h.dstWindowBytes
+			return fmt.Sprintf("%s advertised a %d-byte window to a direct upload relayctl bench timed %s ago, after the %d bytes learnt from relayctl connect's traffic %s ago: the plan takes the bench's",
+				target, h.dstWindowBytes, ago(h.dstWindowAgeSec), own.Bytes, ago(own.AgeSec))
 		}
 	}
 	return ""

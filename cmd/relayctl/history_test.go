@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/pathbench"
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -203,7 +204,7 @@ func TestHistoryLearnsTheDestinationsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if note := h.applyDstWindow(m, "dst:tokyo", target); !strings.Contains(note, "advertised a 262144-byte window to a direct upload relayctl bench timed 2m0s ago") {
+	if note := h.applyDstWindow(m, "dst:tokyo", target, nil); !strings.Contains(note, "advertised a 262144-byte window to a direct upload relayctl bench timed 2m0s ago") {
 		t.Errorf("note %q", note)
 	}
 	r, err := planner.Search(m, planner.Request{Client: "client", Destination: "dst:tokyo", Direction: planner.Up})
@@ -215,7 +216,18 @@ func TestHistoryLearnsTheDestinationsWindow(t *testing.T) {
 		t.Errorf("direct upload's segment %+v: want the destination's 256 KiB window, not assumed", last)
 	}
 	m.Nodes[1].WindowBytes = 1 << 20 // the survey measured one (dst:tokyo sorts second)
-	if note := h.applyDstWindow(m, "dst:tokyo", target); note != "" || m.Nodes[1].WindowBytes != 1<<20 {
+	if note := h.applyDstWindow(m, "dst:tokyo", target, nil); note != "" || m.Nodes[1].WindowBytes != 1<<20 {
 		t.Errorf("a known window was replaced: note %q, window %d", note, m.Nodes[1].WindowBytes)
+	}
+	// One learnt from connect's traffic: the newer of the two wins.
+	older := &survey.OwnWindow{Bytes: 1 << 20, AgeSec: 600}
+	if note := h.applyDstWindow(m, "dst:tokyo", target, older); !strings.Contains(note, "after the 1048576 bytes learnt from relayctl connect's traffic 10m0s ago: the plan takes the bench's") ||
+		m.Nodes[1].WindowBytes != 256<<10 {
+		t.Errorf("bench 2 min ago against connect 10 min ago: note %q, window %d; want the bench's", note, m.Nodes[1].WindowBytes)
+	}
+	m.Nodes[1].WindowBytes = 1 << 20
+	newer := &survey.OwnWindow{Bytes: 1 << 20, AgeSec: 60}
+	if note := h.applyDstWindow(m, "dst:tokyo", target, newer); note != "" || m.Nodes[1].WindowBytes != 1<<20 {
+		t.Errorf("bench 2 min ago against connect 1 min ago: note %q, window %d; want connect's", note, m.Nodes[1].WindowBytes)
 	}
 }

@@ -70,6 +70,9 @@ type planFlags struct {
 	// replans: connect only: its surveys start from the last plan's
 	// (survey.Survey.Replans); nil elsewhere.
 	replans *survey.Replans
+	// own: connect only: what its own sockets taught
+	// (survey.Survey.Own); nil elsewhere.
+	own survey.OwnSends
 	// benchHistory is the bench history file whose timed paths bound
 	// their plans (readHistory); "" = none.
 	benchHistory string
@@ -306,7 +309,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		replans, keep = keptPlans(filepath.Join(f.plansDir, plansFile(f.reg.id())))
 	}
 	sv := survey.Survey{Reg: reg, AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Mode: mode, Plan: hint,
-		Coordinates: survey.CoordinatesOf(reg), Shortlist: slc, Replans: replans, AskKey: f.askKey()}
+		Coordinates: survey.CoordinatesOf(reg), Shortlist: slc, Replans: replans, AskKey: f.askKey(), Own: f.own}
 	sr, err := sv.Run(ctx, f.dst)
 	if err != nil {
 		return nil, err
@@ -341,7 +344,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 	if req.SizeBytes == 0 { // ranked by completion time, plans do not use them
 		req.Measured, histNote = hist.measured, hist.note(sr.Target.Addr, f.benchHistory)
 	}
-	for _, n := range []string{histNote, hist.applyDstWindow(sr.Matrix, sr.Target.Name, sr.Target.Addr)} {
+	for _, n := range []string{histNote, hist.applyDstWindow(sr.Matrix, sr.Target.Name, sr.Target.Addr, sr.OwnDstWindow)} {
 		if n != "" {
 			notes = append(notes, n)
 		}

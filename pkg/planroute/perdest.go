@@ -368,6 +368,7 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 		// matrix has no direct path from the user to compare with.
 		fields = append(fields, zap.Float64("speedup", b.Speedup))
 	}
+	r.logDetails(res, sr.Notes, fields...)
 	r.logPlan(key, names, false, fields...)
 	return ch, false, nil
 }

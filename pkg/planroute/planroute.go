@@ -14,7 +14,9 @@
 //     addresses the registry records for them (HopURLs); a relay without
 //     one fails the plan.
 //   - A destination's (PerDestination: a destination key's) plan is
-//     logged ("plan") when its chain changes.
+//     logged ("plan") when its chain changes, and every plan at debug
+//     with what it rests on ("plan details": its segments and direct's,
+//     the survey's notes).
 //
 // It does no I/O of its own: surveys, relay checks and chain building come
 // in as functions (Config, PerDestinationConfig, PlanFunc). Its goroutines
@@ -24,6 +26,7 @@ package planroute
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +37,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/health"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // Config is what both routers take from their owner.
@@ -126,6 +130,18 @@ func (c *core) logPlan(key string, names []string, always bool, fields ...zap.Fi
 	c.mu.Unlock()
 	if always || !seen || prev != chainKey {
 		c.log.Info("plan", append([]zap.Field{zap.Strings("chain", names)}, fields...)...)
+	}
+}
+
+// logDetails logs at debug, with every plan (a changed chain or not),
+// what it rests on: the segments of its pick and of direct (each one's
+// bound, and where its figures came from: learnt and from whose traffic,
+// declared, assumed, unknown) and the survey's notes. fields name the
+// destination.
+func (c *core) logDetails(res *planner.Result, notes []string, fields ...zap.Field) {
+	if ce := c.log.Check(zap.DebugLevel, "plan details"); ce != nil {
+		ce.Write(append(slices.Clip(fields), zap.Strings("chain", res.Best.Chain), zap.Any("segments", res.Best.Segments),
+			zap.Any("direct_segments", res.Direct.Segments), zap.Strings("notes", notes))...)
 	}
 }
 

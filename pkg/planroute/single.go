@@ -51,6 +51,9 @@ type Plan struct {
 	// FromHere names the relays this host reached itself in the survey;
 	// the others are checked through one it reached.
 	FromHere []string
+	// Notes are the survey's notes (what it could not measure, where a
+	// figure came from): logged at debug with the plan.
+	Notes []string
 }
 
 // PlanFunc plans once, leaving out the relays named in down.
@@ -174,6 +177,7 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 	fields := []zap.Field{zap.String("dst", p.Result.Destination),
 		zap.Float64("predicted_mbit_s", b.PredictedBps/1e6), zap.Float64("speedup", b.Speedup),
 		zap.Strings("down", down)}
+	r.logDetails(p.Result, p.Notes, fields...)
 	if len(p.Result.Awaiting) > 0 {
 		if !wasAwaiting || logAll {
 			r.log.Info("direct: waiting for measurements; planning again soon", append(fields,

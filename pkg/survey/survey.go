@@ -96,6 +96,9 @@ type Survey struct {
 	// does not acknowledge an ask in time is asked over HTTPS (see
 	// surveyProber). nil: HTTPS only.
 	AskKey *udpask.Key
+	// Own, when set, is what this host learnt of its own sends from the
+	// traffic it carried (own.go): relayctl connect's. nil: nothing.
+	Own OwnSends
 }
 
 // Target is the destination of a survey.
@@ -116,6 +119,9 @@ type Result struct {
 	// Shortlisted says the matrix holds only a shortlist's candidates
 	// (the relays Survey.Plan's Include and Exclude allow among them).
 	Shortlisted bool
+	// OwnDstWindow is the destination's window the survey took from
+	// this host's own sends (Survey.Own); nil: it took none.
+	OwnDstWindow *OwnWindow
 }
 
 // FromHere names the relays this host reached itself in the survey (the
@@ -198,6 +204,7 @@ func (s *Survey) Run(ctx context.Context, dst string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.applyOwn(ctx, res)
 	before := map[string]bool{}
 	for _, n := range res.Matrix.Nodes {
 		before[n.Name] = true
