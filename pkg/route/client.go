@@ -20,7 +20,11 @@ type Client struct {
 	// Secret is the fleet secret; nil in a fleet of per-relay identities,
 	// whose headers are keyed by the TLS link (LinkKey).
 	Secret []byte
-	Now    func() time.Time // for tests; nil is time.Now
+	// UDP makes the header open a UDP association (Request.UDP) instead
+	// of a tunnel to the address it is given: after the status the conn
+	// carries datagram frames (datagram.go).
+	UDP bool
+	Now func() time.Time // for tests; nil is time.Now
 }
 
 // Through implements chain.HopDialer: the hop reached over conn is the last relay.
@@ -40,11 +44,14 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []chain.Hop
 		now = c.Now
 	}
 	hops, names := hopsOf(via)
+	if c.UDP {
+		addr = ""
+	}
 	req, err := NewRequest(hops, addr, now())
 	if err != nil {
 		return err
 	}
-	req.Names = names
+	req.Names, req.UDP = names, c.UDP
 	if req.Bind, err = linktls.Binding(conn); err != nil {
 		return err
 	}

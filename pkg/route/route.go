@@ -47,10 +47,16 @@ const (
 var magic = [4]byte{'R', 'M', 'S', 'H'}
 
 // Message types, part of what the MAC covers so a response can never be
-// taken for a request or the other way round.
+// taken for a request or the other way round, nor a UDP association's
+// request for a tunnel's.
 const (
 	typeRequest  = 0x01
 	typeResponse = 0x02
+	// typeAssociate is a request that opens a UDP association
+	// (datagram.go): hops as a request's, no final destination (each
+	// datagram names its own). A relay from before it closes the link
+	// without a status, as on any header it cannot parse.
+	typeAssociate = 0x03
 )
 
 // Address types, the same numbers as SOCKS5 (RFC 1928) for familiarity.
@@ -95,7 +101,12 @@ type Request struct {
 	// Names, when not nil, holds the name of the relay expected at each
 	// of Hops (VersionNamed); nil sends a Version header.
 	Names []string
-	Dst   string // host:port, host a domain, IPv4 or IPv6 literal
+	Dst   string // host:port, host a domain, IPv4 or IPv6 literal; "" with UDP
+	// UDP makes the header open a UDP association instead of a tunnel:
+	// the last relay carries the datagrams framed on the link
+	// (datagram.go) to and from the destinations each names. Dst is
+	// then empty.
+	UDP   bool
 	Time  time.Time
 	Nonce [NonceBytes]byte
 	// Bind is the channel binding of the link the header travels on (the
@@ -129,9 +140,16 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 		}
 		version = VersionNamed
 	}
+	typ := byte(typeRequest)
+	if r.UDP {
+		if r.Dst != "" {
+			return nil, fmt.Errorf("route: a UDP association names no destination, got %q", r.Dst)
+		}
+		typ = typeAssociate
+	}
 	b := make([]byte, 0, 512)
 	b = append(b, magic[:]...)
-	b = append(b, version, typeRequest)
+	b = append(b, version, typ)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixMilli()))
 	b = append(b, r.Nonce[:]...)
 	b = append(b, byte(len(r.Hops)))
@@ -148,8 +166,10 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 			b = append(b, r.Names[i]...)
 		}
 	}
-	if b, err = appendAddr(b, r.Dst); err != nil {
-		return nil, fmt.Errorf("destination: %w", err)
+	if !r.UDP {
+		if b, err = appendAddr(b, r.Dst); err != nil {
+			return nil, fmt.Errorf("destination: %w", err)
+		}
 	}
 	b = appendMAC(b, key, r.Bind)
 	if len(b) > MaxHeaderBytes {
@@ -176,7 +196,7 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14]))), Bind: bind}
+	r := &Request{Time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[6:14]))), Bind: bind, UDP: b[5] == typeAssociate}
 	copy(r.Nonce[:], b[14:14+NonceBytes])
 	n := int(b[requestPrefix-1])
 	if n > MaxHops {
@@ -185,14 +205,10 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 	if version == VersionNamed {
 		r.Names = make([]string, 0, n)
 	}
-	for i := 0; i <= n; i++ {
+	for i := 0; i < n; i++ {
 		var host string
 		if b, host, err = readAddr(rd, b); err != nil {
 			return nil, err
-		}
-		if i == n {
-			r.Dst = host
-			break
 		}
 		r.Hops = append(r.Hops, host)
 		if version == VersionNamed {
@@ -201,6 +217,11 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 				return nil, err
 			}
 			r.Names = append(r.Names, name)
+		}
+	}
+	if !r.UDP {
+		if b, r.Dst, err = readAddr(rd, b); err != nil {
+			return nil, err
 		}
 	}
 	body := len(b)
@@ -335,7 +356,8 @@ func ParseResponse(b []byte, secret []byte, reqNonce [NonceBytes]byte) (*Respons
 }
 
 // checkPrefix checks a message's magic, version and type, and returns its
-// version: a request is Version or VersionNamed, a response Version.
+// version: a request is Version or VersionNamed, a response Version. A
+// request may be a UDP association's (typeAssociate).
 func checkPrefix(b []byte, typ byte) (byte, error) {
 	if [4]byte(b[:4]) != magic {
 		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
@@ -343,7 +365,7 @@ func checkPrefix(b []byte, typ byte) (byte, error) {
 	if b[4] != Version && !(typ == typeRequest && b[4] == VersionNamed) {
 		return 0, fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[4], Version)
 	}
-	if b[5] != typ {
+	if b[5] != typ && !(typ == typeRequest && b[5] == typeAssociate) {
 		return 0, fmt.Errorf("%w: message type %d (want %d)", ErrMalformed, b[5], typ)
 	}
 	return b[4], nil

@@ -304,7 +304,8 @@ func TestReplayGuard(t *testing.T) {
 // Fuzz targets: no panic, no allocation driven by a length field, and what
 // parses re-marshals to the same bytes (one encoding per header).
 func FuzzReadRequest(f *testing.F) {
-	for _, r := range []*Request{sampleRequest(), {Dst: "a:1", Time: t0}, {Hops: []string{"[::1]:1"}, Dst: "1.2.3.4:5", Time: t0}} {
+	for _, r := range []*Request{sampleRequest(), {Dst: "a:1", Time: t0}, {Hops: []string{"[::1]:1"}, Dst: "1.2.3.4:5", Time: t0},
+		{Hops: []string{"a:1"}, UDP: true, Time: t0}} {
 		b, err := r.Marshal(key)
 		if err != nil {
 			f.Fatal(err)
