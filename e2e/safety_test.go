@@ -236,7 +236,8 @@ func TestMalformedSOCKS(t *testing.T) {
 		{"unknown atyp", []byte{5, 1, 0, 5, 1, 0, 9, 1, 2, 3, 4, 0, 80}, []byte{5, 0, 5, 8}},
 		{"empty domain", []byte{5, 1, 0, 5, 1, 0, 3, 0, 0, 80}, []byte{5, 0, 5, 1}},
 		{"bind", []byte{5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, 7}},
-		{"udp associate", []byte{5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, 7}},
+		// Answered, and over as soon as its control connection closes.
+		{"udp associate", []byte{5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, 0, 0, 1, 127, 0, 0, 1}},
 		{"request version 4", []byte{5, 1, 0, 4, 1, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0}},
 	}
 	for i := 1; i < len(full); i++ {

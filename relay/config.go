@@ -395,6 +395,19 @@ type Limits struct {
 	// HandshakeTimeout, which still bounds the header once it starts.
 	RelayHeaderWait time.Duration `yaml:"relay_header_wait"`
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`
+	// SOCKS5 UDP ASSOCIATE (udp.go). UDPMaxAssociations bounds the
+	// associations this relay holds as the entry (its SOCKS5 clients'),
+	// and apart as the exit of other relays' chains; 0 answers UDP
+	// ASSOCIATE "command not supported". UDPMaxPerSource bounds one
+	// client address's (loopback exempt). UDPIdleTimeout ends an
+	// association no datagram crossed either way for that long.
+	// UDPBufferBytes bounds the datagrams one association queues toward
+	// its link or its destinations (more are dropped): with the limits,
+	// a relay queues at most 2 × UDPMaxAssociations × UDPBufferBytes.
+	UDPMaxAssociations int           `yaml:"udp_max_associations"`
+	UDPMaxPerSource    int           `yaml:"udp_max_per_source"`
+	UDPIdleTimeout     time.Duration `yaml:"udp_idle_timeout"`
+	UDPBufferBytes     int           `yaml:"udp_buffer_bytes"`
 }
 
 // LogConfig selects log level and format.
@@ -444,6 +457,18 @@ const (
 	DefaultAuthBlock       = time.Minute
 )
 
+// A UDP association is an application's socket (a resolver, a game, a
+// call): a host behind one address opens a few dozen. 60 s of silence
+// ends one, as most SOCKS5 servers and NATs time UDP out within a few
+// minutes; a datagram's worth of queue is 64 KiB, and 128 KiB holds a
+// burst of a thousand small ones.
+const (
+	DefaultUDPMaxAssociations = 256
+	DefaultUDPMaxPerSource    = 32
+	DefaultUDPIdleTimeout     = 60 * time.Second
+	DefaultUDPBufferBytes     = 128 << 10
+)
+
 // DefaultDenyPorts are the destination ports refused unless policy.deny_ports
 // says otherwise: SMTP, which open relays are found and used for.
 var DefaultDenyPorts = []int{25}
@@ -468,6 +493,10 @@ func Defaults() Config {
 			MaxPreauthPerSource: DefaultMaxPreauthPerSource,
 			MaxAuthFailures:     DefaultMaxAuthFailures,
 			AuthBlock:           DefaultAuthBlock,
+			UDPMaxAssociations:  DefaultUDPMaxAssociations,
+			UDPMaxPerSource:     DefaultUDPMaxPerSource,
+			UDPIdleTimeout:      DefaultUDPIdleTimeout,
+			UDPBufferBytes:      DefaultUDPBufferBytes,
 		},
 		Log:    LogConfig{Level: "info", Format: "console"},
 		Policy: PolicyConfig{DenyPorts: slices.Clone(DefaultDenyPorts)},
@@ -634,6 +663,20 @@ func (c *Config) Validate() error {
 	}
 	if l.MaxAuthFailures < 0 {
 		add("limits.max_auth_failures: must be 0 (no limit) or more, got %d", l.MaxAuthFailures)
+	}
+	if l.UDPMaxAssociations < 0 {
+		add("limits.udp_max_associations: must be 0 (UDP off) or more, got %d", l.UDPMaxAssociations)
+	}
+	if l.UDPMaxAssociations > 0 {
+		if l.UDPMaxPerSource < 1 {
+			add("limits.udp_max_per_source: must be at least 1, got %d", l.UDPMaxPerSource)
+		}
+		if l.UDPIdleTimeout <= 0 {
+			add("limits.udp_idle_timeout: must be positive, got %s", l.UDPIdleTimeout)
+		}
+		if l.UDPBufferBytes < minUDPBufferBytes {
+			add("limits.udp_buffer_bytes: must hold the largest datagram's frame, %d bytes, got %d", minUDPBufferBytes, l.UDPBufferBytes)
+		}
 	}
 	if l.MaxAuthFailures > 0 && l.AuthBlock <= 0 {
 		add("limits.auth_block: must be positive with limits.max_auth_failures, got %s", l.AuthBlock)

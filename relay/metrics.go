@@ -41,6 +41,14 @@ type metrics struct {
 	// side and result; capacityDatagrams the train datagrams received.
 	capacityProbes    *prometheus.CounterVec
 	capacityDatagrams *prometheus.CounterVec
+	// SOCKS5 UDP associations (udp.go) by side: entry (facing the client)
+	// and exit (facing the destinations).
+	udpActive    *prometheus.GaugeVec
+	udpOpened    *prometheus.CounterVec
+	udpClosed    *prometheus.CounterVec
+	udpDatagrams *prometheus.CounterVec
+	udpBytes     *prometheus.CounterVec
+	udpDrops     *prometheus.CounterVec
 	// coordNode is the coordinate whose counters the coordinate metrics
 	// report (probe mode coordinates); unset, they read 0.
 	coordNode atomic.Pointer[coord.Node]
@@ -114,6 +122,30 @@ func newMetrics() *metrics {
 			Name: "relaymesh_capacity_datagrams_total",
 			Help: "Datagrams on the capacity probe's UDP port by result: counted (under a nonce this relay issued), unexpected (a nonce it did not issue, expired or complete: ignored), bad (not a train datagram: ignored). None is ever answered.",
 		}, []string{"result"}),
+		udpActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relaymesh_udp_associations_active",
+			Help: "SOCKS5 UDP associations held, by side: entry (this relay holds the client's control connection) and exit (this relay sends the datagrams to their destinations, for a chain's entry).",
+		}, []string{"side"}),
+		udpOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_associations_opened_total",
+			Help: "SOCKS5 UDP associations opened, by side (entry, exit).",
+		}, []string{"side"}),
+		udpClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_associations_closed_total",
+			Help: "SOCKS5 UDP associations ended, by side and reason: client_closed (its control connection), idle_timeout, link_closed (the other relay ended it), link_error, chain_failed (the entry could not reach the exit), shutdown.",
+		}, []string{"side", "reason"}),
+		udpDatagrams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_datagrams_total",
+			Help: "UDP datagrams carried, by side and direction: at the entry up is taken from the client, down sent to it; at the exit up is sent to a destination, down taken from one.",
+		}, []string{"side", "direction"}),
+		udpBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_bytes_total",
+			Help: "UDP payload bytes carried, by side and direction (as relaymesh_udp_datagrams_total).",
+		}, []string{"side", "direction"}),
+		udpDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_udp_drops_total",
+			Help: "UDP datagrams dropped, by side and reason: stranger (not from the association's client), fragmented (FRAG not 0), malformed, queue_full (over limits.udp_buffer_bytes), denied (destination policy), resolve (name not resolved), unsolicited (from an address the association never sent to), send_error.",
+		}, []string{"side", "reason"}),
 		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relaymesh_probe_set_size",
 			Help: "Peer relays this relay probes: every other one in probe mode mesh; its nearest, random and wanted ones in mode coordinates.",
@@ -213,6 +245,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
 		m.capacityProbes, m.capacityDatagrams,
+		m.udpActive, m.udpOpened, m.udpClosed, m.udpDatagrams, m.udpBytes, m.udpDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initSeries()
 	return m
@@ -244,6 +277,25 @@ func (m *metrics) initSeries() {
 		m.probes.WithLabelValues(r)
 	}
 	m.udpAsks.WithLabelValues("answered")
+	for _, side := range []string{sideEntry, sideExit} {
+		m.udpActive.WithLabelValues(side)
+		m.udpOpened.WithLabelValues(side)
+		m.udpClosed.WithLabelValues(side, endIdle)
+		for _, dir := range []string{"up", "down"} {
+			m.udpDatagrams.WithLabelValues(side, dir)
+			m.udpBytes.WithLabelValues(side, dir)
+		}
+	}
+	for _, reason := range []string{endClientClosed, endLinkClosed, endLinkError, endChainFailed, endShutdown} {
+		m.udpClosed.WithLabelValues(sideEntry, reason)
+	}
+	m.udpClosed.WithLabelValues(sideExit, endLinkClosed)
+	for _, reason := range []string{"stranger", "fragmented", "malformed", "queue_full", "send_error"} {
+		m.udpDrops.WithLabelValues(sideEntry, reason)
+	}
+	for _, reason := range []string{"denied", "resolve", "unsolicited", "queue_full", "send_error"} {
+		m.udpDrops.WithLabelValues(sideExit, reason)
+	}
 }
 
 // watchSlots makes the slot gauges report the client and relay pools.

@@ -54,8 +54,49 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		s.routeDenied(log, "route_replay", err)
 		return
 	}
+	if req.UDP {
+		s.serveRelayUDP(log, c, br, key, req)
+		return
+	}
 	log = log.With(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
+	ch, err := s.routeChain(log, req)
+	if err != nil {
+		return
+	}
+	// Cover the dial and the status write; the dial has its own timeout.
+	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))
+	// Early data: what the sender wrote right behind the header (it does
+	// not wait for our status) goes on with our header, or to the
+	// destination as soon as it is connected. Later bytes follow the
+	// status, through the tunnel, in order.
+	early, _ := br.Peek(br.Buffered())
+	up, err := s.dialVia(s.ctx, log, ch, req.Dst, early)
+	if err == nil {
+		_, _ = br.Discard(len(early)) // delivered by the dial
+	}
+	resp := routeResponse(err)
+	if err != nil {
+		s.metrics.tunnelsOpened.WithLabelValues("relay", chain.Classify(err).Label()).Inc()
+	}
+	msg, merr := resp.Marshal(key, req.Nonce)
+	if merr != nil { // cannot happen: reason is truncated, status is ours
+		log.Error("route response", zap.Error(merr))
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	if err != nil {
+		_, _ = c.Write(msg)
+		return
+	}
+	s.openTunnel(log, "relay", c, msg, br, up)
+}
 
+// routeChain is the chain to the rest of req's route, from this relay.
+// An error (logged) cannot happen: the relay listener runs only with a
+// fleet secret or an identity.
+func (s *Server) routeChain(log *zap.Logger, req *route.Request) (*chain.Chain, error) {
 	// The remaining hops are relays the (authenticated) entry chose. The
 	// first is ours to dial, through the relay policy (literal addresses
 	// refused here, names at connect): the fleet secret must not be a key
@@ -80,49 +121,13 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 			hop.Relay = req.Names[i] // checked on the link (secureLink)
 		}
 		h, err := nexthop.Build(hop, s.hopOptions())
-		if err != nil { // cannot happen: the relay listener runs only with a fleet secret or an identity
+		if err != nil {
 			log.Error("route hop", zap.Error(err))
-			return
+			return nil, err
 		}
 		ch.Hops = append(ch.Hops, h)
 	}
-	// Cover the dial and the status write; the dial has its own timeout.
-	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))
-	// Early data: what the sender wrote right behind the header (it does
-	// not wait for our status) goes on with our header, or to the
-	// destination as soon as it is connected. Later bytes follow the
-	// status, through the tunnel, in order.
-	early, _ := br.Peek(br.Buffered())
-	up, err := s.dialVia(s.ctx, log, ch, req.Dst, early)
-	if err == nil {
-		_, _ = br.Discard(len(early)) // delivered by the dial
-	}
-	resp := route.Response{Status: route.StatusOK}
-	if err != nil {
-		kind := chain.Classify(err)
-		resp.Status = route.StatusOf(kind)
-		var he *chain.HopError
-		if errors.As(err, &he) {
-			// ch's hop n is the relay n places after us: exactly the
-			// offset the previous relay expects (0 is us).
-			resp.Hop = uint8(he.Hop)
-		}
-		resp.Reason = reasonOf(err)
-		s.metrics.tunnelsOpened.WithLabelValues("relay", kind.Label()).Inc()
-	}
-	msg, merr := resp.Marshal(key, req.Nonce)
-	if merr != nil { // cannot happen: reason is truncated, status is ours
-		log.Error("route response", zap.Error(merr))
-		if up != nil {
-			up.Close()
-		}
-		return
-	}
-	if err != nil {
-		_, _ = c.Write(msg)
-		return
-	}
-	s.openTunnel(log, "relay", c, msg, br, up)
+	return ch, nil
 }
 
 // acceptLink secures a relay-listener conn: the TLS handshake, within
@@ -181,6 +186,22 @@ func reasonOf(err error) string {
 		r = r[:route.MaxReason]
 	}
 	return r
+}
+
+// routeResponse is the status a relay sends back for the outcome of its
+// dial (err nil: OK). A failure names the relay to blame: ch's hop n is
+// the relay n places after this one, exactly the offset the previous
+// relay expects (0 is this relay).
+func routeResponse(err error) route.Response {
+	if err == nil {
+		return route.Response{Status: route.StatusOK}
+	}
+	resp := route.Response{Status: route.StatusOf(chain.Classify(err)), Reason: reasonOf(err)}
+	var he *chain.HopError
+	if errors.As(err, &he) {
+		resp.Hop = uint8(he.Hop)
+	}
+	return resp
 }
 
 // routeDenied logs a refused route header once, with its source and why,

@@ -91,6 +91,9 @@ type Server struct {
 	// capacity is the capacity probe's trains socket and state
 	// (capacityprobe.go); nil when probe.capacity is off.
 	capacity *capacityProbes
+
+	// assocs counts the SOCKS5 UDP associations held (udp.go).
+	assocs udpAssociations
 }
 
 // New validates cfg and builds a server. It refuses configurations that would

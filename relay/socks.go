@@ -88,9 +88,13 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 		s.handshakeFailed(log, "socks5", "request", err)
 		return
 	}
+	if req.Cmd == socks5.CmdUDPAssociate {
+		s.serveUDPAssociate(log, c, req.Addr)
+		return
+	}
 	if req.Cmd != socks5.CmdConnect {
 		_, _ = c.Write(socks5.MarshalReply(socks5.ReplyCommandNotSupported, socks5.Addr{}))
-		s.handshakeFailed(log, "socks5", "request", errors.New("only CONNECT is supported"))
+		s.handshakeFailed(log, "socks5", "request", errors.New("only CONNECT and UDP ASSOCIATE are supported"))
 		return
 	}
 	dst := req.Addr.String()
