@@ -121,6 +121,12 @@ sustained, the share of their bytes sent again, and the largest window a
 destination advertised to an upload of 4 MiB or more (docs/planning.md).
 --log-level debug logs every plan's segments and notes ("plan details").
 
+SOCKS5 UDP ASSOCIATE is served too (DNS over SOCKS, games, calls): an
+association's datagrams take the chain a connection to its first datagram's
+destination would take, and the chain's last relay sends them on; it ends
+with the client's control connection, or after 60 s without a datagram
+(docs/clients.md).
+
 A SOCKS5 client is told "succeeded" at once (optimistic data) and its first
 bytes (what it sends within 5 ms) travel with the route header, so a request
 reaches the destination one chain round trip sooner: on a 4 x 12.5 ms lab path
