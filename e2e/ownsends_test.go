@@ -92,6 +92,10 @@ func TestConnectLearnsFromItsOwnUploads(t *testing.T) {
 	}
 	t.Logf("learnt: window %d bytes, loss %v (%s), rate %.1f Mbit/s (%s); the plan after it: %v", seg.WindowBytes, seg.Loss, seg.LossSource,
 		seg.LearntBps/1e6, seg.LearntSource, after.Chain)
+	stop()
+	if strings.Contains(log.String(), "WARNING: DATA RACE") { // RELAYMESH_E2E_RACE builds connect with -race
+		t.Fatalf("relayctl connect reported a data race:\n%s", log.String())
+	}
 }
 
 // planDetails is connect's "plan details" debug log line (pkg/planroute).
