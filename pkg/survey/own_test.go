@@ -107,3 +107,35 @@ func TestApplyOwnNone(t *testing.T) {
 		t.Fatalf("pair %+v", m.Pairs[0])
 	}
 }
+
+// What this host's sends taught shows in the plan as the relays' does:
+// an upload's direct segment is limited by the rate learnt (the table's
+// "learnt (client, …)"), its loss is from tunnels (a learnt 0), and the
+// destination's window is the one learnt, not assumed.
+func TestApplyOwnReachesThePlan(t *testing.T) {
+	now := time.Unix(9000, 0)
+	dst := "192.0.2.9:443"
+	res := &Result{Relays: map[string]registry.Relay{}, Target: Target{Name: dst, Addr: dst}, Matrix: &planner.Matrix{
+		Nodes: []planner.Node{{Name: ClientNode, WindowBytes: 4 << 20}, {Name: dst}},
+		Pairs: []planner.Pair{{A: ClientNode, B: dst, RTTMs: 50}},
+	}}
+	s := &Survey{Now: func() time.Time { return now }, Own: ownSends{at: now, sent: map[netip.Addr]learnt.Sent{
+		netip.MustParseAddr("192.0.2.9"): {RateBps: 18e6, RateAge: 40 * time.Second, LossOK: true, WindowBytes: 512 << 10, WindowAge: time.Minute},
+	}}}
+	s.applyOwn(context.Background(), res)
+	r, err := planner.Search(res.Matrix, planner.Request{Client: ClientNode, Destination: dst, Direction: planner.Up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := r.Direct.Segments[0]
+	if seg.Sender != ClientNode || seg.LearntBps != 18e6 || seg.LearntSource != planner.LearntFromTunnels || seg.LimitedBy != "learnt" ||
+		seg.LossSource != planner.LearntFromTunnels || seg.WindowBytes != 512<<10 || seg.WindowAssumed {
+		t.Fatalf("direct upload segment %+v: want held by this host's learnt 18 Mbit/s, loss from tunnels, the 512 KiB window learnt", seg)
+	}
+	table := planner.Explain(r)
+	for _, want := range []string{"18.0 Mbit/s learnt (client, 40 s ago)", "(tunnels)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the plan's table lacks %q:\n%s", want, table)
+		}
+	}
+}
