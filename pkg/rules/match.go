@@ -29,9 +29,10 @@ type Set struct {
 	// which can never decide).
 	Warnings []string
 
-	exact    map[string]int32 // DOMAIN: name -> first rule
-	suffix   map[string]int32 // DOMAIN-SUFFIX: suffix -> first rule
-	keywords []indexed[string]
+	exact    map[string]int32  // DOMAIN: name -> first rule
+	suffix   map[string]int32  // DOMAIN-SUFFIX: suffix -> first rule
+	keywords []indexed[string] // in file order (the PAC file scans them)
+	kw       keywordIndex      // the keywords' automaton, built by finish
 	v4, v6   prefixTable
 	ports    []indexed[[]portRange]
 	geo      []indexed[string] // GEOIP country codes (upper case)
@@ -132,6 +133,12 @@ func (s *Set) add(r Rule, prefixes []netip.Prefix, ports []portRange) {
 	}
 }
 
+// finish builds what indexes all the rules at once, once the last is
+// added.
+func (s *Set) finish() {
+	s.kw = buildKeywords(s.keywords)
+}
+
 func setFirst(m map[string]int32, k string, idx int32) {
 	if old, ok := m[k]; !ok || idx < old {
 		m[k] = idx
@@ -163,8 +170,13 @@ func (s *Set) MatchAddr(dst string) Decision {
 // brackets) and port (0: unknown; DST-PORT rules do not match it).
 func (s *Set) Match(host string, port uint16) Decision {
 	best := s.matchAll
-	addr, err := netip.ParseAddr(host)
-	isIP := err == nil
+	var addr netip.Addr
+	isIP := false
+	if maybeIP(host) {
+		var err error
+		addr, err = netip.ParseAddr(host)
+		isIP = err == nil
+	}
 	if isIP {
 		best = s.firstIP(addr.WithZone("").Unmap(), best)
 	} else {
@@ -185,6 +197,21 @@ func (s *Set) Match(host string, port uint16) Decision {
 		d.NoPortRules = countBelow(s.portIdx, best)
 	}
 	return d
+}
+
+// maybeIP says whether host may be a literal address: it has a colon
+// (IPv6), or only digits and dots. netip.ParseAddr allocates the error it
+// returns for a name: the lookup of a name skips it.
+func maybeIP(host string) bool {
+	if strings.IndexByte(host, ':') >= 0 {
+		return true
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // normalName is host as the domain rules hold names: lower case, without
@@ -211,14 +238,8 @@ func (s *Set) firstName(name string, best int32) int32 {
 		}
 		rest = rest[dot+1:]
 	}
-	for _, k := range s.keywords {
-		if k.idx >= best {
-			break // in file order: no later keyword can decide
-		}
-		if strings.Contains(name, k.v) {
-			best = k.idx
-			break
-		}
+	if len(s.keywords) > 0 && s.keywords[0].idx < best {
+		best = min(best, s.kw.firstIn(name))
 	}
 	return best
 }

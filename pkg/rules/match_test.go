@@ -204,3 +204,37 @@ func TestMatchAgreesWithFileOrder(t *testing.T) {
 		}
 	}
 }
+
+// The keyword automaton finds the first keyword in file order that a name
+// contains, for keywords that overlap, nest and share prefixes and
+// suffixes (its failure links), as trying each keyword does.
+func TestKeywordIndexAgreesWithContains(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	word := func(n int) string {
+		b := make([]byte, 1+rng.IntN(n))
+		for i := range b {
+			b[i] = "abc."[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	for round := 0; round < 200; round++ {
+		var kws []indexed[string]
+		for i := 0; i < 1+rng.IntN(30); i++ {
+			kws = append(kws, indexed[string]{word(5), int32(i)})
+		}
+		k := buildKeywords(kws)
+		for i := 0; i < 50; i++ {
+			name := word(20) + "x" + word(5)
+			want := int32(none)
+			for _, kw := range kws {
+				if strings.Contains(name, kw.v) {
+					want = kw.idx
+					break
+				}
+			}
+			if got := k.firstIn(name); got != want {
+				t.Fatalf("%q in %v: %d, want %d", name, kws, got, want)
+			}
+		}
+	}
+}

@@ -75,6 +75,7 @@ func Parse(r io.Reader, file string, db *GeoIP) (*Set, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	s.finish()
 	return s, nil
 }
 
