@@ -193,7 +193,8 @@
 // window_bytes) and a_send_bps, b_send_bps (the rate a's, b's traffic
 // to the other end was learnt to reach, bits/s; absent or 0 = unknown;
 // a_send_age_s, b_send_age_s: how old, seconds; a_send_source,
-// b_send_source: who learnt it, absent or "tunnels", "bench" or "probe").
+// b_send_source: who learnt it, absent or "tunnels", "bench", "probe" or
+// "received": the other end, from what its tunnels received).
 // Each unordered pair may appear once.
 //
 // Decoding is strict: unknown fields, duplicate keys, duplicate pairs,

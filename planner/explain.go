@@ -184,6 +184,8 @@ func writeSegments(b *strings.Builder, p Plan) {
 				by = "bench"
 			case LearntFromProbe:
 				how = " probed ("
+			case LearntByReceiver:
+				by = "received by " + seg.Receiver
 			}
 			learnt := fmtBps(seg.LearntBps) + how + by + ", " + fmtAge(seg.LearntAgeSec) + " ago)"
 			if seg.LimitBps > 0 {

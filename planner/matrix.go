@@ -454,7 +454,7 @@ func checkPair(p *Pair, ia, ib int) error {
 	case !(p.ASendAgeSec >= 0) || math.IsInf(p.ASendAgeSec, 0) || !(p.BSendAgeSec >= 0) || math.IsInf(p.BSendAgeSec, 0):
 		return fmt.Errorf("a_send_age_s %v, b_send_age_s %v: want seconds >= 0", p.ASendAgeSec, p.BSendAgeSec)
 	case !knownSource(p.ASendSource) || !knownSource(p.BSendSource):
-		return fmt.Errorf("a_send_source %q, b_send_source %q: want %q, %q or %q (or none)", p.ASendSource, p.BSendSource, LearntFromTunnels, LearntFromBench, LearntFromProbe)
+		return fmt.Errorf("a_send_source %q, b_send_source %q: want %q, %q, %q or %q (or none)", p.ASendSource, p.BSendSource, LearntFromTunnels, LearntFromBench, LearntFromProbe, LearntByReceiver)
 	case !knownLossSource(p.ALossSource) || !knownLossSource(p.BLossSource):
 		return fmt.Errorf("a_loss_source %q, b_loss_source %q: want %q, %q or %q (or none: the probes')", p.ALossSource, p.BLossSource, LearntFromTunnels, LearntFromBench, LossDeclared)
 	}
@@ -510,7 +510,7 @@ func (m *Matrix) Resolve(dst string) (string, error) {
 
 // knownSource reports whether s names who learnt a rate (or is empty).
 func knownSource(s string) bool {
-	return s == "" || s == LearntFromTunnels || s == LearntFromBench || s == LearntFromProbe
+	return s == "" || s == LearntFromTunnels || s == LearntFromBench || s == LearntFromProbe || s == LearntByReceiver
 }
 
 // knownLossSource reports whether s names who measured a loss (or is

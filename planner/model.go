@@ -154,7 +154,10 @@ type Pair struct {
 	// "" or LearntFromTunnels, the sender from the tunnels it carried;
 	// LearntFromBench, relayctl bench, from a download it timed;
 	// LearntFromProbe, the sender's capacity probe (trains of datagrams:
-	// the bottleneck's capacity, not what other traffic leaves of it).
+	// the bottleneck's capacity, not what other traffic leaves of it);
+	// LearntByReceiver, the receiver (a relay) from what its tunnels
+	// received while nothing after it held them back (a destination's
+	// sends, which no relay sends on).
 	ASendSource string `json:"a_send_source,omitempty"`
 	BSendSource string `json:"b_send_source,omitempty"`
 	// ALossSource says who measured the loss of A's sends to B, which
@@ -176,6 +179,9 @@ const (
 	// LearntFromProbe: a relay's capacity probe measured its sends
 	// (Pair.ASendSource, BSendSource, Segment.LearntSource only).
 	LearntFromProbe = "probe"
+	// LearntByReceiver: a relay learnt from what its tunnels received
+	// (Pair.ASendSource, BSendSource, Segment.LearntSource only).
+	LearntByReceiver = "received"
 	// LossDeclared: a loss the matrix's author states (Pair.ALossSource,
 	// BLossSource only).
 	LossDeclared = "declared"

@@ -260,8 +260,11 @@ func (s *search) limiter(seg Segment) string {
 				seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), fmtAge(seg.LearntAgeSec))
 		}
 		how := "learnt from its tunnels"
-		if seg.LearntSource == LearntFromBench {
+		switch seg.LearntSource {
+		case LearntFromBench:
 			how = "timed by relayctl bench"
+		case LearntByReceiver:
+			how = "learnt by " + seg.Receiver + " from what its tunnels received"
 		}
 		return fmt.Sprintf("the rate %s's traffic to %s reached, %s (%s, %s ago)",
 			seg.Sender, seg.Receiver, fmtBps(seg.LearntBps), how, fmtAge(seg.LearntAgeSec))

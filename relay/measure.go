@@ -614,6 +614,9 @@ func (s *Server) probeTarget(ctx context.Context, target string, count int, gap,
 		return probe.TimedConnect(ctx, dialer, addr)
 	}
 	sum := probe.Sample(ctx, addr, count, gap, timeout, measure)
+	if bps, age, ok := s.learnt.Received.Learnt(ips[0], time.Now()); ok {
+		sum.LearntRecvBps, sum.LearntRecvAgeSec = bps, age.Seconds()
+	}
 	res.Addr, res.Summary = addr, &sum
 	return res, http.StatusOK
 }

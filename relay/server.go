@@ -425,6 +425,7 @@ func (s *Server) Start() error {
 		s.capacity.start()
 	}
 	go s.learnt.Rates.Run(s.ctx)
+	go s.learnt.Received.Run(s.ctx)
 	if s.watchesCRL() {
 		go s.watchCRL(s.ctx)
 	}
@@ -652,10 +653,14 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	s.metrics.active.WithLabelValues(frontend).Inc()
 	// Both sockets send: towards the client (a download) and on (an upload).
 	wc, wu := s.learnt.Rates.Watch(client, start), s.learnt.Rates.Watch(up, start)
+	// What comes back from up (the destination, at the last relay) is
+	// forwarded on client.
+	wr := s.learnt.Received.Watch(up, client, start)
 	res := tunnel.Pipe(client, up, tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout})
 	s.metrics.active.WithLabelValues(frontend).Dec()
 	s.learnt.Rates.Done(wc, time.Now())
 	s.learnt.Rates.Done(wu, time.Now())
+	s.learnt.Received.Done(wr, time.Now())
 	s.metrics.bytes.WithLabelValues("up").Add(float64(res.AToB))
 	s.metrics.bytes.WithLabelValues("down").Add(float64(res.BToA))
 	result := "ok"

@@ -167,6 +167,7 @@ func (u *udpAsks) handle(b []byte, from net.Addr) {
 	u.wg.Go(func() {
 		defer func() { <-u.sem }()
 		rtts := make([]time.Duration, len(a.Targets))
+		recv := make([]udpask.Learnt, len(a.Targets))
 		timeout := time.Duration(a.TimeoutMs) * time.Millisecond
 		var wg sync.WaitGroup
 		for i, t := range a.Targets {
@@ -175,11 +176,12 @@ func (u *udpAsks) handle(b []byte, from net.Addr) {
 				res, _ := u.s.probeTarget(u.s.ctx, t, a.Handshakes, 0, timeout)
 				if res.Summary != nil && res.Summary.Reachable() {
 					rtts[i] = time.Duration(res.Summary.MedianMs * float64(time.Millisecond))
+					recv[i] = udpask.Learnt{Bps: res.Summary.LearntRecvBps, AgeSec: res.Summary.LearntRecvAgeSec}
 				}
 			})
 		}
 		wg.Wait()
-		reply := u.key.SealReply(udpask.Reply{Nonce: a.Nonce, RTTs: rtts, Info: u.info(a, from)})
+		reply := u.key.SealReply(udpask.Reply{Nonce: a.Nonce, RTTs: rtts, Recv: recv, Info: u.info(a, from)})
 		if len(reply) > budget {
 			return // never: the ask was checked for this reply's size above
 		}

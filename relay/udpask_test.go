@@ -65,7 +65,7 @@ func askOnce(t *testing.T, key udpask.Key, addr string, targets []string, wait t
 	case <-ctx.Done():
 		return false, nil
 	}
-	rtts, _, err := p.Wait(ctx)
+	rtts, _, _, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatalf("acknowledged, then: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	none, info, err := p.Wait(ctx)
+	none, _, info, err := p.Wait(ctx)
 	limits := ReadLimits()
 	if err != nil || len(none) != 0 || info == nil || info.WindowBytes != limits.WindowBytesApprox || info.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.Congestion == "" {
 		t.Errorf("the windows: %v, %+v (%v); /v1/info's limits %+v", none, info, err, limits)

@@ -42,7 +42,7 @@ func checkUDPAsks(ctx context.Context, key udpask.Key, relays []registry.Relay, 
 			if err != nil {
 				return
 			}
-			if _, _, err := p.Wait(actx); err != nil {
+			if _, _, _, err := p.Wait(actx); err != nil {
 				return
 			}
 			mu.Lock()

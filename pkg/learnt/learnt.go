@@ -19,9 +19,12 @@ import (
 // Record is what the sockets sending to each host taught, by the host's
 // address. The zero value is ready; Rates.Run samples the watched sockets.
 type Record struct {
-	Rates   Rates
-	loss    Loss[netip.Addr]
-	windows windows
+	Rates Rates
+	// Received is what the tunnels received from each host (a relay's
+	// destinations): received.go.
+	Received Received
+	loss     Loss[netip.Addr]
+	windows  windows
 }
 
 // Sent is what a host's sockets to one host taught, as of a moment.

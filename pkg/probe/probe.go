@@ -59,6 +59,12 @@ type Summary struct {
 	JitterMs   float64   `json:"jitter_ms"` // mean |difference| of consecutive RTTs (RFC 3550 style, unsmoothed)
 	LastAt     time.Time `json:"last_at"`   // time of the newest sample
 	LastErr    string    `json:"last_error,omitempty"`
+	// LearntRecvBps is, in a relay's answer for a target, the best rate
+	// the relay's tunnels received from the target's host while nothing
+	// after the relay held them back, bits/s (0: none learnt);
+	// LearntRecvAgeSec how long ago. Not a probe's: the relay adds it.
+	LearntRecvBps    float64 `json:"learnt_recv_bps,omitempty"`
+	LearntRecvAgeSec float64 `json:"learnt_recv_age_s,omitempty"`
 }
 
 // Reachable says whether any sample in the window got an answer.

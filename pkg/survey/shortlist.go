@@ -1006,14 +1006,14 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
 			wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 			defer cancel()
-			rtts, got, err := pend.Wait(wctx)
+			rtts, recv, got, err := pend.Wait(wctx)
 			if err != nil {
 				return nil, nil, err
 			}
 			p.mu.Lock()
 			p.maxReply = max(p.maxReply, time.Since(acked))
 			p.mu.Unlock()
-			sums, info := p.udpSums(rtts, got, handshakes)
+			sums, info := p.udpSums(rtts, recv, got, handshakes)
 			return sums, info, nil
 		},
 		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
@@ -1081,20 +1081,20 @@ func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs
 		return nil, nil, err
 	}
 	defer pend.Cancel()
-	rtts, got, err := pend.Wait(ctx)
+	rtts, recv, got, err := pend.Wait(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	sums, info := p.udpSums(rtts, got, handshakes)
+	sums, info := p.udpSums(rtts, recv, got, handshakes)
 	return sums, info, nil
 }
 
 // udpSums are an ask's reply as the survey's summaries, and its windows.
-func (p *surveyProber) udpSums(rtts []time.Duration, got *udpask.Info, handshakes int) ([]probe.Summary, *adminInfo) {
+func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, got *udpask.Info, handshakes int) ([]probe.Summary, *adminInfo) {
 	now := p.s.now()
 	sums := make([]probe.Summary, len(rtts))
 	for i, d := range rtts {
-		sums[i] = probe.Summary{Samples: handshakes, LastAt: now}
+		sums[i] = probe.Summary{Samples: handshakes, LastAt: now, LearntRecvBps: recv[i].Bps, LearntRecvAgeSec: recv[i].AgeSec}
 		if d < 0 {
 			sums[i].Lost, sums[i].Loss, sums[i].LastErr = handshakes, 1, "no answer (asked over UDP)"
 			continue

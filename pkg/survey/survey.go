@@ -327,7 +327,7 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no answer (%s)", what, cmp.Or(sum.LastErr, "lost")))
 			return
 		}
-		m.Pairs = append(m.Pairs, planner.Pair{A: a, B: b, RTTMs: sum.MedianMs, Loss: sum.Loss})
+		m.Pairs = append(m.Pairs, pairOfProbe(a, b, sum))
 	}
 	// What each relay (and this host) measured itself, the witnesses of
 	// the triangle check (triangle.go).
@@ -384,6 +384,18 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	}
 	applyLearnt(m, learnt)
 	return res, nil
+}
+
+// pairOfProbe is the pair a measured of b: its RTT and loss, and what a's
+// tunnels learnt of b's sends to a (a relay's answer for a destination
+// carries it: what the destination's segment carried, which no relay sends
+// on), marked learnt by the receiver.
+func pairOfProbe(a, b string, sum probe.Summary) planner.Pair {
+	p := planner.Pair{A: a, B: b, RTTMs: sum.MedianMs, Loss: sum.Loss}
+	if bps := sum.LearntRecvBps; bps > 0 && !math.IsInf(bps, 0) {
+		p.BSendBps, p.BSendAgeSec, p.BSendSource = bps, max(sum.LearntRecvAgeSec, 0), planner.LearntByReceiver
+	}
+	return p
 }
 
 // sample times a few TCP handshakes from here to addr. The first failure

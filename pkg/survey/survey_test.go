@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/planner"
 )
@@ -207,5 +208,18 @@ func TestRelayPairsTriangle(t *testing.T) {
 	got, _ = relayPairs([]registry.Pair{lie, honest}, usable, nil, now)
 	if p := pairOf(got, "liar", "c"); p.RTTMs != 120 {
 		t.Fatalf("liar-c: %+v, want c's own 120 ms over the liar's newer 1 ms", p)
+	}
+}
+
+// A relay's answer for a destination carries what its tunnels received
+// from it: the destination's sends on that pair, learnt by the receiver.
+func TestPairOfProbe(t *testing.T) {
+	got := pairOfProbe("r1", "srv", probe.Summary{Samples: 3, MedianMs: 40, LearntRecvBps: 3.5e6, LearntRecvAgeSec: 12})
+	want := planner.Pair{A: "r1", B: "srv", RTTMs: 40, BSendBps: 3.5e6, BSendAgeSec: 12, BSendSource: planner.LearntByReceiver}
+	if got != want {
+		t.Fatalf("pair %+v, want %+v", got, want)
+	}
+	if got := pairOfProbe("client", "r1", probe.Summary{Samples: 3, MedianMs: 20}); got.BSendBps != 0 || got.BSendSource != "" {
+		t.Fatalf("a probe without a learnt rate: %+v", got)
 	}
 }

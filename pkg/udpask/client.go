@@ -195,11 +195,13 @@ func (p *Pending) Acked() <-chan struct{} { return p.acked }
 func (p *Pending) AckRTT() time.Duration { return p.calls[0].ackedAt.Sub(p.calls[0].sent) }
 
 // Wait waits for the replies (or ctx's end) and returns each target's
-// median RTT, negative for one the relay could not measure, and the
-// relay's windows when asked for (nil from a reply without them).
-func (p *Pending) Wait(ctx context.Context) ([]time.Duration, *Info, error) {
+// median RTT, negative for one the relay could not measure, what the relay
+// learnt of each target's sends to it, and the relay's windows when asked
+// for (nil from a reply without them).
+func (p *Pending) Wait(ctx context.Context) ([]time.Duration, []Learnt, *Info, error) {
 	defer p.Cancel()
 	out := make([]time.Duration, p.targets)
+	recv := make([]Learnt, p.targets)
 	var info *Info
 	for i, cl := range p.calls {
 		end := p.targets
@@ -209,17 +211,18 @@ func (p *Pending) Wait(ctx context.Context) ([]time.Duration, *Info, error) {
 		select {
 		case r := <-cl.replied:
 			if len(r.RTTs) != end-cl.first {
-				return nil, nil, errors.New("udpask: a reply for another number of targets")
+				return nil, nil, nil, errors.New("udpask: a reply for another number of targets")
 			}
 			copy(out[cl.first:end], r.RTTs)
+			copy(recv[cl.first:end], r.Recv)
 			if r.Info != nil {
 				info = r.Info
 			}
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 	}
-	return out, info, nil
+	return out, recv, info, nil
 }
 
 // Cancel forgets the ask: a reply after it is dropped. Wait calls it.

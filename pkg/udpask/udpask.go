@@ -34,9 +34,12 @@
 //	       rlen[1] relay[rlen] n[1] n × (len[1] host:port[len])
 //	       zero padding  mac[32]
 //	ack:   "rmK1" nonce[16] mac[32]
-//	reply: "rmR2" nonce[16] flags[1] n[1] n × rtt_us[4]  [info[InfoBytes]]  mac[32]
+//	reply: "rmR2" nonce[16] flags[1] n[1] n × (rtt_us[4] recv_kbps[4] recv_age_s[2])
+//	       [info[InfoBytes]]  mac[32]
 //
-// rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
+// recv_kbps is the rate the relay's tunnels received from the target's host
+// (Learnt, kbit/s; 0: none learnt), recv_age_s how long ago (seconds, at
+// most 65535). rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
 // the relay could not reach (or refused by its destination policy). With
 // FlagInfo the ask asks for the relay's windows too (Info), and may name no
 // target. Every ask is padded to AnswerBytes: its acknowledgement and its
@@ -201,7 +204,7 @@ const AckBytes = ackBytes
 
 // replySize is the size of a reply for n targets with flags.
 func replySize(n int, flags byte) int {
-	size := replyHead + 4*n + macBytes
+	size := replyHead + targetReplyBytes*n + macBytes
 	if flags&FlagInfo != 0 {
 		size += InfoBytes
 	}
@@ -309,13 +312,27 @@ func (k Key) OpenAck(b []byte) (Nonce, error) {
 }
 
 // Reply is an ask's answer: RTTs[i] is Targets[i]'s median handshake RTT,
-// or negative for a target the relay could not measure; Info the relay's
-// windows when the ask had FlagInfo.
+// or negative for a target the relay could not measure; Recv[i] what the
+// relay learnt of the target's sends to it (nil: none of any); Info the
+// relay's windows when the ask had FlagInfo.
 type Reply struct {
 	Nonce Nonce
 	RTTs  []time.Duration
+	Recv  []Learnt
 	Info  *Info
 }
+
+// Learnt is the best rate a relay's tunnels received from a target's host
+// while nothing after the relay held them back, bits/s (0: none learnt),
+// and how long ago, seconds.
+type Learnt struct {
+	Bps    float64
+	AgeSec float64
+}
+
+// targetReplyBytes is a reply's bytes per target: rtt_us, recv_kbps,
+// recv_age_s.
+const targetReplyBytes = 4 + 4 + 2
 
 // SealReply encodes r and signs it.
 func (k Key) SealReply(r Reply) []byte {
@@ -328,12 +345,18 @@ func (k Key) SealReply(r Reply) []byte {
 	b = append(b, r.Nonce[:]...)
 	b = append(b, flags)
 	b = append(b, byte(len(r.RTTs)))
-	for _, d := range r.RTTs {
+	for i, d := range r.RTTs {
 		us := uint32(NoAnswer)
 		if d >= 0 {
 			us = uint32(min(d.Microseconds(), NoAnswer-1))
 		}
 		b = binary.BigEndian.AppendUint32(b, us)
+		var l Learnt
+		if i < len(r.Recv) {
+			l = r.Recv[i]
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(min(max(l.Bps/1e3, 0), math.MaxUint32)))
+		b = binary.BigEndian.AppendUint16(b, uint16(min(max(l.AgeSec, 0), math.MaxUint16)))
 	}
 	if i := r.Info; i != nil {
 		b = binary.BigEndian.AppendUint64(b, uint64(max(i.WindowBytes, 0)))
@@ -373,7 +396,9 @@ func (k Key) OpenReply(b []byte) (Reply, error) {
 			d = time.Duration(us) * time.Microsecond
 		}
 		r.RTTs = append(r.RTTs, d)
-		at += 4
+		r.Recv = append(r.Recv, Learnt{Bps: float64(binary.BigEndian.Uint32(body[at+4:])) * 1e3,
+			AgeSec: float64(binary.BigEndian.Uint16(body[at+8:]))})
+		at += targetReplyBytes
 	}
 	if flags&FlagInfo != 0 {
 		b := body[at:]

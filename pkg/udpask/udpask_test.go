@@ -38,10 +38,13 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	if n, err := k.OpenAck(k.SealAck(a.Nonce)); err != nil || n != a.Nonce {
 		t.Errorf("ack: %v, %v", n, err)
 	}
-	r := Reply{Nonce: a.Nonce, RTTs: []time.Duration{12345 * time.Microsecond, -1}}
+	r := Reply{Nonce: a.Nonce, RTTs: []time.Duration{12345 * time.Microsecond, -1}, Recv: []Learnt{{Bps: 48.25e6, AgeSec: 42}}}
 	gotR, err := k.OpenReply(k.SealReply(r))
 	if err != nil || gotR.Nonce != a.Nonce || len(gotR.RTTs) != 2 || gotR.RTTs[0] != r.RTTs[0] || gotR.RTTs[1] >= 0 || gotR.Info != nil {
 		t.Errorf("reply came back as %+v (%v), want %+v", gotR, err, r)
+	}
+	if want := []Learnt{{Bps: 48.25e6, AgeSec: 42}, {}}; len(gotR.Recv) != 2 || gotR.Recv[0] != want[0] || gotR.Recv[1] != want[1] {
+		t.Errorf("learnt rates came back as %+v, want %+v", gotR.Recv, want)
 	}
 	// With the relay's windows, for an ask of them that names no target.
 	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5,
@@ -246,7 +249,7 @@ func TestClientSplitsAndReassembles(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no acknowledgement")
 	}
-	rtts, _, err := p.Wait(ctx)
+	rtts, _, _, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,158 @@
+package learnt
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/tunnel"
+)
+
+// A relay also learns what a destination's path to it carries, from the
+// tunnels whose data it receives from the destination (a download's last
+// segment): no relay sends on that segment, so Rates cannot, and a loss on
+// the destination's sends (which only the destination's host could count)
+// would otherwise stay unknown to every plan. While a tunnel runs, each
+// rateSampleEvery the relay reads the receiving socket and the socket it
+// forwards on; an interval counts when data arrived and the relay
+// forwarded it all as it came (the onward socket's latest rate sample is
+// app-limited: it had less to send than its window allowed, so neither
+// this relay nor anything after it held the destination back). The
+// tunnel's rate from that host is the best it kept over rateRunSamples
+// such intervals in a row (the least of the run), and Received keeps per
+// host the best of its tunnels' in rateWindow, as Rates does for sends.
+//
+// What it cannot tell apart is a destination that had less to send (a
+// stream at its own bitrate): that rate reads as the path's. Only tunnels
+// that received recvMinTunnelBytes count, and the best of the window
+// stands, so one bulk transfer outweighs streams.
+const recvMinTunnelBytes = 1 << 20
+
+// Inflow is one watched tunnel's socket from its destination, and the
+// socket the relay forwards on.
+type Inflow struct {
+	from, onward net.Conn
+	host         netip.Addr
+	prevRecv     uint64
+	prevAt       time.Time
+	// run holds the current run's last rates, bits/s; bestBps is the best
+	// kept so far (0 = none yet).
+	run     []float64
+	bestBps float64
+}
+
+// Received is the per-host record of rates received, and the watcher of
+// the sockets that teach them. The zero value is ready; Run samples.
+type Received struct {
+	mu    sync.Mutex
+	live  map[*Inflow]struct{}
+	hosts series[netip.Addr, float64]
+}
+
+// Watch starts sampling from (a tunnel's socket to the host it receives
+// from) and onward (the socket it forwards that data on); nil when either
+// is not TCP or rateWatchedMax are watched already.
+func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
+	host, ok := HostOf(from)
+	if !ok {
+		return nil
+	}
+	st := tunnel.Stats(from)
+	if !st.Valid || !tunnel.Stats(onward).Valid {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live == nil {
+		r.live = map[*Inflow]struct{}{}
+	}
+	if len(r.live) >= rateWatchedMax {
+		return nil
+	}
+	w := &Inflow{from: from, onward: onward, host: host, prevRecv: st.ReceivedBytes, prevAt: now}
+	r.live[w] = struct{}{}
+	return w
+}
+
+// Sample reads every watched pair of sockets once; Run calls it each
+// interval.
+func (r *Received) Sample(now time.Time) {
+	r.mu.Lock()
+	ws := make([]*Inflow, 0, len(r.live))
+	for w := range r.live {
+		ws = append(ws, w)
+	}
+	r.mu.Unlock()
+	for _, w := range ws {
+		from, onward := tunnel.Stats(w.from), tunnel.Stats(w.onward) // outside the lock
+		r.mu.Lock()
+		if _, ok := r.live[w]; ok {
+			w.add(from, onward, now)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// add takes one reading of the receiving and the onward socket: an
+// interval that qualifies extends the run, any other ends it.
+func (w *Inflow) add(from, onward tunnel.SocketStats, now time.Time) {
+	prevRecv, dtMs := w.prevRecv, float64(now.Sub(w.prevAt).Milliseconds())
+	w.prevRecv, w.prevAt = from.ReceivedBytes, now
+	if !from.Valid || !onward.Valid || dtMs <= 0 || from.ReceivedBytes <= prevRecv || !onward.AppLimited {
+		w.run = w.run[:0]
+		return
+	}
+	w.run = append(w.run, float64(from.ReceivedBytes-prevRecv)*8*1000/dtMs)
+	if len(w.run) > rateRunSamples {
+		w.run = w.run[1:]
+	}
+	if len(w.run) == rateRunSamples {
+		w.bestBps = max(w.bestBps, min(w.run[0], w.run[1], w.run[2]))
+	}
+}
+
+// Done stops watching w and records its tunnel's rate, if any, when the
+// tunnel received enough to count.
+func (r *Received) Done(w *Inflow, now time.Time) {
+	if w == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.live, w)
+	if w.bestBps <= 0 || w.prevRecv < recvMinTunnelBytes {
+		return
+	}
+	r.hosts.add(w.host, now, w.bestBps, rateWindow, rateSamplesPerHost, rateHostsKept)
+}
+
+// Learnt is the best rate received from host in the window before now,
+// bits/s, and how long ago the newest tunnel that taught one ended; ok
+// false when none did.
+func (r *Received) Learnt(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hosts.each(host.Unmap(), now, rateWindow, func(a time.Duration, v float64) {
+		if !ok || a < age {
+			age = a
+		}
+		bps, ok = max(bps, v), true
+	})
+	return bps, age, ok
+}
+
+// Run samples until ctx ends.
+func (r *Received) Run(ctx context.Context) {
+	t := time.NewTicker(rateSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.Sample(now)
+		}
+	}
+}
