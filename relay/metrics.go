@@ -144,7 +144,7 @@ func newMetrics() *metrics {
 		}, []string{"side", "direction"}),
 		udpDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_udp_drops_total",
-			Help: "UDP datagrams dropped, by side and reason: stranger (not from the association's client), fragmented (FRAG not 0), malformed, queue_full (over limits.udp_buffer_bytes), denied (destination policy), resolve (name not resolved), unsolicited (from an address the association never sent to), send_error.",
+			Help: "UDP datagrams dropped, by side and reason: stranger (not from the association's client), fragmented (FRAG not 0), malformed, queue_full (over limits.udp_buffer_bytes), denied (destination policy; at the entry also a REJECT rule), resolve (name not resolved), unsolicited (from an address the association never sent to), send_error.",
 		}, []string{"side", "reason"}),
 		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relaymesh_probe_set_size",
@@ -290,7 +290,7 @@ func (m *metrics) initSeries() {
 		m.udpClosed.WithLabelValues(sideEntry, reason)
 	}
 	m.udpClosed.WithLabelValues(sideExit, endLinkClosed)
-	for _, reason := range []string{"stranger", "fragmented", "malformed", "queue_full", "send_error"} {
+	for _, reason := range []string{"stranger", "fragmented", "malformed", "denied", "queue_full", "send_error"} {
 		m.udpDrops.WithLabelValues(sideEntry, reason)
 	}
 	for _, reason := range []string{"denied", "resolve", "unsolicited", "queue_full", "send_error"} {

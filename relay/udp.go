@@ -126,6 +126,13 @@ func (a *udpEntry) fromClient() {
 			continue
 		}
 		d := route.Datagram{Host: dst.Host, IP: dst.IP, Port: dst.Port, Payload: payload}
+		// What this relay refuses itself is refused here, chained or
+		// not, as for a connection: a denied port or literal address,
+		// a REJECT rule. The exit checks the rest, resolved.
+		if err := a.s.refusedHere(d.Addr()); err != nil {
+			a.denied(sideEntry, d.Addr(), err)
+			continue
+		}
 		if !started {
 			started = true
 			first := d.Addr()

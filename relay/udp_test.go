@@ -1,15 +1,20 @@
 package relay
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/route"
+	"github.com/relaymesh/relaymesh/pkg/rules"
 	"github.com/relaymesh/relaymesh/pkg/socks5"
 )
 
@@ -144,55 +149,11 @@ func TestAssociateChain(t *testing.T) {
 // naming its source; the control connection's close ends it, and nothing
 // is left running.
 func TestUDPAssociateDirect(t *testing.T) {
-	cfg := Defaults()
-	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
-	cfg.Policy.AllowPrivate = true
-	s, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(time.Second)
-	echo, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := echo.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = echo.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
-	ctrl, err := net.Dial("tcp", s.SOCKSAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrl.Close()
-	_ = ctrl.SetDeadline(time.Now().Add(5 * time.Second))
-	_, _ = ctrl.Write(socks5.MarshalGreeting(socks5.MethodNoAuth))
-	if _, err := socks5.ReadMethodChoice(ctrl); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = ctrl.Write(socks5.MarshalRequest(socks5.CmdUDPAssociate, socks5.Addr{IP: netip.IPv4Unspecified()}))
-	rep, bound, err := socks5.ReadReply(ctrl)
-	if err != nil || rep != socks5.ReplySucceeded || bound.IP != netip.MustParseAddr("127.0.0.1") || bound.Port == 0 {
-		t.Fatalf("reply %v bound %v: %v", rep, bound, err)
-	}
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	s, ctrl, c, relayUDP := startUDPAssociation(t, nil)
+	echo, got := startUDPEchoServer(t)
 	dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
 	msg := append(socks5.AppendUDPHeader(nil, socks5.Addr{IP: dst.Addr(), Port: dst.Port()}), "ping"...)
-	if _, err := c.WriteToUDPAddrPort(msg, netip.AddrPortFrom(bound.IP, bound.Port)); err != nil {
+	if _, err := c.WriteToUDPAddrPort(msg, relayUDP); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -202,7 +163,7 @@ func TestUDPAssociateDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	src, payload, err := socks5.ParseUDPDatagram(buf[:n])
-	if err != nil || string(payload) != "ping" || src.IP != dst.Addr() || src.Port != dst.Port() {
+	if err != nil || string(payload) != "ping" || src.IP != dst.Addr() || src.Port != dst.Port() || got.Load() != 1 {
 		t.Fatalf("answer %q from %v: %v", payload, src, err)
 	}
 	ctrl.Close()
@@ -217,4 +178,108 @@ func TestUDPAssociateDirect(t *testing.T) {
 			t.Fatal("the association outlived its control connection by 2 s")
 		}
 	}
+}
+
+// A REJECT rule refuses a datagram at the entry, as it refuses a
+// connection there: it never leaves the relay, and the association goes
+// on carrying the others.
+func TestUDPRejectRule(t *testing.T) {
+	refused, refusedGot := startUDPEchoServer(t)
+	allowed, allowedGot := startUDPEchoServer(t)
+	rp := refused.LocalAddr().(*net.UDPAddr).AddrPort()
+	set, err := rules.Parse(strings.NewReader(fmt.Sprintf("DST-PORT,%d,REJECT\nMATCH,DIRECT\n", rp.Port())), "rules.txt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, c, relayUDP := startUDPAssociation(t, func(s *Server) {
+		direct, err := s.Chain(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetRouter(rules.NewRouter(rules.RouterConfig{Rules: set, Plan: staticRouter{direct}, Direct: direct}))
+	})
+	for _, dst := range []netip.AddrPort{rp, allowed.LocalAddr().(*net.UDPAddr).AddrPort()} {
+		msg := append(socks5.AppendUDPHeader(nil, socks5.Addr{IP: dst.Addr(), Port: dst.Port()}), "x"...)
+		if _, err := c.WriteToUDPAddrPort(msg, relayUDP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c.ReadFromUDPAddrPort(make([]byte, 2048)); err != nil {
+		t.Fatalf("the datagram no rule refuses: %v", err)
+	}
+	if refusedGot.Load() != 0 || allowedGot.Load() != 1 {
+		t.Fatalf("the rejected destination received %d datagrams, the other %d; want 0 and 1", refusedGot.Load(), allowedGot.Load())
+	}
+}
+
+type staticRouter struct{ ch *chain.Chain }
+
+func (r staticRouter) Route(context.Context, string) (*chain.Chain, error) { return r.ch, nil }
+
+// startUDPEchoServer answers every datagram on loopback with itself, and
+// counts them.
+func startUDPEchoServer(t *testing.T) (*net.UDPConn, *atomic.Int64) {
+	t.Helper()
+	echo, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	var got atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := echo.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			got.Add(1)
+			_, _ = echo.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	return echo, &got
+}
+
+// startUDPAssociation starts a relay on loopback (setup, when not nil,
+// before it starts) and opens an association on it: its control
+// connection, the client's UDP socket and the relay's.
+func startUDPAssociation(t *testing.T, setup func(*Server)) (*Server, net.Conn, *net.UDPConn, netip.AddrPort) {
+	t.Helper()
+	cfg := Defaults()
+	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
+	cfg.Policy.AllowPrivate = true
+	s, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(time.Second) })
+	ctrl, err := net.Dial("tcp", s.SOCKSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ctrl.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = ctrl.Write(socks5.MarshalGreeting(socks5.MethodNoAuth))
+	if _, err := socks5.ReadMethodChoice(ctrl); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = ctrl.Write(socks5.MarshalRequest(socks5.CmdUDPAssociate, socks5.Addr{IP: netip.IPv4Unspecified()}))
+	rep, bound, err := socks5.ReadReply(ctrl)
+	if err != nil || rep != socks5.ReplySucceeded || bound.IP != netip.MustParseAddr("127.0.0.1") || bound.Port == 0 {
+		t.Fatalf("reply %v bound %v: %v", rep, bound, err)
+	}
+	_ = ctrl.SetDeadline(time.Time{})
+	t.Cleanup(func() { ctrl.Close() })
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, ctrl, c, netip.AddrPortFrom(bound.IP, bound.Port)
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"io"
 	"net/netip"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
@@ -147,6 +149,23 @@ func (a *association) watchIdle(timeout time.Duration) {
 // drop counts a datagram dropped for reason.
 func (a *association) drop(side, reason string) {
 	a.s.metrics.udpDrops.WithLabelValues(side, reason).Inc()
+}
+
+// denied drops a datagram to dst that err (a *chain.DeniedError, or one
+// wrapping it) refuses: counted by its rule, logged at most once a second
+// (a client decides how often this runs), with the relay's hop 0.
+func (a *association) denied(side, dst string, err error, fields ...zap.Field) {
+	a.drop(side, "denied")
+	rule := "denied"
+	var de *chain.DeniedError
+	if errors.As(err, &de) {
+		rule = de.Reason
+	}
+	a.s.metrics.denials.WithLabelValues(rule).Inc()
+	if n, ok := a.s.refusals.allow("udp_denied"); ok {
+		a.log.Warn("udp destination denied", append(fields, zap.String("side", side), zap.String("dst", dst),
+			zap.String("rule", rule), zap.Int("hop", 0), zap.Int("not_logged_since_last", n))...)
+	}
 }
 
 // passed counts a datagram of n payload bytes carried in direction (up:

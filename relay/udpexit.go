@@ -83,17 +83,7 @@ func (e *udpExit) send(d *route.Datagram) {
 		err = pol.Check(ip)
 	}
 	if err != nil {
-		a.drop(sideExit, "denied")
-		var de *chain.DeniedError
-		rule := "denied"
-		if errors.As(err, &de) {
-			rule = de.Reason
-		}
-		a.s.metrics.denials.WithLabelValues(rule).Inc()
-		if n, ok := a.s.refusals.allow("udp_denied"); ok {
-			a.log.Warn("udp destination denied", zap.String("dst", d.Addr()), zap.String("ip", ip.String()),
-				zap.String("rule", rule), zap.Int("hop", 0), zap.Int("not_logged_since_last", n))
-		}
+		a.denied(sideExit, d.Addr(), err, zap.String("ip", ip.String()))
 		return
 	}
 	to := netip.AddrPortFrom(ip.Unmap(), d.Port)
