@@ -322,13 +322,31 @@ func TestRulesSameAnswerEverywhere(t *testing.T) {
 }
 
 // TestConnectRulesCurl: curl through relayctl connect --rules, as a user
-// would: a DIRECT rule reaches a local server without a relay, a CHAIN
-// rule through a real relayd, REJECT is refused on SOCKS5 (reply 0x02,
-// which curl reports) and on the HTTP proxy (403), and the refused site
-// is never reached.
+// would, routing each destination by its plan and with --dst (every
+// destination through one plan): a DIRECT rule reaches a local server
+// without a relay, a CHAIN rule through a real relayd, REJECT is refused
+// on SOCKS5 (reply 0x02, which curl reports) and on the HTTP proxy (403),
+// and the refused site is never reached.
 func TestConnectRulesCurl(t *testing.T) {
 	curl := requireCmd(t, "curl")
 	lab := startRulesLab(t)
+	t.Run("each destination by its plan", func(t *testing.T) {
+		curlThroughRules(t, curl, lab, lab.socks, lab.http, lab.connectLog)
+	})
+	t.Run("--dst", func(t *testing.T) {
+		planDst := lab.planSite.ln.Addr().String()
+		socks, httpAddr := freeAddr(t), freeAddr(t)
+		log := &syncBuf{}
+		stop := startRulesConnect(t, exec.Command(relayctlBin, "connect", "--fleet", lab.fleet, "--fleet-secret-file", lab.secret,
+			"--socks", socks, "--http", httpAddr, "--rules", lab.rules, "--dst", planDst, "--log-level", "debug"), "-> "+planDst, log)
+		defer stop()
+		curlThroughRules(t, curl, lab, socks, httpAddr, log)
+	})
+}
+
+// curlThroughRules runs curl through a relayctl connect --rules with the
+// lab's rules, at socks and httpAddr, whose output is log.
+func curlThroughRules(t *testing.T, curl string, lab *rulesLab, socks, httpAddr string, log *syncBuf) {
 	sitePort := strconv.Itoa(lab.site.ln.Addr().(*net.TCPAddr).Port)
 	run := func(args ...string) (string, int) {
 		out, err := exec.Command(curl, append([]string{"-sS", "--noproxy", "", "--max-time", "20"}, args...)...).CombinedOutput()
@@ -340,38 +358,41 @@ func TestConnectRulesCurl(t *testing.T) {
 		}
 		return string(out), code
 	}
-	before := lab.site.conn.get()
-	if out, code := run("-x", "socks5h://"+lab.socks, "http://127.0.0.1:"+sitePort+"/"); code != 0 || !strings.Contains(out, lab.token) {
+	viaR2 := func(dst string) int { return strings.Count(lab.r2.logs(), `"dst":"`+dst+`"`) }
+	before, chained := lab.site.conn.get(), viaR2("localhost:"+sitePort)
+	if out, code := run("-x", "socks5h://"+socks, "http://127.0.0.1:"+sitePort+"/"); code != 0 || !strings.Contains(out, lab.token) {
 		t.Fatalf("DIRECT: curl exit %d:\n%s", code, out)
 	}
-	if strings.Contains(lab.r2.logs(), `"dst":"127.0.0.1:`+sitePort+`"`) {
-		t.Fatalf("DIRECT went through r2")
-	}
-	if out, code := run("-x", "socks5h://"+lab.socks, "http://localhost:"+sitePort+"/"); code != 0 || !strings.Contains(out, lab.token) {
+	if out, code := run("-x", "socks5h://"+socks, "http://localhost:"+sitePort+"/"); code != 0 || !strings.Contains(out, lab.token) {
 		t.Fatalf("CHAIN:r2: curl exit %d:\n%s", code, out)
 	}
-	if !within(func() bool { return strings.Contains(lab.r2.logs(), `"dst":"localhost:`+sitePort+`"`) }) {
+	if !within(func() bool { return viaR2("localhost:"+sitePort) > chained }) {
 		t.Fatalf("CHAIN:r2 did not go through r2:\n%s", lastLines(lab.r2.logs(), 20))
 	}
 	if n := lab.site.conn.get() - before; n != 2 {
 		t.Fatalf("the site saw %d connections, want 2", n)
 	}
-	out, code := run("-x", "socks5h://"+lab.socks, "http://ads.blocked.test:"+sitePort+"/")
+	out, code := run("-x", "socks5h://"+socks, "http://ads.blocked.test:"+sitePort+"/")
 	if code == 0 || !strings.Contains(out, "(2)") {
 		t.Errorf("REJECT over SOCKS5: curl exit %d, want a failure naming reply 2 (not allowed):\n%s", code, out)
 	}
-	out, code = run("-o", "/dev/null", "-w", "%{http_code}", "-x", "http://"+lab.http, "http://ads.blocked.test:"+sitePort+"/")
+	out, code = run("-o", "/dev/null", "-w", "%{http_code}", "-x", "http://"+httpAddr, "http://ads.blocked.test:"+sitePort+"/")
 	if out != "403" {
 		t.Errorf("REJECT over the HTTP proxy: curl exit %d, status %q, want 403", code, out)
 	}
-	out, code = run("-o", "/dev/null", "-w", "%{http_connect}", "-p", "-x", "http://"+lab.http, "https://tracker.example/")
+	out, code = run("-o", "/dev/null", "-w", "%{http_connect}", "-p", "-x", "http://"+httpAddr, "https://tracker.example/")
 	if code == 0 || !strings.Contains(out, "403") {
 		t.Errorf("REJECT over an HTTP CONNECT: curl exit %d, %q, want 403", code, out)
 	}
 	if n := lab.site.conn.get() - before; n != 2 {
 		t.Fatalf("the site saw %d connections after the refusals, want 2", n)
 	}
-	if !within(func() bool { return strings.Contains(lab.connectLog.String(), "destination rejected by rule") }) {
-		t.Errorf("connect did not log its rejections:\n%s", lastLines(lab.connectLog.String(), 20))
+	if !within(func() bool { return strings.Contains(log.String(), "destination rejected by rule") }) {
+		t.Errorf("connect did not log its rejections:\n%s", lastLines(log.String(), 20))
+	}
+	// r2 logs a tunnel when it closes; the DIRECT one closed with its
+	// site, before the requests since.
+	if viaR2("127.0.0.1:"+sitePort) != 0 {
+		t.Errorf("DIRECT went through r2")
 	}
 }
