@@ -540,3 +540,57 @@ func waitMetric(t *testing.T, r *relayd, name string, want float64, within time.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestUDPThroughConnect: relayctl connect answers UDP ASSOCIATE on its
+// SOCKS5 listener and routes an association by its rule file, as it
+// routes a connection: PySocks' datagrams to 127.0.0.1 go DIRECT (connect
+// is the exit), to localhost through the relay CHAIN:r2 names (r2 is the
+// exit); a datagram to a name a REJECT rule refuses never leaves connect,
+// and the association goes on.
+func TestUDPThroughConnect(t *testing.T) {
+	py := python(t, "socks")
+	script := writeScript(t, "udp_echo.py", pyUDPEcho)
+	echo := startUDPEcho(t, "[::]:0")
+	lab := startRulesLab(t)
+	exitUp := `relaymesh_udp_datagrams_total{direction="up",side="exit"}`
+	// r2's admin API wants the lab's token.
+	metricValue := func(t *testing.T, r *relayd, name string) float64 {
+		t.Helper()
+		for _, line := range strings.Split(adminGet(t, r, "/metrics", "e2e-token-0123456789"), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %q", name, line)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no %s in /metrics", name)
+		return 0
+	}
+
+	pyEcho(t, py, script, lab.socks, "127.0.0.1", echo.addr().Port(), 6)
+	if v := metricValue(t, lab.r2, exitUp); v != 0 {
+		t.Fatalf("DIRECT: r2 sent %v datagrams, want none", v)
+	}
+	pyEcho(t, py, script, lab.socks, "localhost", echo.addr().Port(), 6)
+	if v := metricValue(t, lab.r2, exitUp); v != 6 {
+		t.Fatalf("CHAIN:r2: r2 sent %v datagrams, want 6", v)
+	}
+
+	c := associate(t, lab.socks)
+	here := socks5.Addr{Host: "localhost", Port: echo.addr().Port()}
+	c.send(t, here, []byte("first"))
+	c.recv(t, 5*time.Second)
+	c.send(t, socks5.Addr{Host: "ads.blocked.test", Port: echo.addr().Port()}, []byte("rejected"))
+	c.send(t, here, []byte("after"))
+	if _, got := c.recv(t, 5*time.Second); string(got) != "after" {
+		t.Fatalf("after the rejected datagram: %q", got)
+	}
+	if v := metricValue(t, lab.r2, exitUp); v != 8 {
+		t.Fatalf("r2 sent %v datagrams, want 8: the rejected one reached it", v)
+	}
+	if v := metricValue(t, lab.r2, `relaymesh_udp_drops_total{reason="resolve",side="exit"}`); v != 0 {
+		t.Fatalf("r2 tried to resolve %v names: the rejected one reached it", v)
+	}
+}
