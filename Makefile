@@ -13,7 +13,8 @@ FUZZTIME ?= 200000x
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
 	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
-	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram
+	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram \
+	./pkg/rules:FuzzParse
 
 .PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask bench-sim-udp-loss bench-rules
 
