@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,27 @@ func (p *preflight) loadRules(cfg *Config) {
 	}
 	p.warnings = append(p.warnings, prefixed("planning.rules: ", set.Warnings)...)
 	cfg.Planning.set = set
+}
+
+// unknownChainRelays warns of each relay a CHAIN rule of planning.rules
+// names that the fleet file does not list with a relay listener: tunnels
+// by its rules fail until it does. (A Consul registry, not read by an
+// offline check, is not asked.)
+func unknownChainRelays(cfg Config, reg registry.Store) []string {
+	if cfg.Planning.set == nil || cfg.Fleet == "" {
+		return nil
+	}
+	known, err := reg.Relays(context.Background())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range cfg.Planning.set.Relays() {
+		if !slices.ContainsFunc(known, func(r registry.Relay) bool { return r.Name == name && r.Relay != "" }) {
+			out = append(out, fmt.Sprintf("planning.rules: CHAIN relay %s is not in the fleet file %s with a relay listener: tunnels by its rules fail until it is", name, cfg.Fleet))
+		}
+	}
+	return out
 }
 
 // add records err (each of a joined error apart) and reports whether it
@@ -355,8 +377,11 @@ func Check(cfg Config, online bool) (warnings []string, err error) {
 	// which may be the one running on this host.
 	if reg, err := p.checkRegistry(cfg, log); err != nil {
 		errs = append(errs, err)
-	} else if reg != nil && online {
-		errs = append(errs, checkRegistryOnline(cfg, reg, p.relayPol, log)...)
+	} else if reg != nil {
+		p.warnings = append(p.warnings, unknownChainRelays(cfg, reg)...)
+		if online {
+			errs = append(errs, checkRegistryOnline(cfg, reg, p.relayPol, log)...)
+		}
 	}
 	warnings = p.warnings
 	for _, e := range logged.All() {

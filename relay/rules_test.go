@@ -59,6 +59,16 @@ func TestCheckNamesBadRuleLines(t *testing.T) {
 	}
 }
 
+// relayd check warns of a relay a CHAIN rule names that the fleet file
+// does not list: its tunnels would fail.
+func TestCheckWarnsOfUnknownChainRelays(t *testing.T) {
+	cfg := planConfig(t, "DOMAIN-SUFFIX,example.jp,CHAIN:r1,ghost\nMATCH,PLAN\n")
+	w, err := Check(cfg, false)
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], "planning.rules: CHAIN relay ghost is not in the fleet file "+cfg.Fleet) {
+		t.Fatalf("warnings %q, error %v", w, err)
+	}
+}
+
 // planning.rules is routing: plan's: set with static routing it is an
 // error, not silently ignored; so is a GeoIP database without rules.
 func TestRulesNeedRoutingPlan(t *testing.T) {
