@@ -21,7 +21,7 @@ import (
 // learnt from tunnels.
 func TestLabConnectLearnsUpload(t *testing.T) {
 	labBins(t)
-	topo := labTopology(t, `name: e2e-connect-learns
+	topo := labTopology(t, `name: connect-learns
 defaults: {sysctl: {net.ipv4.tcp_congestion_control: cubic}}
 nodes:
   client: {}
