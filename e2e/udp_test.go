@@ -594,3 +594,24 @@ func TestUDPThroughConnect(t *testing.T) {
 		t.Fatalf("r2 tried to resolve %v names: the rejected one reached it", v)
 	}
 }
+
+// TestUDPIdentityChain: on a fleet of identities from an operator CA (no
+// fleet secret anywhere), an association's header names each relay and
+// is keyed by its link, as a tunnel's is: PySocks' datagrams cross three
+// relays and come back intact, the last relay their exit.
+func TestUDPIdentityChain(t *testing.T) {
+	py := python(t, "socks")
+	script := writeScript(t, "udp_echo.py", pyUDPEcho)
+	echo := startUDPEcho(t, "127.0.0.1:0")
+	ca := newOpCA(t)
+	c := ca.identityRelay("c")
+	b := ca.identityRelay("b")
+	a := ca.identityRelay("a", "--next", namedHop("b", b.relayAddr), "--next", namedHop("c", c.relayAddr))
+	pyEcho(t, py, script, a.socks, "127.0.0.1", echo.addr().Port(), 12)
+	if v := metricValue(t, c.relayd, `relaymesh_udp_datagrams_total{direction="up",side="exit"}`); v != 12 {
+		t.Fatalf("the last relay sent %v datagrams, want 12", v)
+	}
+	if v := metricValue(t, b.relayd, `relaymesh_udp_associations_opened_total{side="exit"}`); v != 0 {
+		t.Fatalf("the middle relay was an exit %v times", v)
+	}
+}
