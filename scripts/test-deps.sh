@@ -36,3 +36,7 @@ if command -v systemctl >/dev/null && systemctl is-active --quiet danted 2>/dev/
 if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
   systemctl disable --now prometheus 2>/dev/null || true
 fi
+# Without systemd (a container), an init script may have started it.
+if pgrep -x prometheus >/dev/null 2>&1; then
+  /etc/init.d/prometheus stop >/dev/null 2>&1 || pkill -x prometheus || true
+fi
