@@ -32,13 +32,22 @@ import (
 // own, and the interval counts. A
 // tunnel's rate to its peer is the best it sustained over rateRunSamples
 // such intervals in a row (the least of the run, so one fast interval
-// counts for nothing, and slow start's intervals do not pull it down).
+// counts for nothing, and slow start's intervals do not pull it down),
+// and steady: the run's fastest interval at most rateSteadyRatio × its
+// slowest. A bottleneck's capacity holds a sender's rate steady; what
+// swings from one interval to the next (a loss-based sender's sawtooth,
+// a sender the next relay's window holds now and then) is the sender's
+// own dynamics, and the least of such a run is below what the path
+// carries.
 // The planner takes it as a bound on what that sender puts on that path:
 // declared capacities need an operator; this needs only traffic.
 const (
 	rateSampleEvery = 500 * time.Millisecond
 	// rateRunSamples in a row make a sustained rate: 1.5 s.
 	rateRunSamples = 3
+	// rateSteadyRatio: a run whose fastest interval is faster than this
+	// × its slowest is not the path's steady rate.
+	rateSteadyRatio = 1.25
 	// rateBusyShare of an interval the socket must have had data in
 	// flight, and at most rateHeldShare held by a window or a buffer.
 	rateBusyShare = 0.9
@@ -167,7 +176,9 @@ func (w *Socket) add(st tunnel.SocketStats, now time.Time) {
 		w.run = w.run[1:]
 	}
 	if len(w.run) == rateRunSamples {
-		w.bestBps = max(w.bestBps, min(w.run[0], w.run[1], w.run[2]))
+		if least := min(w.run[0], w.run[1], w.run[2]); max(w.run[0], w.run[1], w.run[2]) <= rateSteadyRatio*least {
+			w.bestBps = max(w.bestBps, least)
+		}
 	}
 }
 
