@@ -23,10 +23,12 @@ import (
 // Segment.LossSource. A guess, never a measurement.
 const LossFromPrior = "prior"
 
-// LossPriorMinSegments is how many segments' measured loss a prior needs.
-// One segment's loss is that link's own (a fleet with one bad link), and
-// would price every unmeasured segment of the fleet by it; two is the
-// least evidence that says something of more than one link.
+// LossPriorMinSegments is how many segments measured to lose packets a
+// prior needs. One lossy segment's loss is that link's own (a fleet with
+// one bad link), however many clean segments were measured beside it (a
+// client's clean segment to its relay says nothing of the links beyond),
+// and would price every unmeasured segment of the fleet by it; two is the
+// least evidence that loss is not one link's.
 const LossPriorMinSegments = 2
 
 // LossPrior is what the fleet's measured loss says of a segment nobody
@@ -36,7 +38,7 @@ type LossPrior struct {
 	// PerRTTMs is the measured segments' loss per millisecond of RTT:
 	// Σ loss / Σ RTT, each segment's RTT weighing its evidence (a
 	// fraction per ms). 0 = no prior: fewer than LossPriorMinSegments
-	// segments measured, or none of them lost a packet.
+	// of the segments measured lost packets.
 	PerRTTMs float64 `json:"loss_per_rtt_ms"`
 	// MaxLoss is the highest loss measured on any of them, a fraction: no
 	// unmeasured segment is priced worse than the worst the fleet has seen.
@@ -66,7 +68,7 @@ func lossPriorOf(pairs []Pair, maxAgeSec float64, useStale bool) LossPrior {
 		lp.MaxLoss = max(lp.MaxLoss, p.Loss)
 	}
 	lp.Segments = len(losses)
-	if lp.Segments >= LossPriorMinSegments && lp.Lossy > 0 {
+	if lp.Lossy >= LossPriorMinSegments {
 		lp.PerRTTMs = sortedSum(losses) / sortedSum(rttsMs)
 	}
 	return lp
@@ -121,13 +123,13 @@ func (lp LossPrior) note() string {
 		return fmt.Sprintf("loss prior: a segment whose loss nobody measured gets %s per ms of its RTT (at most %s), the loss of the %d segment%s the fleet measured (%d lossy) over their RTT; it is a guess, marked prior, and traffic or relayctl bench replaces it",
 			fmtLossPerMs(lp.PerRTTMs), fmtPct(lp.MaxLoss), lp.Segments, plural(lp.Segments), lp.Lossy)
 	case lp.Segments == 0:
-		return "no loss measured anywhere in the fleet: a segment whose loss the probes alone saw keeps it unknown, and a plan over it is a bound"
+		return "no loss measured anywhere in the fleet: a segment whose loss only the probes saw has nothing better (they miss random loss), and a plan over it is a bound"
 	case lp.Lossy == 0:
-		return fmt.Sprintf("no loss prior: the %d segment%s whose loss was measured lost nothing: a segment whose loss the probes alone saw keeps it unknown, and a plan over it is a bound",
+		return fmt.Sprintf("no loss prior: the %d segment%s whose loss was measured lost nothing: a segment whose loss only the probes saw has nothing better (they miss random loss), and a plan over it is a bound",
 			lp.Segments, plural(lp.Segments))
 	}
-	return fmt.Sprintf("no loss prior: only %d segment%s measured (a prior needs %d: one link's loss is its own): a segment whose loss the probes alone saw keeps it unknown, and a plan over it is a bound",
-		lp.Segments, plural(lp.Segments), LossPriorMinSegments)
+	return fmt.Sprintf("no loss prior: %d of the %d segment%s measured lost packets (a prior needs %d: one link's loss is its own): a segment whose loss only the probes saw has nothing better (they miss random loss), and a plan over it is a bound",
+		lp.Lossy, lp.Segments, plural(lp.Segments), LossPriorMinSegments)
 }
 
 // fmtLossPerMs formats a loss per ms of RTT: "0.025% per ms".

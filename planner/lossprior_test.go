@@ -91,7 +91,11 @@ func TestLossPriorNeedsEvidence(t *testing.T) {
 		note string
 	}{
 		{"one lossy segment", func(m *Matrix) { m.Pairs[3].Loss, m.Pairs[3].ALossSource, m.Pairs[3].BLossSource = 0, "", "" },
-			"no loss prior: only 1 segment measured (a prior needs 2"},
+			"no loss prior: 1 of the 1 segment measured lost packets (a prior needs 2"},
+		// A clean segment measured beside it (a client's segment to its
+		// relay) says nothing of the links beyond.
+		{"one lossy segment beside a clean one", func(m *Matrix) { m.Pairs[3].Loss = 0 },
+			"no loss prior: 1 of the 2 segments measured lost packets (a prior needs 2"},
 		{"measured clean", func(m *Matrix) { m.Pairs[2].Loss, m.Pairs[3].Loss = 0, 0 },
 			"no loss prior: the 2 segments whose loss was measured lost nothing"},
 		{"nothing measured", func(m *Matrix) {
