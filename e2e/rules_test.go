@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -92,47 +91,9 @@ func startRulesLab(t *testing.T) *rulesLab {
 	cmd := exec.Command(relayctlBin, "connect", "--fleet", lab.fleet, "--fleet-secret-file", lab.secret,
 		"--socks", lab.socks, "--http", lab.http, "--rules", lab.rules, "--log-level", "debug")
 	lab.connectLog = &syncBuf{}
-	stop := startRulesConnect(t, cmd, "each destination", lab.connectLog)
+	stop := startConnectLogged(t, cmd, lab.connectLog, "each destination")
 	t.Cleanup(stop)
 	return lab
-}
-
-// startRulesConnect is startConnect keeping connect's output in log:
-// it waits for connect's start line to contain want.
-func startRulesConnect(t *testing.T, cmd *exec.Cmd, want string, log *syncBuf) func() {
-	t.Helper()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(log.String(), "relayctl connect: SOCKS5 on") {
-		select {
-		case <-exited:
-			t.Fatalf("relayctl connect exited:\n%s", log.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatalf("relayctl connect did not start in 60 s:\n%s", log.String())
-		}
-	}
-	if !strings.Contains(log.String(), want) {
-		stop()
-		t.Fatalf("relayctl connect does not route %s:\n%s", want, log.String())
-	}
-	return stop
 }
 
 // rulesCONNECT asks the HTTP proxy for a CONNECT tunnel to dst and, once
@@ -337,8 +298,8 @@ func TestConnectRulesCurl(t *testing.T) {
 		planDst := lab.planSite.ln.Addr().String()
 		socks, httpAddr := freeAddr(t), freeAddr(t)
 		log := &syncBuf{}
-		stop := startRulesConnect(t, exec.Command(relayctlBin, "connect", "--fleet", lab.fleet, "--fleet-secret-file", lab.secret,
-			"--socks", socks, "--http", httpAddr, "--rules", lab.rules, "--dst", planDst, "--log-level", "debug"), "-> "+planDst, log)
+		stop := startConnectLogged(t, exec.Command(relayctlBin, "connect", "--fleet", lab.fleet, "--fleet-secret-file", lab.secret,
+			"--socks", socks, "--http", httpAddr, "--rules", lab.rules, "--dst", planDst, "--log-level", "debug"), log, "-> "+planDst)
 		defer stop()
 		curlThroughRules(t, curl, lab, socks, httpAddr, log)
 	})

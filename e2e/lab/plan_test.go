@@ -546,30 +546,10 @@ relayctl bench --dst server:8000 --transfers down --duration 5s --history "$OUT/
 //     one bench's figure swings more than that).
 func TestLabPlanLossyWithoutHistory(t *testing.T) {
 	labBins(t)
-	var steps []string
-	for i := 1; i <= 3; i++ {
-		steps = append(steps, fmt.Sprintf(`relayctl plan --dst server:8000 --bench-history "" -o json > "$OUT/plan%d.json"
-relayctl bench --dst server:8000 --transfers down --duration 10s --history "" --bench-history "" -o json > "$OUT/bench%d.json"
-sleep 5`, i, i)) // the relays publish what the bench taught them at their next measurement (2 s)
-	}
-	steps = append(steps, `relayctl bench --dst server:8000 --chain r4 --transfers down --duration 10s --history "" --bench-history "" -o json > "$OUT/bench-r4.json"`)
-	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-lossy-all.yaml"), settle+strings.Join(steps, "\n"))
-	type plan struct {
-		planOut
-		Bound bool `json:"bound"`
-	}
-	var plans [4]plan
-	var benches [4]benchOut
-	for i := 1; i <= 3; i++ {
-		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
-		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
-		p, b := plans[i], benches[i]
-		t.Logf("plan %d: %v predicted %.2f Mbit/s (bound %v); bench: chain %v %.2f steady (predicted %.2f), direct %.2f",
-			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
-		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
-			t.Fatalf("bench %d errors: %v", i, errs)
-		}
-	}
+	script := planBenchScript(3, "10s") + "\n" +
+		`relayctl bench --dst server:8000 --chain r4 --transfers down --duration 10s --history "" --bench-history "" -o json > "$OUT/bench-r4.json"`
+	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-lossy-all.yaml"), settle+script)
+	plans, benches := readPlanBench(t, dir, 3)
 	var r4 benchOut
 	readJSON(t, filepath.Join(dir, "bench-r4.json"), &r4)
 	t.Logf("r4: %.2f Mbit/s steady, direct %.2f", r4.Chain.DownSteadyBps/1e6, r4.Direct.DownSteadyBps/1e6)
@@ -615,29 +595,8 @@ sleep 5`, i, i)) // the relays publish what the bench taught them at their next 
 //   - the last predicts its measurement within 15 %.
 func TestLabPlanOnWhatRelaysReceived(t *testing.T) {
 	labBins(t)
-	var steps []string
-	for i := 1; i <= 3; i++ {
-		steps = append(steps, fmt.Sprintf(`relayctl plan --dst server:8000 --bench-history "" -o json > "$OUT/plan%d.json"
-relayctl bench --dst server:8000 --transfers down --duration 5s --history "" --bench-history "" -o json > "$OUT/bench%d.json"
-sleep 5`, i, i)) // the relays publish what the bench taught them at their next measurement (2 s)
-	}
-	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-unknown.yaml"), settle+strings.Join(steps, "\n"))
-	type plan struct {
-		planOut
-		Bound bool `json:"bound"`
-	}
-	var plans [4]plan
-	var benches [4]benchOut
-	for i := 1; i <= 3; i++ {
-		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
-		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
-		p, b := plans[i], benches[i]
-		t.Logf("plan %d: %v predicted %.1f Mbit/s (bound %v); bench: chain %v %.1f steady (predicted %.1f), direct %.1f",
-			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
-		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
-			t.Fatalf("bench %d errors: %v", i, errs)
-		}
-	}
+	dir := inLab(t, filepath.Join("..", "..", "configs", "lab", "plan-unknown.yaml"), settle+planBenchScript(3, "5s"))
+	plans, benches := readPlanBench(t, dir, 3)
 	if first := plans[1]; !slices.Equal(first.Chain, []string{"r1"}) || !first.Bound {
 		t.Fatalf("first plan %v (bound %v): want r1 on its windows, a bound; reasons %q", first.Chain, first.Bound, first.Reasons)
 	}
@@ -654,4 +613,42 @@ sleep 5`, i, i)) // the relays publish what the bench taught them at their next 
 	if b := benches[3]; math.Abs(b.Chain.DownSteadyBps/b.Predicted.DownBps-1) > 0.15 {
 		t.Errorf("last plan: %v measured %.1f Mbit/s against %.1f predicted: want within 15 %%", b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6)
 	}
+}
+
+// boundPlan is planOut with whether its prediction is a bound.
+type boundPlan struct {
+	planOut
+	Bound bool `json:"bound"`
+}
+
+// planBenchScript is n rounds of plan → bench (downloads of duration)
+// with bench's history off, each plan and bench's JSON in $OUT as planI
+// and benchI, and a pause after each bench for the relays to publish what
+// it taught them (their next measurement, 2 s).
+func planBenchScript(n int, duration string) string {
+	var steps []string
+	for i := 1; i <= n; i++ {
+		steps = append(steps, fmt.Sprintf(`relayctl plan --dst server:8000 --bench-history "" -o json > "$OUT/plan%d.json"
+relayctl bench --dst server:8000 --transfers down --duration %s --history "" --bench-history "" -o json > "$OUT/bench%d.json"
+sleep 5`, i, duration, i))
+	}
+	return strings.Join(steps, "\n")
+}
+
+// readPlanBench reads and logs planBenchScript's n rounds from dir,
+// indexed from 1; a bench with errors fails the test.
+func readPlanBench(t *testing.T, dir string, n int) ([]boundPlan, []benchOut) {
+	t.Helper()
+	plans, benches := make([]boundPlan, n+1), make([]benchOut, n+1)
+	for i := 1; i <= n; i++ {
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
+		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
+		p, b := plans[i], benches[i]
+		t.Logf("plan %d: %v predicted %.2f Mbit/s (bound %v); bench: chain %v %.2f steady (predicted %.2f), direct %.2f",
+			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
+		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
+			t.Fatalf("bench %d errors: %v", i, errs)
+		}
+	}
+	return plans, benches
 }

@@ -212,7 +212,13 @@ func (w *Socket) PeerWindowBytes() uint32 {
 func (r *Rates) Learnt(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hosts.each(host.Unmap(), now, rateWindow, func(a time.Duration, v float64) {
+	return bestRate(&r.hosts, host, now)
+}
+
+// bestRate is the best of host's rates in rates within rateWindow before
+// now, and how long ago the newest was recorded; ok false when none is.
+func bestRate(rates *series[netip.Addr, float64], host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
+	rates.each(host.Unmap(), now, rateWindow, func(a time.Duration, v float64) {
 		if !ok || a < age {
 			age = a
 		}
@@ -222,7 +228,10 @@ func (r *Rates) Learnt(host netip.Addr, now time.Time) (bps float64, age time.Du
 }
 
 // Run samples until ctx ends.
-func (r *Rates) Run(ctx context.Context) {
+func (r *Rates) Run(ctx context.Context) { sampleEvery(ctx, r.Sample) }
+
+// sampleEvery calls sample each rateSampleEvery until ctx ends.
+func sampleEvery(ctx context.Context, sample func(now time.Time)) {
 	t := time.NewTicker(rateSampleEvery)
 	defer t.Stop()
 	for {
@@ -230,7 +239,7 @@ func (r *Rates) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			r.Sample(now)
+			sample(now)
 		}
 	}
 }

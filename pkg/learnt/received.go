@@ -134,25 +134,8 @@ func (r *Received) Done(w *Inflow, now time.Time) {
 func (r *Received) Learnt(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hosts.each(host.Unmap(), now, rateWindow, func(a time.Duration, v float64) {
-		if !ok || a < age {
-			age = a
-		}
-		bps, ok = max(bps, v), true
-	})
-	return bps, age, ok
+	return bestRate(&r.hosts, host, now)
 }
 
 // Run samples until ctx ends.
-func (r *Received) Run(ctx context.Context) {
-	t := time.NewTicker(rateSampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r.Sample(now)
-		}
-	}
-}
+func (r *Received) Run(ctx context.Context) { sampleEvery(ctx, r.Sample) }
