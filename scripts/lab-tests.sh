@@ -36,7 +36,7 @@ for _ in $(seq 1 60); do
     quiet=0
   fi
 done
-go test -p 1 -count=1 -timeout 15m -json "$@" > "$json" 2>&1
+go test -p 1 -count=1 -timeout 30m -json "$@" > "$json" 2>&1
 code=$?
 bin/testlog text "$json" > "$log" || code=1
 if [ "$code" -ne 0 ]; then
