@@ -97,22 +97,27 @@ func halfClosedSockets(t *testing.T, relays []*relayd) int {
 		}
 	}
 	const finWait2, closeWait = "05", "08" // include/net/tcp_states.h, in hex
-	n := 0
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(table)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		sc.Scan() // header
-		for sc.Scan() {
-			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
-			fields := strings.Fields(sc.Text())
-			if len(fields) > 9 && owned[fields[9]] && (fields[3] == finWait2 || fields[3] == closeWait) {
-				n++
+	// The relays' own view of their network namespace, not this process's
+	// /proc/net: that is its main thread's, and a test that moved a locked
+	// thread into another namespace can leave the main thread there.
+	counted := map[string]bool{}
+	for _, r := range relays {
+		for _, table := range []string{"tcp", "tcp6"} {
+			f, err := os.Open(filepath.Join("/proc", strconv.Itoa(r.cmd.Process.Pid), "net", table))
+			if err != nil {
+				continue
 			}
+			sc := bufio.NewScanner(f)
+			sc.Scan() // header
+			for sc.Scan() {
+				// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+				fields := strings.Fields(sc.Text())
+				if len(fields) > 9 && owned[fields[9]] && (fields[3] == finWait2 || fields[3] == closeWait) {
+					counted[fields[9]] = true
+				}
+			}
+			f.Close()
 		}
-		f.Close()
 	}
-	return n
+	return len(counted)
 }
