@@ -245,7 +245,22 @@ func nsDialer(t *testing.T, ns string) func(addr string) (net.Conn, error) {
 	reqs := make(chan dialReq)
 	ready := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with it
+		// Locked, and put back in its namespace before it is unlocked: a
+		// thread left locked in another namespace dies with its goroutine,
+		// except the main thread, which stays, and this process's
+		// /proc/net (the main thread's view) would show ns from then on.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			ready <- err
+			return
+		}
+		defer func() {
+			if netns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+			orig.Close()
+		}()
 		h, err := netns.GetFromName(ns)
 		if err == nil {
 			err = netns.Set(h)
