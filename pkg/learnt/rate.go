@@ -135,10 +135,7 @@ func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 // Sample reads every watched socket once; Run calls it each interval.
 func (r *Rates) Sample(now time.Time) {
 	r.mu.Lock()
-	ws := make([]*Socket, 0, len(r.live))
-	for w := range r.live {
-		ws = append(ws, w)
-	}
+	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
 		st := tunnel.Stats(w.c) // outside the lock: a syscall each
@@ -242,4 +239,13 @@ func sampleEvery(ctx context.Context, sample func(now time.Time)) {
 			sample(now)
 		}
 	}
+}
+
+// liveOf is the watched set's members, to read outside its owner's lock.
+func liveOf[W comparable](live map[W]struct{}) []W {
+	ws := make([]W, 0, len(live))
+	for w := range live {
+		ws = append(ws, w)
+	}
+	return ws
 }

@@ -80,10 +80,7 @@ func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 // interval.
 func (r *Received) Sample(now time.Time) {
 	r.mu.Lock()
-	ws := make([]*Inflow, 0, len(r.live))
-	for w := range r.live {
-		ws = append(ws, w)
-	}
+	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
 		from, onward := tunnel.Stats(w.from), tunnel.Stats(w.onward) // outside the lock
