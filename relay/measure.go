@@ -442,17 +442,20 @@ func (s *Server) ReloadFleet() error {
 // (probe mode coordinates) its coordinate as it is now, with scope=fleet
 // every pair and coordinate it knows, with scope=coordinates every
 // coordinate it knows and no pair (what a relay in probe mode coordinates
-// reads of the fleet once a minute).
+// reads of the fleet once a minute). Ages are taken after the figures are
+// read: a probe sample or a pull that landed between the two would
+// otherwise be served with a negative age, which every reader drops as a
+// figure from the future, and the pair would be missing from the fleet
+// until the next pull.
 func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 	var pairs []registry.Pair
 	var coords []registry.Coordinate
-	now := time.Now()
 	switch scope := r.URL.Query().Get("scope"); scope {
 	case "", "local":
 		if s.measure != nil {
 			pairs = s.measure.pairs(r.Context())
 			if c, ok := s.measure.probes.(coordinated); ok {
-				coords = []registry.Coordinate{{Relay: s.cfg.Name, Coord: c.Coordinate(), UpdatedAt: now}}
+				coords = []registry.Coordinate{{Relay: s.cfg.Name, Coord: c.Coordinate(), UpdatedAt: time.Now()}}
 			}
 		}
 	case "fleet", "coordinates":
@@ -468,6 +471,7 @@ func (s *Server) serveMeasurements(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("scope %q: want local, fleet or coordinates", scope), http.StatusBadRequest)
 		return
 	}
+	now := time.Now()
 	m := registry.Serve(s.cfg.Name, s.cfg.Region, pairs, now)
 	m.Coordinates = registry.ServeCoordinates(coords, now)
 	writeJSON(w, m)
