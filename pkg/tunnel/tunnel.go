@@ -3,8 +3,8 @@
 // drain after a half-close, enforces an idle timeout, and waits for both
 // directions before it returns.
 //
-// When both conns are *net.TCPConn, io.Copy moves the bytes with splice(2) in
-// the kernel. Idle detection must not break that, so it does not count bytes
+// When both conns are *net.TCPConn, the bytes move with splice(2) in the
+// kernel, through a pipe held only while they move (splice.go). Idle detection must not break that, so it does not count bytes
 // in user space and sets no deadlines: a watchdog looks now and then at the
 // kernel's TCP_INFO.tcpi_last_data_recv of both conns and closes the tunnel
 // when neither received data for the limit. Closing, not a deadline, because
@@ -229,7 +229,7 @@ func Pipe(a, b net.Conn, o Options) Result {
 // proxyCopy is named so goroutine dumps show tunnels plainly.
 func proxyCopy(d *direction, done chan<- *direction) {
 	defer func() { done <- d }()
-	n, err := io.Copy(d.dst, d.src)
+	n, err := copyBytes(d.dst, d.src)
 	d.n = n
 	if err != nil {
 		// Any error, including a conn closed under us (shutdown, the
@@ -241,6 +241,18 @@ func proxyCopy(d *direction, done chan<- *direction) {
 	if cw, ok := d.dst.(interface{ CloseWrite() error }); ok {
 		d.err = cw.CloseWrite()
 	}
+}
+
+// copyBytes copies src to dst until EOF: between two TCP sockets in the
+// kernel, holding a pipe only while bytes move (spliceCopy); otherwise as
+// io.Copy does, through the conns' own ReadFrom and WriteTo.
+func copyBytes(dst, src net.Conn) (int64, error) {
+	dt, dok := dst.(*net.TCPConn)
+	st, sok := src.(*net.TCPConn)
+	if dok && sok {
+		return spliceCopy(dt, st)
+	}
+	return io.Copy(dst, src)
 }
 
 func closeBoth(a, b net.Conn) {
