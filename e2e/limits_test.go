@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,39 +17,69 @@ import (
 )
 
 // TestOutOfFDs is docs/reliability.md case 17: relayd with RLIMIT_NOFILE 128
-// meets 200 idle clients. Accept fails with EMFILE; the accept loop backs
-// off and logs instead of exiting or spinning, and serves again once the
+// meets 200 idle clients. It counts the conns it holds against what its
+// file limit allows (two descriptors each, with the onward conn) and closes
+// one past that budget as it arrives, counted under the rule max_fds, so
+// accept never runs out of descriptors: a client past the budget learns at
+// once, where one left in the kernel's accept queue behind a failing
+// accept waited for its own timeout (seconds, and with 9,000 clients on a
+// 20,000 limit 32 s for the last 5,553). Then it serves again once the
 // clients are gone.
 func TestOutOfFDs(t *testing.T) {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		testenv.Need(t, "needs prlimit to lower relayd's fd limit: install the Debian package util-linux")
 	}
-	// The hard limit too: the Go runtime raises its soft limit to the hard one.
+	// The hard limit too: the Go runtime raises its soft limit to the hard
+	// one. --max-conns asks for more than 128 descriptors hold: the budget
+	// still applies (and relayd warns).
 	r := startRelaydWrapped(t, []string{"prlimit", "--nofile=128:128", "--"},
 		"--allow-private", "--max-conns", "1000", "--handshake-timeout", "60s")
 	srv := startServer(t, echo)
 	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	for range 200 {
 		c, err := net.DialTimeout("tcp", r.socks, 2*time.Second)
 		if err != nil {
-			break
+			t.Fatalf("connect: %v (the kernel's queue should take every client)", err)
 		}
 		conns = append(conns, c)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(r.logs(), "accept failed; backing off") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no back-off logged with %d idle clients and 128 fds:\n%s", len(conns), r.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Every client learns within 2 s: held (its read times out) or closed.
+	held, closed := 0, 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	}
-	time.Sleep(2 * time.Second) // out of fds for a while: a spinning loop would log and count thousands
+	time.Sleep(2 * time.Second)
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+			held++
+		} else {
+			closed++
+		}
+	}
+	if held == 0 || closed == 0 || held+closed != len(conns) {
+		t.Fatalf("%d clients held, %d closed: want some held (the budget) and the rest closed at once\n%s", held, closed, r.logs())
+	}
+	if n := metricValue(t, r, `relaymesh_denials_total{reason="max_fds"}`); int(n) != closed {
+		t.Fatalf("max_fds refusals counted %v, clients closed %d", n, closed)
+	}
+	if n := metricValue(t, r, `relaymesh_accept_errors_total{frontend="socks5"}`); n != 0 {
+		t.Fatalf("accept failed %v times: the budget must keep accept from running out of descriptors", n)
+	}
+	if !strings.Contains(r.logs(), "the file limit (RLIMIT_NOFILE 128) holds") {
+		t.Fatalf("no warning that --max-conns 1000 is over what 128 descriptors hold:\n%s", r.logs())
+	}
 	for _, c := range conns {
 		c.Close()
 	}
-	// Back to serving within the longest back-off (1 s) and then some.
+	conns = nil
 	port := srv.ln.Addr().(*net.TCPAddr).Port
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rep, err := socksRaw(t, r.socks, connectReq("127.0.0.1", port))
 		if err == nil && rep == 0 {
@@ -59,17 +90,7 @@ func TestOutOfFDs(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	select {
-	case <-r.exited:
-		t.Fatal("relayd exited")
-	default:
-	}
-	if n := metricValue(t, r, `relaymesh_accept_errors_total{frontend="socks5"}`); n < 1 || n > 100 {
-		t.Fatalf("accept errors counted: %v; want some, and few (back-off from 5 ms to 1 s over ~2 s)", n)
-	}
-	if n := strings.Count(r.logs(), "accept failed; backing off"); n > 10 {
-		t.Fatalf("back-off logged %d times in ~2 s: it must log at its first and its longest step only", n)
-	}
+	t.Logf("with 128 descriptors: %d clients held, %d closed at once", held, closed)
 }
 
 // TestSlowReadersMemory is docs/reliability.md case 16: 1,000 clients that read

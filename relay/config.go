@@ -363,6 +363,9 @@ func relayRefusal(what string, ip netip.Addr, dst, relay *policy.Policy) (msg st
 
 // Limits bound what one relay and one connection may use.
 type Limits struct {
+	// MaxConns bounds the clients' conns (SOCKS5 and HTTP together); 0
+	// derives it from the file limit: (RLIMIT_NOFILE - a reserve) / 2,
+	// each conn holding its onward conn.
 	MaxConns int `yaml:"max_conns"`
 	// MaxRelayConns bounds the relay listener's conns, apart from the
 	// clients' MaxConns.
@@ -418,10 +421,12 @@ type LogConfig struct {
 
 // Default values, in one place.
 const (
-	DefaultSOCKS            = "127.0.0.1:1080"
-	DefaultHTTP             = "127.0.0.1:8080"
-	DefaultAdmin            = "127.0.0.1:9090"
-	DefaultMaxConns         = 4096
+	DefaultSOCKS = "127.0.0.1:1080"
+	DefaultHTTP  = "127.0.0.1:8080"
+	DefaultAdmin = "127.0.0.1:9090"
+	// DefaultMaxConns (0) derives limits.max_conns and
+	// limits.max_relay_conns from the file limit (fdlimit.go).
+	DefaultMaxConns         = 0
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultIdleTimeout      = 5 * time.Minute
@@ -649,11 +654,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	l := c.Limits
-	if l.MaxConns < 1 {
-		add("limits.max_conns: must be at least 1, got %d", l.MaxConns)
+	if l.MaxConns < 0 {
+		add("limits.max_conns: must be 0 (from the file limit) or more, got %d", l.MaxConns)
 	}
-	if l.MaxRelayConns < 1 {
-		add("limits.max_relay_conns: must be at least 1, got %d", l.MaxRelayConns)
+	if l.MaxRelayConns < 0 {
+		add("limits.max_relay_conns: must be 0 (from the file limit) or more, got %d", l.MaxRelayConns)
 	}
 	if l.MaxPreauthConns < 1 {
 		add("limits.max_preauth_conns: must be at least 1, got %d", l.MaxPreauthConns)

@@ -39,6 +39,9 @@ type preflight struct {
 	secret        []byte
 	dst, relayPol *policy.Policy // nil when the policy lists do not parse
 	link          *linktls.Identity
+	// connBudget is how many conns the file limit holds (fdlimit.go); 0:
+	// no bound known.
+	connBudget int
 }
 
 // runPreflight runs the phases over cfg, reading its files into it (the
@@ -69,6 +72,11 @@ func runPreflight(cfg *Config) *preflight {
 		p.add(cfg.RelaySocket.checkCongestion())
 	}
 	p.checkListeners(cfg)
+	if valid {
+		limit := fileLimit()
+		p.connBudget = connBudget(limit, cfg.Limits.UDPMaxAssociations)
+		p.deriveConnLimits(&cfg.Limits, p.connBudget, limit)
+	}
 	if valid && secretRead {
 		p.loadIdentity(cfg)
 	}

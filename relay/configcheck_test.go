@@ -18,7 +18,7 @@ func TestCheckNamesEveryProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Defaults()
-	cfg.Limits.MaxConns = 0                                    // Validate
+	cfg.Limits.MaxConns = -1                                   // Validate
 	cfg.Auth.CredentialsFile = filepath.Join(dir, "missing")   // a file that is not there
 	cfg.FleetSecretFile = filepath.Join(dir, "missing-secret") // another
 	cfg.AdminTokenFile = short                                 // a token too short

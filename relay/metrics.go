@@ -88,7 +88,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"hop", "result"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, upstream, route_auth, route_replay, ...).",
+			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, max_fds, upstream, route_auth, route_replay, ...).",
 		}, []string{"reason"}),
 		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",
@@ -265,7 +265,7 @@ func (m *metrics) initSeries() {
 		m.bytes.WithLabelValues(dir)
 	}
 	m.dialSeconds.WithLabelValues("direct", "ok")
-	for _, reason := range []string{"max_conns", "max_relay_conns", "max_preauth_conns", "max_preauth_per_source", "admin_conns", "auth"} {
+	for _, reason := range []string{"max_conns", "max_relay_conns", "max_fds", "max_preauth_conns", "max_preauth_per_source", "admin_conns", "auth"} {
 		m.denials.WithLabelValues(reason)
 	}
 	m.handshakeFailures.WithLabelValues("socks5", "greeting")

@@ -95,6 +95,9 @@ func (st *strangers) evictOldest(frontend string) net.Conn {
 // conn takes a slot of its pool, a client-listener conn is counted as a
 // stranger's. On refusal it names the rule c is over.
 func (s *Server) admitConn(c net.Conn, frontend string) (rule string, ok bool) {
+	if s.connBudget > 0 && s.active() >= s.connBudget {
+		return "max_fds", false
+	}
 	if frontend == "relay" {
 		return "max_relay_conns", s.admit(c, frontend)
 	}
@@ -164,6 +167,8 @@ func (s *Server) limitOf(rule string) int {
 		return s.cfg.Limits.MaxPreauthConns
 	case "max_preauth_per_source":
 		return s.cfg.Limits.MaxPreauthPerSource
+	case "max_fds":
+		return s.connBudget
 	default:
 		return s.cfg.Limits.MaxConns
 	}

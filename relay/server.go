@@ -51,6 +51,9 @@ type Server struct {
 	// strangers knocking on it cannot take the clients' slots, nor
 	// clients the relays'.
 	relaySlots chan struct{}
+	// connBudget bounds the conns tracked in conns, all pools and the
+	// strangers' together, by the file limit (fdlimit.go); 0: none.
+	connBudget int
 	refusals   *sampler // refusal warnings: at most one per second per rule
 	mu         sync.Mutex
 	conns      map[net.Conn]chan struct{} // accepted and not yet released -> the pool it holds a slot of (nil: none yet)
@@ -128,6 +131,7 @@ func newServer(cfg Config, p *preflight, log *zap.Logger) (*Server, error) {
 		refusals:   &sampler{interval: time.Second},
 		waiting:    map[net.Conn]struct{}{},
 		link:       p.link,
+		connBudget: p.connBudget,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.link != nil && s.link.Issued() {
