@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -150,7 +151,9 @@ const (
 )
 
 // Pipe copies a→b and b→a until both directions are done, then closes both
-// conns. It owns a and b from the call on.
+// conns. It owns a and b from the call on. One direction runs in the
+// caller's goroutine, the other in one of its own, and the idle watch is a
+// timer, not a goroutine: a tunnel costs two goroutines.
 func Pipe(a, b net.Conn, o Options) Result {
 	ab := &direction{src: a, dst: b}
 	ba := &direction{src: b, dst: a}
@@ -158,77 +161,114 @@ func Pipe(a, b net.Conn, o Options) Result {
 		ab.since, ab.src = activity(a)
 		ba.since, ba.src = activity(b)
 	}
-	done := make(chan *direction, 2)
-	go proxyCopy(ab, done)
-	go proxyCopy(ba, done)
+	p := &pipeState{a: a, b: b, o: o, live: []*direction{ab, ba}, limit: o.IdleTimeout, timeoutErr: ErrIdle, bothDone: make(chan struct{})}
+	p.mu.Lock()
+	p.watch()
+	p.mu.Unlock()
+	go func() { proxyCopy(ba); p.finished(ba) }()
+	proxyCopy(ab)
+	p.finished(ab)
+	<-p.bothDone
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.end()
+	p.res.AToB, p.res.BToA, p.res.Err = ab.n, ba.n, p.firstErr
+	return p.res
+}
 
-	var res Result
-	read := false
-	// end reads both sockets once, before the first close loses them.
-	end := func() {
-		if !read {
-			res.A, res.B, read = Stats(a), Stats(b), true
-		}
-		closeBoth(a, b)
+// pipeState is what a tunnel's two copies and its idle watch share.
+type pipeState struct {
+	a, b net.Conn
+	o    Options
+
+	mu         sync.Mutex
+	live       []*direction // the directions still copying
+	limit      time.Duration
+	timeoutErr error
+	timer      *time.Timer // the idle watch; nil when off
+	firstErr   error
+	read       bool // res.A and res.B were read
+	res        Result
+	bothDone   chan struct{}
+}
+
+// finished is d's copy ending: the first error ends the tunnel; a clean
+// end (half-close passed on) leaves the other direction to drain under
+// the drain timeout when that is the shorter.
+func (p *pipeState) finished(d *direction) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live[0] == d {
+		p.live = p.live[1:]
+	} else {
+		p.live = p.live[:1]
 	}
-	limit, timeoutErr := o.IdleTimeout, ErrIdle
-	live := []*direction{ab, ba}
-	var firstErr error
-	var tick <-chan time.Time
-	var ticker *time.Ticker
-	watch := func() {
-		if ticker != nil {
-			ticker.Stop()
-			ticker, tick = nil, nil
-		}
-		if limit > 0 {
-			ticker = time.NewTicker(min(max(limit/8, minCheckEvery), maxCheckEvery))
-			tick = ticker.C
-		}
+	switch {
+	case len(p.live) == 0:
+		close(p.bothDone)
+	case p.firstErr != nil:
+		// Already ending: the rest is the fallout of closing.
+	case d.err != nil:
+		p.firstErr = d.err
+		p.end()
+	case p.o.DrainTimeout > 0 && (p.o.IdleTimeout == 0 || p.o.DrainTimeout < p.o.IdleTimeout):
+		p.limit, p.timeoutErr = p.o.DrainTimeout, ErrDrain
+		p.watch()
 	}
-	watch()
-	for len(live) > 0 {
-		select {
-		case d := <-done:
-			if live[0] == d {
-				live = live[1:]
-			} else {
-				live = live[:1]
-			}
-			switch {
-			case firstErr != nil:
-				// Already ending: the rest is the fallout of closing.
-			case d.err != nil:
-				firstErr = d.err
-				end()
-			case len(live) == 1 && o.DrainTimeout > 0 && (o.IdleTimeout == 0 || o.DrainTimeout < o.IdleTimeout):
-				// Half-close propagated; the other direction drains
-				// under the shorter drain timeout.
-				limit, timeoutErr = o.DrainTimeout, ErrDrain
-				watch()
-			}
-		case <-tick:
-			quiet := time.Duration(1<<63 - 1)
-			for _, d := range live {
-				quiet = min(quiet, d.since())
-			}
-			if quiet >= limit && firstErr == nil {
-				firstErr = timeoutErr
-				end()
-			}
-		}
+}
+
+// watch (re)starts the idle watch for the current limit: a check every
+// limit/8, within [minCheckEvery, maxCheckEvery]. p.mu held.
+func (p *pipeState) watch() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
 	}
-	if ticker != nil {
-		ticker.Stop()
+	if p.limit > 0 {
+		p.timer = time.AfterFunc(p.checkEvery(), p.check)
 	}
-	end()
-	res.AToB, res.BToA, res.Err = ab.n, ba.n, firstErr
-	return res
+}
+
+func (p *pipeState) checkEvery() time.Duration {
+	return min(max(p.limit/8, minCheckEvery), maxCheckEvery)
+}
+
+// check ends the tunnel once every live direction's source has been
+// quiet for the limit, and otherwise looks again a period later.
+func (p *pipeState) check() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.firstErr != nil || len(p.live) == 0 || p.limit <= 0 {
+		return
+	}
+	quiet := time.Duration(1<<63 - 1)
+	for _, d := range p.live {
+		quiet = min(quiet, d.since())
+	}
+	if quiet >= p.limit {
+		p.firstErr = p.timeoutErr
+		p.end()
+		return
+	}
+	if p.timer != nil {
+		p.timer.Reset(p.checkEvery())
+	}
+}
+
+// end reads both sockets once, before the first close loses them, and
+// closes both. p.mu held.
+func (p *pipeState) end() {
+	if !p.read {
+		p.res.A, p.res.B, p.read = Stats(p.a), Stats(p.b), true
+	}
+	closeBoth(p.a, p.b)
 }
 
 // proxyCopy is named so goroutine dumps show tunnels plainly.
-func proxyCopy(d *direction, done chan<- *direction) {
-	defer func() { done <- d }()
+func proxyCopy(d *direction) {
 	n, err := copyBytes(d.dst, d.src)
 	d.n = n
 	if err != nil {
