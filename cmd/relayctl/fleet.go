@@ -470,8 +470,10 @@ probes (no route, or the host is down); "down" that TO's host answered but its
 relay refused the connection (stopped or restarting); "-" that FROM has no
 measurement of TO. Values
 older than 60 s are marked stale. On a terminal cells are coloured by RTT.
-With --consul, pairs no relay measured yet are estimated from Consul's network
-coordinates of the relays' nodes and marked "~".
+Pairs no relay measured are estimated, marked "~": from the relays' own
+network coordinates (probe mode coordinates, which probes a budget of peers
+and estimates the rest; fleets of up to 1,000 relays) and, with --consul,
+from Consul's coordinates of the relays' nodes.
 
 --output json gives every pair with min, p90, jitter, loss, sample count,
 whether it is estimated (a prior, not a probe) and its age.`,
@@ -482,6 +484,13 @@ whether it is estimated (a prior, not a probe) and its age.`,
 				return err
 			}
 			pairs, _ := reg.Pairs(cmd.Context())
+			if rc, ok := reg.(registry.Coordinates); ok {
+				coords, _ := rc.Coordinates(cmd.Context())
+				var all bool
+				if pairs, all = registry.WithEstimates(pairs, coords); !all {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %d relays have coordinates: pairs no relay measured are not estimated above %d (relayctl plan estimates those it needs)\n", len(coords), registry.MaxEstimatedRelays)
+				}
+			}
 			now := time.Now()
 			if f.output == "json" {
 				type outPair struct {

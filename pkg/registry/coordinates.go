@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/coord"
 )
 
 // Coordinate is a relay's network coordinate (pkg/coord's Vivaldi, in seconds as serf keeps it) and when it was published.
@@ -131,4 +133,41 @@ func (n newestCoords) sorted() []Coordinate {
 	}
 	slices.SortFunc(out, func(a, b Coordinate) int { return strings.Compare(a.Relay, b.Relay) })
 	return out
+}
+
+// MaxEstimatedRelays bounds WithEstimates: the matrix grows as the square
+// of the fleet (a million pairs at 1,000 relays).
+const MaxEstimatedRelays = 1000
+
+// WithEstimates returns pairs and, for every ordered pair of relays in
+// coords that pairs lack, the RTT their coordinates predict (Estimated:
+// true, as old as the older coordinate): what a fleet in probe mode
+// coordinates knows of the pairs no relay probed. A fleet of more than
+// MaxEstimatedRelays relays gets none (ok false).
+func WithEstimates(pairs []Pair, coords []Coordinate) (out []Pair, ok bool) {
+	if len(coords) > MaxEstimatedRelays {
+		return pairs, false
+	}
+	have := make(map[[2]string]bool, len(pairs))
+	for _, p := range pairs {
+		have[[2]string{p.From, p.To}] = true
+	}
+	out = slices.Clone(pairs)
+	for _, a := range coords {
+		for _, b := range coords {
+			if a.Relay == b.Relay || have[[2]string{a.Relay, b.Relay}] {
+				continue
+			}
+			ms, ok := coord.EstimateMs(a.Coord, b.Coord)
+			if !ok {
+				continue
+			}
+			at := a.UpdatedAt
+			if b.UpdatedAt.Before(at) {
+				at = b.UpdatedAt
+			}
+			out = append(out, Pair{From: a.Relay, To: b.Relay, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: at})
+		}
+	}
+	return out, true
 }

@@ -263,3 +263,31 @@ relays:
 		t.Errorf("c was asked for %q: want its own three times, then the coordinates", asked["c"])
 	}
 }
+
+// Pairs no relay measured are estimated from the relays' coordinates,
+// marked so and as old as the older coordinate; measured pairs stay as
+// they are.
+func TestWithEstimates(t *testing.T) {
+	now := time.Now()
+	coords := []Coordinate{
+		{Relay: "a", Coord: vec(0, 0), UpdatedAt: now.Add(-time.Second)},
+		{Relay: "b", Coord: vec(0.03, 0), UpdatedAt: now.Add(-5 * time.Second)},
+		{Relay: "c", Coord: &coordinate.Coordinate{Vec: []float64{math.NaN(), 0}}, UpdatedAt: now},
+	}
+	measured := []Pair{{From: "a", To: "b", RTTMs: 31, Samples: 5, UpdatedAt: now}}
+	got, ok := WithEstimates(measured, coords)
+	if !ok || len(got) != 2 {
+		t.Fatalf("pairs %+v (ok %v): want a -> b measured and b -> a estimated (c's coordinate is invalid)", got, ok)
+	}
+	if got[0] != measured[0] {
+		t.Errorf("the measured pair changed: %+v", got[0])
+	}
+	e := got[1]
+	if e.From != "b" || e.To != "a" || !e.Estimated || math.Abs(e.RTTMs-30.2) > 0.01 || !e.UpdatedAt.Equal(now.Add(-5*time.Second)) {
+		t.Errorf("estimate %+v: want b -> a, 30.2 ms (30 apart, heights 0.1 each), as old as b's coordinate", e)
+	}
+	many := make([]Coordinate, MaxEstimatedRelays+1)
+	if _, ok := WithEstimates(nil, many); ok {
+		t.Error("estimated the pairs of a fleet over the bound")
+	}
+}
