@@ -116,6 +116,16 @@ demo:
 bench-rules:
 	./bench/run-rules-bench.sh
 
+# Many tunnels through one proxy: relayd vs glider under a 20,000-descriptor
+# limit, 3,000 busy and 9,000 opened (root; ~5 min): bench/results/load.md.
+bench-load:
+	./bench/run-load-bench.sh
+
+# relayctl rtt on 100 relays in probe mode coordinates, 30 s to 3 min after
+# start (no root; ~4 min): bench/results/coords-scale.md.
+bench-coords-scale:
+	./bench/run-coords-scale.sh
+
 # Loopback throughput and CPU per GiB: relayd vs an io.Copy relay and peers.
 bench-relay:
 	./bench/run-relay-bench.sh -size 2GiB -runs 5

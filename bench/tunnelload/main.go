@@ -1,0 +1,286 @@
+// Command tunnelload holds many SOCKS5 tunnels open through one proxy and
+// keeps them busy: what a relay costs per tunnel (file descriptors, memory)
+// and how many round trips a second it carries for all of them at once.
+//
+// It runs its own echo server on loopback, opens -tunnels tunnels through
+// the proxy to it (SOCKS5 CONNECT with golang.org/x/net/proxy, -dial-at-once
+// handshakes at a time), then for -duration every open tunnel sends
+// -payload bytes and waits for their echo, again and again. It reads the
+// proxy's resident memory and open file descriptors from /proc/PID (-pid)
+// before the tunnels, once they are open, and at the end of the busy phase,
+// and prints one JSON object. With -report it turns run-load-bench.sh's
+// runs into a Markdown table instead.
+//
+// Both ends of every tunnel are this process's: run it as root, or with a
+// file limit above twice -tunnels (it raises its own soft limit to the
+// hard one, and as root the hard one too).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/proxy"
+)
+
+type result struct {
+	Proxy        string         `json:"proxy"`
+	Tunnels      int            `json:"tunnels"`
+	Opened       int            `json:"opened"`
+	Failed       int            `json:"failed"`
+	Errors       map[string]int `json:"errors,omitempty"`
+	OpenS        float64        `json:"open_s"`
+	BusyS        float64        `json:"busy_s"`
+	RoundTrips   int64          `json:"round_trips"`
+	RoundTripsPS float64        `json:"round_trips_per_s"`
+	// BrokenInBusy counts tunnels that failed while busy.
+	BrokenInBusy int64 `json:"broken_in_busy"`
+	// The proxy's resident memory (KiB) and open fds: before any tunnel,
+	// with every tunnel open and idle, and at the end of the busy phase.
+	RSSBeforeKiB int     `json:"rss_before_kib"`
+	RSSOpenKiB   int     `json:"rss_open_kib"`
+	RSSBusyKiB   int     `json:"rss_busy_kib"`
+	FDsBefore    int     `json:"fds_before"`
+	FDsOpen      int     `json:"fds_open"`
+	FDsBusy      int     `json:"fds_busy"`
+	KiBPerTunnel float64 `json:"kib_per_tunnel"` // (busy - before) / opened
+	FDsPerTunnel float64 `json:"fds_per_tunnel"` // (open - before) / opened
+}
+
+func main() {
+	socks := flag.String("socks", "", "the proxy's SOCKS5 address, host:port (required)")
+	pid := flag.Int("pid", 0, "the proxy's process id, for its memory and file descriptors (0: not read)")
+	tunnels := flag.Int("tunnels", 1000, "tunnels to open")
+	atOnce := flag.Int("dial-at-once", 256, "SOCKS5 handshakes in flight at a time")
+	openTimeout := flag.Duration("open-timeout", 15*time.Second, "a tunnel not open within this counts as failed")
+	duration := flag.Duration("duration", 10*time.Second, "how long every open tunnel does round trips")
+	payload := flag.Int("payload", 64, "bytes per round trip")
+	settle := flag.Duration("settle", 2*time.Second, "wait after opening before reading the proxy's idle memory")
+	reportOf := flag.String("report", "", "write the Markdown table of this JSON-lines file of runs (run-load-bench.sh's) and exit")
+	cmdline := flag.String("cmdline", "", "with -report: the command that made the runs, for the table's header")
+	flag.Parse()
+	if *reportOf != "" {
+		if err := report(os.Stdout, *reportOf, *cmdline); err != nil {
+			fmt.Fprintln(os.Stderr, "tunnelload:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *socks == "" {
+		fmt.Fprintln(os.Stderr, "tunnelload: -socks host:port is required")
+		os.Exit(2)
+	}
+	raiseFileLimit(2**tunnels + 256)
+	res, err := run(*socks, *pid, *tunnels, *atOnce, *openTimeout, *duration, *payload, *settle)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tunnelload:", err)
+		os.Exit(1)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func run(socks string, pid, n, atOnce int, openTimeout, duration time.Duration, payload int, settle time.Duration) (*result, error) {
+	echo, err := startEcho()
+	if err != nil {
+		return nil, err
+	}
+	defer echo.Close()
+	res := &result{Proxy: socks, Tunnels: n, Errors: map[string]int{}}
+	res.RSSBeforeKiB, res.FDsBefore = readProc(pid)
+
+	start := time.Now()
+	conns, errs := openTunnels(socks, echo.Addr().String(), n, atOnce, openTimeout)
+	res.OpenS = time.Since(start).Seconds()
+	for _, e := range errs {
+		res.Errors[e]++
+	}
+	res.Opened, res.Failed = len(conns), len(errs)
+	time.Sleep(settle)
+	res.RSSOpenKiB, res.FDsOpen = readProc(pid)
+
+	trips, broken, busy := busyPhase(conns, duration, payload)
+	res.RSSBusyKiB, res.FDsBusy = readProc(pid)
+	res.RoundTrips, res.BrokenInBusy, res.BusyS = trips, broken, busy.Seconds()
+	if busy > 0 {
+		res.RoundTripsPS = float64(trips) / busy.Seconds()
+	}
+	if res.Opened > 0 && pid != 0 {
+		res.KiBPerTunnel = float64(res.RSSBusyKiB-res.RSSBeforeKiB) / float64(res.Opened)
+		res.FDsPerTunnel = float64(res.FDsOpen-res.FDsBefore) / float64(res.Opened)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	return res, nil
+}
+
+// openTunnels opens n tunnels to target through socks, atOnce at a time;
+// it returns the open ones and, for each that failed, a short reason.
+func openTunnels(socks, target string, n, atOnce int, timeout time.Duration) ([]net.Conn, []string) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	var errs []string
+	sem := make(chan struct{}, atOnce)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := openOne(socks, target, timeout)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, reason(err))
+				return
+			}
+			conns = append(conns, c)
+		}()
+	}
+	wg.Wait()
+	return conns, errs
+}
+
+// openOne is one SOCKS5 CONNECT and one round trip through it: a proxy
+// that answers "succeeded" before it has dialed is not counted open until
+// the echo came back.
+func openOne(socks, target string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d, err := proxy.SOCKS5("tcp", socks, nil, &net.Dialer{})
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.(proxy.ContextDialer).DialContext(ctx, "tcp", target)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	if err := roundTrip(c, []byte{1}, make([]byte, 1)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// busyPhase makes every conn do round trips of payload bytes until
+// duration is over; it returns the round trips done, the tunnels that
+// broke, and how long the phase took.
+func busyPhase(conns []net.Conn, duration time.Duration, payload int) (int64, int64, time.Duration) {
+	var trips, broken atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, in := make([]byte, payload), make([]byte, payload)
+			_ = c.SetDeadline(start.Add(duration + 10*time.Second))
+			for !stop.Load() {
+				if err := roundTrip(c, out, in); err != nil {
+					broken.Add(1)
+					return
+				}
+				trips.Add(1)
+			}
+		}()
+	}
+	time.Sleep(duration)
+	stop.Store(true)
+	elapsed := time.Since(start)
+	wg.Wait()
+	return trips.Load(), broken.Load(), elapsed
+}
+
+func roundTrip(c net.Conn, out, in []byte) error {
+	if _, err := c.Write(out); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, in)
+	return err
+}
+
+// startEcho serves an echo on a loopback port.
+func startEcho() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln, nil
+}
+
+// reason is a failure's kind, short enough to count: the error text
+// without addresses and ports.
+func reason(err error) string { return addrs.ReplaceAllString(err.Error(), "ADDR") }
+
+var addrs = regexp.MustCompile(`\[?[0-9a-f.:]+\]?:[0-9]+`)
+
+// readProc is pid's resident memory (KiB) and open file descriptors; zeros
+// for pid 0 or when /proc cannot tell.
+func readProc(pid int) (rssKiB, fds int) {
+	if pid == 0 {
+		return 0, 0
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				rssKiB, _ = strconv.Atoi(f[1])
+			}
+		}
+	}
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+		fds = len(ents)
+	}
+	return rssKiB, fds
+}
+
+// raiseFileLimit makes room for want descriptors: the soft limit up to the
+// hard one, and (as root) the hard one too.
+func raiseFileLimit(want int) {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return
+	}
+	if uint64(want) > lim.Max {
+		raised := lim
+		raised.Cur, raised.Max = uint64(want), uint64(want)
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			return
+		}
+	}
+	lim.Cur = lim.Max
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
