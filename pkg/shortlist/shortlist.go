@@ -626,170 +626,37 @@ type Stats struct {
 // on (candidates only) and what it cost.
 func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result, *planner.Matrix, Stats, error) {
 	cfg = cfg.withDefaults()
-	var st Stats
-	began := time.Now()
-	// waited is the Clock's time, none for a Prober that takes it.
-	waited := func() time.Duration {
-		if c, ok := p.(Clock); ok {
-			return c.Waited()
-		}
-		return 0
-	}
-	elapsed := func() time.Duration { return time.Since(began) + waited() - st.Hidden }
-	client, dst := in.Client.Name, in.Destination.Name
+	r := &planRun{ctx: ctx, cfg: cfg, in: in, p: p, began: time.Now()}
+	r.client, r.dst = in.Client.Name, in.Destination.Name
+	client, dst := r.client, r.dst
 	if client == "" || dst == "" || client == dst {
-		return nil, nil, st, errors.New("shortlist: the client and the destination need two different names")
+		return nil, nil, r.st, errors.New("shortlist: the client and the destination need two different names")
 	}
 	placed := make(map[string]Relay, len(in.Relays))
 	var peers []coord.Peer
 	young := map[string]bool{}
-	for _, r := range in.Relays {
-		if r.MeasuredFor > 0 && r.MeasuredFor < cfg.YoungFor {
-			young[r.Node.Name] = true
+	for _, rl := range in.Relays {
+		if rl.MeasuredFor > 0 && rl.MeasuredFor < cfg.YoungFor {
+			young[rl.Node.Name] = true
 		}
-		if r.Node.Name == client || r.Node.Name == dst {
-			return nil, nil, st, fmt.Errorf("shortlist: relay %q has an endpoint's name", r.Node.Name)
+		if rl.Node.Name == client || rl.Node.Name == dst {
+			return nil, nil, r.st, fmt.Errorf("shortlist: relay %q has an endpoint's name", rl.Node.Name)
 		}
-		if _, twice := placed[r.Node.Name]; twice {
-			return nil, nil, st, fmt.Errorf("shortlist: two relays named %q: a plan needs each relay once", r.Node.Name)
+		if _, twice := placed[rl.Node.Name]; twice {
+			return nil, nil, r.st, fmt.Errorf("shortlist: two relays named %q: a plan needs each relay once", rl.Node.Name)
 		}
-		placed[r.Node.Name] = r
-		if r.Coord != nil {
-			peers = append(peers, coord.Peer{Name: r.Node.Name, Coord: r.Coord})
+		placed[rl.Node.Name] = rl
+		if rl.Coord != nil {
+			peers = append(peers, coord.Peer{Name: rl.Node.Name, Coord: rl.Coord})
 		}
 	}
 	slices.SortFunc(peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
-
-	// l holds every RTT probed in this plan, by unordered pair, with the
-	// pairs whose probe failed, no segment of this plan whatever was
-	// published or estimated for them, and the relays the client's own
-	// probe could not reach, no hop of this plan at all (their admin API,
-	// which makes their probes, is out of reach too; a relay that
-	// vanished still has its coordinate and its published pairs in the
-	// registry until they age out).
-	l := newLedger()
-	// pending are the pairs probed and not answered yet (LateProber).
-	pending := map[[2]string]bool{}
-	record := func(b Probe, ms float64) {
-		k := key(b.From, b.To)
-		switch {
-		case Pending(ms):
-			pending[k] = true
-			return
-		case ms > 0:
-			l.update(b.From, b.To, func(f *sources) { f.measuredMs = ms })
-		default:
-			l.update(b.From, b.To, func(f *sources) { f.failed = true })
-			if b.From == client && b.To != dst {
-				l.down[l.intern(b.To)] = true
-			}
-		}
-		delete(pending, k)
-	}
-	// rtt is defined below; probe orders a batch by it.
-	var rtt func(a, b string) (ms float64, estimated, ok bool)
-	// lengthMs is how long a probe takes, by the best figures known: the
-	// round trip of asking its maker (none for this host's own) and its
-	// handshakes.
-	lengthMs := func(pr Probe) float64 {
-		ms, _, _ := rtt(pr.From, pr.To)
-		ms *= float64(max(pr.Handshakes, 1))
-		if pr.From != client {
-			ask, _, _ := rtt(client, pr.From)
-			ms += ask
-		}
-		return ms
-	}
-	// roundMs foresees how long a round of batch lasts (Config.Deadline):
-	// the quorum's longest of its requests, a relay's probes one request
-	// as long as its longest.
-	roundMs := func(batch []Probe) float64 {
-		byMaker := map[string]float64{}
-		var reqs []float64
-		for _, pr := range batch {
-			if pending[key(pr.From, pr.To)] {
-				continue
-			}
-			pr.Handshakes = cfg.Handshakes
-			if ms := lengthMs(pr); pr.From == client {
-				reqs = append(reqs, ms)
-			} else {
-				byMaker[pr.From] = max(byMaker[pr.From], ms)
-			}
-		}
-		reqs = slices.AppendSeq(reqs, maps.Values(byMaker))
-		if len(reqs) == 0 {
-			return 0
-		}
-		slices.Sort(reqs)
-		return reqs[cfg.RoundNeedsAt(2, len(reqs))-1]
-	}
-	probe := func(batch []Probe) error {
-		if len(batch) == 0 {
-			return nil
-		}
-		// A pair in flight since an earlier round is not asked again.
-		batch = slices.DeleteFunc(batch, func(b Probe) bool { return pending[key(b.From, b.To)] })
-		if len(batch) == 0 {
-			return nil
-		}
-		for i := range batch {
-			batch[i].Handshakes = cfg.Handshakes
-			if rtt != nil {
-				batch[i].ExpectMs, _, _ = rtt(batch[i].From, batch[i].To)
-			}
-		}
-		// The longest probes first (lengthMs): the Prober has a bounded
-		// number in flight and the round lasts until its last one, so a
-		// long probe started late is the round's tail.
-		if rtt != nil {
-			// Each probe's length once, not once a comparison: sorting
-			// a round of thousands of probes by map lookups was several
-			// per cent of a plan's computation at 5,000 relays.
-			type long struct {
-				pr Probe
-				ms float64
-			}
-			byLength := make([]long, len(batch))
-			for i, pr := range batch {
-				byLength[i] = long{pr, lengthMs(pr)}
-			}
-			slices.SortStableFunc(byLength, func(x, y long) int { return cmp.Compare(y.ms, x.ms) })
-			for i, l := range byLength {
-				batch[i] = l.pr
-			}
-		}
-		rtts, err := p.Probe(ctx, batch)
-		if err != nil {
-			return err
-		}
-		if len(rtts) != len(batch) {
-			return fmt.Errorf("shortlist: the prober answered %d of %d probes", len(rtts), len(batch))
-		}
-		st.Probes += len(batch)
-		st.Rounds++
-		for i, b := range batch {
-			record(b, rtts[i])
-		}
-		return nil
-	}
-	// late takes in the probes of earlier rounds that answered since
-	// (all of those in flight, with wait).
-	late := func(wait bool) error {
-		lp, ok := p.(LateProber)
-		if !ok || len(pending) == 0 {
-			return nil
-		}
-		answers, err := lp.Late(ctx, wait)
-		for _, a := range answers {
-			record(a.Probe, a.RTTMs)
-		}
-		return err
-	}
+	r.l = newLedger()
+	r.pending = map[[2]string]bool{}
 
 	// A replan starts from its Prior (see Prior) when that places both
 	// endpoints.
-	prior := in.Prior
+	prior := r.in.Prior
 	if prior != nil && !(validCoord(prior.Client) && validCoord(prior.Destination)) {
 		prior = nil
 	}
@@ -797,30 +664,30 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// (pairCosts): n²/2 estimates, most of a plan's computation at
 	// thousands of relays. They hang on the relays' coordinates alone, so
 	// they are computed while the first round's probes are out.
-	all := placedSpace(in.Relays)
+	all := placedSpace(r.in.Relays)
 	costsReady := make(chan []float32, 1)
-	costsFrom := waited()
+	costsFrom := r.waited()
 	go func() { costsReady <- all.pairCosts() }()
 
 	// Round 1: the landmarks and the direct path; a replan has none
 	// (its direct path is measured in its first round, below).
 	var landmarks []coord.Peer
 	batch := []Probe{{From: client, To: dst}}
-	dstPlaced := validCoord(in.DestinationCoord)
+	dstPlaced := validCoord(r.in.DestinationCoord)
 	if prior == nil {
 		landmarks = coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
-		for _, l := range landmarks {
-			batch = append(batch, Probe{From: client, To: l.Name})
+		for _, lm := range landmarks {
+			batch = append(batch, Probe{From: client, To: lm.Name})
 			switch {
 			case dstPlaced:
-			case in.DestinationProbes:
-				batch = append(batch, Probe{From: dst, To: l.Name})
+			case r.in.DestinationProbes:
+				batch = append(batch, Probe{From: dst, To: lm.Name})
 			default:
-				batch = append(batch, Probe{From: l.Name, To: dst})
+				batch = append(batch, Probe{From: lm.Name, To: dst})
 			}
 		}
-		if err := probe(batch); err != nil {
-			return nil, nil, st, err
+		if err := r.probe(batch); err != nil {
+			return nil, nil, r.st, err
 		}
 		// The fits need enough landmarks: with fewer than
 		// minFitLandmarks (or three in four of fewer landmarks)
@@ -828,22 +695,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		short := func(end string) bool {
 			n := 0
 			for _, lm := range landmarks {
-				if f := l.at(end, lm.Name); f.measuredMs > 0 || f.failed {
+				if f := r.l.at(end, lm.Name); f.measuredMs > 0 || f.failed {
 					n++
 				}
 			}
 			return n < min(minFitLandmarks, (3*len(landmarks)+3)/4)
 		}
 		if short(client) || !dstPlaced && short(dst) {
-			if err := late(true); err != nil {
-				return nil, nil, st, err
+			if err := r.late(true); err != nil {
+				return nil, nil, r.st, err
 			}
 		}
 	}
 	fit := func(end string) *coordinate.Coordinate {
 		var ls []coord.Landmark
 		for _, lm := range landmarks {
-			if ms := l.at(end, lm.Name).measuredMs; ms > 0 {
+			if ms := r.l.at(end, lm.Name).measuredMs; ms > 0 {
 				ls = append(ls, coord.Landmark{Coord: lm.Coord, RTTMs: ms})
 			}
 		}
@@ -853,62 +720,33 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		return c
 	}
-	clientID, dstID := l.intern(client), l.intern(dst)
+	clientID, dstID := r.l.intern(client), r.l.intern(dst)
 	switch {
 	case prior != nil:
-		l.coord[clientID], l.coord[dstID] = prior.Client, prior.Destination
+		r.l.coord[clientID], r.l.coord[dstID] = prior.Client, prior.Destination
 	case dstPlaced:
-		l.coord[clientID], l.coord[dstID] = fit(client), in.DestinationCoord
+		r.l.coord[clientID], r.l.coord[dstID] = fit(client), r.in.DestinationCoord
 	default:
-		l.coord[clientID], l.coord[dstID] = fit(client), fit(dst)
+		r.l.coord[clientID], r.l.coord[dstID] = fit(client), fit(dst)
 	}
-	for _, r := range peers {
-		l.coord[l.intern(r.Name)] = r.Coord
+	for _, pe := range peers {
+		r.l.coord[r.l.intern(pe.Name)] = pe.Coord
 	}
-	for _, e := range in.Exact {
+	for _, e := range r.in.Exact {
 		if !e.Estimated && e.RTTMs > 0 {
-			l.update(e.A, e.B, func(f *sources) { f.exactMs = e.RTTMs })
+			r.l.update(e.A, e.B, func(f *sources) { f.exactMs = e.RTTMs })
 		}
 	}
 	// The Prior's measurements, the first of a pair's.
 	if prior != nil {
 		for _, e := range prior.Pairs {
 			if e.RTTMs > 0 {
-				l.update(e.A, e.B, func(f *sources) { f.earlierMs = cmp.Or(f.earlierMs, e.RTTMs) })
+				r.l.update(e.A, e.B, func(f *sources) { f.earlierMs = cmp.Or(f.earlierMs, e.RTTMs) })
 			}
 		}
 	}
-	// rtt is the best figure known for a pair (see ledger.rtt).
-	rtt = func(a, b string) (ms float64, estimated, ok bool) {
-		return l.rtt(l.intern(a), l.intern(b))
-	}
-
-	// orient says which end of a segment measures it: the client its own
-	// segment, a relay its segment to the destination (unless the
-	// destination makes probes); between relays the end nearer the
-	// client (by the best figure known), whom the client asks: a relay's
-	// probe costs the round trip of asking it too.
-	orient := func(a, b string) Probe {
-		switch {
-		case b == client, a == dst && !in.DestinationProbes:
-			return Probe{From: b, To: a}
-		case a == client, b == dst && !in.DestinationProbes:
-			return Probe{From: a, To: b}
-		}
-		ma, _, okA := rtt(client, a)
-		mb, _, okB := rtt(client, b)
-		if okB && (!okA || mb < ma) {
-			return Probe{From: b, To: a}
-		}
-		return Probe{From: a, To: b}
-	}
-	// unmeasured says a segment's figure is not this plan's measurement:
-	// an estimate, or the Prior's (published pairs count as measured).
-	unmeasured := func(s planner.Segment) bool {
-		f := l.at(s.From, s.To)
-		return s.Estimated || f.measuredMs == 0 && f.earlierMs > 0
-	}
-	unsettled := func(p planner.Plan) bool { return slices.ContainsFunc(p.Segments, unmeasured) }
+	// rtt can be asked from here on.
+	r.ready = true
 
 	// A replan's first round is the first cut's (below), with the direct
 	// path and the segments of the chains the Prior ranked (of relays
@@ -922,19 +760,19 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		recheck = append(recheck, batch...) // the direct path
 		seen := map[[2]string]bool{key(client, dst): true}
 		for _, chain := range prior.Chains {
-			if slices.ContainsFunc(chain, func(r string) bool { _, ok := placed[r]; return !ok }) {
+			if slices.ContainsFunc(chain, func(name string) bool { _, ok := placed[name]; return !ok }) {
 				continue
 			}
-			for _, r := range chain {
-				if !slices.Contains(kept, r) {
-					kept = append(kept, r)
+			for _, name := range chain {
+				if !slices.Contains(kept, name) {
+					kept = append(kept, name)
 				}
 			}
 			hops := slices.Concat([]string{client}, chain, []string{dst})
 			for i := 1; i < len(hops); i++ {
 				if k := key(hops[i-1], hops[i]); !seen[k] {
 					seen[k] = true
-					recheck = append(recheck, orient(hops[i-1], hops[i]))
+					recheck = append(recheck, r.orient(hops[i-1], hops[i]))
 				}
 			}
 		}
@@ -948,15 +786,15 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	if _, ok := p.(Clock); ok {
 		// A real round's wait hides the pairs' costs up to its length; the
 		// model's clock does not wait, so the plan waited for them here.
-		st.Hidden = min(time.Since(blockedFrom), waited()-costsFrom)
+		r.st.Hidden = min(time.Since(blockedFrom), r.waited()-costsFrom)
 	}
 	sp := all
 	sp.off = make([]bool, sp.n())
 	reachable := 0
 	fromClient, toDst := make([]float64, sp.n()), make([]float64, sp.n())
 	for i, name := range sp.name {
-		a, _, okA := rtt(client, name)
-		b, _, okB := rtt(name, dst)
+		a, _, okA := r.rtt(client, name)
+		b, _, okB := r.rtt(name, dst)
 		if !okA || !okB {
 			sp.off[i] = true
 			a, b = math.Inf(1), math.Inf(1)
@@ -969,19 +807,19 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	for i, name := range sp.name {
 		at[name] = i
 	}
-	for k, f := range l.pairs {
+	for k, f := range r.l.pairs {
 		a, b := pairOf(k)
-		u, okU := at[l.name[a]]
-		v, okV := at[l.name[b]]
+		u, okU := at[r.l.name[a]]
+		v, okV := at[r.l.name[b]]
 		if f.exactMs > 0 && okU && okV {
 			sp.addExact(u, v, f.exactMs)
 		}
 	}
-	directMs, _, okDirect := rtt(client, dst)
+	directMs, _, okDirect := r.rtt(client, dst)
 	if !okDirect {
 		directMs = math.Inf(1)
 	}
-	hops := in.Request.Constraints.MaxHops
+	hops := r.in.Request.Constraints.MaxHops
 	if hops == 0 {
 		hops = planner.DefaultMaxHops
 	}
@@ -994,16 +832,16 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	// keep adds the kept relays the candidates lack, and sorts them.
 	keep := func() {
-		for _, r := range kept {
-			if !slices.Contains(cands, r) {
-				cands = append(cands, r)
+		for _, name := range kept {
+			if !slices.Contains(cands, name) {
+				cands = append(cands, name)
 			}
 		}
 		slices.Sort(cands)
-		st.Candidates = len(cands)
+		r.st.Candidates = len(cands)
 	}
 	keep()
-	st.FirstCut = slices.Clone(cands)
+	r.st.FirstCut = slices.Clone(cands)
 	// undescribed are the candidates Describe has not told of yet: their
 	// descriptions may be on their way (a Prober's read beside its probe
 	// of a relay takes round trips more than the probe), so each round
@@ -1011,10 +849,10 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	undescribed := map[string]bool{}
 	// describe asks Describe about relays that just became candidates.
 	describe := func(names []string) error {
-		if in.Describe == nil || len(names) == 0 {
+		if r.in.Describe == nil || len(names) == 0 {
 			return nil
 		}
-		nodes, err := in.Describe(ctx, names)
+		nodes, err := r.in.Describe(ctx, names)
 		if err != nil {
 			return err
 		}
@@ -1027,17 +865,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			}
 		}
 		for name, n := range nodes {
-			if r, ok := placed[name]; ok && n.Name == name {
+			if rl, ok := placed[name]; ok && n.Name == name {
 				n.Relay = true
-				r.Node = n
-				placed[name] = r
+				rl.Node = n
+				placed[name] = rl
 			}
 		}
 		// The destination too, when it is known (a relay's host): the
 		// rounds then measure the plan the final search will choose.
 		if n, ok := nodes[dst]; ok && n.Name == dst {
 			n.Relay = false
-			in.Destination = n
+			r.in.Destination = n
 		}
 		return nil
 	}
@@ -1065,7 +903,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		described := make(chan error, 1)
 		go func() { described <- describe(during) }()
-		err := probe(batch)
+		err := r.probe(batch)
 		if derr := <-described; err == nil {
 			err = derr
 		}
@@ -1074,7 +912,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		return err
 	}
-	req := in.Request
+	req := r.in.Request
 	req.Client, req.Destination = client, dst
 	// g is the figures between the endpoints and the candidates as of
 	// the last build: a round's optimisticPairs reads them too.
@@ -1094,13 +932,13 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		if n := len(names) * (len(names) - 1) / 2; cap(pairs) < n {
 			pairs = make([]planner.Pair, 0, n+n/4)
 		}
-		m := &planner.Matrix{Nodes: []planner.Node{in.Client, in.Destination}, Pairs: pairs[:0]}
+		m := &planner.Matrix{Nodes: []planner.Node{r.in.Client, r.in.Destination}, Pairs: pairs[:0]}
 		m.Nodes[0].Relay, m.Nodes[1].Relay = false, false
 		ids := make([]int32, len(names))
 		for i, name := range names {
-			ids[i] = l.intern(name)
+			ids[i] = r.l.intern(name)
 		}
-		l.fillGrid(&g, names, ids)
+		r.l.fillGrid(&g, names, ids)
 		for _, c := range cands {
 			m.Nodes = append(m.Nodes, placed[c].Node)
 		}
@@ -1124,11 +962,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	{
 		batch = append(batch[:0], recheck...)
 		for _, c := range cands {
-			if _, est, _ := rtt(client, c); est {
+			if _, est, _ := r.rtt(client, c); est {
 				batch = append(batch, Probe{From: client, To: c})
 			}
-			if _, est, _ := rtt(c, dst); est {
-				if in.DestinationProbes {
+			if _, est, _ := r.rtt(c, dst); est {
+				if r.in.DestinationProbes {
 					batch = append(batch, Probe{From: dst, To: c})
 				} else {
 					batch = append(batch, Probe{From: c, To: dst})
@@ -1137,23 +975,23 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 		// The first cut is described while its ends are probed.
 		if err := probeDescribing(batch, cands); err != nil {
-			return nil, nil, st, err
+			return nil, nil, r.st, err
 		}
 		// The landmarks that answered late rank the first cut too.
-		if err := late(false); err != nil {
-			return nil, nil, st, err
+		if err := r.late(false); err != nil {
+			return nil, nil, r.st, err
 		}
 	}
 	// The search budget counts from here: the first cut's ends are in.
-	searchFrom := elapsed()
+	searchFrom := r.elapsed()
 	if len(cands) > candidates {
 		// Rank the first cut again on its measured ends: the candidates
 		// are its best Candidates.
 		sub := sp.subset(wide, cfg.Caution)
 		var fc, td []float64
 		for _, name := range sub.name {
-			a, estA, okA := rtt(client, name)
-			b, estB, okB := rtt(name, dst)
+			a, estA, okA := r.rtt(client, name)
+			b, estB, okB := r.rtt(name, dst)
 			if !okA || !okB {
 				a, b = math.Inf(1), math.Inf(1)
 			}
@@ -1199,43 +1037,43 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	}
 	for round := 0; ; round++ {
 		if round > 0 {
-			if err := late(false); err != nil {
-				return nil, nil, st, err
+			if err := r.late(false); err != nil {
+				return nil, nil, r.st, err
 			}
 		}
 		if len(undescribed) > 0 {
 			if err := describe(slices.Sorted(maps.Keys(undescribed))); err != nil {
-				return nil, nil, st, err
+				return nil, nil, r.st, err
 			}
 		}
 		m = build(false)
 		var err error
 		if res, err = planner.Search(m, req); err != nil {
-			return nil, nil, st, err
+			return nil, nil, r.st, err
 		}
 		necks := necksOf(res.Best)
-		if round == cfg.Rounds || !unsettled(res.Best) && len(necks) == 0 {
+		if round == cfg.Rounds || !r.unsettled(res.Best) && len(necks) == 0 {
 			break
 		}
 		// Close enough: the chains measured throughout hold one within
 		// Settle of the best plan the estimates promise, and its
 		// bottleneck's neighbourhood was searched, as a plan's must be
 		// (else this round searches it too).
-		if cfg.Settle > 0 && unsettled(res.Best) {
+		if cfg.Settle > 0 && r.unsettled(res.Best) {
 			// m is rebuilt (build reuses its pairs' memory): a settled
 			// plan returns the matrix measured throughout, as one whose
 			// rounds ran out does; else the next round builds anew.
 			m = build(true)
 			measured, err := planner.Search(m, req)
 			if err != nil {
-				return nil, nil, st, err
+				return nil, nil, r.st, err
 			}
 			// (A replan's chain that rests on its Prior's figures is
 			// not measured throughout: it settles nothing.)
-			if len(measured.Best.Segments) > 0 && !unsettled(measured.Best) && within(measured.Best, res.Best, cfg.Settle) {
+			if len(measured.Best.Segments) > 0 && !r.unsettled(measured.Best) && within(measured.Best, res.Best, cfg.Settle) {
 				more := necksOf(measured.Best)
 				if len(more) == 0 {
-					st.Settled = true
+					r.st.Settled = true
 					res = measured
 					break
 				}
@@ -1268,14 +1106,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			for _, a := range near(neck[0]) {
 				for _, b := range ends {
 					k := key(a, b)
-					if _, est, ok := rtt(a, b); ok && est && !seen[k] && a != b {
+					if _, est, ok := r.rtt(a, b); ok && est && !seen[k] && a != b {
 						seen[k] = true
-						batch = append(batch, orient(a, b))
+						batch = append(batch, r.orient(a, b))
 					}
-					for _, r := range [2]string{a, b} {
-						if r != client && r != dst && !isCand[r] {
-							isCand[r] = true
-							added = append(added, r)
+					for _, name := range [2]string{a, b} {
+						if name != client && name != dst && !isCand[name] {
+							isCand[name] = true
+							added = append(added, name)
 						}
 					}
 				}
@@ -1287,9 +1125,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
 			for _, seg := range pl.Segments {
 				k := key(seg.From, seg.To)
-				if unmeasured(seg) && !seen[k] {
+				if r.unmeasured(seg) && !seen[k] {
 					seen[k] = true
-					batch = append(batch, orient(seg.From, seg.To))
+					batch = append(batch, r.orient(seg.From, seg.To))
 				}
 			}
 		}
@@ -1313,32 +1151,32 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 				if k := key(pb.a, pb.b); !seen[k] {
 					seen[k] = true
-					batch = append(batch, orient(pb.a, pb.b))
+					batch = append(batch, r.orient(pb.a, pb.b))
 				}
 			}
 		}
 		// A round that would end past the deadline or the search
 		// budget is not made.
 		if cfg.Deadline > 0 || cfg.SearchBudget > 0 {
-			ends := elapsed() + time.Duration(roundMs(batch)*float64(time.Millisecond))
-			st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
-			st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
-			if st.Deadlined || st.OutOfBudget {
+			ends := r.elapsed() + time.Duration(r.roundMs(batch)*float64(time.Millisecond))
+			r.st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
+			r.st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
+			if r.st.Deadlined || r.st.OutOfBudget {
 				break
 			}
 		}
 		// The new candidates are described while the round's probes run.
 		// A round with nothing new to ask waits for what is in flight.
-		if !slices.ContainsFunc(batch, func(b Probe) bool { return !pending[key(b.From, b.To)] }) {
-			if err := late(true); err != nil {
-				return nil, nil, st, err
+		if !slices.ContainsFunc(batch, func(b Probe) bool { return !r.pending[key(b.From, b.To)] }) {
+			if err := r.late(true); err != nil {
+				return nil, nil, r.st, err
 			}
 		}
 		if err := probeDescribing(batch, added); err != nil {
-			return nil, nil, st, err
+			return nil, nil, r.st, err
 		}
 		cands = append(cands, added...)
-		st.Candidates = len(cands)
+		r.st.Candidates = len(cands)
 	}
 	// searchAgain plans over the candidates again (without the estimated
 	// pairs, with measuredOnly).
@@ -1350,12 +1188,12 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// The best plan waiting on a probe in flight: wait for it (but at
 	// the deadline or the search budget's end, when it counts as the
 	// estimate it is, below).
-	if !st.Deadlined && !st.OutOfBudget && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return pending[key(s.From, s.To)] }) {
-		if err := late(true); err != nil {
-			return nil, nil, st, err
+	if !r.st.Deadlined && !r.st.OutOfBudget && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return r.pending[key(s.From, s.To)] }) {
+		if err := r.late(true); err != nil {
+			return nil, nil, r.st, err
 		}
 		if err := searchAgain(false); err != nil {
-			return nil, nil, st, err
+			return nil, nil, r.st, err
 		}
 	}
 	// The rounds ran out with the best plan still standing on an
@@ -1369,21 +1207,21 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// measured throughout.
 	if cfg.Rounds > 0 && hasEstimate(res.Best) {
 		if err := searchAgain(true); err != nil {
-			return nil, nil, st, err
+			return nil, nil, r.st, err
 		}
 	}
 	// What a replan can start from: the endpoints' coordinates, every
 	// figure measured (this plan's, then the Prior's), the chains ranked.
-	if validCoord(l.coord[clientID]) && validCoord(l.coord[dstID]) {
-		next := &Prior{Client: l.coord[clientID], Destination: l.coord[dstID]}
-		for k, f := range l.pairs {
+	if validCoord(r.l.coord[clientID]) && validCoord(r.l.coord[dstID]) {
+		next := &Prior{Client: r.l.coord[clientID], Destination: r.l.coord[dstID]}
+		for k, f := range r.l.pairs {
 			u, v := pairOf(k)
 			ms := f.measuredMs
-			if ms == 0 && !f.failed && !l.down[u] && !l.down[v] {
+			if ms == 0 && !f.failed && !r.l.down[u] && !r.l.down[v] {
 				ms = f.earlierMs
 			}
 			if ms > 0 {
-				a, b := l.name[u], l.name[v]
+				a, b := r.l.name[u], r.l.name[v]
 				next.Pairs = append(next.Pairs, Measured{A: min(a, b), B: max(a, b), RTTMs: ms})
 			}
 		}
@@ -1393,22 +1231,22 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				next.Chains = append(next.Chains, slices.Clone(pl.Chain))
 			}
 		}
-		st.Prior = next
+		r.st.Prior = next
 	}
-	for id, down := range l.down {
+	for id, down := range r.l.down {
 		if down {
-			st.Unreachable = append(st.Unreachable, l.name[id])
+			r.st.Unreachable = append(r.st.Unreachable, r.l.name[id])
 		}
 	}
-	slices.Sort(st.Unreachable)
+	slices.Sort(r.st.Unreachable)
 	for _, seg := range res.Best.Segments {
 		if seg.Estimated {
-			st.Estimated++
+			r.st.Estimated++
 		} else {
-			st.Measured++
+			r.st.Measured++
 		}
 	}
-	return res, m, st, nil
+	return res, m, r.st, nil
 }
 
 // placedSpace is the space of the relays with a valid coordinate, in
