@@ -1,8 +1,14 @@
 package shortlist
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/coord"
 )
 
 // planRun is one plan's state: what the phases of Plan share, each phase
@@ -18,6 +24,13 @@ type planRun struct {
 	began time.Time
 
 	client, dst string
+	placed      map[string]Relay // every relay, by name
+	peers       []coord.Peer     // the relays with a coordinate, by name
+	young       map[string]bool  // Config.YoungFor
+	// prior is in.Prior when it places both endpoints: a replan starts
+	// from it (see Prior).
+	prior *Prior
+
 	// l holds every RTT probed in this plan, by unordered pair, with the
 	// pairs whose probe failed, no segment of this plan whatever was
 	// published or estimated for them, and the relays the client's own
@@ -25,11 +38,57 @@ type planRun struct {
 	// which makes their probes, is out of reach too; a relay that
 	// vanished still has its coordinate and its published pairs in the
 	// registry until they age out).
-	l *ledger
+	l               *ledger
+	clientID, dstID int32
 	// pending are the pairs probed and not answered yet (LateProber).
 	pending map[[2]string]bool
 	// ready says the ledger holds the endpoints' and the relays'
 	// coordinates and the figures known beforehand: rtt can be asked,
 	// and probe orders a batch by it (the landmarks' round it cannot).
 	ready bool
+	// batch is the round's probes; each round reuses its memory.
+	batch []Probe
+
+	// The landmarks' round: the landmarks, and whether the destination's
+	// coordinate is known beforehand (Input.DestinationCoord).
+	landmarks []coord.Peer
+	dstPlaced bool
+}
+
+// newPlanRun is the state of a plan of in, its relays taken in; an error
+// for names a plan cannot tell apart.
+func newPlanRun(ctx context.Context, cfg Config, in Input, p Prober) (*planRun, error) {
+	r := &planRun{ctx: ctx, cfg: cfg.withDefaults(), in: in, p: p, began: time.Now()}
+	client, dst := in.Client.Name, in.Destination.Name
+	r.client, r.dst = client, dst
+	if client == "" || dst == "" || client == dst {
+		return nil, errors.New("shortlist: the client and the destination need two different names")
+	}
+	r.placed = make(map[string]Relay, len(in.Relays))
+	r.young = map[string]bool{}
+	for _, rl := range in.Relays {
+		if rl.MeasuredFor > 0 && rl.MeasuredFor < r.cfg.YoungFor {
+			r.young[rl.Node.Name] = true
+		}
+		if rl.Node.Name == client || rl.Node.Name == dst {
+			return nil, fmt.Errorf("shortlist: relay %q has an endpoint's name", rl.Node.Name)
+		}
+		if _, twice := r.placed[rl.Node.Name]; twice {
+			return nil, fmt.Errorf("shortlist: two relays named %q: a plan needs each relay once", rl.Node.Name)
+		}
+		r.placed[rl.Node.Name] = rl
+		if rl.Coord != nil {
+			r.peers = append(r.peers, coord.Peer{Name: rl.Node.Name, Coord: rl.Coord})
+		}
+	}
+	slices.SortFunc(r.peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
+	r.l = newLedger()
+	r.pending = map[[2]string]bool{}
+	// A replan starts from its Prior (see Prior) when that places both
+	// endpoints.
+	r.prior = in.Prior
+	if r.prior != nil && !(validCoord(r.prior.Client) && validCoord(r.prior.Destination)) {
+		r.prior = nil
+	}
+	return r, nil
 }

@@ -63,17 +63,13 @@ package shortlist
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 
-	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -625,41 +621,13 @@ type Stats struct {
 // documentation. It returns the planner's result, the matrix it planned
 // on (candidates only) and what it cost.
 func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result, *planner.Matrix, Stats, error) {
-	cfg = cfg.withDefaults()
-	r := &planRun{ctx: ctx, cfg: cfg, in: in, p: p, began: time.Now()}
-	r.client, r.dst = in.Client.Name, in.Destination.Name
-	client, dst := r.client, r.dst
-	if client == "" || dst == "" || client == dst {
-		return nil, nil, r.st, errors.New("shortlist: the client and the destination need two different names")
+	r, err := newPlanRun(ctx, cfg, in, p)
+	if err != nil {
+		return nil, nil, Stats{}, err
 	}
-	placed := make(map[string]Relay, len(in.Relays))
-	var peers []coord.Peer
-	young := map[string]bool{}
-	for _, rl := range in.Relays {
-		if rl.MeasuredFor > 0 && rl.MeasuredFor < cfg.YoungFor {
-			young[rl.Node.Name] = true
-		}
-		if rl.Node.Name == client || rl.Node.Name == dst {
-			return nil, nil, r.st, fmt.Errorf("shortlist: relay %q has an endpoint's name", rl.Node.Name)
-		}
-		if _, twice := placed[rl.Node.Name]; twice {
-			return nil, nil, r.st, fmt.Errorf("shortlist: two relays named %q: a plan needs each relay once", rl.Node.Name)
-		}
-		placed[rl.Node.Name] = rl
-		if rl.Coord != nil {
-			peers = append(peers, coord.Peer{Name: rl.Node.Name, Coord: rl.Coord})
-		}
-	}
-	slices.SortFunc(peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
-	r.l = newLedger()
-	r.pending = map[[2]string]bool{}
+	cfg, client, dst := r.cfg, r.client, r.dst
+	placed, young, prior := r.placed, r.young, r.prior
 
-	// A replan starts from its Prior (see Prior) when that places both
-	// endpoints.
-	prior := r.in.Prior
-	if prior != nil && !(validCoord(prior.Client) && validCoord(prior.Destination)) {
-		prior = nil
-	}
 	// The first cut's ranking (below) costs every pair of placed relays
 	// (pairCosts): n²/2 estimates, most of a plan's computation at
 	// thousands of relays. They hang on the relays' coordinates alone, so
@@ -669,84 +637,11 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	costsFrom := r.waited()
 	go func() { costsReady <- all.pairCosts() }()
 
-	// Round 1: the landmarks and the direct path; a replan has none
-	// (its direct path is measured in its first round, below).
-	var landmarks []coord.Peer
-	batch := []Probe{{From: client, To: dst}}
-	dstPlaced := validCoord(r.in.DestinationCoord)
-	if prior == nil {
-		landmarks = coord.Landmarks(peers, cfg.Landmarks, rand.New(rand.NewPCG(cfg.Seed, uint64(len(peers)))))
-		for _, lm := range landmarks {
-			batch = append(batch, Probe{From: client, To: lm.Name})
-			switch {
-			case dstPlaced:
-			case r.in.DestinationProbes:
-				batch = append(batch, Probe{From: dst, To: lm.Name})
-			default:
-				batch = append(batch, Probe{From: lm.Name, To: dst})
-			}
-		}
-		if err := r.probe(batch); err != nil {
-			return nil, nil, r.st, err
-		}
-		// The fits need enough landmarks: with fewer than
-		// minFitLandmarks (or three in four of fewer landmarks)
-		// answered for an end, wait for those in flight.
-		short := func(end string) bool {
-			n := 0
-			for _, lm := range landmarks {
-				if f := r.l.at(end, lm.Name); f.measuredMs > 0 || f.failed {
-					n++
-				}
-			}
-			return n < min(minFitLandmarks, (3*len(landmarks)+3)/4)
-		}
-		if short(client) || !dstPlaced && short(dst) {
-			if err := r.late(true); err != nil {
-				return nil, nil, r.st, err
-			}
-		}
+	if err := r.landmarksRound(); err != nil {
+		return nil, nil, r.st, err
 	}
-	fit := func(end string) *coordinate.Coordinate {
-		var ls []coord.Landmark
-		for _, lm := range landmarks {
-			if ms := r.l.at(end, lm.Name).measuredMs; ms > 0 {
-				ls = append(ls, coord.Landmark{Coord: lm.Coord, RTTMs: ms})
-			}
-		}
-		c, err := coord.Fit(ls, cfg.Vivaldi)
-		if err != nil {
-			return nil
-		}
-		return c
-	}
-	clientID, dstID := r.l.intern(client), r.l.intern(dst)
-	switch {
-	case prior != nil:
-		r.l.coord[clientID], r.l.coord[dstID] = prior.Client, prior.Destination
-	case dstPlaced:
-		r.l.coord[clientID], r.l.coord[dstID] = fit(client), r.in.DestinationCoord
-	default:
-		r.l.coord[clientID], r.l.coord[dstID] = fit(client), fit(dst)
-	}
-	for _, pe := range peers {
-		r.l.coord[r.l.intern(pe.Name)] = pe.Coord
-	}
-	for _, e := range r.in.Exact {
-		if !e.Estimated && e.RTTMs > 0 {
-			r.l.update(e.A, e.B, func(f *sources) { f.exactMs = e.RTTMs })
-		}
-	}
-	// The Prior's measurements, the first of a pair's.
-	if prior != nil {
-		for _, e := range prior.Pairs {
-			if e.RTTMs > 0 {
-				r.l.update(e.A, e.B, func(f *sources) { f.earlierMs = cmp.Or(f.earlierMs, e.RTTMs) })
-			}
-		}
-	}
-	// rtt can be asked from here on.
-	r.ready = true
+	r.place()
+	batch, clientID, dstID := r.batch, r.clientID, r.dstID
 
 	// A replan's first round is the first cut's (below), with the direct
 	// path and the segments of the chains the Prior ranked (of relays
