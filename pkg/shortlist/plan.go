@@ -53,6 +53,38 @@ type planRun struct {
 	// coordinate is known beforehand (Input.DestinationCoord).
 	landmarks []coord.Peer
 	dstPlaced bool
+
+	// The first cut. sp is the placed relays' space, the pairs' costs
+	// for its first ranking on their way in costsReady (computed since
+	// the Clock said costsFrom); at is a relay's index in it.
+	sp         *space
+	costsReady chan []float32
+	costsFrom  time.Duration
+	at         map[string]int
+	// recheck are a replan's probes of its Prior's chains, and kept their
+	// relays (see priorChains).
+	recheck []Probe
+	kept    []string
+	// The ranking's terms: the direct path's RTT (+Inf: none), the most
+	// relays of a chain, the site limit, and the first cut's indexes in
+	// sp, best first.
+	directMs float64
+	hops     int
+	site     siteLimit
+	wide     []int
+	// candidates is how many relays the planner sees after the first
+	// cut's ends are measured; cands are the candidates so far (the first
+	// cut until then), sorted.
+	candidates int
+	cands      []string
+	// undescribed are the candidates Describe has not told of yet: their
+	// descriptions may be on their way (a Prober's read beside its probe
+	// of a relay takes round trips more than the probe), so each round
+	// asks again before it plans, and they count from then on.
+	undescribed map[string]bool
+	// searchFrom is when the search budget starts: once the first cut's
+	// ends are in.
+	searchFrom time.Duration
 }
 
 // newPlanRun is the state of a plan of in, its relays taken in; an error
@@ -84,6 +116,7 @@ func newPlanRun(ctx context.Context, cfg Config, in Input, p Prober) (*planRun, 
 	slices.SortFunc(r.peers, func(a, b coord.Peer) int { return cmp.Compare(a.Name, b.Name) })
 	r.l = newLedger()
 	r.pending = map[[2]string]bool{}
+	r.undescribed = map[string]bool{}
 	// A replan starts from its Prior (see Prior) when that places both
 	// endpoints.
 	r.prior = in.Prior

@@ -626,187 +626,17 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return nil, nil, Stats{}, err
 	}
 	cfg, client, dst := r.cfg, r.client, r.dst
-	placed, young, prior := r.placed, r.young, r.prior
+	placed, young := r.placed, r.young
 
-	// The first cut's ranking (below) costs every pair of placed relays
-	// (pairCosts): n²/2 estimates, most of a plan's computation at
-	// thousands of relays. They hang on the relays' coordinates alone, so
-	// they are computed while the first round's probes are out.
-	all := placedSpace(r.in.Relays)
-	costsReady := make(chan []float32, 1)
-	costsFrom := r.waited()
-	go func() { costsReady <- all.pairCosts() }()
-
+	r.startCosts()
 	if err := r.landmarksRound(); err != nil {
 		return nil, nil, r.st, err
 	}
 	r.place()
-	batch, clientID, dstID := r.batch, r.clientID, r.dstID
-
-	// A replan's first round is the first cut's (below), with the direct
-	// path and the segments of the chains the Prior ranked (of relays
-	// still in the fleet): measured again, not taken from the Prior. Their
-	// relays are candidates whatever the ranking says (kept): the last
-	// plan's answer is the chain to beat, and its relays were often found
-	// by its rounds (a bottleneck's neighbours), not by the ranking.
-	var recheck []Probe
-	var kept []string
-	if prior != nil {
-		recheck = append(recheck, batch...) // the direct path
-		seen := map[[2]string]bool{key(client, dst): true}
-		for _, chain := range prior.Chains {
-			if slices.ContainsFunc(chain, func(name string) bool { _, ok := placed[name]; return !ok }) {
-				continue
-			}
-			for _, name := range chain {
-				if !slices.Contains(kept, name) {
-					kept = append(kept, name)
-				}
-			}
-			hops := slices.Concat([]string{client}, chain, []string{dst})
-			for i := 1; i < len(hops); i++ {
-				if k := key(hops[i-1], hops[i]); !seen[k] {
-					seen[k] = true
-					recheck = append(recheck, r.orient(hops[i-1], hops[i]))
-				}
-			}
-		}
-	}
-
-	// The candidates: the relays on the chains with the lowest estimated
-	// cost (see rankCandidates), of the placed relays the first round left
-	// reachable.
-	blockedFrom := time.Now()
-	tri := <-costsReady
-	if _, ok := p.(Clock); ok {
-		// A real round's wait hides the pairs' costs up to its length; the
-		// model's clock does not wait, so the plan waited for them here.
-		r.st.Hidden = min(time.Since(blockedFrom), r.waited()-costsFrom)
-	}
-	sp := all
-	sp.off = make([]bool, sp.n())
-	reachable := 0
-	fromClient, toDst := make([]float64, sp.n()), make([]float64, sp.n())
-	for i, name := range sp.name {
-		a, _, okA := r.rtt(client, name)
-		b, _, okB := r.rtt(name, dst)
-		if !okA || !okB {
-			sp.off[i] = true
-			a, b = math.Inf(1), math.Inf(1)
-		} else {
-			reachable++
-		}
-		fromClient[i], toDst[i] = a, b
-	}
-	at := make(map[string]int, sp.n())
-	for i, name := range sp.name {
-		at[name] = i
-	}
-	for k, f := range r.l.pairs {
-		a, b := pairOf(k)
-		u, okU := at[r.l.name[a]]
-		v, okV := at[r.l.name[b]]
-		if f.exactMs > 0 && okU && okV {
-			sp.addExact(u, v, f.exactMs)
-		}
-	}
-	directMs, _, okDirect := r.rtt(client, dst)
-	if !okDirect {
-		directMs = math.Inf(1)
-	}
-	hops := r.in.Request.Constraints.MaxHops
-	if hops == 0 {
-		hops = planner.DefaultMaxHops
-	}
-	var cands []string
-	site := siteLimit{perSite: cfg.PerSite, radius: cfg.SiteRadius}
-	firstCut, candidates := cfg.sizes(reachable)
-	wide := sp.rankCandidates(fromClient, toDst, directMs, hops, max(firstCut, candidates), site, tri)
-	for _, v := range wide {
-		cands = append(cands, sp.name[v])
-	}
-	// keep adds the kept relays the candidates lack, and sorts them.
-	keep := func() {
-		for _, name := range kept {
-			if !slices.Contains(cands, name) {
-				cands = append(cands, name)
-			}
-		}
-		slices.Sort(cands)
-		r.st.Candidates = len(cands)
-	}
-	keep()
-	r.st.FirstCut = slices.Clone(cands)
-	// undescribed are the candidates Describe has not told of yet: their
-	// descriptions may be on their way (a Prober's read beside its probe
-	// of a relay takes round trips more than the probe), so each round
-	// asks again before it plans, and they count from then on.
-	undescribed := map[string]bool{}
-	// describe asks Describe about relays that just became candidates.
-	describe := func(names []string) error {
-		if r.in.Describe == nil || len(names) == 0 {
-			return nil
-		}
-		nodes, err := r.in.Describe(ctx, names)
-		if err != nil {
-			return err
-		}
-		for _, name := range names {
-			_, told := nodes[name]
-			if told {
-				delete(undescribed, name)
-			} else {
-				undescribed[name] = true
-			}
-		}
-		for name, n := range nodes {
-			if rl, ok := placed[name]; ok && n.Name == name {
-				n.Relay = true
-				rl.Node = n
-				placed[name] = rl
-			}
-		}
-		// The destination too, when it is known (a relay's host): the
-		// rounds then measure the plan the final search will choose.
-		if n, ok := nodes[dst]; ok && n.Name == dst {
-			n.Relay = false
-			r.in.Destination = n
-		}
-		return nil
-	}
-	// probeDescribing probes batch and describes names: those that make
-	// none of batch's probes and that this host does not probe at once
-	// (their admin reads cost no round trip of their own; the two touch
-	// disjoint state, probe the measurements and describe the nodes), the
-	// others after the round, when the Prober may have brought their
-	// descriptions (see Input.Describe).
-	probeDescribing := func(batch []Probe, names []string) error {
-		makers := make(map[string]bool, len(batch))
-		for _, b := range batch {
-			makers[b.From] = true
-			if b.From == client {
-				makers[b.To] = true
-			}
-		}
-		var during, after []string
-		for _, name := range names {
-			if makers[name] {
-				after = append(after, name)
-			} else {
-				during = append(during, name)
-			}
-		}
-		described := make(chan error, 1)
-		go func() { described <- describe(during) }()
-		err := r.probe(batch)
-		if derr := <-described; err == nil {
-			err = derr
-		}
-		if err == nil {
-			err = describe(after)
-		}
-		return err
-	}
+	r.priorChains()
+	r.rankFirstCut()
+	clientID, dstID := r.clientID, r.dstID
+	sp, at, hops := r.sp, r.at, r.hops
 	req := r.in.Request
 	req.Client, req.Destination = client, dst
 	// g is the figures between the endpoints and the candidates as of
@@ -819,7 +649,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// build is the candidates' matrix; with measuredOnly, without the
 	// estimated pairs. It invalidates the matrix it built before.
 	build := func(measuredOnly bool) *planner.Matrix {
-		names := append([]string{client, dst}, cands...)
+		names := append([]string{client, dst}, r.cands...)
 		// Room for every pair at once, and for a few rounds' new
 		// candidates: a Pair is some 150 bytes, and growing a slice of
 		// a few hundred thousand by appends copied it over and over
@@ -834,7 +664,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			ids[i] = r.l.intern(name)
 		}
 		r.l.fillGrid(&g, names, ids)
-		for _, c := range cands {
+		for _, c := range r.cands {
 			m.Nodes = append(m.Nodes, placed[c].Node)
 		}
 		for i, a := range names {
@@ -849,67 +679,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		return m
 	}
 
-	// Round 2: every candidate's segments to the client and to the
-	// destination. The endpoints' coordinates are fitted from a few
-	// landmarks, the least accurate estimates there are, and those are the
-	// first and last segments of every chain. (A replan knows most of
-	// them from its Prior; its round measures the rest, and recheck.)
-	{
-		batch = append(batch[:0], recheck...)
-		for _, c := range cands {
-			if _, est, _ := r.rtt(client, c); est {
-				batch = append(batch, Probe{From: client, To: c})
-			}
-			if _, est, _ := r.rtt(c, dst); est {
-				if r.in.DestinationProbes {
-					batch = append(batch, Probe{From: dst, To: c})
-				} else {
-					batch = append(batch, Probe{From: c, To: dst})
-				}
-			}
-		}
-		// The first cut is described while its ends are probed.
-		if err := probeDescribing(batch, cands); err != nil {
-			return nil, nil, r.st, err
-		}
-		// The landmarks that answered late rank the first cut too.
-		if err := r.late(false); err != nil {
-			return nil, nil, r.st, err
-		}
+	if err := r.measureEnds(); err != nil {
+		return nil, nil, r.st, err
 	}
-	// The search budget counts from here: the first cut's ends are in.
-	searchFrom := r.elapsed()
-	if len(cands) > candidates {
-		// Rank the first cut again on its measured ends: the candidates
-		// are its best Candidates.
-		sub := sp.subset(wide, cfg.Caution)
-		var fc, td []float64
-		for _, name := range sub.name {
-			a, estA, okA := r.rtt(client, name)
-			b, estB, okB := r.rtt(name, dst)
-			if !okA || !okB {
-				a, b = math.Inf(1), math.Inf(1)
-			}
-			// An end still in flight (a LateProber's straggler) is an
-			// estimate, as cautious as the pairs between relays.
-			if estA {
-				a *= sub.scale
-			}
-			if estB {
-				b *= sub.scale
-			}
-			fc, td = append(fc, a), append(td, b)
-		}
-		cands = cands[:0]
-		for _, v := range sub.rankCandidates(fc, td, directMs, hops, candidates, site, nil) {
-			cands = append(cands, sub.name[v])
-		}
-		keep()
-	}
+	r.rankOnEnds()
 	var res *planner.Result
 	var m *planner.Matrix
 	isCand := map[string]bool{}
-	for _, c := range cands {
+	for _, c := range r.cands {
 		isCand[c] = true
 	}
 	// searched are the bottleneck segments whose neighbourhoods were
@@ -936,8 +713,8 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				return nil, nil, r.st, err
 			}
 		}
-		if len(undescribed) > 0 {
-			if err := describe(slices.Sorted(maps.Keys(undescribed))); err != nil {
+		if len(r.undescribed) > 0 {
+			if err := r.describe(slices.Sorted(maps.Keys(r.undescribed))); err != nil {
 				return nil, nil, r.st, err
 			}
 		}
@@ -980,7 +757,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			}
 		}
 		seen := map[[2]string]bool{}
-		batch = batch[:0]
+		r.batch = r.batch[:0]
 		// The bottleneck's neighbourhood: relays close to either end of
 		// the best plan's longest segment are nearly interchangeable with
 		// it for the rest of the chain, but the segment itself differs
@@ -1003,7 +780,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 					k := key(a, b)
 					if _, est, ok := r.rtt(a, b); ok && est && !seen[k] && a != b {
 						seen[k] = true
-						batch = append(batch, r.orient(a, b))
+						r.batch = append(r.batch, r.orient(a, b))
 					}
 					for _, name := range [2]string{a, b} {
 						if name != client && name != dst && !isCand[name] {
@@ -1022,7 +799,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				k := key(seg.From, seg.To)
 				if r.unmeasured(seg) && !seen[k] {
 					seen[k] = true
-					batch = append(batch, r.orient(seg.From, seg.To))
+					r.batch = append(r.batch, r.orient(seg.From, seg.To))
 				}
 			}
 		}
@@ -1041,37 +818,37 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 				}
 			}
 			for _, pb := range optimisticPairs(&g, hops, bMs, optimism, cfg.ExplorePerRound) {
-				if len(batch) >= cfg.ExplorePerRound {
+				if len(r.batch) >= cfg.ExplorePerRound {
 					break
 				}
 				if k := key(pb.a, pb.b); !seen[k] {
 					seen[k] = true
-					batch = append(batch, r.orient(pb.a, pb.b))
+					r.batch = append(r.batch, r.orient(pb.a, pb.b))
 				}
 			}
 		}
 		// A round that would end past the deadline or the search
 		// budget is not made.
 		if cfg.Deadline > 0 || cfg.SearchBudget > 0 {
-			ends := r.elapsed() + time.Duration(r.roundMs(batch)*float64(time.Millisecond))
+			ends := r.elapsed() + time.Duration(r.roundMs(r.batch)*float64(time.Millisecond))
 			r.st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
-			r.st.OutOfBudget = cfg.SearchBudget > 0 && ends-searchFrom > cfg.SearchBudget
+			r.st.OutOfBudget = cfg.SearchBudget > 0 && ends-r.searchFrom > cfg.SearchBudget
 			if r.st.Deadlined || r.st.OutOfBudget {
 				break
 			}
 		}
 		// The new candidates are described while the round's probes run.
 		// A round with nothing new to ask waits for what is in flight.
-		if !slices.ContainsFunc(batch, func(b Probe) bool { return !r.pending[key(b.From, b.To)] }) {
+		if !slices.ContainsFunc(r.batch, func(b Probe) bool { return !r.pending[key(b.From, b.To)] }) {
 			if err := r.late(true); err != nil {
 				return nil, nil, r.st, err
 			}
 		}
-		if err := probeDescribing(batch, added); err != nil {
+		if err := r.probeDescribing(r.batch, added); err != nil {
 			return nil, nil, r.st, err
 		}
-		cands = append(cands, added...)
-		r.st.Candidates = len(cands)
+		r.cands = append(r.cands, added...)
+		r.st.Candidates = len(r.cands)
 	}
 	// searchAgain plans over the candidates again (without the estimated
 	// pairs, with measuredOnly).
