@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // planRun is one plan's state: what the phases of Plan share, each phase
@@ -85,6 +86,23 @@ type planRun struct {
 	// searchFrom is when the search budget starts: once the first cut's
 	// ends are in.
 	searchFrom time.Duration
+
+	// The rounds. req is what the planner is asked; res and m are the
+	// last search's result and matrix.
+	req planner.Request
+	res *planner.Result
+	m   *planner.Matrix
+	// g is the figures between the endpoints and the candidates as of
+	// the last build: a round's optimisticPairs reads them too.
+	g grid
+	// pairs is the last matrix's pairs, whose memory the next reuses: a
+	// round's matrix at thousands of relays is a few hundred thousand
+	// pairs, and the planner keeps none of them past its search.
+	pairs []planner.Pair
+	// isCand says a relay is a candidate; searched are the bottleneck
+	// segments whose neighbourhoods were probed (see neighbourhoods).
+	isCand   map[string]bool
+	searched map[[2]string]bool
 }
 
 // newPlanRun is the state of a plan of in, its relays taken in; an error
@@ -117,6 +135,8 @@ func newPlanRun(ctx context.Context, cfg Config, in Input, p Prober) (*planRun, 
 	r.l = newLedger()
 	r.pending = map[[2]string]bool{}
 	r.undescribed = map[string]bool{}
+	r.req = in.Request
+	r.req.Client, r.req.Destination = client, dst
 	// A replan starts from its Prior (see Prior) when that places both
 	// endpoints.
 	r.prior = in.Prior

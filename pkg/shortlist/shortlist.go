@@ -63,7 +63,6 @@ package shortlist
 import (
 	"cmp"
 	"context"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -625,8 +624,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	if err != nil {
 		return nil, nil, Stats{}, err
 	}
-	cfg, client, dst := r.cfg, r.client, r.dst
-	placed, young := r.placed, r.young
+	cfg = r.cfg
 
 	r.startCosts()
 	if err := r.landmarksRound(); err != nil {
@@ -636,231 +634,26 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	r.priorChains()
 	r.rankFirstCut()
 	clientID, dstID := r.clientID, r.dstID
-	sp, at, hops := r.sp, r.at, r.hops
-	req := r.in.Request
-	req.Client, req.Destination = client, dst
-	// g is the figures between the endpoints and the candidates as of
-	// the last build: a round's optimisticPairs reads them too.
-	var g grid
-	// pairs is the last matrix's pairs, whose memory the next reuses: a
-	// round's matrix at thousands of relays is a few hundred thousand
-	// pairs, and the planner keeps none of them past its search.
-	var pairs []planner.Pair
-	// build is the candidates' matrix; with measuredOnly, without the
-	// estimated pairs. It invalidates the matrix it built before.
-	build := func(measuredOnly bool) *planner.Matrix {
-		names := append([]string{client, dst}, r.cands...)
-		// Room for every pair at once, and for a few rounds' new
-		// candidates: a Pair is some 150 bytes, and growing a slice of
-		// a few hundred thousand by appends copied it over and over
-		// (a third of a second a plan at 5,000 relays).
-		if n := len(names) * (len(names) - 1) / 2; cap(pairs) < n {
-			pairs = make([]planner.Pair, 0, n+n/4)
-		}
-		m := &planner.Matrix{Nodes: []planner.Node{r.in.Client, r.in.Destination}, Pairs: pairs[:0]}
-		m.Nodes[0].Relay, m.Nodes[1].Relay = false, false
-		ids := make([]int32, len(names))
-		for i, name := range names {
-			ids[i] = r.l.intern(name)
-		}
-		r.l.fillGrid(&g, names, ids)
-		for _, c := range r.cands {
-			m.Nodes = append(m.Nodes, placed[c].Node)
-		}
-		for i, a := range names {
-			for j := i + 1; j < len(names); j++ {
-				if ms, est, ok := g.fig(i, j); ok && !(est && measuredOnly) {
-					m.Pairs = append(m.Pairs, planner.Pair{A: a, B: names[j], RTTMs: max(ms, 0.001), Estimated: est})
-				}
-			}
-		}
-		pairs = m.Pairs
-		slices.SortFunc(m.Nodes, func(x, y planner.Node) int { return cmp.Compare(x.Name, y.Name) })
-		return m
-	}
+	req := r.req
 
 	if err := r.measureEnds(); err != nil {
 		return nil, nil, r.st, err
 	}
 	r.rankOnEnds()
-	var res *planner.Result
-	var m *planner.Matrix
-	isCand := map[string]bool{}
-	for _, c := range r.cands {
-		isCand[c] = true
-	}
-	// searched are the bottleneck segments whose neighbourhoods were
-	// probed (see below).
-	searched := map[[2]string]bool{}
-	// necksOf is a plan's longest segments (more than one when
-	// they tie) whose neighbourhoods were not searched yet. Searching
-	// those of its next-longest segments too, in the same round, left
-	// fewer probes for the rest of the round and planned worse in the
-	// simulator (1,000 relays).
-	necksOf := func(p planner.Plan) (out [][2]string) {
-		if b := p.Bottleneck; b >= 0 && len(p.Chain) > 0 && cfg.Neighbours > 0 {
-			for _, seg := range p.Segments {
-				if k := key(seg.From, seg.To); seg.RTTMs >= p.Segments[b].RTTMs && !searched[k] {
-					out = append(out, [2]string{seg.From, seg.To})
-				}
-			}
-		}
-		return out
-	}
-	for round := 0; ; round++ {
-		if round > 0 {
-			if err := r.late(false); err != nil {
-				return nil, nil, r.st, err
-			}
-		}
-		if len(r.undescribed) > 0 {
-			if err := r.describe(slices.Sorted(maps.Keys(r.undescribed))); err != nil {
-				return nil, nil, r.st, err
-			}
-		}
-		m = build(false)
-		var err error
-		if res, err = planner.Search(m, req); err != nil {
-			return nil, nil, r.st, err
-		}
-		necks := necksOf(res.Best)
-		if round == cfg.Rounds || !r.unsettled(res.Best) && len(necks) == 0 {
-			break
-		}
-		// Close enough: the chains measured throughout hold one within
-		// Settle of the best plan the estimates promise, and its
-		// bottleneck's neighbourhood was searched, as a plan's must be
-		// (else this round searches it too).
-		if cfg.Settle > 0 && r.unsettled(res.Best) {
-			// m is rebuilt (build reuses its pairs' memory): a settled
-			// plan returns the matrix measured throughout, as one whose
-			// rounds ran out does; else the next round builds anew.
-			m = build(true)
-			measured, err := planner.Search(m, req)
-			if err != nil {
-				return nil, nil, r.st, err
-			}
-			// (A replan's chain that rests on its Prior's figures is
-			// not measured throughout: it settles nothing.)
-			if len(measured.Best.Segments) > 0 && !r.unsettled(measured.Best) && within(measured.Best, res.Best, cfg.Settle) {
-				more := necksOf(measured.Best)
-				if len(more) == 0 {
-					r.st.Settled = true
-					res = measured
-					break
-				}
-				for _, n := range more {
-					if !slices.Contains(necks, n) {
-						necks = append(necks, n)
-					}
-				}
-			}
-		}
-		seen := map[[2]string]bool{}
-		r.batch = r.batch[:0]
-		// The bottleneck's neighbourhood: relays close to either end of
-		// the best plan's longest segment are nearly interchangeable with
-		// it for the rest of the chain, but the segment itself differs
-		// pair by pair (routes, peering), by more than coordinates can
-		// tell. Probing the pairs between the two neighbourhoods finds
-		// the fast one; their relays join the candidates.
-		var added []string
-		near := func(end string) []string {
-			i, ok := at[end]
-			if !ok { // an endpoint
-				return []string{end}
-			}
-			return append(sp.nearest(i, cfg.Neighbours), end)
-		}
-		for _, neck := range necks {
-			searched[key(neck[0], neck[1])] = true
-			ends := near(neck[1])
-			for _, a := range near(neck[0]) {
-				for _, b := range ends {
-					k := key(a, b)
-					if _, est, ok := r.rtt(a, b); ok && est && !seen[k] && a != b {
-						seen[k] = true
-						r.batch = append(r.batch, r.orient(a, b))
-					}
-					for _, name := range [2]string{a, b} {
-						if name != client && name != dst && !isCand[name] {
-							isCand[name] = true
-							added = append(added, name)
-						}
-					}
-				}
-			}
-		}
-		// Probe the estimated segments of every plan the result ranks,
-		// and those known from the Prior only: the runner-up that
-		// measurement promotes must be measured too.
-		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
-			for _, seg := range pl.Segments {
-				k := key(seg.From, seg.To)
-				if r.unmeasured(seg) && !seen[k] {
-					seen[k] = true
-					r.batch = append(r.batch, r.orient(seg.From, seg.To))
-				}
-			}
-		}
-		// And the estimated pairs on chains that would beat the best
-		// plan's bottleneck were the estimates Optimism times too high,
-		// most promising first: a detour's good long hops are what
-		// coordinates see worst.
-		if res.Best.Bottleneck >= 0 {
-			bMs := res.Best.Segments[res.Best.Bottleneck].RTTMs
-			// The loop takes at most ExplorePerRound of them: each it
-			// passes over is either added or already in the batch.
-			optimism := flatOptimism(g.n(), cfg.Optimism)
-			for i, name := range g.name {
-				if young[name] {
-					optimism[i] = min(cfg.Optimism, cfg.YoungOptimism)
-				}
-			}
-			for _, pb := range optimisticPairs(&g, hops, bMs, optimism, cfg.ExplorePerRound) {
-				if len(r.batch) >= cfg.ExplorePerRound {
-					break
-				}
-				if k := key(pb.a, pb.b); !seen[k] {
-					seen[k] = true
-					r.batch = append(r.batch, r.orient(pb.a, pb.b))
-				}
-			}
-		}
-		// A round that would end past the deadline or the search
-		// budget is not made.
-		if cfg.Deadline > 0 || cfg.SearchBudget > 0 {
-			ends := r.elapsed() + time.Duration(r.roundMs(r.batch)*float64(time.Millisecond))
-			r.st.Deadlined = cfg.Deadline > 0 && ends > cfg.Deadline
-			r.st.OutOfBudget = cfg.SearchBudget > 0 && ends-r.searchFrom > cfg.SearchBudget
-			if r.st.Deadlined || r.st.OutOfBudget {
-				break
-			}
-		}
-		// The new candidates are described while the round's probes run.
-		// A round with nothing new to ask waits for what is in flight.
-		if !slices.ContainsFunc(r.batch, func(b Probe) bool { return !r.pending[key(b.From, b.To)] }) {
-			if err := r.late(true); err != nil {
-				return nil, nil, r.st, err
-			}
-		}
-		if err := r.probeDescribing(r.batch, added); err != nil {
-			return nil, nil, r.st, err
-		}
-		r.cands = append(r.cands, added...)
-		r.st.Candidates = len(r.cands)
+	if err := r.rounds(); err != nil {
+		return nil, nil, r.st, err
 	}
 	// searchAgain plans over the candidates again (without the estimated
 	// pairs, with measuredOnly).
 	searchAgain := func(measuredOnly bool) (err error) {
-		m = build(measuredOnly)
-		res, err = planner.Search(m, req)
+		r.m = r.build(measuredOnly)
+		r.res, err = planner.Search(r.m, req)
 		return err
 	}
 	// The best plan waiting on a probe in flight: wait for it (but at
 	// the deadline or the search budget's end, when it counts as the
 	// estimate it is, below).
-	if !r.st.Deadlined && !r.st.OutOfBudget && slices.ContainsFunc(res.Best.Segments, func(s planner.Segment) bool { return r.pending[key(s.From, s.To)] }) {
+	if !r.st.Deadlined && !r.st.OutOfBudget && slices.ContainsFunc(r.res.Best.Segments, func(s planner.Segment) bool { return r.pending[key(s.From, s.To)] }) {
 		if err := r.late(true); err != nil {
 			return nil, nil, r.st, err
 		}
@@ -877,7 +670,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	// Without rounds the plan stands on the estimates, as configured. At
 	// the deadline or the search budget's end likewise the chains
 	// measured throughout.
-	if cfg.Rounds > 0 && hasEstimate(res.Best) {
+	if cfg.Rounds > 0 && hasEstimate(r.res.Best) {
 		if err := searchAgain(true); err != nil {
 			return nil, nil, r.st, err
 		}
@@ -898,7 +691,7 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 			}
 		}
 		slices.SortFunc(next.Pairs, func(x, y Measured) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
-		for _, pl := range append([]planner.Plan{res.Best}, res.Alternatives...) {
+		for _, pl := range append([]planner.Plan{r.res.Best}, r.res.Alternatives...) {
 			if len(pl.Chain) > 0 {
 				next.Chains = append(next.Chains, slices.Clone(pl.Chain))
 			}
@@ -911,14 +704,14 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 		}
 	}
 	slices.Sort(r.st.Unreachable)
-	for _, seg := range res.Best.Segments {
+	for _, seg := range r.res.Best.Segments {
 		if seg.Estimated {
 			r.st.Estimated++
 		} else {
 			r.st.Measured++
 		}
 	}
-	return res, m, r.st, nil
+	return r.res, r.m, r.st, nil
 }
 
 // placedSpace is the space of the relays with a valid coordinate, in
