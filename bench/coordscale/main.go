@@ -1,6 +1,7 @@
 // Command coordscale measures what a user of a fleet in probe mode
 // coordinates sees of it as it starts: it runs -relays relayd processes on
-// loopback (relay i on 127.0.1.i, TLS links and admin APIs from one fleet
+// loopback (relay i on ports 21000+i, 22000+i and 23000+i of 127.0.0.1,
+// TLS links and admin APIs from one fleet
 // secret, a fleet file, the default probe budget), and at each of -at after
 // the last one started runs `relayctl rtt -o json` and counts the ordered
 // pairs it gives an RTT for, measured (a probe) or estimated (the relays'
@@ -28,6 +29,9 @@ func main() {
 	relayctl := flag.String("relayctl", "bin/relayctl", "relayctl binary")
 	at := flag.String("at", "30s,60s,90s,120s,180s", "when to read the matrix, after the last relay started")
 	flag.Parse()
+	if *n < 2 || *n > 999 {
+		fail(fmt.Errorf("-relays %d: want 2 to 999", *n))
+	}
 	var marks []time.Duration
 	for _, s := range strings.Split(*at, ",") {
 		d, err := time.ParseDuration(s)
@@ -57,8 +61,7 @@ func run(n int, relayd, relayctl string, marks []time.Duration, w io.Writer) err
 	var fleet strings.Builder
 	fmt.Fprintf(&fleet, "admin_token: %s\nrelays:\n", token)
 	for i := 1; i <= n; i++ {
-		h := host(i)
-		fmt.Fprintf(&fleet, "  - {name: r%d, region: reg%d, admin: %s:9090, relay: %s:7000}\n", i, i, h, h)
+		fmt.Fprintf(&fleet, "  - {name: r%d, region: reg%d, admin: %s, relay: %s}\n", i, i, addr(adminPort, i), addr(relayPort, i))
 	}
 	for path, body := range map[string]string{
 		secretFile: secret + "\n",
@@ -77,9 +80,8 @@ func run(n int, relayd, relayctl string, marks []time.Duration, w io.Writer) err
 		}
 	}()
 	for i := 1; i <= n; i++ {
-		h := host(i)
 		cmd := exec.Command(relayd, "run", "--config", cfgFile, "--name", fmt.Sprintf("r%d", i),
-			"--socks", h+":1080", "--http", "", "--admin", h+":9090", "--relay-listen", h+":7000",
+			"--socks", addr(socksPort, i), "--http", "", "--admin", addr(adminPort, i), "--relay-listen", addr(relayPort, i),
 			"--admin-token", token, "--fleet-secret-file", secretFile, "--allow-private", "--log-level", "error")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -88,7 +90,7 @@ func run(n int, relayd, relayctl string, marks []time.Duration, w io.Writer) err
 		procs = append(procs, cmd)
 	}
 	for i := 1; i <= n; i++ {
-		if err := waitListening(host(i)+":9090", 20*time.Second); err != nil {
+		if err := waitListening(addr(adminPort, i), 20*time.Second); err != nil {
 			return fmt.Errorf("relay r%d: %w", i, err)
 		}
 	}
@@ -135,8 +137,15 @@ func readMatrix(relayctl, fleetFile, secretFile string) (measured, estimated int
 	return measured, estimated, nil
 }
 
-// host is relay i's loopback address.
-func host(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
+// Relay i listens on these ports plus i, on 127.0.0.1 (relayd binds only
+// addresses an interface has): up to 999 relays.
+const (
+	socksPort = 21000
+	adminPort = 22000
+	relayPort = 23000
+)
+
+func addr(base, i int) string { return fmt.Sprintf("127.0.0.1:%d", base+i) }
 
 func waitListening(addr string, within time.Duration) error {
 	deadline := time.Now().Add(within)
