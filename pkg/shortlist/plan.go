@@ -12,8 +12,39 @@ import (
 	"github.com/relaymesh/relaymesh/planner"
 )
 
-// planRun is one plan's state: what the phases of Plan share, each phase
-// a method (see the package documentation for the phases).
+// Plan plans the path from in.Client to in.Destination: see the package
+// documentation. It returns the planner's result, the matrix it planned
+// on (candidates only) and what it cost.
+func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result, *planner.Matrix, Stats, error) {
+	r, err := newPlanRun(ctx, cfg, in, p)
+	if err != nil {
+		return nil, nil, Stats{}, err
+	}
+	r.startCosts()
+	if err := r.landmarksRound(); err != nil {
+		return nil, nil, r.st, err
+	}
+	r.place()
+	r.priorChains()
+	r.rankFirstCut()
+	if err := r.measureEnds(); err != nil {
+		return nil, nil, r.st, err
+	}
+	r.rankOnEnds()
+	if err := r.rounds(); err != nil {
+		return nil, nil, r.st, err
+	}
+	if err := r.answer(); err != nil {
+		return nil, nil, r.st, err
+	}
+	r.tally()
+	return r.res, r.m, r.st, nil
+}
+
+// planRun is one plan's state: what the phases of Plan share. Each phase
+// is a method, in a file of its own: the landmarks' round (landmarks.go),
+// the first cut and its ends (firstcut.go), the shortlist's rounds
+// (rounds.go), the answer (answer.go); probes.go keeps the probes' books.
 type planRun struct {
 	ctx context.Context
 	cfg Config
@@ -25,7 +56,7 @@ type planRun struct {
 	began time.Time
 
 	client, dst string
-	placed      map[string]Relay // every relay, by name
+	placed      map[string]Relay // every relay, by name, as Describe last told of it
 	peers       []coord.Peer     // the relays with a coordinate, by name
 	young       map[string]bool  // Config.YoungFor
 	// prior is in.Prior when it places both endpoints: a replan starts
