@@ -180,7 +180,9 @@ type SocketConfig struct {
 	RecvBufferBytes int `yaml:"recv_buffer_bytes"` // SO_RCVBUF; 0: autotuned
 	// Congestion is the TCP congestion control (TCP_CONGESTION), e.g. bbr
 	// or cubic; it must be in net.ipv4.tcp_available_congestion_control.
-	// Empty: the system default (net.ipv4.tcp_congestion_control).
+	// Empty: bbr where the kernel lets this process use it, else the
+	// system default (net.ipv4.tcp_congestion_control); "system": the
+	// system default.
 	Congestion string `yaml:"congestion"`
 	// KeepAlive is the idle time before TCP keepalive probes, and their
 	// interval. A peer that vanished ends the connection within the

@@ -285,3 +285,20 @@ func TestExposedConfigAndTokenFiles(t *testing.T) {
 		t.Fatalf("both set: %v", err)
 	}
 }
+
+// Relay links send with BBR unless the config says otherwise, where the
+// kernel lets this process use it; "system" is the host's default.
+func TestRelaySocketCongestionDefault(t *testing.T) {
+	bbrOK := (SocketConfig{Congestion: "bbr"}).checkCongestion() == nil
+	for _, tc := range []struct{ set, want string }{
+		{"", map[bool]string{true: "bbr", false: ""}[bbrOK]},
+		{CongestionSystem, ""},
+		{"reno", "reno"},
+	} {
+		sc := SocketConfig{Congestion: tc.set}
+		sc.resolveCongestion()
+		if sc.Congestion != tc.want {
+			t.Errorf("congestion %q resolves to %q, want %q (bbr available: %v)", tc.set, sc.Congestion, tc.want, bbrOK)
+		}
+	}
+}

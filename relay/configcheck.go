@@ -69,6 +69,7 @@ func runPreflight(cfg *Config) *preflight {
 		p.checkPolicy(cfg)
 	}
 	if cfg.RelaySocket.validate() == nil {
+		cfg.RelaySocket.resolveCongestion()
 		p.add(cfg.RelaySocket.checkCongestion())
 	}
 	p.checkListeners(cfg)

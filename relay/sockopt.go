@@ -100,6 +100,34 @@ func (sc SocketConfig) DeadPeerBound() time.Duration {
 	return sc.keepAliveIdle() * (1 + keepAliveProbes)
 }
 
+// CongestionSystem is relay_socket.congestion for the system default
+// (net.ipv4.tcp_congestion_control), where "" means bbr if the kernel has
+// it.
+const CongestionSystem = "system"
+
+// preferredCongestion is what relay links send with when the config says
+// nothing and the kernel has it: BBR is held to its path's rate by loss
+// no more than by its own model, where a loss-based sender (Reno, CUBIC)
+// on a long segment falls to the Mathis bound (docs/planning.md). Kernels
+// since 4.13 pace BBR themselves, without the fq qdisc.
+const preferredCongestion = "bbr"
+
+// resolveCongestion turns relay_socket.congestion into the name set on
+// relay sockets ("" for the system default): "" becomes bbr when a test
+// socket takes it (the module loaded, and allowed to this process:
+// net.ipv4.tcp_allowed_congestion_control), else stays "".
+func (sc *SocketConfig) resolveCongestion() {
+	switch sc.Congestion {
+	case CongestionSystem:
+		sc.Congestion = ""
+	case "":
+		try := SocketConfig{Congestion: preferredCongestion, KeepAlive: sc.KeepAlive}
+		if try.checkCongestion() == nil {
+			sc.Congestion = preferredCongestion
+		}
+	}
+}
+
 // checkCongestion tries the settings on a throw-away socket so that a
 // congestion control the kernel lacks fails at startup, not on each dial.
 func (sc SocketConfig) checkCongestion() error {

@@ -395,7 +395,7 @@ func (st *settings) addFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&st.f.Pool.MaxIdle, "pool-max-idle", relay.DefaultPoolMaxIdle, "warm connections kept per peer relay this relay forwards to (sized by recent use; 0 turns warm pools off)")
 	fl.DurationVar(&st.f.Pool.IdleTimeout, "pool-idle-timeout", relay.DefaultPoolIdleTimeout, "close a warm connection unused this long (keep below the peers' limits.relay_header_wait, 60 s)")
 	fl.StringVar(&st.f.Routing, "routing", "static", "static (through --next) or plan (plan each destination's chain from the registry's measurements; needs --fleet or --consul, and --identity-* or --fleet-secret-file; planning.rules in --config: a rule file decides first, docs/rules.md)")
-	fl.StringVar(&st.f.RelaySocket.Congestion, "relay-congestion", "", "TCP congestion control for relay-to-relay connections, e.g. bbr (default: the system's)")
+	fl.StringVar(&st.f.RelaySocket.Congestion, "relay-congestion", "", "TCP congestion control for relay-to-relay connections (default: bbr if the kernel has it; system: the host's)")
 	fl.StringVar(&st.f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&st.f.Log.Format, "log-format", "console", "console or json")
 	fl.StringVar(&st.f.Fleet, "fleet", "", "fleet file: probe the RTT to every other relay listed there and share measurements (needs --name; SIGHUP re-reads it)")

@@ -147,3 +147,41 @@ func TestEverySchemeHasALabListener(t *testing.T) {
 		}
 	}
 }
+
+// A topology that sets a node's congestion control gives its relay's links
+// that one (relayd would take bbr otherwise); the node's relayd: settings
+// still win.
+func TestRelaydCongestionFromSysctl(t *testing.T) {
+	for _, tc := range []struct{ node, want string }{
+		{`{role: relay}`, "cubic"},
+		{`{role: relay, sysctl: {net.ipv4.tcp_congestion_control: reno}}`, "reno"},
+		{`{role: relay, relayd: {relay_socket: {congestion: bbr}}}`, "bbr"},
+	} {
+		topo, err := topology.Parse([]byte(`name: t
+defaults: {sysctl: {net.ipv4.tcp_congestion_control: cubic}}
+nodes:
+  client: {}
+  r1: ` + tc.node + `
+links:
+  - {between: [client, r1], rtt_ms: 1}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
+		for i, name := range topo.NodeNames() {
+			l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Addr: nodeAddr(i)}
+		}
+		data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := relay.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.RelaySocket.Congestion != tc.want {
+			t.Errorf("r1 %s: relay_socket.congestion %q, want %q", tc.node, cfg.RelaySocket.Congestion, tc.want)
+		}
+	}
+}

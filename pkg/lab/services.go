@@ -80,6 +80,11 @@ func (l *Lab) relaydConfig(n *Node, adminToken string) ([]byte, error) {
 	// addresses (10.77/16) are private, so allow them.
 	cfg.Open, cfg.Policy.AllowPrivate = true, true
 	cfg.Log = relay.LogConfig{Level: "info", Format: "json"}
+	// A topology that sets its nodes' congestion control studies it: the
+	// relays' links send with it too (relayd would take bbr otherwise).
+	if cc := l.topo.Sysctls(n.Name)["net.ipv4.tcp_congestion_control"]; cc != "" {
+		cfg.RelaySocket.Congestion = cc
+	}
 	if tn.Routing == "plan" {
 		cfg.Routing = "plan"
 	}
