@@ -31,7 +31,7 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 		return 0, err
 	}
 	var written int64
-	var sp splicer
+	sp := newSplicer()
 	defer sp.release()
 	for {
 		n, err := sp.fill(srcRC)
@@ -66,9 +66,26 @@ type pipe struct {
 	inPipe int
 }
 
-// splicer is one direction's hold on a pipe: p is nil while it waits
-// for data.
-type splicer struct{ p *pipe }
+// splicer is one direction's hold on a pipe (p is nil while it waits for
+// data) and the state its socket callbacks share. The callbacks are
+// method values made once per copy (spliceIn, spliceOut), not closures
+// made per burst: an idle relay with thousands of tunnels wakes each for
+// every few bytes, and each closure was an allocation.
+type splicer struct {
+	p *pipe
+	// What the last callback did: bytes moved and the error of its
+	// splice(2).
+	n    int
+	serr error
+	in   func(fd uintptr) bool // s.spliceIn
+	out  func(fd uintptr) bool // s.spliceOut
+}
+
+func newSplicer() *splicer {
+	s := &splicer{}
+	s.in, s.out = s.spliceIn, s.spliceOut
+	return s
+}
 
 // fill waits for src to be readable, then takes a pipe from the pool
 // (unless it holds one) and moves what src has into it. It gives the pipe
@@ -76,40 +93,42 @@ type splicer struct{ p *pipe }
 func (s *splicer) fill(src interface {
 	Read(func(fd uintptr) bool) error
 }) (int, error) {
-	var n int
-	var serr error
-	err := src.Read(func(fd uintptr) bool {
-		if s.p == nil {
-			if s.p, serr = pipes.get(); serr != nil {
-				return true
-			}
-		}
-		for {
-			var moved int64
-			moved, serr = unix.Splice(int(fd), nil, s.p.w, nil, maxSpliceBytes, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			n = int(moved)
-			if serr != unix.EINTR {
-				break
-			}
-		}
-		if serr == unix.EAGAIN {
-			// Nothing to read: wait without a pipe. It is empty (drain
-			// emptied it), so it goes back as good as new.
-			s.release()
-			return false
-		}
-		return true
-	})
+	s.n, s.serr = 0, nil
+	err := src.Read(s.in)
 	switch {
 	case err != nil:
 		return 0, err
-	case errors.Is(serr, errNoPipe):
-		return 0, serr
-	case serr != nil:
-		return 0, os.NewSyscallError("splice", serr)
+	case errors.Is(s.serr, errNoPipe):
+		return 0, s.serr
+	case s.serr != nil:
+		return 0, os.NewSyscallError("splice", s.serr)
 	}
-	s.p.inPipe = n
-	return n, nil
+	s.p.inPipe = s.n
+	return s.n, nil
+}
+
+// spliceIn is fill's callback on the source socket: false to wait for it
+// to be readable.
+func (s *splicer) spliceIn(fd uintptr) bool {
+	if s.p == nil {
+		if s.p, s.serr = pipes.get(); s.serr != nil {
+			return true
+		}
+	}
+	for {
+		moved, err := unix.Splice(int(fd), nil, s.p.w, nil, maxSpliceBytes, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		s.n, s.serr = int(moved), err
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if s.serr == unix.EAGAIN {
+		// Nothing to read: wait without a pipe. It is empty (drain
+		// emptied it), so it goes back as good as new.
+		s.release()
+		return false
+	}
+	return true
 }
 
 // release gives the pipe back to the pool, if it holds one.
@@ -123,30 +142,33 @@ func (s *splicer) release() {
 func (s *splicer) drain(dst interface {
 	Write(func(fd uintptr) bool) error
 }) (int, error) {
-	p := s.p
-	moved := 0
-	var serr error
-	err := dst.Write(func(fd uintptr) bool {
-		for p.inPipe > 0 {
-			n, err := unix.Splice(p.r, nil, int(fd), nil, p.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return false
-			case err != nil:
-				serr = err
-				return true
-			}
-			p.inPipe -= int(n)
-			moved += int(n)
-		}
-		return true
-	})
-	if err == nil && serr != nil {
-		err = os.NewSyscallError("splice", serr)
+	s.n, s.serr = 0, nil
+	err := dst.Write(s.out)
+	if err == nil && s.serr != nil {
+		err = os.NewSyscallError("splice", s.serr)
 	}
-	return moved, err
+	return s.n, err
+}
+
+// spliceOut is drain's callback on the destination socket: false to wait
+// for room in its send buffer.
+func (s *splicer) spliceOut(fd uintptr) bool {
+	p := s.p
+	for p.inPipe > 0 {
+		n, err := unix.Splice(p.r, nil, int(fd), nil, p.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false
+		case err != nil:
+			s.serr = err
+			return true
+		}
+		p.inPipe -= int(n)
+		s.n += int(n)
+	}
+	return true
 }
 
 // maxIdlePipes bounds the pipes the pool keeps between bursts (two

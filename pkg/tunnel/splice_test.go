@@ -135,3 +135,28 @@ func TestPipeWithBytesIsNotPooled(t *testing.T) {
 		t.Fatal("the pipe was not closed")
 	}
 }
+
+// A burst through a tunnel allocates nothing: a relay holding thousands of
+// tunnels wakes each for every few bytes, and garbage per wake grew its
+// heap with the load.
+func TestSpliceBurstAllocatesNothing(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: time.Minute})
+	out, in := []byte("ping"), make([]byte, 4)
+	burst := func() {
+		if _, err := client.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(server, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		burst()
+	}
+	if allocs := testing.AllocsPerRun(200, burst); allocs >= 1 {
+		t.Errorf("%.1f allocations a burst, want none", allocs)
+	}
+	client.Close()
+	server.Close()
+	<-done
+}
