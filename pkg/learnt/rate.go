@@ -71,7 +71,7 @@ const (
 
 // Socket is one watched sending socket of a live tunnel.
 type Socket struct {
-	c      net.Conn
+	stats  *tunnel.StatsReader
 	host   netip.Addr
 	prev   tunnel.SocketStats
 	prevAt time.Time
@@ -114,7 +114,8 @@ func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 	if !ok {
 		return nil
 	}
-	st := tunnel.Stats(c)
+	stats := tunnel.NewStatsReader(c)
+	st := stats.Read()
 	if !st.Valid {
 		return nil
 	}
@@ -126,7 +127,7 @@ func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 	if len(r.live) >= rateWatchedMax {
 		return nil
 	}
-	w := &Socket{c: c, host: host, prev: st, prevAt: now, peerWindowBytes: st.PeerWindowBytes,
+	w := &Socket{stats: stats, host: host, prev: st, prevAt: now, peerWindowBytes: st.PeerWindowBytes,
 		lossBased: !planner.LossTolerant(tunnel.Congestion(c))}
 	r.live[w] = struct{}{}
 	return w
@@ -138,7 +139,7 @@ func (r *Rates) Sample(now time.Time) {
 	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
-		st := tunnel.Stats(w.c) // outside the lock: a syscall each
+		st := w.stats.Read() // outside the lock: a syscall each
 		r.mu.Lock()
 		if _, ok := r.live[w]; ok {
 			w.add(st, now)

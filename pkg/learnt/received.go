@@ -33,7 +33,7 @@ const recvMinTunnelBytes = 1 << 20
 // Inflow is one watched tunnel's socket from its destination, and the
 // socket the relay forwards on.
 type Inflow struct {
-	from, onward net.Conn
+	from, onward *tunnel.StatsReader
 	host         netip.Addr
 	prevRecv     uint64
 	prevAt       time.Time
@@ -59,8 +59,9 @@ func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 	if !ok {
 		return nil
 	}
-	st := tunnel.Stats(from)
-	if !st.Valid || !tunnel.Stats(onward).Valid {
+	fromStats, onwardStats := tunnel.NewStatsReader(from), tunnel.NewStatsReader(onward)
+	st := fromStats.Read()
+	if !st.Valid || !onwardStats.Read().Valid {
 		return nil
 	}
 	r.mu.Lock()
@@ -71,7 +72,7 @@ func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 	if len(r.live) >= rateWatchedMax {
 		return nil
 	}
-	w := &Inflow{from: from, onward: onward, host: host, prevRecv: st.ReceivedBytes, prevAt: now}
+	w := &Inflow{from: fromStats, onward: onwardStats, host: host, prevRecv: st.ReceivedBytes, prevAt: now}
 	r.live[w] = struct{}{}
 	return w
 }
@@ -83,7 +84,7 @@ func (r *Received) Sample(now time.Time) {
 	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
-		from, onward := tunnel.Stats(w.from), tunnel.Stats(w.onward) // outside the lock
+		from, onward := w.from.Read(), w.onward.Read() // outside the lock
 		r.mu.Lock()
 		if _, ok := r.live[w]; ok {
 			w.add(from, onward, now)

@@ -22,6 +22,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -96,34 +97,98 @@ type SocketStats struct {
 }
 
 // Stats reads c's socket's TCP_INFO (through layers that offer NetConn);
-// Valid is false when c is not over TCP or the socket is gone.
-func Stats(c net.Conn) SocketStats {
-	tc, ok := TCPUnder(c)
-	if !ok {
+// Valid is false when c is not over TCP or the socket is gone. To read one
+// socket again and again, keep a StatsReader.
+func Stats(c net.Conn) SocketStats { return NewStatsReader(c).Read() }
+
+// StatsReader reads one conn's socket's TCP_INFO as Stats does, again and
+// again, without allocating: the idle watch and the learnt rates read every
+// tunnel's sockets every few seconds, and a relay holds thousands. Safe
+// for concurrent use.
+type StatsReader struct {
+	rc syscall.RawConn // nil: not over TCP
+
+	mu     sync.Mutex
+	fn     func(fd uintptr) // r.read, made once
+	info   unix.TCPInfo
+	sndbuf int
+	ok     bool
+}
+
+// NewStatsReader makes the reader of c's socket (through layers that offer
+// NetConn).
+func NewStatsReader(c net.Conn) *StatsReader {
+	r := &StatsReader{}
+	if tc, ok := TCPUnder(c); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			r.rc = rc
+		}
+	}
+	r.fn = r.read
+	return r
+}
+
+func (r *StatsReader) read(fd uintptr) {
+	r.ok = readTCPInfo(fd, &r.info) == nil
+	if r.ok {
+		r.sndbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	}
+}
+
+// Read is the socket's TCP_INFO now; Valid false when the conn is not over
+// TCP or the socket is gone.
+func (r *StatsReader) Read() SocketStats {
+	if r.rc == nil {
 		return SocketStats{}
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.readLocked() {
 		return SocketStats{}
 	}
-	var st SocketStats
-	_ = rc.Control(func(fd uintptr) {
-		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err != nil {
-			return
-		}
-		st = SocketStats{
-			Valid: true, SentBytes: info.Bytes_acked, RetransmittedBytes: info.Bytes_retrans, ReceivedBytes: info.Bytes_received,
-			RTTMs: float64(info.Rtt) / 1000, MinRTTMs: float64(info.Min_rtt) / 1000, Retransmits: info.Total_retrans,
-			// The kernel counts these three in microseconds.
-			BusyMs: info.Busy_time / 1000, RwndLimitedMs: info.Rwnd_limited / 1000, SndbufLimitedMs: info.Sndbuf_limited / 1000,
-			PeerWindowBytes: info.Snd_wnd, WindowBytes: info.Rcv_wnd,
-			DeliveryRateBps: info.Delivery_rate * 8, // bytes/s in TCP_INFO
-			AppLimited:      appLimited(info),
-		}
-		st.SendBufferBytes, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-	})
-	return st
+	info := &r.info
+	return SocketStats{
+		Valid: true, SentBytes: info.Bytes_acked, RetransmittedBytes: info.Bytes_retrans, ReceivedBytes: info.Bytes_received,
+		RTTMs: float64(info.Rtt) / 1000, MinRTTMs: float64(info.Min_rtt) / 1000, Retransmits: info.Total_retrans,
+		// The kernel counts these three in microseconds.
+		BusyMs: info.Busy_time / 1000, RwndLimitedMs: info.Rwnd_limited / 1000, SndbufLimitedMs: info.Sndbuf_limited / 1000,
+		PeerWindowBytes: info.Snd_wnd, WindowBytes: info.Rcv_wnd,
+		DeliveryRateBps: info.Delivery_rate * 8, // bytes/s in TCP_INFO
+		AppLimited:      appLimited(info),
+		SendBufferBytes: r.sndbuf,
+	}
+}
+
+// sinceLastRecv is how long ago the socket last received data
+// (tcpi_last_data_recv); 0 when unknown: assume active rather than cut a
+// live tunnel.
+func (r *StatsReader) sinceLastRecv() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rc == nil || !r.readLocked() {
+		return 0
+	}
+	return time.Duration(r.info.Last_data_recv) * time.Millisecond
+}
+
+// readLocked reads the socket into r.info and r.sndbuf; false when it is
+// gone. r.mu held.
+func (r *StatsReader) readLocked() bool {
+	r.ok = false
+	return r.rc.Control(r.fn) == nil && r.ok
+}
+
+// readTCPInfo reads fd's TCP_INFO into info, which the caller owns:
+// unix.GetsockoptTCPInfo allocates one for every call, and the idle watch
+// and the learnt rates read every tunnel's sockets every few seconds.
+func readTCPInfo(fd uintptr, info *unix.TCPInfo) error {
+	size := uint32(unix.SizeofTCPInfo)
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+		uintptr(unsafe.Pointer(info)), uintptr(unsafe.Pointer(&size)), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // appLimited reads tcpi_delivery_rate_app_limited, a bit field x/sys's
@@ -307,10 +372,8 @@ func closeBoth(a, b net.Conn) {
 // io.Copy splice or batch. Any other conn is read through a timestamping
 // wrapper.
 func activity(c net.Conn) (func() time.Duration, net.Conn) {
-	if tc, ok := TCPUnder(c); ok {
-		if rc, err := tc.SyscallConn(); err == nil {
-			return func() time.Duration { return lastRecv(rc) }, c
-		}
+	if r := NewStatsReader(c); r.rc != nil {
+		return r.sinceLastRecv, c
 	}
 	s := &stamped{Conn: c}
 	s.last.Store(time.Now().UnixNano())
@@ -330,24 +393,6 @@ func TCPUnder(c net.Conn) (*net.TCPConn, bool) {
 			return nil, false
 		}
 	}
-}
-
-// lastRecv reads tcpi_last_data_recv (milliseconds) from the kernel.
-func lastRecv(rc interface {
-	Control(func(fd uintptr)) error
-}) time.Duration {
-	var ms uint32
-	ok := false
-	_ = rc.Control(func(fd uintptr) {
-		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err == nil {
-			ms, ok = info.Last_data_recv, true
-		}
-	})
-	if !ok {
-		return 0 // unknown: assume active rather than cut a live tunnel
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // stamped records when data was last read from a non-TCP conn.
