@@ -65,7 +65,8 @@ func main() {
 	pid := flag.Int("pid", 0, "the proxy's process id, for its memory and file descriptors (0: not read)")
 	tunnels := flag.Int("tunnels", 1000, "tunnels to open")
 	atOnce := flag.Int("dial-at-once", 256, "SOCKS5 handshakes in flight at a time")
-	openTimeout := flag.Duration("open-timeout", 15*time.Second, "a tunnel not open within this counts as failed")
+	openTimeout := flag.Duration("open-timeout", 10*time.Second, "a tunnel not open within this counts as failed")
+	openWithin := flag.Duration("open-within", 60*time.Second, "no tunnel is started after this (the rest count as failed): a proxy that hangs the ones past its limit would take tunnels/dial-at-once × open-timeout")
 	duration := flag.Duration("duration", 10*time.Second, "how long every open tunnel does round trips")
 	payload := flag.Int("payload", 64, "bytes per round trip")
 	settle := flag.Duration("settle", 2*time.Second, "wait after opening before reading the proxy's idle memory")
@@ -83,8 +84,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tunnelload: -socks host:port is required")
 		os.Exit(2)
 	}
-	raiseFileLimit(2**tunnels + 256)
-	res, err := run(*socks, *pid, *tunnels, *atOnce, *openTimeout, *duration, *payload, *settle)
+	// Both ends of every tunnel, the handshakes in flight, and room.
+	raiseFileLimit(2**tunnels + 2**atOnce + 1024)
+	res, err := run(*socks, *pid, *tunnels, *atOnce, *openTimeout, *openWithin, *duration, *payload, *settle)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tunnelload:", err)
 		os.Exit(1)
@@ -92,7 +94,7 @@ func main() {
 	_ = json.NewEncoder(os.Stdout).Encode(res)
 }
 
-func run(socks string, pid, n, atOnce int, openTimeout, duration time.Duration, payload int, settle time.Duration) (*result, error) {
+func run(socks string, pid, n, atOnce int, openTimeout, openWithin, duration time.Duration, payload int, settle time.Duration) (*result, error) {
 	echo, err := startEcho()
 	if err != nil {
 		return nil, err
@@ -102,7 +104,7 @@ func run(socks string, pid, n, atOnce int, openTimeout, duration time.Duration, 
 	res.RSSBeforeKiB, res.FDsBefore = readProc(pid)
 
 	start := time.Now()
-	conns, errs := openTunnels(socks, echo.Addr().String(), n, atOnce, openTimeout)
+	conns, errs := openTunnels(socks, echo.Addr().String(), n, atOnce, openTimeout, start.Add(openWithin))
 	res.OpenS = time.Since(start).Seconds()
 	for _, e := range errs {
 		res.Errors[e]++
@@ -127,9 +129,10 @@ func run(socks string, pid, n, atOnce int, openTimeout, duration time.Duration, 
 	return res, nil
 }
 
-// openTunnels opens n tunnels to target through socks, atOnce at a time;
-// it returns the open ones and, for each that failed, a short reason.
-func openTunnels(socks, target string, n, atOnce int, timeout time.Duration) ([]net.Conn, []string) {
+// openTunnels opens n tunnels to target through socks, atOnce at a time,
+// none started after startBy; it returns the open ones and, for each that
+// failed or was not tried, a short reason.
+func openTunnels(socks, target string, n, atOnce int, timeout time.Duration, startBy time.Time) ([]net.Conn, []string) {
 	var mu sync.Mutex
 	var conns []net.Conn
 	var errs []string
@@ -137,6 +140,13 @@ func openTunnels(socks, target string, n, atOnce int, timeout time.Duration) ([]
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		sem <- struct{}{}
+		if time.Now().After(startBy) {
+			<-sem
+			mu.Lock()
+			errs = append(errs, "not tried: the open phase was over")
+			mu.Unlock()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
@@ -232,13 +242,29 @@ func startEcho() (net.Listener, error) {
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
+			go echoConn(c)
 		}
 	}()
 	return ln, nil
+}
+
+// echoConn sends back what c sends, through a small buffer: io.Copy from
+// a TCP conn to itself would splice and hold a pipe (two descriptors) for
+// the conn's life, doubling this process's descriptors per tunnel.
+func echoConn(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 512)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // reason is a failure's kind, short enough to count: the error text
