@@ -12,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
+cmdline="bench/run-load-bench.sh${*:+ $*}"
 if [ "$(id -u)" -ne 0 ]; then
   echo "run-load-bench.sh: needs root (the load client holds 18,000+ descriptors): sudo bench/run-load-bench.sh" >&2
   exit 1
@@ -57,13 +58,13 @@ stop_proxy() {
 for run in $(seq 1 "$runs"); do
   for kind in relayd glider; do
     for load in "3000 10s" "9000 3s"; do
-      set -- $load
+      read -r tunnels busy <<<"$load"
       start_proxy "$kind"
-      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -tunnels "$1" -duration "$2" -open-timeout 40s |
+      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -tunnels "$tunnels" -duration "$busy" |
         sed "s/^{/{\"kind\":\"$kind\",\"run\":$run,/" >>"$jsonl"
       stop_proxy
     done
   done
 done
-"$BIN/tunnelload" -report "$jsonl" -cmdline "bench/run-load-bench.sh${*:+ $*}" >bench/results/load.md
+"$BIN/tunnelload" -report "$jsonl" -cmdline "$cmdline" >bench/results/load.md
 cat bench/results/load.md
