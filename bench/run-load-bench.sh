@@ -60,7 +60,7 @@ for run in $(seq 1 "$runs"); do
     for load in "3000 10s" "9000 3s"; do
       read -r tunnels busy <<<"$load"
       start_proxy "$kind"
-      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -tunnels "$tunnels" -duration "$busy" |
+      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -tunnels "$tunnels" -duration "$busy" -open-timeout 40s |
         sed "s/^{/{\"kind\":\"$kind\",\"run\":$run,/" >>"$jsonl"
       stop_proxy
     done
