@@ -46,10 +46,7 @@ links:
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
-	for i, name := range topo.NodeNames() {
-		l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Region: topo.Nodes[name].Region, Addr: nodeAddr(i)}
-	}
+	l := labOf(topo)
 	for _, tc := range []struct {
 		node string
 		next []string
@@ -100,11 +97,7 @@ links:
 		if err != nil {
 			return nil, err
 		}
-		l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
-		for i, name := range topo.NodeNames() {
-			l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Addr: nodeAddr(i)}
-		}
-		return l, nil
+		return labOf(topo), nil
 	}
 	l, err := parse(`{probe: {window: 5}, relay_socket: {keepalive: 1s}}`)
 	if err != nil {
@@ -168,10 +161,7 @@ links:
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := &Lab{State: State{Name: "t", Nodes: map[string]*Node{}}, topo: topo}
-		for i, name := range topo.NodeNames() {
-			l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Addr: nodeAddr(i)}
-		}
+		l := labOf(topo)
 		data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
 		if err != nil {
 			t.Fatal(err)
@@ -184,4 +174,14 @@ links:
 			t.Errorf("r1 %s: relay_socket.congestion %q, want %q", tc.node, cfg.RelaySocket.Congestion, tc.want)
 		}
 	}
+}
+
+// labOf is a lab of topo's nodes, as Up would address them, without
+// bringing anything up.
+func labOf(topo *topology.Topology) *Lab {
+	l := &Lab{State: State{Name: topo.Name, Nodes: map[string]*Node{}}, topo: topo}
+	for i, name := range topo.NodeNames() {
+		l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Region: topo.Nodes[name].Region, Addr: nodeAddr(i)}
+	}
+	return l
 }
