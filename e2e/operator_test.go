@@ -120,8 +120,8 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 	}{
 		{"yaml: unknown key", []string{"--config", write("typo.yaml", "sock: 127.0.0.1:1080\n", 0o600)}, []string{"field sock not found"}},
 		{"flags: --password without --user", []string{"--password", "x"}, []string{"--password needs --user"}},
-		{"validate: several keys", []string{"--config", write("bad.yaml", "probe: {mode: ring}\nlog: {level: loud}\nlimits: {max_conns: 0}\n", 0o600)},
-			[]string{`probe.mode: "ring"`, `log.level: "loud"`, "limits.max_conns: must be at least 1"}},
+		{"validate: several keys", []string{"--config", write("bad.yaml", "probe: {mode: ring}\nlog: {level: loud}\nlimits: {max_conns: -1}\n", 0o600)},
+			[]string{`probe.mode: "ring"`, `log.level: "loud"`, "limits.max_conns: must be 0 (from the file limit) or more"}},
 		{"credentials file missing", []string{"--credentials", filepath.Join(dir, "none")}, []string{"auth.credentials_file: open"}},
 		{"admin token file too short", []string{"--admin-token-file", token}, []string{"admin_token_file " + token + ": the token must be at least 16 bytes"}},
 		{"fleet secret file missing", []string{"--fleet-secret-file", filepath.Join(dir, "none.key")}, []string{"fleet_secret_file: open"}},
@@ -168,7 +168,7 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 	}
 
 	// One config wrong in independent ways: check names every one.
-	many := []string{"--max-conns", "0", "--credentials", filepath.Join(dir, "none"), "--fleet-secret-file", filepath.Join(dir, "none.key"),
+	many := []string{"--max-conns", "-1", "--credentials", filepath.Join(dir, "none"), "--fleet-secret-file", filepath.Join(dir, "none.key"),
 		"--admin-token-file", token, "--http", "192.0.2.1:8080", "--relay-congestion", "nosuchcc"}
 	checkErr, ok, took := relaydExit(t, append(append([]string{"check"}, ports...), many...)...)
 	if ok || took > time.Second {
