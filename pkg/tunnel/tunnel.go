@@ -272,16 +272,17 @@ func (p *pipeState) finished(d *direction) {
 		p.live = p.live[:1]
 	}
 	switch {
-	case len(p.live) == 0:
-		close(p.bothDone)
 	case p.firstErr != nil:
 		// Already ending: the rest is the fallout of closing.
 	case d.err != nil:
 		p.firstErr = d.err
 		p.end()
-	case p.o.DrainTimeout > 0 && (p.o.IdleTimeout == 0 || p.o.DrainTimeout < p.o.IdleTimeout):
+	case len(p.live) == 1 && p.o.DrainTimeout > 0 && (p.o.IdleTimeout == 0 || p.o.DrainTimeout < p.o.IdleTimeout):
 		p.limit, p.timeoutErr = p.o.DrainTimeout, ErrDrain
 		p.watch()
+	}
+	if len(p.live) == 0 {
+		close(p.bothDone)
 	}
 }
 

@@ -306,3 +306,21 @@ func TestAppLimitedBit(t *testing.T) {
 		}
 	})
 }
+
+// The direction that ends last reports its error too: a client that
+// half-closed cleanly, then a destination that reset, is a tunnel that
+// failed, not one that closed cleanly.
+func TestLastDirectionsErrorReported(t *testing.T) {
+	client, server, done := setup(t, Options{IdleTimeout: time.Minute})
+	if err := client.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(server); err != nil {
+		t.Fatal(err)
+	}
+	_ = server.SetLinger(0) // close with a reset
+	server.Close()
+	if res := <-done; res.Err == nil {
+		t.Fatalf("result %+v: the reset after a clean half-close went unreported", res)
+	}
+}
