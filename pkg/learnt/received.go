@@ -16,10 +16,9 @@ import (
 // the destination's sends (which only the destination's host could count)
 // would otherwise stay unknown to every plan. While a tunnel runs, each
 // rateSampleEvery the relay reads the receiving socket and the socket it
-// forwards on; an interval counts when data arrived and the relay
-// forwarded it all as it came (the onward socket's latest rate sample is
-// app-limited: it had less to send than its window allowed, so neither
-// this relay nor anything after it held the destination back). The
+// forwards on; an interval counts when data arrived and the relay kept up
+// with it (keptUp), so neither this relay nor anything after it held the
+// destination back. The
 // tunnel's rate from that host is the best it kept over rateRunSamples
 // such intervals in a row (the least of the run), and Received keeps per
 // host the best of its tunnels' in rateWindow, as Rates does for sends.
@@ -98,7 +97,7 @@ func (r *Received) Sample(now time.Time) {
 func (w *Inflow) add(from, onward tunnel.SocketStats, now time.Time) {
 	prevRecv, dtMs := w.prevRecv, float64(now.Sub(w.prevAt).Milliseconds())
 	w.prevRecv, w.prevAt = from.ReceivedBytes, now
-	if !from.Valid || !onward.Valid || dtMs <= 0 || from.ReceivedBytes <= prevRecv || !onward.AppLimited {
+	if !from.Valid || !onward.Valid || dtMs <= 0 || from.ReceivedBytes <= prevRecv || !keptUp(from, onward) {
 		w.run = w.run[:0]
 		return
 	}
@@ -109,6 +108,20 @@ func (w *Inflow) add(from, onward tunnel.SocketStats, now time.Time) {
 	if len(w.run) == rateRunSamples {
 		w.bestBps = max(w.bestBps, min(w.run[0], w.run[1], w.run[2]))
 	}
+}
+
+// keptUp says the relay was not holding its sender back at the reading:
+// either it forwarded everything as it came (the onward socket's latest
+// rate sample is app-limited: it had less to send than its window
+// allowed), or it had read what arrived (less sits unread in the receiving
+// socket than the window that socket last advertised). A relay held back
+// by what comes after it stops reading, its buffer fills and its window
+// closes, which the second test catches; the first alone also dropped
+// every interval in which the onward socket was briefly window-limited
+// while its send buffer absorbed the burst (the burst a loss repair
+// releases; the onward socket's slow start), which holds nobody back.
+func keptUp(from, onward tunnel.SocketStats) bool {
+	return onward.AppLimited || from.UnreadBytes < int(from.WindowBytes)
 }
 
 // Done stops watching w and records its tunnel's rate, if any, when the

@@ -1,6 +1,8 @@
 package learnt
 
 import (
+	"io"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -9,7 +11,7 @@ import (
 )
 
 // A tunnel's rate from its destination counts in intervals where the relay
-// forwarded everything as it came (its onward socket app-limited) and
+// kept up (its onward socket app-limited, or little left unread) and
 // data arrived; the best run of three stands, and only a tunnel that
 // received a MiB is kept.
 func TestReceivedRate(t *testing.T) {
@@ -31,6 +33,16 @@ func TestReceivedRate(t *testing.T) {
 	if w := feed([]float64{1, 1, 1, 1}, []bool{true, false, true, true}); w.bestBps != 0 {
 		t.Errorf("held onward in one interval of four: best %v bits/s, want none", w.bestBps)
 	}
+	// The onward socket window-limited in every interval, its send buffer
+	// taking the bursts: the relay read all that came, its window open.
+	w := &Inflow{prevAt: t0}
+	for i := 1; i <= 3; i++ {
+		w.add(tunnel.SocketStats{Valid: true, ReceivedBytes: uint64(i) * 1e6, UnreadBytes: 1448, WindowBytes: 1 << 20}, tunnel.SocketStats{Valid: true},
+			t0.Add(time.Duration(i)*rateSampleEvery))
+	}
+	if w.bestBps != 16e6 {
+		t.Errorf("read all that came, onward window-limited: best %v bits/s, want 16e6", w.bestBps)
+	}
 	if w := feed([]float64{1, 0, 1, 1}, yes); w.bestBps != 0 {
 		t.Errorf("nothing arrived in one interval: best %v bits/s, want none", w.bestBps)
 	}
@@ -47,5 +59,51 @@ func TestReceivedRate(t *testing.T) {
 	r.Done(big, t0.Add(2*time.Second))
 	if bps, age, ok := r.Learnt(netip.MustParseAddr("::ffff:10.0.0.9"), t0.Add(12*time.Second)); !ok || bps != 16e6 || age != 10*time.Second {
 		t.Errorf("learnt %v %v %v, want 16e6 from 10 s ago", bps, age, ok)
+	}
+}
+
+// keptUp on real sockets: a receiver that stops reading while its sender
+// keeps writing holds the sender back (its buffer fills and its window
+// closes), even with an onward socket that is not app-limited; once it
+// has read what arrived it keeps up again.
+func TestKeptUpOnRealSockets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sender, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	from, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Close()
+	go func() { _, _ = sender.Write(make([]byte, 64<<20)) }() // ends with the test's close
+	stats := tunnel.NewStatsReader(from)
+	idle := tunnel.SocketStats{Valid: true} // an onward socket that is not app-limited
+	deadline := time.Now().Add(10 * time.Second)
+	st := stats.Read()
+	for ; keptUp(st, idle); st = stats.Read() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a receiver that reads nothing still keeps up after 10 s: %d bytes unread, window %d", st.UnreadBytes, st.WindowBytes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.UnreadBytes == 0 {
+		t.Fatalf("held back with nothing unread: %+v", st)
+	}
+	// The sender stops (what its buffer holds still comes); the receiver
+	// reads as data arrives and keeps up again.
+	_ = sender.SetWriteDeadline(time.Now())
+	go func() { _, _ = io.Copy(io.Discard, from) }()
+	for st = stats.Read(); !keptUp(st, idle); st = stats.Read() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a receiver that read what arrived does not keep up: %d bytes unread, window %d", st.UnreadBytes, st.WindowBytes)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -88,7 +88,12 @@ type SocketStats struct {
 	// SndbufLimitedMs only while nothing unsent is queued, so a sender
 	// held by its buffer can show 0 there; compare this with
 	// PeerWindowBytes.
-	SendBufferBytes int    `json:"send_buffer_bytes"`
+	SendBufferBytes int `json:"send_buffer_bytes"`
+	// UnreadBytes is what the socket received that its owner has not read
+	// yet (SIOCINQ): a relay that keeps up with its sender leaves next to
+	// nothing here; one held back by what it forwards to fills its buffer,
+	// and the window it advertises shrinks below this.
+	UnreadBytes     int    `json:"unread_bytes"`
 	DeliveryRateBps uint64 `json:"delivery_rate_bps"` // the kernel's most recent rate sample, bits/s
 	// AppLimited says the most recent rate sample was taken while the
 	// socket had less to send than its congestion window allowed: the
@@ -112,6 +117,7 @@ type StatsReader struct {
 	fn     func(fd uintptr) // r.read, made once
 	info   unix.TCPInfo
 	sndbuf int
+	unread int32
 	ok     bool
 }
 
@@ -132,6 +138,9 @@ func (r *StatsReader) read(fd uintptr) {
 	r.ok = readTCPInfo(fd, &r.info) == nil
 	if r.ok {
 		r.sndbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		r.unread = 0
+		// Into a field the reader owns: unix.IoctlGetInt's result escapes.
+		_, _, _ = unix.Syscall(unix.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&r.unread)))
 	}
 }
 
@@ -156,6 +165,7 @@ func (r *StatsReader) Read() SocketStats {
 		DeliveryRateBps: info.Delivery_rate * 8, // bytes/s in TCP_INFO
 		AppLimited:      appLimited(info),
 		SendBufferBytes: r.sndbuf,
+		UnreadBytes:     int(r.unread),
 	}
 }
 
@@ -171,7 +181,7 @@ func (r *StatsReader) sinceLastRecv() time.Duration {
 	return time.Duration(r.info.Last_data_recv) * time.Millisecond
 }
 
-// readLocked reads the socket into r.info and r.sndbuf; false when it is
+// readLocked reads the socket into r.info, r.sndbuf and r.unread; false when it is
 // gone. r.mu held.
 func (r *StatsReader) readLocked() bool {
 	r.ok = false
