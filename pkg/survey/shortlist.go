@@ -99,7 +99,62 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 // runShortlist fills res the shortlist way: the matrix is the candidates
 // shortlist.Plan planned over, with every pair it measured, and their
 // windows read.
+// runShortlist fills res the shortlist way: the matrix is the candidates
+// shortlist.Plan planned over, with every pair it measured, and their
+// windows read.
 func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
+	in, byName, err := s.shortlistInput(res, usable, coords, pairs, clientNode, dstNode)
+	if err != nil {
+		return err
+	}
+	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
+	defer pr.close()
+	checked := &recordingProber{surveyProber: pr} // its answers are checked once the plan is made (claims.go)
+	// A region's relay probes for its host: the first cut's ends are its
+	// probes of the first cut, a request to it for every probe.MaxTargets
+	// of them, where each relay of the first cut would be asked over a new
+	// connection of its own.
+	if i := slices.IndexFunc(usable, func(r registry.Relay) bool { return r.Name == res.Target.Relay }); i >= 0 && usable[i].Admin != "" {
+		pr.dstRelay = &usable[i]
+		in.DestinationProbes = true
+	}
+	book := &windowBook{pr: pr, byName: byName, dstRelay: res.Target.Relay, dstNode: dstNode, learnt: map[string]windows{}}
+	in.Describe = book.describe
+	c := &in.Request.Constraints
+	if len(c.Include) > 0 && len(byName) == 0 {
+		return fmt.Errorf("none of the --include relays (%s) has published a coordinate; try --survey full", strings.Join(c.Include, ", "))
+	}
+	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
+	// The probes still in flight when the plan is made are abandoned.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var freshAt time.Time
+	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
+	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, checked)
+	if err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, dropDoubtedClaims(m, st.Prior, checked.recorded(), pairs, clientNode.Name)...)
+	s.Replans.put(res.Target.Name, st.Prior, freshAt, s.now())
+	if in.Prior != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
+			s.now().Sub(freshAt).Round(time.Second)))
+	}
+	res.Notes = append(res.Notes, book.complete(ctx, m, st.Unreachable, time.Now().Add(s.timeout()))...)
+	for name := range res.Relays {
+		if !containsNode(m, name) {
+			delete(res.Relays, name)
+		}
+	}
+	res.Matrix, res.Shortlisted = m, true
+	res.Notes = append(res.Notes, s.shortlistNotes(st, pr, len(usable), len(in.Relays))...)
+	return nil
+}
+
+// shortlistInput is the shortlist's input: the usable relays with a
+// coordinate that --include and --exclude allow (byName), and the pairs
+// the fleet measured between them.
+func (s *Survey) shortlistInput(res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) (shortlist.Input, map[string]registry.Relay, error) {
 	in := shortlist.Input{Client: clientNode, Destination: dstNode, Request: s.Plan}
 	// A region's relay hosts the destination: its own coordinate places
 	// it, and no landmark is asked to probe it.
@@ -113,7 +168,7 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	}
 	for _, name := range slices.Concat(c.Include, c.Exclude) {
 		if !known[name] {
-			return fmt.Errorf("relay %q (--include/--exclude): not a usable relay of the fleet", name)
+			return in, nil, fmt.Errorf("relay %q (--include/--exclude): not a usable relay of the fleet", name)
 		}
 	}
 	byName := map[string]registry.Relay{}
@@ -138,172 +193,163 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 			in.Exact = append(in.Exact, p)
 		}
 	}
-	pr := newSurveyProber(s, byName, res.Target, dstNode.Name)
-	defer pr.close()
-	checked := &recordingProber{surveyProber: pr} // its answers are checked once the plan is made (claims.go)
-	// A region's relay probes for its host: the first cut's ends are its
-	// probes of the first cut, a request to it for every probe.MaxTargets
-	// of them, where each relay of the first cut would be asked over a new
-	// connection of its own.
-	if i := slices.IndexFunc(usable, func(r registry.Relay) bool { return r.Name == res.Target.Relay }); i >= 0 && usable[i].Admin != "" {
-		pr.dstRelay = &usable[i]
-		in.DestinationProbes = true
-	}
-	// The candidates' windows (and the destination's, when it is a
-	// relay's host), read once they are few. A relay asked to probe
-	// brings its windows with its first answer (pr.info), and one this
-	// host probes without asking it is read beside that probe; one whose
-	// answer or read is still in flight is left to it (its windows join
-	// the matrix below, once the plan is made), one whose request failed
-	// is not asked again; the others (never asked to probe, or a relayd
-	// from before /v1/probe?info=1) are read, each in one of the prober's
-	// slots, in the background: a round does not wait for them (a relay
-	// that vanished would hold it up to the read's timeout).
-	var dstWindow *planner.Node
-	learnt := map[string]windows{}
-	var mu sync.Mutex // learnt, dstWindow, res.Notes
-	described := func(r registry.Relay, w windows, out map[string]planner.Node) {
-		n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
-		w.apply(&n)
-		out[r.Name] = n
-		learnt[r.Name] = w
-		if r.Name == res.Target.Relay {
-			dstWindow = &n
-			// The destination is this relay's host: its windows.
-			d := planner.Node{Name: dstNode.Name, Region: dstNode.Region}
-			w.apply(&d)
-			out[dstNode.Name] = d
+	return in, byName, nil
+}
+
+// windowBook is the candidates' windows (and the destination's, when it
+// is a relay's host), read once they are few. A relay asked to probe
+// brings its windows with its first answer (surveyProber.info), and one
+// this host probes without asking it is read beside that probe; one whose
+// answer or read is still in flight is left to it (its windows join the
+// matrix once the plan is made: complete), one whose request failed is
+// not asked again; the others (never asked to probe, or a relayd from
+// before /v1/probe?info=1) are read, each in one of the prober's slots,
+// in the background: a round does not wait for them (a relay that
+// vanished would hold it up to the read's timeout).
+type windowBook struct {
+	pr       *surveyProber
+	byName   map[string]registry.Relay
+	dstRelay string // the relay that hosts the destination, if any
+	dstNode  planner.Node
+
+	mu        sync.Mutex
+	learnt    map[string]windows
+	dstWindow *planner.Node // the destination's relay's, once known
+}
+
+// describe is the shortlist's Describe: the windows known of names (and
+// of the destination's relay), a background read of those not asked yet.
+func (b *windowBook) describe(ctx context.Context, names []string) (map[string]planner.Node, error) {
+	out := map[string]planner.Node{}
+	for _, name := range append(slices.Clip(names), b.dstRelay) {
+		r, ok := b.byName[name]
+		if !ok {
+			continue
+		}
+		b.mu.Lock()
+		w, known := b.learnt[name]
+		b.mu.Unlock()
+		state := infoAnswered
+		if !known {
+			w, state = b.pr.info(name)
+		}
+		switch state {
+		case infoAnswered:
+			b.mu.Lock()
+			b.described(r, w, out)
+			b.mu.Unlock()
+		case infoUnasked, infoMissing:
+			b.pr.readLater(ctx, r)
 		}
 	}
-	in.Describe = func(ctx context.Context, names []string) (map[string]planner.Node, error) {
-		out := map[string]planner.Node{}
-		for _, name := range append(slices.Clip(names), res.Target.Relay) {
-			r, ok := byName[name]
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			w, known := learnt[name]
-			mu.Unlock()
-			state := infoAnswered
-			if !known {
-				w, state = pr.info(name)
-			}
-			switch state {
-			case infoAnswered:
-				mu.Lock()
-				described(r, w, out)
-				mu.Unlock()
-			case infoUnasked, infoMissing:
-				pr.readLater(ctx, r)
-			}
-		}
-		return out, nil
+	return out, nil
+}
+
+// described records r's windows w, as a node of out (and the
+// destination's node, when r hosts it). b.mu held.
+func (b *windowBook) described(r registry.Relay, w windows, out map[string]planner.Node) {
+	n := planner.Node{Name: r.Name, Relay: true, Region: r.Region}
+	w.apply(&n)
+	out[r.Name] = n
+	b.learnt[r.Name] = w
+	if r.Name == b.dstRelay {
+		b.dstWindow = &n
+		// The destination is this relay's host: its windows.
+		d := planner.Node{Name: b.dstNode.Name, Region: b.dstNode.Region}
+		w.apply(&d)
+		out[b.dstNode.Name] = d
 	}
-	if len(c.Include) > 0 && len(byName) == 0 {
-		return fmt.Errorf("none of the --include relays (%s) has published a coordinate; try --survey full", strings.Join(c.Include, ", "))
-	}
-	c.Include, c.Exclude = nil, nil // applied: the candidates are only those allowed
-	// The probes still in flight when the plan is made are abandoned.
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var freshAt time.Time
-	in.Prior, freshAt = s.Replans.get(res.Target.Name, s.now())
-	_, m, st, err := shortlist.Plan(pctx, s.Shortlist, in, checked)
-	if err != nil {
-		return err
-	}
-	res.Notes = append(res.Notes, dropDoubtedClaims(m, st.Prior, checked.recorded(), pairs, clientNode.Name)...)
-	s.Replans.put(res.Target.Name, st.Prior, freshAt, s.now())
-	if in.Prior != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
-			s.now().Sub(freshAt).Round(time.Second)))
-	}
-	// The relays whose windows came after the plan had described them:
-	// those of a read still in flight are waited for (each read is bounded
-	// by the survey's timeout), but for the relays the plan left out.
+}
+
+// complete puts into m the windows that came after the plan had described
+// its relays: those of a read still in flight are waited for (each read
+// is bounded by the survey's timeout), and a first answer (which carries
+// the windows) still in flight until pendingUntil (on a loaded host a
+// relay's reply can come just after the plan), but for the relays the
+// plan left out (unreachable). It returns notes on the windows still
+// unknown.
+func (b *windowBook) complete(ctx context.Context, m *planner.Matrix, unreachable []string, pendingUntil time.Time) []string {
+	var notes []string
 	late := map[string]planner.Node{}
-	left := map[string]bool{}
-	for _, name := range st.Unreachable {
-		left[name] = true
-	}
-	names := []string{res.Target.Relay}
+	names := []string{b.dstRelay}
 	for _, n := range m.Nodes {
 		if n.Relay {
 			names = append(names, n.Name)
 		}
 	}
-	// A first answer (which carries the windows) still in flight is
-	// waited for too, up to the survey's timeout in all: on a loaded
-	// host a relay's reply can come just after the plan.
-	pendingUntil := time.Now().Add(s.timeout())
 	for _, name := range names {
-		r, ok := byName[name]
-		if _, known := learnt[name]; !ok || known || left[name] {
+		r, ok := b.byName[name]
+		b.mu.Lock()
+		_, known := b.learnt[name]
+		b.mu.Unlock()
+		if !ok || known || slices.Contains(unreachable, name) {
 			continue
 		}
-		pr.awaitRead(name)
-		pr.awaitAnswer(ctx, name, pendingUntil)
-		switch w, state, err := pr.infoErr(name); state {
+		b.pr.awaitRead(name)
+		b.pr.awaitAnswer(ctx, name, pendingUntil)
+		switch w, state, err := b.pr.infoErr(name); state {
 		case infoAnswered:
-			described(r, w, late)
+			b.mu.Lock()
+			b.described(r, w, late)
+			b.mu.Unlock()
 		case infoPending:
-			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (its first answer, which carries it, had not come when the plan was made)", name))
+			notes = append(notes, fmt.Sprintf("relay %s: window unknown (its first answer, which carries it, had not come when the plan was made)", name))
 		case infoFailed:
-			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: window unknown (%v)", name, err))
+			notes = append(notes, fmt.Sprintf("relay %s: window unknown (%v)", name, err))
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i := range m.Nodes {
-		if n, ok := late[m.Nodes[i].Name]; ok && m.Nodes[i].Relay {
-			m.Nodes[i] = n
+		n := &m.Nodes[i]
+		if l, ok := late[n.Name]; ok && n.Relay {
+			*n = l
+		}
+		if n.Name == b.dstNode.Name && b.dstWindow != nil {
+			n.WindowBytes, n.SendWindowBytes, n.LimitBps = b.dstWindow.WindowBytes, b.dstWindow.SendWindowBytes, b.dstWindow.LimitBps
 		}
 	}
-	for i := range m.Nodes {
-		if n := &m.Nodes[i]; n.Name == dstNode.Name && dstWindow != nil {
-			n.WindowBytes, n.SendWindowBytes, n.LimitBps = dstWindow.WindowBytes, dstWindow.SendWindowBytes, dstWindow.LimitBps
-		}
-	}
-	applyLearnt(m, learnt)
-	for name := range res.Relays {
-		if !containsNode(m, name) {
-			delete(res.Relays, name)
-		}
-	}
-	res.Matrix, res.Shortlisted = m, true
-	res.Notes = append(res.Notes, fmt.Sprintf(
+	applyLearnt(m, b.learnt)
+	return notes
+}
+
+// shortlistNotes say how the plan's rounds went and ended, and what they
+// left out.
+func (s *Survey) shortlistNotes(st shortlist.Stats, pr *surveyProber, usable, placed int) []string {
+	notes := []string{fmt.Sprintf(
 		"shortlist: planned over %d of %d relays, chosen from their coordinates; %d probes in %d rounds; the best plan stands on %d measured and %d estimated segments",
-		st.Candidates, len(in.Relays), st.Probes, st.Rounds, st.Measured, st.Estimated))
+		st.Candidates, placed, st.Probes, st.Rounds, st.Measured, st.Estimated)}
 	if st.Settled {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: ended its rounds with a chain measured throughout within %g %% of the best plan on estimates (--shortlist-settle)",
+		notes = append(notes, fmt.Sprintf("shortlist: ended its rounds with a chain measured throughout within %g %% of the best plan on estimates (--shortlist-settle)",
 			100*s.Shortlist.Settle))
 	}
 	if st.Deadlined {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
+		notes = append(notes, fmt.Sprintf("shortlist: stopped its rounds at the deadline (%s): the plan is the best of the chains measured by then",
 			s.Shortlist.Deadline))
 	}
 	if st.OutOfBudget {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: stopped its rounds of targeted probes at their budget (%s, --shortlist-search-budget): the plan is the best of the chains measured by then",
+		notes = append(notes, fmt.Sprintf("shortlist: stopped its rounds of targeted probes at their budget (%s, --shortlist-search-budget): the plan is the best of the chains measured by then",
 			s.Shortlist.PlanSearchBudget()))
 	}
 	pr.mu.Lock()
 	fellBack, asked, unacked := pr.fellBack, len(pr.asked), len(pr.unacked)
 	pr.mu.Unlock()
 	if unacked > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d of %d relays asked over UDP did not acknowledge in time and were asked over HTTPS: is UDP to their admin port filtered? (relayd admin_udp; --udp-ask=false asks over HTTPS only)",
+		notes = append(notes, fmt.Sprintf("shortlist: %d of %d relays asked over UDP did not acknowledge in time and were asked over HTTPS: is UDP to their admin port filtered? (relayd admin_udp; --udp-ask=false asks over HTTPS only)",
 			unacked, asked))
 	}
 	if fellBack > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: the destination's relay %s did not answer %d request(s) for its probes of the first cut; each of those relays probed the destination instead",
+		notes = append(notes, fmt.Sprintf("shortlist: the destination's relay %s did not answer %d request(s) for its probes of the first cut; each of those relays probed the destination instead",
 			pr.dstRelay.Name, fellBack))
 	}
 	if len(st.Unreachable) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: left out %s: this host's probe could not reach it (vanished, or its admin port is filtered from here)",
+		notes = append(notes, fmt.Sprintf("shortlist: left out %s: this host's probe could not reach it (vanished, or its admin port is filtered from here)",
 			strings.Join(st.Unreachable, ", ")))
 	}
-	if dropped := len(usable) - len(in.Relays); dropped > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: %d usable relays have no coordinate yet; left out", dropped))
+	if dropped := usable - placed; dropped > 0 {
+		notes = append(notes, fmt.Sprintf("shortlist: %d usable relays have no coordinate yet; left out", dropped))
 	}
-	return nil
+	return notes
 }
 
 func containsNode(m *planner.Matrix, name string) bool {
@@ -563,13 +609,6 @@ func (p *surveyProber) relayOf(from string) (registry.Relay, bool) {
 	return r, ok
 }
 
-// proberRound is one Probe call's state, under the prober's mu.
-type proberRound struct {
-	out    []float64
-	done   int  // requests answered
-	closed bool // Probe returned: later answers are late
-}
-
 // signal wakes whoever waits on p.changed; p.mu held.
 func (p *surveyProber) signal() {
 	if p.changed != nil {
@@ -595,39 +634,74 @@ func (p *surveyProber) wait(ctx context.Context) error {
 	}
 }
 
+// proberRound is one Probe call: its probes and requests, and what has
+// come back (out, done), under the prober's mu.
+type proberRound struct {
+	p      *surveyProber
+	probes []shortlist.Probe
+	reqs   []*surveyRequest
+	out    []float64
+	done   int  // requests answered
+	closed bool // Probe returned: later answers are late
+}
+
+// surveyRequest is one request of a round (shortlist.Requests): its
+// addresses, in the order of its probes, and how it travels.
+type surveyRequest struct {
+	shortlist.Request
+	relay    registry.Relay // asked, unless From is this host
+	addrs    []string
+	expectMs float64 // its probes' longest ExpectMs (see replyWait)
+	toDst    bool    // this host's probe of the destination
+	withInfo bool    // the relay's first request: it asks for its windows
+	// udp: asked over UDP (p.ask), no HTTPS connection to the relay being
+	// up. Until UDP is proven the connection opens beside the ask (opens,
+	// or a read of the relay's windows in flight already): readDone is
+	// closed once that read has ended; nil: the ask waits ackWait.
+	udp      bool
+	readDone chan struct{}
+	// acked is closed once the ask over UDP has been acknowledged (ackRTT
+	// its round trip) or has failed (ackRTT negative).
+	acked  chan struct{}
+	ackRTT time.Duration
+	// ackOf: this host's probe of a relay asked over UDP in this round,
+	// answered by that ask's acknowledgement (its round trip) instead of
+	// a handshake and a slot of its own.
+	ackOf *surveyRequest
+	// opens is the relay this host's probe of opens a connection to beside
+	// it, over which it reads the relay's windows: no request of the plan
+	// has gone to it, and none of this round does.
+	opens string
+	read  chan struct{} // closed once opens' read has ended
+	done  bool          // answered (under p.mu)
+}
+
+// Probe makes one round's requests (roundRequests, each's transport
+// chosen by route), starts them in order as slots free up (start), and
+// returns once the round's quorum has answered (await); the rest answer
+// late.
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
-	// A request's addresses, in the order of its probes, and whether it
-	// is this host's probe of the destination.
-	type request struct {
-		shortlist.Request
-		relay    registry.Relay // asked, unless From is this host
-		addrs    []string
-		expectMs float64 // its probes' longest ExpectMs (see replyWait)
-		toDst    bool
-		withInfo bool // the relay's first request: it asks for its windows
-		// udp: asked over UDP (p.ask), no HTTPS connection to the
-		// relay being up. Until UDP is proven the connection opens
-		// beside the ask (opens, or a read of the relay's windows in
-		// flight already): readDone is closed once that read has
-		// ended; nil: the ask waits ackWait.
-		udp      bool
-		readDone chan struct{}
-		// acked is closed once the ask over UDP has been acknowledged
-		// (ackRTT its round trip) or has failed (ackRTT negative).
-		acked  chan struct{}
-		ackRTT time.Duration
-		// ackOf: this host's probe of a relay asked over UDP in this
-		// round, answered by that ask's acknowledgement (its round
-		// trip) instead of a handshake and a slot of its own.
-		ackOf *request
-		// opens is the relay this host's probe of opens a connection to
-		// beside it, over which it reads the relay's windows: no request
-		// of the plan has gone to it, and none of this round does.
-		opens string
-		read  chan struct{} // closed once opens' read has ended
-		done  bool          // answered (under p.mu)
+	rd := &proberRound{p: p, probes: probes, out: make([]float64, len(probes))}
+	asking := rd.requests()
+	need := p.s.Shortlist.RoundNeedsAt(p.rounds, len(rd.reqs))
+	p.rounds++
+	// Marked before Probe returns: the plan describes the round's relays
+	// once it has ended, and one whose request has not started yet is
+	// pending, not unasked.
+	p.mu.Lock()
+	for _, rq := range rd.reqs {
+		p.routeLocked(rq, probes[rq.At[0]].To, asking)
 	}
+	p.mu.Unlock()
+	rd.pairAcks()
+	go rd.start(ctx)
+	return rd.await(ctx, need)
+}
+
+// requests are the round's requests, and the relays asked in it.
+func (rd *proberRound) requests() (asking map[string]bool) {
+	p := rd.p
 	addrOf := func(to string) (string, bool) {
 		if to == p.dst {
 			return p.target.Addr, true
@@ -635,72 +709,72 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 		r, ok := p.relays[to]
 		return r.Admin, ok
 	}
-	var reqs []*request
-	asking := map[string]bool{} // relays asked in this round
-	for _, g := range shortlist.Requests(probes, ClientNode, probe.MaxTargets, func(pr shortlist.Probe) bool {
+	asking = map[string]bool{}
+	for _, g := range shortlist.Requests(rd.probes, ClientNode, probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okTo := addrOf(pr.To)
 		_, okFrom := p.relayOf(pr.From)
 		return okTo && (okFrom || pr.From == ClientNode)
 	}) {
-		rq := &request{Request: g, toDst: g.From == ClientNode && probes[g.At[0]].To == p.dst}
+		rq := &surveyRequest{Request: g, toDst: g.From == ClientNode && rd.probes[g.At[0]].To == p.dst}
 		if g.From != ClientNode {
 			rq.relay, _ = p.relayOf(g.From)
 			asking[rq.relay.Name] = true
 		}
 		for _, k := range g.At {
-			addr, _ := addrOf(probes[k].To)
+			addr, _ := addrOf(rd.probes[k].To)
 			rq.addrs = append(rq.addrs, addr)
-			rq.expectMs = max(rq.expectMs, probes[k].ExpectMs)
+			rq.expectMs = max(rq.expectMs, rd.probes[k].ExpectMs)
 		}
-		reqs = append(reqs, rq)
+		rd.reqs = append(rd.reqs, rq)
 	}
-	round := &proberRound{out: make([]float64, len(probes))}
-	need := p.s.Shortlist.RoundNeedsAt(p.rounds, len(reqs))
-	p.rounds++
-	// Marked before Probe returns: the plan describes the round's relays
-	// once it has ended, and one whose request has not started yet is
-	// pending, not unasked.
-	p.mu.Lock()
-	for _, rq := range reqs {
-		name := rq.relay.Name
-		switch to := probes[rq.At[0]].To; {
-		case rq.From != ClientNode && p.ask != nil && !p.proven && p.infos[name].state == infoUnasked:
-			rq.udp = true
-			rq.opens, rq.read = name, p.startReadLocked(name)
-			rq.readDone = rq.read
-			p.https[name] = true
-		case rq.From != ClientNode && p.ask != nil && !p.proven && p.readingLocked(name) != nil:
-			// A read of its windows (readLater) is opening the
-			// connection.
-			rq.udp, rq.readDone = true, p.readingLocked(name)
-		case rq.From != ClientNode && p.ask != nil && p.proven && !p.https[name]:
-			rq.udp = true
-			if p.infos[name].state == infoUnasked {
-				// The windows come with the reply.
-				rq.withInfo = true
-				p.infos[name] = knownInfo{state: infoPending}
-			}
-		case rq.From != ClientNode && p.infos[name].state == infoUnasked:
+	return asking
+}
+
+// routeLocked chooses how rq travels: a relay's request over UDP (beside
+// the HTTPS connection it opens, or a read opening it, until UDP is
+// proven; alone after) or over HTTPS, with the relay's windows on its
+// first; this host's probe of a relay (to) that no request of the plan
+// has gone to opens the connection beside it. p.mu held.
+func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[string]bool) {
+	name := rq.relay.Name
+	switch {
+	case rq.From != ClientNode && p.ask != nil && !p.proven && p.infos[name].state == infoUnasked:
+		rq.udp = true
+		rq.opens, rq.read = name, p.startReadLocked(name)
+		rq.readDone = rq.read
+		p.https[name] = true
+	case rq.From != ClientNode && p.ask != nil && !p.proven && p.readingLocked(name) != nil:
+		// A read of its windows (readLater) is opening the connection.
+		rq.udp, rq.readDone = true, p.readingLocked(name)
+	case rq.From != ClientNode && p.ask != nil && p.proven && !p.https[name]:
+		rq.udp = true
+		if p.infos[name].state == infoUnasked {
+			// The windows come with the reply.
 			rq.withInfo = true
 			p.infos[name] = knownInfo{state: infoPending}
-			p.https[name] = true
-		case rq.From != ClientNode:
-			p.https[name] = true
-		case !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked && !(p.ask != nil && p.proven):
-			// Its later requests then go over a connection up since,
-			// not a new one: over TLS two round trips fewer. (Once
-			// asks over UDP are proven, they go that way instead.)
-			rq.opens, rq.read = to, p.startReadLocked(to)
-			p.https[to] = true
 		}
+	case rq.From != ClientNode && p.infos[name].state == infoUnasked:
+		rq.withInfo = true
+		p.infos[name] = knownInfo{state: infoPending}
+		p.https[name] = true
+	case rq.From != ClientNode:
+		p.https[name] = true
+	case !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked && !(p.ask != nil && p.proven):
+		// Its later requests then go over a connection up since, not a
+		// new one: over TLS two round trips fewer. (Once asks over UDP
+		// are proven, they go that way instead.)
+		rq.opens, rq.read = to, p.startReadLocked(to)
+		p.https[to] = true
 	}
-	p.mu.Unlock()
-	// This host's probe of a relay asked over UDP in this round is that
-	// ask's acknowledgement: one round trip to the relay, as its
-	// handshake would be (and the relay's reading the ask, under a
-	// millisecond), without a connection of its own.
-	udpOf := map[string]*request{}
-	for _, rq := range reqs {
+}
+
+// pairAcks answers this host's probe of a relay asked over UDP in this
+// round by that ask's acknowledgement: one round trip to the relay, as
+// its handshake would be (and the relay's reading the ask, under a
+// millisecond), without a connection of its own.
+func (rd *proberRound) pairAcks() {
+	udpOf := map[string]*surveyRequest{}
+	for _, rq := range rd.reqs {
 		if rq.udp {
 			if _, ok := udpOf[rq.relay.Name]; !ok {
 				udpOf[rq.relay.Name] = rq
@@ -708,179 +782,210 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 			}
 		}
 	}
-	for _, rq := range reqs {
+	for _, rq := range rd.reqs {
 		if rq.From == ClientNode && !rq.toDst && rq.Handshakes <= 1 {
-			rq.ackOf = udpOf[probes[rq.At[0]].To]
+			rq.ackOf = udpOf[rd.probes[rq.At[0]].To]
 		}
 	}
-	// answer records a request's summaries (and the relay's windows when
-	// it asked for them, info): in the round while it is open, else as
-	// late answers.
-	answer := func(rq *request, sums []probe.Summary, info *adminInfo, err error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if rq.withInfo {
-			var w *windows
-			if info != nil {
-				w = new(info.windows(false))
-			}
-			p.learnLocked(rq.relay.Name, w, err)
+}
+
+// answer records rq's summaries (and the relay's windows when it asked
+// for them, info): in the round while it is open, else as late answers.
+func (rd *proberRound) answer(rq *surveyRequest, sums []probe.Summary, info *adminInfo, err error) {
+	p := rd.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rq.withInfo {
+		var w *windows
+		if info != nil {
+			w = new(info.windows(false))
 		}
-		for j, k := range rq.At {
-			ms := 0.0
-			if j < len(sums) && sums[j].Reachable() {
-				ms = sums[j].MedianMs
-			}
-			if to := probes[k].To; rq.From == ClientNode && ms > 0 && to != p.dst {
-				p.rttTo[to] = time.Duration(ms * float64(time.Millisecond))
-			}
-			if round.closed {
-				p.late = append(p.late, shortlist.Answer{Probe: probes[k], RTTMs: ms})
-			} else {
-				round.out[k] = ms
-			}
+		p.learnLocked(rq.relay.Name, w, err)
+	}
+	for j, k := range rq.At {
+		ms := 0.0
+		if j < len(sums) && sums[j].Reachable() {
+			ms = sums[j].MedianMs
 		}
-		rq.done = true
-		if round.closed {
-			p.flying--
+		if to := rd.probes[k].To; rq.From == ClientNode && ms > 0 && to != p.dst {
+			p.rttTo[to] = time.Duration(ms * float64(time.Millisecond))
+		}
+		if rd.closed {
+			p.late = append(p.late, shortlist.Answer{Probe: rd.probes[k], RTTMs: ms})
 		} else {
-			round.done++
+			rd.out[k] = ms
 		}
-		p.signal()
 	}
-	// The requests start in order, each when a slot is free (slots
-	// still held by earlier rounds' stragglers included); this round may
-	// end before the last has started.
-	go func() {
-		for _, rq := range reqs {
-			if rq.ackOf != nil {
-				go p.byAck(ctx, rq.ackOf.acked, &rq.ackOf.ackRTT, rq.addrs[0], rq.Handshakes, func(sums []probe.Summary, err error) { answer(rq, sums, nil, err) })
-				continue
-			}
-			select {
-			case p.sem <- struct{}{}:
-			case <-ctx.Done():
-				answer(rq, nil, nil, ctx.Err())
-				if rq.opens != "" {
-					p.endRead(rq.opens, rq.read, nil, ctx.Err())
-				}
-				if rq.acked != nil {
-					rq.ackRTT = -1
-					close(rq.acked)
-				}
-				continue
-			}
-			go func() {
-				release := sync.OnceFunc(func() { <-p.sem })
-				defer release()
-				var sums []probe.Summary
-				var info *adminInfo
-				var err error
-				if rq.From == ClientNode {
-					measure := p.s.Measure
-					if rq.toDst && p.s.MeasureDst != nil {
-						measure = p.s.MeasureDst
-					}
-					// The slot is held until the read beside the
-					// probe has answered too.
-					var read sync.WaitGroup
-					if rq.opens != "" {
-						read.Go(func() {
-							w, err := p.readHeld(ctx, p.relays[rq.opens])
-							p.endRead(rq.opens, rq.read, &w, err)
-						})
-					}
-					sums = []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
-					answer(rq, sums, nil, nil)
-					read.Wait()
-					return
-				}
-				if rq.udp {
-					// The slot is free once the ask is acknowledged
-					// (the relay's handshakes go on without it) and
-					// the read beside it, if any, has answered.
-					var read sync.WaitGroup
-					if rq.opens != "" {
-						read.Go(func() {
-							w, err := p.readHeld(ctx, rq.relay)
-							p.endRead(rq.opens, rq.read, &w, err)
-						})
-					}
-					defer read.Wait()
-					var ackOnce sync.Once
-					ackEnds := func(rtt time.Duration) {
-						ackOnce.Do(func() {
-							if rq.acked != nil {
-								rq.ackRTT = rtt
-								close(rq.acked)
-							}
-						})
-					}
-					onAck := func(rtt time.Duration) {
-						ackEnds(rtt)
-						go func() {
-							read.Wait()
-							release()
-						}()
-					}
-					sums, info, err = p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo, rq.expectMs, rq.readDone, onAck)
-					if err != nil {
-						ackEnds(-1) // no acknowledgement: a probe answered by it is made as ever
-					}
-				}
-				// Over HTTPS: a relay not asked over UDP, and one whose
-				// ask was not acknowledged or could not be sent (not one
-				// asked over HTTPS already, beside a reply overdue).
-				if !rq.udp || err != nil && !errors.Is(err, errAskedBoth) {
-					noAck := errors.Is(err, errNoAck)
-					if noAck && rq.readDone == nil {
-						// Asked alone: the ask or its acknowledgement
-						// was lost, or UDP to it is filtered. Asked
-						// again beside the request over HTTPS, which
-						// costs two round trips more.
-						sums, info, err = p.firstOf(ctx,
-							func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
-								return p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
-							},
-							func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
-								return p.askAgain(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
-							})
-					} else {
-						sums, info, err = p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
-					}
-					if noAck && err == nil {
-						p.mu.Lock()
-						p.unacked[rq.relay.Name] = true
-						p.mu.Unlock()
-					}
-				}
-				if err != nil && rq.From == p.dst {
-					sums = p.relaysProbeDst(ctx, probes, rq.At, rq.Handshakes)
-				}
-				answer(rq, sums, info, err)
-			}()
+	rq.done = true
+	if rd.closed {
+		p.flying--
+	} else {
+		rd.done++
+	}
+	p.signal()
+}
+
+// start starts the requests in order, each when a slot is free (slots
+// still held by earlier rounds' stragglers included); the round may end
+// before the last has started.
+func (rd *proberRound) start(ctx context.Context) {
+	p := rd.p
+	for _, rq := range rd.reqs {
+		if rq.ackOf != nil {
+			go p.byAck(ctx, rq.ackOf.acked, &rq.ackOf.ackRTT, rq.addrs[0], rq.Handshakes, func(sums []probe.Summary, err error) { rd.answer(rq, sums, nil, err) })
+			continue
 		}
-	}()
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			rd.answer(rq, nil, nil, ctx.Err())
+			if rq.opens != "" {
+				p.endRead(rq.opens, rq.read, nil, ctx.Err())
+			}
+			if rq.acked != nil {
+				rq.ackRTT = -1
+				close(rq.acked)
+			}
+			continue
+		}
+		go rd.run(ctx, rq)
+	}
+}
+
+// run makes rq in the slot start took for it.
+func (rd *proberRound) run(ctx context.Context, rq *surveyRequest) {
+	p := rd.p
+	release := sync.OnceFunc(func() { <-p.sem })
+	defer release()
+	if rq.From == ClientNode {
+		rd.probeFromHere(ctx, rq)
+		return
+	}
+	var sums []probe.Summary
+	var info *adminInfo
+	var err error
+	if rq.udp {
+		var read sync.WaitGroup
+		defer read.Wait()
+		sums, info, err = rd.askOverUDP(ctx, rq, &read, release)
+	}
+	// Over HTTPS: a relay not asked over UDP, and one whose ask was not
+	// acknowledged or could not be sent (not one asked over HTTPS
+	// already, beside a reply overdue).
+	if !rq.udp || err != nil && !errors.Is(err, errAskedBoth) {
+		sums, info, err = rd.askOverHTTPS(ctx, rq, errors.Is(err, errNoAck))
+	}
+	if err != nil && rq.From == p.dst {
+		sums = p.relaysProbeDst(ctx, rd.probes, rq.At, rq.Handshakes)
+	}
+	rd.answer(rq, sums, info, err)
+}
+
+// probeFromHere is this host's own probe; its slot is held until the
+// read beside it (opens) has answered too.
+func (rd *proberRound) probeFromHere(ctx context.Context, rq *surveyRequest) {
+	p := rd.p
+	measure := p.s.Measure
+	if rq.toDst && p.s.MeasureDst != nil {
+		measure = p.s.MeasureDst
+	}
+	var read sync.WaitGroup
+	if rq.opens != "" {
+		read.Go(func() {
+			w, err := p.readHeld(ctx, p.relays[rq.opens])
+			p.endRead(rq.opens, rq.read, &w, err)
+		})
+	}
+	sums := []probe.Summary{p.s.sample(ctx, rq.addrs[0], rq.Handshakes, 0, measure)}
+	rd.answer(rq, sums, nil, nil)
+	read.Wait()
+}
+
+// askOverUDP asks rq's relay over UDP. The slot is released once the ask
+// is acknowledged (the relay's handshakes go on without it) and the read
+// beside it, if any (in read), has answered.
+func (rd *proberRound) askOverUDP(ctx context.Context, rq *surveyRequest, read *sync.WaitGroup, release func()) ([]probe.Summary, *adminInfo, error) {
+	p := rd.p
+	if rq.opens != "" {
+		read.Go(func() {
+			w, err := p.readHeld(ctx, rq.relay)
+			p.endRead(rq.opens, rq.read, &w, err)
+		})
+	}
+	var ackOnce sync.Once
+	ackEnds := func(rtt time.Duration) {
+		ackOnce.Do(func() {
+			if rq.acked != nil {
+				rq.ackRTT = rtt
+				close(rq.acked)
+			}
+		})
+	}
+	onAck := func(rtt time.Duration) {
+		ackEnds(rtt)
+		go func() {
+			read.Wait()
+			release()
+		}()
+	}
+	sums, info, err := p.askUDP(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo, rq.expectMs, rq.readDone, onAck)
+	if err != nil {
+		ackEnds(-1) // no acknowledgement: a probe answered by it is made as ever
+	}
+	return sums, info, err
+}
+
+// askOverHTTPS asks rq's relay over HTTPS. One asked alone over UDP whose
+// ask or acknowledgement was lost (noAck: or UDP to it is filtered) is
+// asked again over UDP beside the request over HTTPS, which costs two
+// round trips more; a relay not acknowledged that answers is counted so.
+func (rd *proberRound) askOverHTTPS(ctx context.Context, rq *surveyRequest, noAck bool) ([]probe.Summary, *adminInfo, error) {
+	p := rd.p
+	overHTTPS := func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+		return p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+	}
+	var sums []probe.Summary
+	var info *adminInfo
+	var err error
+	if noAck && rq.readDone == nil {
+		sums, info, err = p.firstOf(ctx, overHTTPS, func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+			return p.askAgain(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
+		})
+	} else {
+		sums, info, err = overHTTPS(ctx)
+	}
+	if noAck && err == nil {
+		p.mu.Lock()
+		p.unacked[rq.relay.Name] = true
+		p.mu.Unlock()
+	}
+	return sums, info, err
+}
+
+// await waits until need of the round's requests have answered (or ctx
+// ends), closes the round and returns its answers, NaN for those still
+// pending.
+func (rd *proberRound) await(ctx context.Context, need int) ([]float64, error) {
+	p := rd.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var err error
-	for round.done < need && err == nil {
+	for rd.done < need && err == nil {
 		err = p.wait(ctx)
 	}
-	round.closed = true
-	p.flying += len(reqs) - round.done
+	rd.closed = true
+	p.flying += len(rd.reqs) - rd.done
 	if err != nil {
-		return round.out, err
+		return rd.out, err
 	}
-	// The requests not answered yet are pending.
-	for _, rq := range reqs {
+	for _, rq := range rd.reqs {
 		if !rq.done {
 			for _, k := range rq.At {
-				round.out[k] = math.NaN()
+				rd.out[k] = math.NaN()
 			}
 		}
 	}
-	return round.out, nil
+	return rd.out, nil
 }
 
 // errNoAck is an ask over UDP not acknowledged in time: by the end of the

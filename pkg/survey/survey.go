@@ -240,9 +240,30 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes(),
 		CongestionControl: LocalCongestionControl()})
 	dstNode := planner.Node{Name: target.Name, Region: target.Region}
+	usable := res.keepUsable(relays)
+	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
+		return nil, err
+	} else if ok {
+		client := m.Nodes[0]
+		if err := s.runShortlist(ctx, res, usable, coords, pairs, client, dstNode); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	infos, direct := s.measureAll(ctx, res, usable, pairs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.fillFull(usable, infos, direct, pairs, dstNode, now)
+	return res, nil
+}
+
+// keepUsable is the relays a plan may route through, each kept in
+// res.Relays; a note says why each other is left out.
+func (res *Result) keepUsable(relays []registry.Relay) []registry.Relay {
 	var usable []registry.Relay
 	for _, r := range relays {
-		if r.Name == ClientNode || r.Name == target.Name {
+		if r.Name == ClientNode || r.Name == res.Target.Name {
 			res.Notes = append(res.Notes, fmt.Sprintf("relay %s: its name clashes with the client or the destination; left out", r.Name))
 			continue
 		}
@@ -257,30 +278,25 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 		usable = append(usable, r)
 		res.Relays[r.Name] = r
 	}
-	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
-		return nil, err
-	} else if ok {
-		client := m.Nodes[0]
-		if err := s.runShortlist(ctx, res, usable, coords, pairs, client, dstNode); err != nil {
-			return nil, err
-		}
-		return res, nil
-	}
+	return usable
+}
 
-	// Phase 1: this host's RTT to every relay and to the destination.
-	// Phase 2: every relay's window and RTT to the destination, from its
-	// admin API, or through one this host reaches (?via=) when this host
-	// cannot reach it. Each phase runs concurrently: a few round trips on
-	// a long path each.
-	type relayInfo struct {
-		window   windows
-		toDst    probe.Summary
-		fromHere probe.Summary
-		infoErr  error
-		dstErr   error
-	}
-	infos := make([]relayInfo, len(usable))
-	var direct probe.Summary
+// relayInfo is what the full survey measured of one relay.
+type relayInfo struct {
+	window   windows
+	toDst    probe.Summary
+	fromHere probe.Summary
+	infoErr  error
+	dstErr   error
+}
+
+// measureAll measures the full survey's two phases. Phase 1: this host's
+// RTT to every relay and to the destination (direct). Phase 2: every
+// relay's window and RTT to the destination, from its admin API, or
+// through one this host reaches (?via=) when this host cannot reach it.
+// Each phase runs concurrently: a few round trips on a long path each.
+func (s *Survey) measureAll(ctx context.Context, res *Result, usable []registry.Relay, pairs []registry.Pair) (infos []relayInfo, direct probe.Summary) {
+	infos = make([]relayInfo, len(usable))
 	var wg sync.WaitGroup
 	for i, r := range usable {
 		wg.Go(func() { infos[i].fromHere = s.sample(ctx, r.Admin, 0, probeGap, s.Measure) })
@@ -289,7 +305,7 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	if measureDst == nil {
 		measureDst = s.Measure
 	}
-	wg.Go(func() { direct = s.sample(ctx, target.Addr, 0, probeGap, measureDst) })
+	wg.Go(func() { direct = s.sample(ctx, res.Target.Addr, 0, probeGap, measureDst) })
 	wg.Wait()
 	var reachable []registry.Relay
 	for i, r := range usable {
@@ -312,16 +328,21 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 			inner.Go(func() {
 				cctx, cancel := context.WithTimeout(ctx, s.timeout()+time.Duration(s.count())*probeGap)
 				defer cancel()
-				in.toDst, in.dstErr = s.relayProbe(cctx, ap, target.Addr, 0, relayProbeGap)
+				in.toDst, in.dstErr = s.relayProbe(cctx, ap, res.Target.Addr, 0, relayProbeGap)
 			})
 			inner.Wait()
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return infos, direct
+}
 
+// fillFull makes res's matrix of what the full survey measured (infos,
+// direct) and the pairs the fleet measured: every relay's node, this
+// host's RTT to it and its RTT to the destination (unless the triangle
+// check doubts it), the destination's node and the direct path.
+func (res *Result) fillFull(usable []registry.Relay, infos []relayInfo, direct probe.Summary, pairs []registry.Pair, dstNode planner.Node, now time.Time) {
+	m, target := res.Matrix, res.Target
 	addPair := func(a, b string, sum probe.Summary, what string) {
 		if !sum.Reachable() || sum.MedianMs <= 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no answer (%s)", what, cmp.Or(sum.LastErr, "lost")))
@@ -383,7 +404,6 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 		learnt[r.Name] = infos[i].window
 	}
 	applyLearnt(m, learnt)
-	return res, nil
 }
 
 // pairOfProbe is the pair a measured of b: its RTT and loss, and what a's
