@@ -104,6 +104,7 @@ type labFlags struct {
 }
 
 func (f *labFlags) register(cmd *cobra.Command) {
+	cmd.Long += "\n\n" + shippedTopologies()
 	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology: a file, or the name of a shipped one ("+strings.Join(configs.LabTopologies(), ", ")+"; configs/lab/README.md)")
 	cmd.Flags().StringVar(&f.relaydPath, "relayd", "", "relayd binary for relay nodes (default: next to relayctl, then $PATH)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
@@ -223,6 +224,28 @@ func loadTopology(path string) (*topology.Topology, string, error) {
 	}
 	abs, _ := filepath.Abs(path)
 	return topo, abs, nil
+}
+
+// shippedTopologies lists the names -t takes besides a file, wrapped for
+// a command's long help.
+func shippedTopologies() string {
+	var b strings.Builder
+	line := "Shipped topologies (configs/lab/README.md):"
+	names := configs.LabTopologies()
+	for i, name := range names {
+		word := " " + name + ","
+		if i == len(names)-1 {
+			word = " " + name + "."
+		}
+		if len(line)+len(word) > 78 {
+			b.WriteString(line + "\n")
+			line = word[1:]
+			continue
+		}
+		line += word
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 func labUpCmd(stateRoot *string) *cobra.Command {
@@ -534,7 +557,7 @@ or packets were dropped; see relayctl lab --help) the results are not
 trustworthy: lab run says why and exits 3 even if CMD succeeded. Tell it
 what CMD measures: --tolerance 15 --window 500ms for a rate checked within
 15 % over half a second. TOPOLOGY is a file or a shipped topology's name
-(world, split2, ...: see --help of -t).`,
+(world, split2, ...: the list below).`,
 		Example: `  # the world topology's plan to Tokyo
   sudo relayctl lab run -t world -- relayctl plan --dst tokyo
 
