@@ -360,7 +360,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	f.windowProbeFlag(cmd, 4_000_000)
 	fl := cmd.Flags()
 	fl.StringVar(&via, "via", "both", "direct, plan or both")
-	fl.BoolVar(&bySize, "plan-for-size", false, "plan for the transfer at hand: rank plans by predicted completion time for --size bytes (as relayctl plan --size), which may be direct for small objects, instead of by steady rate")
+	fl.BoolVar(&bySize, "plan-for-size", false, "rank plans by predicted completion time for --size bytes (as plan --size), not steady rate")
 	fl.StringSliceVar(&forced, "chain", nil, "measure this chain (relay names in order, comma-separated) instead of the plan's pick")
 	size = 16 << 20
 	fl.Var(sizeValue{&size}, "size", "bytes per stream and direction (10KB, 1MB, 64MiB: KB/MB/GB decimal, KiB/MiB/GiB binary)")
@@ -368,7 +368,7 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
 	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
 	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
-	fl.BoolVar(&explore, "explore", true, "when the plan kept a measured path ahead of an untried chain (its prediction a bound nobody measured), measure that chain too, so the next plan compares measurements")
+	fl.BoolVar(&explore, "explore", true, "also measure an untried chain the plan kept a measured path ahead of, for the next plan")
 	return cmd
 }
 

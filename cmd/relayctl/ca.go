@@ -234,7 +234,7 @@ honouring an expired list, and warns).`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "the CA's directory (relayctl ca init)")
-	cmd.Flags().StringVar(&consulAddr, "consul", "", "also publish the list in Consul at this agent HTTP address, for relays registered there (e.g. 127.0.0.1:8500)")
+	cmd.Flags().StringVar(&consulAddr, "consul", "", "also publish the list in Consul at this agent HTTP address (e.g. 127.0.0.1:8500)")
 	cmd.Flags().StringVar(&consulToken, "consul-token", "", "Consul ACL token with key:write on "+registry.ConsulCRLKey+" (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	return cmd
 }

@@ -254,24 +254,24 @@ SIGTERM, letting tunnels finish for 5 s.`,
 	f.register(cmd, false)
 	rf.register(cmd)
 	fl := cmd.Flags()
-	fl.Lookup("dst").Usage = "send every connection through the plan to this destination: a region or relay name of the fleet (e.g. tokyo), or host:port (default: each destination by its own plan)"
+	fl.Lookup("dst").Usage = "route every connection by the plan to this region, relay or host:port (default: per destination)"
 	// The names relayd uses for the same settings; the earlier ones stay as
 	// deprecated aliases.
 	fl.StringVar(&listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
 	fl.StringVar(&httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
 	fl.DurationVar(&every, "replan", time.Minute, "plan again this often (without --dst: survey a destination again when its survey is this old)")
-	fl.DurationVar(&freshEvery, "fresh-plan-every", survey.DefaultFreshEvery, "survey a destination afresh (landmarks, every round) at least this often; the surveys in between start from the last one's measurements, on fleets that publish coordinates (0: always afresh)")
-	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often (relayd: planning.check_every); it is used again after 3 passing checks in a row")
+	fl.DurationVar(&freshEvery, "fresh-plan-every", survey.DefaultFreshEvery, "survey a destination afresh at least this often, else from the last survey (0: always afresh)")
+	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often; 3 passes in a row bring it back")
 	for old, now := range map[string]string{"listen": "socks", "http-listen": "http", "probe-every": "check-every"} {
 		f := *fl.Lookup(now)
 		f.Name, f.Shorthand = old, ""
 		fl.AddFlag(&f)
 		_ = fl.MarkDeprecated(old, "use --"+now+", relayd's name for it")
 	}
-	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval on connections to relays: a relay that vanished mid-stream (host down, path cut) ends the stream within 10 of these")
-	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. in a container whose port only you reach)")
-	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients "succeeded" before the chain is up and send their first bytes with the route header: a request reaches the destination one chain round trip sooner; a chain that then fails resets the client's connection instead of answering why (false: answer once the chain is up)`)
-	fl.BoolVar(&pacFallbackDirect, "pac-fallback-direct", false, "the PAC file served at --http's /proxy.pac ends with DIRECT: when connect is down, browsers go around it unproxied instead of failing")
+	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval to relays: a vanished relay's streams end within 10 of these")
+	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. a container port only you reach)")
+	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients before the chain is up; their first bytes ride the route header`)
+	fl.BoolVar(&pacFallbackDirect, "pac-fallback-direct", false, "end the PAC file at --http's /proxy.pac with DIRECT: browsers go unproxied if connect is down")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -44,7 +44,7 @@ type registryFlags struct {
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.fleetPath, "fleet", "", "fleet file (default $"+envvar.Fleet+", which relayctl lab sets)")
-	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "read the fleet from Consul at this agent HTTP address instead of a fleet file (e.g. 127.0.0.1:8500; default $"+envvar.Consul+", which a lab with --registry consul sets, when there is no fleet file)")
+	cmd.Flags().StringVar(&f.consulAddr, "consul", "", "Consul agent HTTP address to read the fleet from, not a fleet file (default $"+envvar.Consul+")")
 	cmd.Flags().StringVar(&f.consulToken, "consul-token", "", "Consul ACL token (default $CONSUL_HTTP_TOKEN; flags show in ps)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
@@ -59,12 +59,12 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 		}
 		return nil
 	}
-	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "the fleet secret file: relay links and the relays' admin APIs are verified with the fleet CA derived from it (default $"+envvar.FleetSecretFile+", which lab commands set)")
-	cmd.Flags().StringVar(&f.identity.Cert, "identity-cert", "", "your certificate from the fleet's operator CA (relayctl ca issue --role client), for a fleet of per-relay identities instead of a fleet secret (default $"+envvar.IdentityCert+")")
+	cmd.Flags().StringVar(&f.secretFile, "fleet-secret-file", "", "fleet secret file: its CA verifies the relays (default $"+envvar.FleetSecretFile+")")
+	cmd.Flags().StringVar(&f.identity.Cert, "identity-cert", "", "your certificate from the operator CA, not a fleet secret (default $"+envvar.IdentityCert+")")
 	cmd.Flags().StringVar(&f.identity.Key, "identity-key", "", "its private key (default: the certificate's file name ending in .key)")
 	cmd.Flags().StringVar(&f.identity.CA, "identity-ca", "", "the operator CA's certificate (default: ca.crt beside the certificate)")
 	cmd.Flags().StringVar(&f.identity.CRL, "identity-crl", "", "the operator CA's revocation list, if you have it: revoked relays are refused")
-	cmd.Flags().StringVar(&f.transport, "transport", envOr(envvar.Transport, relay.TransportTLS), "how the fleet's relays run: tls (links and admin APIs over TLS, verified with the fleet secret) or plain (default $"+envvar.Transport+", which lab commands set, else tls)")
+	cmd.Flags().StringVar(&f.transport, "transport", envOr(envvar.Transport, relay.TransportTLS), "the relays' transport: tls or plain (default $"+envvar.Transport+", else tls)")
 }
 
 // secretPath is the fleet secret file, from the flag or the environment.
@@ -445,9 +445,9 @@ is UDP to its admin port filtered, or is admin_udp off?`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&checkUDP, "check-udp", false, "ask each relay for its windows in one UDP datagram to its admin port's number, as plans ask relays for probes, and show the round trip of its answer (UDP ASK; needs transport tls, the fleet secret and the admin token)")
+	cmd.Flags().BoolVar(&checkUDP, "check-udp", false, "ask each relay for its windows in one UDP datagram and show its answer's round trip (UDP ASK)")
 	cmd.Flags().DurationVar(&udpWait, "udp-wait", 2*time.Second, "with --check-udp: how long to wait for each relay's answer")
-	cmd.Flags().StringVar(&adminToken, "admin-token", "", "with --check-udp: the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
+	cmd.Flags().StringVar(&adminToken, "admin-token", "", "with --check-udp: the admin API token (default: the fleet file's, else $"+envAdminToken+")")
 	return cmd
 }
 

@@ -24,7 +24,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/configs"
-	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/lab"
 	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
@@ -105,16 +104,16 @@ type labFlags struct {
 
 func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Long += "\n\n" + shippedTopologies()
-	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology: a file, or the name of a shipped one ("+strings.Join(configs.LabTopologies(), ", ")+"; configs/lab/README.md)")
+	cmd.Flags().StringVarP(&f.topoPath, "topology", "t", "", "topology: a file, or a shipped topology's name (listed above; configs/lab/README.md)")
 	cmd.Flags().StringVar(&f.relaydPath, "relayd", "", "relayd binary for relay nodes (default: next to relayctl, then $PATH)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "lab log level: debug, info, warn or error")
-	cmd.Flags().StringVar(&f.registry, "registry", "fleet", `how relays share measurements: "fleet" (the lab's fleet file) or "consul" (a Consul agent on an added node "consul", linked to every relay and the client)`)
-	cmd.Flags().StringVar(&f.transport, "transport", "tls", `the relays' links: "tls" or "plain" (TLS 1.3 with certificates from the lab's fleet secret); lab commands get it in $`+envvar.Transport)
-	cmd.Flags().StringVar(&f.consulPath, "consul", "", "consul binary for --registry consul (default: next to relayctl, then $PATH; make bin/consul builds it)")
-	cmd.Flags().StringVar(&f.calibration, "calibration", lab.DefaultCalibrationPath, "what lab doctor measured this machine holds; the topology's estimated peak is compared against it before starting")
-	cmd.Flags().Float64Var(&f.tolerancePct, "tolerance", 100*wanemu.DefaultBudget.ToleranceShare, "self-check: the relative tolerance (per cent) of the figures this run measures; the emulator's timing error may move a figure by a third of it")
+	cmd.Flags().StringVar(&f.registry, "registry", "fleet", `how relays share measurements: "fleet" (the lab's fleet file) or "consul" (a Consul node)`)
+	cmd.Flags().StringVar(&f.transport, "transport", "tls", `the relays' links: "tls" (TLS 1.3 from the lab's fleet secret) or "plain"`)
+	cmd.Flags().StringVar(&f.consulPath, "consul", "", "consul binary for --registry consul (default: next to relayctl, then $PATH)")
+	cmd.Flags().StringVar(&f.calibration, "calibration", lab.DefaultCalibrationPath, "lab doctor's result for this machine, checked against the topology's estimated peak")
+	cmd.Flags().Float64Var(&f.tolerancePct, "tolerance", 100*wanemu.DefaultBudget.ToleranceShare, "self-check: the relative tolerance, per cent, of the figures this run measures")
 	cmd.Flags().DurationVar(&f.window, "window", time.Duration(wanemu.DefaultBudget.WindowNs), "self-check: the shortest span one measured figure is averaged over (a stall is weighed against it)")
-	cmd.Flags().BoolVar(&f.strict, "strict", false, "self-check by the absolute bounds instead (under 1 % of packets over 0.5 ms late, none over 20 ms), whatever the run measures")
+	cmd.Flags().BoolVar(&f.strict, "strict", false, "self-check by the absolute lateness bounds instead, whatever the run measures")
 	_ = cmd.MarkFlagRequired("topology")
 	_ = cmd.RegisterFlagCompletionFunc("topology", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return configs.LabTopologies(), cobra.ShellCompDirectiveDefault // and files
@@ -617,7 +616,7 @@ what CMD measures: --tolerance 15 --window 500ms for a rate checked within
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&report, "report", "", "also write the self-check's verdict (check used, every link's effect, problems, engine) to this file as JSON")
+	cmd.Flags().StringVar(&report, "report", "", "also write the self-check's verdict to this file as JSON")
 	return cmd
 }
 

@@ -279,12 +279,12 @@ only, as in connect and relays.`,
 	}
 	f.register(cmd, false)
 	fl := cmd.Flags()
-	fl.Lookup("dst").Usage = "plan the path to this destination and send --hosts to the plan's first relay: a region or relay name of the fleet, or host:port (default: no plan; --proxy/--http-proxy take the hosts)"
-	fl.StringSliceVar(&o.hosts, "hosts", nil, "host patterns (shExpMatch) that take the proxy, e.g. '*.jp' (default: every host, or with --dst its host)")
-	fl.StringVar(&o.proxy, "proxy", "", "SOCKS5 host:port to send them to (default with --dst: the plan's first relay's; relayctl connect: 127.0.0.1:1080)")
-	fl.StringVar(&o.http, "http-proxy", "", "HTTP proxy host:port to send them to after the SOCKS5 one (default with --dst: the plan's first relay's; relayctl connect: 127.0.0.1:8080)")
-	fl.BoolVar(&o.fallbackDirect, "fallback-direct", false, "end the proxy list with DIRECT: when the proxy is down, those hosts go around it unproxied instead of failing")
-	fl.StringVar(&o.serve, "serve", "", "serve the file over HTTP at ADDR"+pacPath+" (e.g. 127.0.0.1:8088) until interrupted, instead of printing it")
+	fl.Lookup("dst").Usage = "plan to this region, relay or host:port; --hosts go to its first relay (default: no plan)"
+	fl.StringSliceVar(&o.hosts, "hosts", nil, "host patterns (shExpMatch) that take the proxy, e.g. '*.jp' (default: all, or --dst's host)")
+	fl.StringVar(&o.proxy, "proxy", "", "SOCKS5 host:port to send them to (default with --dst: the plan's first relay)")
+	fl.StringVar(&o.http, "http-proxy", "", "HTTP proxy host:port to try after the SOCKS5 one (default with --dst: the plan's first relay)")
+	fl.BoolVar(&o.fallbackDirect, "fallback-direct", false, "end the proxy list with DIRECT: if the proxy is down, those hosts go unproxied, not fail")
+	fl.StringVar(&o.serve, "serve", "", "serve the file over HTTP at ADDR"+pacPath+" (e.g. 127.0.0.1:8088) instead of printing it")
 	o.rules.register(cmd)
 	return cmd
 }

@@ -39,9 +39,9 @@ var (
 )
 
 // grownWithTheFleet says "the larger of least and share of the placed
-// relays".
+// relays", short enough for a flag's one line of help.
 func grownWithTheFleet(least int, share float64) string {
-	return fmt.Sprintf("the larger of %d and %.0f %% of the placed relays", least, 100*share)
+	return fmt.Sprintf("max(%d, %.0f %% of placed relays)", least, 100*share)
 }
 
 // planFlags are what plan, connect, bench and pac share.
@@ -131,7 +131,7 @@ func checkTimeBounds(c *shortlist.Config, deadlineFlag, budgetFlag string) error
 // windowProbeFlag registers --window-probe with its default, bytes.
 func (f *planFlags) windowProbeFlag(cmd *cobra.Command, defaultBytes int64) {
 	f.windowProbeBytes = defaultBytes
-	cmd.Flags().Var(sizeValue{&f.windowProbeBytes}, "window-probe", "download this much from the chain's first relay (its admin API, directly) and plan with the receive window this host's socket advertised on that segment, instead of assuming it from tcp_rmem (0: assume)")
+	cmd.Flags().Var(sizeValue{&f.windowProbeBytes}, "window-probe", "bytes to download from the first relay to measure this host's receive window (0: from tcp_rmem)")
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -140,36 +140,36 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 		_ = cmd.Flags().MarkHidden("output")
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dst, "dst", "", "destination: a region or relay name of the fleet (e.g. tokyo: a host next to that relay), or host:port (required)")
+	fl.StringVar(&f.dst, "dst", "", "destination: a region or relay name of the fleet (e.g. tokyo), or host:port (required)")
 	_ = cmd.RegisterFlagCompletionFunc("dst", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return f.reg.destinations(), cobra.ShellCompDirectiveNoFileComp
 	})
-	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this matrix file instead of measuring (JSON; see go doc ./planner, and --save-matrix)")
+	fl.StringVar(&f.matrixPath, "matrix", "", "plan offline on this JSON matrix file instead of measuring (see --save-matrix)")
 	fl.StringVar(&f.from, "from", survey.ClientNode, "with --matrix: the node the plan starts from")
 	fl.StringVar(&f.direction, "direction", "down", "down (download), up (upload) or both")
 	fl.IntVar(&f.maxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain (0: direct only)")
 	fl.Float64Var(&f.minGain, "min-gain", planner.DefaultMinGain, "speed-up over direct a chain needs to be chosen, a fraction (0.10 = 10 %; 0: any gain)")
-	fl.Float64Var(&f.errorMargin, "error-margin", planner.DefaultErrorMargin, "chains predicting within this fraction of the fastest are ties, won by the fewest relays (0.02 = 2 %; 0: the fastest prediction wins)")
+	fl.Float64Var(&f.errorMargin, "error-margin", planner.DefaultErrorMargin, "chains predicting within this fraction of the fastest tie; the fewest relays win (0: no ties)")
 	fl.StringSliceVar(&f.include, "include", nil, "only consider these relays (comma-separated names)")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "never use these relays (comma-separated names)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "the relays' admin API token (default: the fleet file's admin_token, else $"+envAdminToken+")")
-	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: a path (direct or a chain) bench timed to the destination in the last hour, in this fleet, with one stream, predicts no more than it moved, and a chain measured to beat direct is kept ahead of untried ones (\"\" ignores it)")
-	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "with a shortlist survey: where what each plan learnt (the endpoints' coordinates, the RTTs measured, the chains ranked) is kept per fleet, so that the next plan of the destination within 10 minutes starts from it in about half the rounds (\"\" keeps nothing; relayctl connect keeps its own in memory)")
-	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "how to measure: full (every relay), shortlist (from the relays' coordinates, then only the chains worth measuring) or auto (shortlist when the relays publish coordinates: relayd probe.mode coordinates)")
-	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", 0, "with a shortlist survey: relays the planner sees, the best of the first cut once its ends are measured (more: better plans, more probes; 0: "+candidatesDefault+")")
-	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "with a shortlist survey: relays picked on coordinates whose segments to here and to the destination are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
-	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "with a shortlist survey: relays spread over the fleet that place this host and the destination, in the first round (each costs two probes; more help fleets of thousands)")
-	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "with a shortlist survey: most rounds of targeted probes after the ends are measured; each costs about one round trip to the farthest relay probed (-1: none, plan on estimates)")
-	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "with a shortlist survey: most requests in flight at once, this host's probes one each and a relay's probes of a round one together (an ask over UDP until the relay acknowledges it; a round lasts until its last probe; fewer: gentler on a small NAT, slower plans)")
-	fl.Float64Var(&f.shortlist.LaterQuorum, "shortlist-later-quorum", shortlist.DefaultLaterQuorum, "with a shortlist survey: --shortlist-quorum for the rounds after the first two (the landmarks', the first cut's ends), whose requests go over connections already open and whose stragglers are far relays' probes (1: every later round waits for its last)")
-	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "with a shortlist survey: end the rounds of targeted probes once a chain measured throughout predicts within this share of the best plan on estimates (its longest segment's neighbourhood searched), and plan on that chain: sooner plans, a little worse (0.1 = 10 %; 0: none, the rounds go on until the best plan stands on measurements)")
-	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "with a shortlist survey: make no round of targeted probes that would end past this much of the plan's time, and plan on the chains measured by then (e.g. 2s; the first rounds are made whatever it says; 0: none)")
-	fl.DurationVar(&f.shortlist.SearchBudget, "shortlist-search-budget", shortlist.DefaultSearchBudget, "with a shortlist survey: make no round of targeted probes that would end more than this after the first cut's ends have answered, and plan on the chains measured by then (more: plans a little better at 5,000 relays and slower; 0: none, every round is made however long they take)")
-	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "with a shortlist survey: the second round (the first cut's ends) ends once this share of its requests has answered, and the slowest (a far relay over a new connection, one that is down) answer into a later round (1: it waits for its last)")
-	fl.Float64Var(&f.shortlist.FirstQuorum, "shortlist-first-quorum", shortlist.DefaultFirstQuorum, "with a shortlist survey: --shortlist-quorum for the first round (the landmarks'): this host's probes and most landmarks' probes of the destination, the farthest answering into a later round (1: it waits for its last)")
-	fl.BoolVar(&f.udpAsk, "udp-ask", true, "with a shortlist survey on a fleet with transport tls: ask relays for their probes and windows in one UDP datagram to their admin port's number (relayd admin_udp), one round trip where a new HTTPS connection takes three; a relay that does not acknowledge in time is asked over HTTPS (false: HTTPS only)")
+	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: recent timings cap and order the plans (\"\": ignore it)")
+	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "where shortlist plans are kept per fleet, for the next plan to start from (\"\": keep nothing)")
+	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "full (every relay), shortlist (by coordinates) or auto (shortlist if the relays publish them)")
+	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", 0, "relays the planner sees, the first cut's best (0: "+candidatesDefault+")")
+	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "relays whose ends are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
+	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "relays spread over the fleet that place this host and the destination (two probes each)")
+	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "most rounds of targeted probes after the ends are measured (-1: none, plan on estimates)")
+	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "most requests in flight at once (fewer: gentler on a small NAT, slower plans)")
+	fl.Float64Var(&f.shortlist.LaterQuorum, "shortlist-later-quorum", shortlist.DefaultLaterQuorum, "--shortlist-quorum for the rounds after the first two (1: each waits for its last)")
+	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "end the rounds once a measured chain is within this share of the best estimated plan (0: never)")
+	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "make no round of targeted probes ending past this much of the plan's time (e.g. 2s; 0: none)")
+	fl.DurationVar(&f.shortlist.SearchBudget, "shortlist-search-budget", shortlist.DefaultSearchBudget, "make no round of targeted probes ending this long after the first cut's ends (0: none)")
+	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "the second round (the first cut's ends) ends once this share has answered (1: all)")
+	fl.Float64Var(&f.shortlist.FirstQuorum, "shortlist-first-quorum", shortlist.DefaultFirstQuorum, "--shortlist-quorum for the first round, the landmarks' (1: it waits for its last)")
+	fl.BoolVar(&f.udpAsk, "udp-ask", true, "ask relays for probes in one UDP datagram, else HTTPS (tls fleets; false: HTTPS only)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
-	fl.BoolVar(&f.probeCapacity, "probe-capacity", true, "when the plans lean on relay-to-relay segments whose capacity nobody declared or learnt, have their sending relays measure it (a few UDP trains each, within 2 s in all and the relays' hourly budget; relayd probe.capacity) and plan again (false: plan on the bound)")
+	fl.BoolVar(&f.probeCapacity, "probe-capacity", true, "measure unknown relay-to-relay capacities the plans lean on, then replan (false: plan on bounds)")
 }
 
 // planned is a plan with what applying it needs: each hop's addresses.
@@ -533,8 +533,8 @@ finishes at least --min-gain sooner.`,
 	}
 	f.register(cmd, true)
 	f.windowProbeFlag(cmd, 0)
-	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "transfer size: rank plans by predicted completion time for this many bytes (100KB, 10MB, 1GiB; 0: by steady rate, for large transfers)")
-	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: how a chain sets up: warm (pooled relay connections), optimistic (request rides with the route header) or cold (new TCP+TLS per segment)")
+	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "rank plans by predicted completion time for this many bytes (e.g. 100KB, 1GiB; 0: steady rate)")
+	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: warm (pooled relay links), optimistic (data rides the header) or cold (new TCP+TLS)")
 	return cmd
 }
 

@@ -24,8 +24,8 @@ type rulesFlags struct {
 
 func (f *rulesFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.file, "rules", "", "a rule file (docs/rules.md): per destination DIRECT, PLAN, CHAIN:r1,r2 or REJECT, the first matching line deciding, as mihomo/Clash rules do")
-	fl.StringVar(&f.geoip, "geoip", "", "a MaxMind-format country database (GeoLite2-Country, Clash's Country.mmdb) for the rules' GEOIP lines")
+	fl.StringVar(&f.file, "rules", "", "rule file (docs/rules.md): per destination DIRECT, PLAN, CHAIN:r1,r2 or REJECT; first match wins")
+	fl.StringVar(&f.geoip, "geoip", "", "MaxMind-format country database (e.g. GeoLite2-Country) for the rules' GEOIP lines")
 }
 
 // load reads and checks the rule file; nil without --rules.
