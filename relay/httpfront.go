@@ -114,7 +114,7 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.local.ServeHTTP(w, r)
 		return
 	}
-	log := s.log.With(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr))
+	log := s.log.WithLazy(zap.String("frontend", "http"), zap.String("src", r.RemoteAddr))
 	src := netip.Addr{}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		src = ap.Addr()
@@ -168,7 +168,7 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *httpFrontend) connect(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	dst := r.Host
-	log := s.log.With(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", "http"), zap.String("src", r.RemoteAddr), zap.String("dst", dst))
+	log := s.log.WithLazy(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", "http"), zap.String("src", r.RemoteAddr), zap.String("dst", dst))
 	if _, port, err := net.SplitHostPort(dst); err != nil || port == "" {
 		http.Error(w, fmt.Sprintf("CONNECT target %q is not host:port", dst), http.StatusBadRequest)
 		return
@@ -287,7 +287,7 @@ func (h *httpFrontend) upgrade(w http.ResponseWriter, r *http.Request, proto str
 	if r.URL.Port() == "" {
 		dst = net.JoinHostPort(r.URL.Hostname(), "80")
 	}
-	log := s.log.With(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", "http"), zap.String("src", r.RemoteAddr),
+	log := s.log.WithLazy(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", "http"), zap.String("src", r.RemoteAddr),
 		zap.String("dst", dst), zap.String("upgrade", proto))
 	if !isPrintableASCII(proto) {
 		http.Error(w, "the Upgrade header is not printable ASCII", http.StatusBadRequest)

@@ -25,7 +25,7 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		return
 	}
 	if p, ok := linktls.PeerOf(c); ok {
-		log = log.With(zap.String("peer", p.Name), zap.String("peer_role", p.Role))
+		log = log.WithLazy(zap.String("peer", p.Name), zap.String("peer_role", p.Role))
 	}
 	bind, err := linktls.Binding(c)
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		s.serveRelayUDP(log, c, br, key, req)
 		return
 	}
-	log = log.With(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
+	log = log.WithLazy(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
 	ch, err := s.routeChain(log, req)
 	if err != nil {
 		return

@@ -686,7 +686,7 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 
 // connLogger is the per-connection logger.
 func (s *Server) connLogger(frontend string, c net.Conn) *zap.Logger {
-	return s.log.With(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", frontend), zap.String("src", c.RemoteAddr().String()))
+	return s.log.WithLazy(zap.Uint64("conn", s.nextID.Add(1)), zap.String("frontend", frontend), zap.String("src", c.RemoteAddr().String()))
 }
 
 // Shutdown stops accepting, lets tunnels finish for up to grace, then closes

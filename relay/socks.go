@@ -98,7 +98,7 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 		return
 	}
 	dst := req.Addr.String()
-	log = log.With(zap.String("dst", dst))
+	log = log.WithLazy(zap.String("dst", dst))
 	// A destination this relay refuses itself (its policy, a REJECT
 	// rule) is refused in the reply (the path below), optimistic or not.
 	if s.cfg.OptimisticData && s.refusedHere(dst) == nil {

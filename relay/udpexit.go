@@ -195,7 +195,7 @@ func (e *udpExit) sendQueued(q *udpQueue) {
 // (docs/protocol.md): with hops left, pass it on and tunnel the link's
 // frames through; as the last relay, be its exit. The caller closes c.
 func (s *Server) serveRelayUDP(log *zap.Logger, c net.Conn, br *bufio.Reader, key []byte, req *route.Request) {
-	log = log.With(zap.Bool("udp", true), zap.Strings("via", req.Hops))
+	log = log.WithLazy(zap.Bool("udp", true), zap.Strings("via", req.Hops))
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))
 	if len(req.Hops) > 0 {
 		s.forwardAssociation(log, c, br, key, req)

@@ -108,18 +108,23 @@ func Stats(c net.Conn) SocketStats { return NewStatsReader(c).Read() }
 
 // StatsReader reads one conn's socket's TCP_INFO as Stats does, again and
 // again, without allocating: the idle watch and the learnt rates read every
-// tunnel's sockets every few seconds, and a relay holds thousands. Safe
-// for concurrent use.
+// tunnel's sockets every few seconds, and a relay holds thousands. The
+// kernel's struct is read into a buffer from a pool, not one kept per
+// reader: a tunnel has several readers, and a relay keeps thousands of
+// tunnels open. Safe for concurrent use.
 type StatsReader struct {
 	rc syscall.RawConn // nil: not over TCP
 
 	mu     sync.Mutex
 	fn     func(fd uintptr) // r.read, made once
-	info   unix.TCPInfo
+	info   *unix.TCPInfo    // from tcpInfoPool while a read runs
 	sndbuf int
 	unread int32
 	ok     bool
 }
+
+// tcpInfoPool holds the buffers StatsReaders read TCP_INFO into.
+var tcpInfoPool = sync.Pool{New: func() any { return new(unix.TCPInfo) }}
 
 // NewStatsReader makes the reader of c's socket (through layers that offer
 // NetConn).
@@ -135,7 +140,7 @@ func NewStatsReader(c net.Conn) *StatsReader {
 }
 
 func (r *StatsReader) read(fd uintptr) {
-	r.ok = readTCPInfo(fd, &r.info) == nil
+	r.ok = readTCPInfo(fd, r.info) == nil
 	if r.ok {
 		r.sndbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 		r.unread = 0
@@ -152,10 +157,11 @@ func (r *StatsReader) Read() SocketStats {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.readLocked() {
+	info := r.readLocked()
+	if info == nil {
 		return SocketStats{}
 	}
-	info := &r.info
+	defer tcpInfoPool.Put(info)
 	return SocketStats{
 		Valid: true, SentBytes: info.Bytes_acked, RetransmittedBytes: info.Bytes_retrans, ReceivedBytes: info.Bytes_received,
 		RTTMs: float64(info.Rtt) / 1000, MinRTTMs: float64(info.Min_rtt) / 1000, Retransmits: info.Total_retrans,
@@ -173,19 +179,35 @@ func (r *StatsReader) Read() SocketStats {
 // (tcpi_last_data_recv); 0 when unknown: assume active rather than cut a
 // live tunnel.
 func (r *StatsReader) sinceLastRecv() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.rc == nil || !r.readLocked() {
+	if r.rc == nil {
 		return 0
 	}
-	return time.Duration(r.info.Last_data_recv) * time.Millisecond
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	info := r.readLocked()
+	if info == nil {
+		return 0
+	}
+	defer tcpInfoPool.Put(info)
+	return time.Duration(info.Last_data_recv) * time.Millisecond
 }
 
-// readLocked reads the socket into r.info, r.sndbuf and r.unread; false when it is
+// readLocked reads the socket into a buffer from tcpInfoPool, which the
+// caller puts back, and into r.sndbuf and r.unread; nil when the socket is
 // gone. r.mu held.
-func (r *StatsReader) readLocked() bool {
-	r.ok = false
-	return r.rc.Control(r.fn) == nil && r.ok
+func (r *StatsReader) readLocked() *unix.TCPInfo {
+	info := tcpInfoPool.Get().(*unix.TCPInfo)
+	// A kernel older than x/sys's struct writes less of it: what it
+	// leaves must not be another socket's.
+	*info = unix.TCPInfo{}
+	r.info, r.ok = info, false
+	err := r.rc.Control(r.fn)
+	r.info = nil
+	if err != nil || !r.ok {
+		tcpInfoPool.Put(info)
+		return nil
+	}
+	return info
 }
 
 // readTCPInfo reads fd's TCP_INFO into info, which the caller owns:
