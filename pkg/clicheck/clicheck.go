@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Invocation is one command line found in a text.
@@ -194,4 +196,28 @@ func Commands(root *cobra.Command) []*cobra.Command {
 		out = append(out, Commands(c)...)
 	}
 	return out
+}
+
+// MaxFlagHelp is the most a flag's help in --help may be, in characters:
+// one short line saying what the flag does. Detail (figures, trade-offs,
+// how it works with other flags) goes in the docs.
+const MaxFlagHelp = 99
+
+// LongFlagHelp describes each flag of root and its subcommands whose help
+// is longer than MaxFlagHelp; flags is how many flags it read.
+func LongFlagHelp(root *cobra.Command) (long []string, flags int) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			flags++
+			if l := utf8.RuneCountInString(f.Usage); l > MaxFlagHelp {
+				long = append(long, fmt.Sprintf("%s --%s: help is %d characters, want at most %d: %q", c.CommandPath(), f.Name, l, MaxFlagHelp, f.Usage))
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return long, flags
 }

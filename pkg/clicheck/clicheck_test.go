@@ -63,3 +63,18 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// LongFlagHelp finds a long help on a subcommand's flag, and counts every
+// flag it read.
+func TestLongFlagHelp(t *testing.T) {
+	root := &cobra.Command{Use: "prog"}
+	sub := &cobra.Command{Use: "sub", Run: func(*cobra.Command, []string) {}}
+	root.AddCommand(sub)
+	root.PersistentFlags().Bool("short", false, "fine")
+	sub.Flags().String("wordy", "", strings.Repeat("é", MaxFlagHelp+1))
+	sub.Flags().String("edge", "", strings.Repeat("é", MaxFlagHelp))
+	long, flags := LongFlagHelp(root)
+	if len(long) != 1 || !strings.Contains(long[0], "prog sub --wordy") || flags != 3 {
+		t.Errorf("long %q, %d flags; want only prog sub --wordy, of 3", long, flags)
+	}
+}
