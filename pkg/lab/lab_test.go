@@ -103,14 +103,7 @@ links:
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := relay.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := r1Config(t, l)
 	if cfg.Probe.Window != 5 || cfg.Probe.PullInterval != 2*time.Second || cfg.RelaySocket.KeepAlive != time.Second {
 		t.Errorf("overlay not key by key: probe %+v, relay_socket %+v", cfg.Probe, cfg.RelaySocket)
 	}
@@ -162,15 +155,7 @@ links:
 			t.Fatal(err)
 		}
 		l := labOf(topo)
-		data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := relay.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.RelaySocket.Congestion != tc.want {
+		if cfg := r1Config(t, l); cfg.RelaySocket.Congestion != tc.want {
 			t.Errorf("r1 %s: relay_socket.congestion %q, want %q", tc.node, cfg.RelaySocket.Congestion, tc.want)
 		}
 	}
@@ -184,4 +169,18 @@ func labOf(topo *topology.Topology) *Lab {
 		l.Nodes[name] = &Node{Name: name, Role: topo.Nodes[name].Role, Region: topo.Nodes[name].Region, Addr: nodeAddr(i)}
 	}
 	return l
+}
+
+// r1Config is the relayd config the lab writes for its node r1, parsed.
+func r1Config(t *testing.T, l *Lab) relay.Config {
+	t.Helper()
+	data, err := l.relaydConfig(l.Nodes["r1"], "lab-test-admin-token-0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := relay.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
