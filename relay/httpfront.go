@@ -96,7 +96,7 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if c := clientConn(r.Context()); c != nil {
 			if _, ok := h.hijacked.LoadAndDelete(c); ok {
-				s.release(c)
+				s.handlerDone(c)
 			}
 		}
 		if p := recover(); p != nil {

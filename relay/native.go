@@ -17,7 +17,8 @@ import (
 
 // serveRelay handles one route header on the relay listener (docs/protocol.md):
 // verify it, pop ourselves, reach the next relay or the destination, send the
-// status back, then tunnel. The caller closes tc.
+// status back, then tunnel. The caller releases tc,
+// unless a tunnel took it over (handOff).
 func (s *Server) serveRelay(tc *net.TCPConn) {
 	log := s.connLogger("relay", tc)
 	c, ok := s.acceptLink(log, tc)

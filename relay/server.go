@@ -58,8 +58,14 @@ type Server struct {
 	mu         sync.Mutex
 	conns      map[net.Conn]chan struct{} // accepted and not yet released -> the pool it holds a slot of (nil: none yet)
 	strangers  strangers                  // client-listener conns not yet authenticated (preauth.go)
-	wg         sync.WaitGroup             // SOCKS handlers and accept loops
-	nextID     atomic.Uint64
+	// tunnels holds the accepted conns a tunnel took over (handOff):
+	// the tunnel's end releases them, not their handler's return.
+	tunnels map[net.Conn]struct{}
+	// closing is set when shutdown closes the conns left: no tunnel is
+	// handed off after it.
+	closing bool
+	wg      sync.WaitGroup // accept loops, their handlers and handed-off tunnels
+	nextID  atomic.Uint64
 
 	measure *measurer // nil without a fleet
 	recent  recentTunnels
@@ -126,6 +132,7 @@ func newServer(cfg Config, p *preflight, log *zap.Logger) (*Server, error) {
 		slots:      make(chan struct{}, cfg.Limits.MaxConns),
 		relaySlots: make(chan struct{}, cfg.Limits.MaxRelayConns),
 		conns:      map[net.Conn]chan struct{}{},
+		tunnels:    map[net.Conn]struct{}{},
 		secret:     p.secret,
 		replay:     &route.ReplayGuard{},
 		refusals:   &sampler{interval: time.Second},
@@ -498,6 +505,7 @@ func (s *Server) release(c net.Conn) {
 	s.mu.Lock()
 	slots := s.conns[c]
 	delete(s.conns, c)
+	delete(s.tunnels, c)
 	s.strangers.forget(c)
 	s.mu.Unlock()
 	if slots != nil {
@@ -538,7 +546,7 @@ func (s *Server) acceptLoop(ln net.Listener, frontend string, handle func(*net.T
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer s.release(c)
+			defer s.handlerDone(c)
 			defer s.recoverConn(frontend, c)
 			handle(c.(*net.TCPConn))
 		}()
@@ -651,20 +659,50 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 	return nil, err
 }
 
-// pipe runs a tunnel until it ends and accounts for it.
+// pipe runs the tunnel client↔up and accounts for it when it ends. The
+// tunnel is handed off to goroutines of its own (tunnel.Start) when it can
+// take over the conn its frontend accepted (handOff), so the handler
+// returns and its stack, grown by the handshake and the dial, is freed;
+// otherwise it runs in the handler's goroutine until it ends.
 func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
-	start := time.Now()
+	t := &tunnelRun{s: s, log: log, frontend: frontend, client: client, up: up, start: time.Now()}
 	s.metrics.active.WithLabelValues(frontend).Inc()
 	// Both sockets send: towards the client (a download) and on (an upload).
-	wc, wu := s.learnt.Rates.Watch(client, start), s.learnt.Rates.Watch(up, start)
+	t.wc, t.wu = s.learnt.Rates.Watch(client, t.start), s.learnt.Rates.Watch(up, t.start)
 	// What comes back from up (the destination, at the last relay) is
 	// forwarded on client.
-	wr := s.learnt.Received.Watch(up, client, start)
-	res := tunnel.Pipe(client, up, tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout})
-	s.metrics.active.WithLabelValues(frontend).Dec()
-	s.learnt.Rates.Done(wc, time.Now())
-	s.learnt.Rates.Done(wu, time.Now())
-	s.learnt.Received.Done(wr, time.Now())
+	t.wr = s.learnt.Received.Watch(up, client, t.start)
+	o := tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout}
+	if accepted, ok := s.handOff(client); ok {
+		tunnel.Start(client, up, o, func(res tunnel.Result) {
+			defer s.tunnelDone(accepted)
+			defer s.recoverConn(frontend, accepted)
+			t.ended(res)
+		})
+		return
+	}
+	t.ended(tunnel.Pipe(client, up, o))
+}
+
+// tunnelRun is one tunnel's accounting, from its start to its end.
+type tunnelRun struct {
+	s          *Server
+	log        *zap.Logger
+	frontend   string
+	client, up net.Conn
+	start      time.Time
+	wc, wu     *learnt.Socket
+	wr         *learnt.Inflow
+}
+
+// ended counts what the tunnel moved and how it ended, and learns from its
+// sockets.
+func (t *tunnelRun) ended(res tunnel.Result) {
+	s := t.s
+	s.metrics.active.WithLabelValues(t.frontend).Dec()
+	s.learnt.Rates.Done(t.wc, time.Now())
+	s.learnt.Rates.Done(t.wu, time.Now())
+	s.learnt.Received.Done(t.wr, time.Now())
 	s.metrics.bytes.WithLabelValues("up").Add(float64(res.AToB))
 	s.metrics.bytes.WithLabelValues("down").Add(float64(res.BToA))
 	result := "ok"
@@ -676,12 +714,50 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	case res.Err != nil:
 		result = "error"
 	}
-	s.metrics.tunnelsClosed.WithLabelValues(frontend, result).Inc()
-	s.recent.add(tunnelRecord(frontend, result, start, res))
-	s.learnFrom(client, wc, res.A)
-	s.learnFrom(up, wu, res.B)
-	log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
-		zap.Duration("duration", time.Since(start)), zap.String("result", result), zap.NamedError("cause", res.Err))
+	s.metrics.tunnelsClosed.WithLabelValues(t.frontend, result).Inc()
+	s.recent.add(tunnelRecord(t.frontend, result, t.start, res))
+	s.learnFrom(t.client, t.wc, res.A)
+	s.learnFrom(t.up, t.wu, res.B)
+	t.log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
+		zap.Duration("duration", time.Since(t.start)), zap.String("result", result), zap.NamedError("cause", res.Err))
+}
+
+// handOff lets a tunnel take over the conn its frontend accepted, the TCP
+// conn under client (client itself, or a TLS link over it): from now on
+// the tunnel's end releases it (tunnelDone), not the handler's return
+// (handlerDone), and Shutdown waits for the tunnel. False when client is
+// not over a conn this server tracks, or shutdown is closing the conns.
+func (s *Server) handOff(client net.Conn) (net.Conn, bool) {
+	tc, ok := tunnel.TCPUnder(client)
+	if !ok {
+		return nil, false
+	}
+	accepted := net.Conn(tc)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, tracked := s.conns[accepted]; !tracked || s.closing {
+		return nil, false
+	}
+	s.tunnels[accepted] = struct{}{}
+	s.wg.Add(1)
+	return accepted, true
+}
+
+// tunnelDone is a handed-off tunnel's end: it releases the accepted conn.
+func (s *Server) tunnelDone(accepted net.Conn) {
+	s.release(accepted)
+	s.wg.Done()
+}
+
+// handlerDone is a handler's return: it releases c unless a tunnel took
+// it over.
+func (s *Server) handlerDone(c net.Conn) {
+	s.mu.Lock()
+	_, tunnel := s.tunnels[c]
+	s.mu.Unlock()
+	if !tunnel {
+		s.release(c)
+	}
 }
 
 // connLogger is the per-connection logger.
@@ -737,6 +813,7 @@ func (s *Server) shutdown(grace time.Duration) {
 	}
 	s.cancel()
 	s.mu.Lock()
+	s.closing = true
 	for c := range s.conns {
 		c.Close()
 	}

@@ -19,7 +19,8 @@ import (
 // forwarded before the tunnel starts.
 const handshakeBufBytes = 1024
 
-// serveSOCKS handles one SOCKS5 client. The caller closes c.
+// serveSOCKS handles one SOCKS5 client. The caller releases c, unless a
+// tunnel took it over (handOff).
 func (s *Server) serveSOCKS(c *net.TCPConn) {
 	log := s.connLogger("socks5", c)
 	// The whole handshake, authentication included, within this: until
@@ -177,7 +178,7 @@ func boundAddr(up net.Conn, direct bool) socks5.Addr {
 // openTunnel answers the client with reply (none: answered already) now
 // that the whole path is up,
 // sends on what the client pipelined behind its request (read ahead during
-// the handshake), counts the tunnel and pipes until both sides are done.
+// the handshake), counts the tunnel and starts it (pipe).
 // The handshake deadline goes first: the tunnel has its own idle timeout.
 func (s *Server) openTunnel(log *zap.Logger, frontend string, c net.Conn, reply []byte, br *bufio.Reader, up net.Conn) {
 	_ = c.SetDeadline(time.Time{})

@@ -193,7 +193,8 @@ func (e *udpExit) sendQueued(q *udpQueue) {
 
 // serveRelayUDP serves a route header that opens a UDP association
 // (docs/protocol.md): with hops left, pass it on and tunnel the link's
-// frames through; as the last relay, be its exit. The caller closes c.
+// frames through; as the last relay, be its exit. The caller releases the
+// conn under c, unless a tunnel took it over (handOff).
 func (s *Server) serveRelayUDP(log *zap.Logger, c net.Conn, br *bufio.Reader, key []byte, req *route.Request) {
 	log = log.WithLazy(zap.Bool("udp", true), zap.Strings("via", req.Hops))
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.DialTimeout + s.cfg.Limits.HandshakeTimeout))

@@ -1,7 +1,7 @@
 // Package tunnel is the one copy loop of the project: it joins two conns in
 // both directions, propagates half-close, closes both on error, bounds the
-// drain after a half-close, enforces an idle timeout, and waits for both
-// directions before it returns.
+// drain after a half-close, enforces an idle timeout, and reports what
+// moved once both directions are done.
 //
 // When both conns are *net.TCPConn, the bytes move with splice(2) in the
 // kernel, through a pipe held only while they move (splice.go). Idle detection must not break that, so it does not count bytes
@@ -248,38 +248,61 @@ const (
 )
 
 // Pipe copies a→b and b→a until both directions are done, then closes both
-// conns. It owns a and b from the call on. One direction runs in the
-// caller's goroutine, the other in one of its own, and the idle watch is a
-// timer, not a goroutine: a tunnel costs two goroutines.
+// conns, and returns what moved. It owns a and b from the call on. It is
+// Start, waited for.
 func Pipe(a, b net.Conn, o Options) Result {
+	res := make(chan Result, 1)
+	Start(a, b, o, func(r Result) { res <- r })
+	return <-res
+}
+
+// Start copies a→b and b→a as Pipe does, in two goroutines of its own, and
+// returns at once; done gets the Result in the copy that ended last. The
+// idle watch is a timer, not a goroutine: a tunnel costs two goroutines.
+// A server hands its tunnels off this way so that the handler, whose
+// stack grew during the handshake and the dial, can return: the copies
+// park on fresh, small stacks.
+func Start(a, b net.Conn, o Options, done func(Result)) {
 	ab := &direction{src: a, dst: b}
 	ba := &direction{src: b, dst: a}
 	if o.IdleTimeout > 0 || o.DrainTimeout > 0 {
 		ab.since, ab.src = activity(a)
 		ba.since, ba.src = activity(b)
 	}
-	p := &pipeState{a: a, b: b, o: o, live: []*direction{ab, ba}, limit: o.IdleTimeout, timeoutErr: ErrIdle, bothDone: make(chan struct{})}
+	p := &pipeState{a: a, b: b, o: o, ab: ab, ba: ba, done: done, live: []*direction{ab, ba}, limit: o.IdleTimeout, timeoutErr: ErrIdle}
 	p.mu.Lock()
 	p.watch()
 	p.mu.Unlock()
-	go func() { proxyCopy(ba); p.finished(ba) }()
-	proxyCopy(ab)
-	p.finished(ab)
-	<-p.bothDone
+	go p.copy(ba)
+	go p.copy(ab)
+}
+
+// copy runs d until it ends; the copy that ends last ends the tunnel.
+func (p *pipeState) copy(d *direction) {
+	proxyCopy(d)
+	if p.finished(d) {
+		p.done(p.result())
+	}
+}
+
+// result is the tunnel's end once both copies are done.
+func (p *pipeState) result() Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.timer != nil {
 		p.timer.Stop()
 	}
 	p.end()
-	p.res.AToB, p.res.BToA, p.res.Err = ab.n, ba.n, p.firstErr
+	p.res.AToB, p.res.BToA, p.res.Err = p.ab.n, p.ba.n, p.firstErr
 	return p.res
 }
 
 // pipeState is what a tunnel's two copies and its idle watch share.
 type pipeState struct {
-	a, b net.Conn
-	o    Options
+	a, b   net.Conn
+	o      Options
+	ab, ba *direction
+	done   func(Result)
 
 	mu         sync.Mutex
 	live       []*direction // the directions still copying
@@ -289,13 +312,13 @@ type pipeState struct {
 	firstErr   error
 	read       bool // res.A and res.B were read
 	res        Result
-	bothDone   chan struct{}
 }
 
 // finished is d's copy ending: the first error ends the tunnel; a clean
 // end (half-close passed on) leaves the other direction to drain under
-// the drain timeout when that is the shorter.
-func (p *pipeState) finished(d *direction) {
+// the drain timeout when that is the shorter. It says whether d was the
+// last direction live.
+func (p *pipeState) finished(d *direction) (last bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live[0] == d {
@@ -313,9 +336,7 @@ func (p *pipeState) finished(d *direction) {
 		p.limit, p.timeoutErr = p.o.DrainTimeout, ErrDrain
 		p.watch()
 	}
-	if len(p.live) == 0 {
-		close(p.bothDone)
-	}
+	return len(p.live) == 0
 }
 
 // watch (re)starts the idle watch for the current limit: a check every
