@@ -4,8 +4,9 @@
 # limit (prlimit, soft and hard). For each run and proxy, on a fresh
 # process: 3,000 tunnels doing 64-byte round trips for 10 s (round trips a
 # second, the proxy's resident memory per tunnel), then 9,000 tunnels
-# (how many open; the proxy's descriptors per tunnel). Medians of RUNS runs
-# (default 3), relayd and glider alternating. Needs root (the load client
+# (how many open; the proxy's descriptors per tunnel). For relayd, its
+# metrics say how much of the memory is goroutine stacks and heap. Medians
+# of RUNS runs (default 3), relayd and glider alternating. Needs root (the load client
 # holds both ends of every tunnel: 18,000+ descriptors) and prlimit.
 # Writes bench/results/load.md and bench/results/load.jsonl.
 # Usage: sudo bench/run-load-bench.sh [RUNS]
@@ -60,7 +61,9 @@ for run in $(seq 1 "$runs"); do
     for load in "3000 10s" "9000 3s"; do
       read -r tunnels busy <<<"$load"
       start_proxy "$kind"
-      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -tunnels "$tunnels" -duration "$busy" -open-timeout 40s |
+      metrics=""
+      [ "$kind" = relayd ] && metrics="http://127.0.0.1:$admin/metrics"
+      "$BIN/tunnelload" -socks "127.0.0.1:$port" -pid "$pid" -metrics "$metrics" -tunnels "$tunnels" -duration "$busy" -open-timeout 40s |
         sed "s/^{/{\"kind\":\"$kind\",\"run\":$run,/" >>"$jsonl"
       stop_proxy
     done

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -58,6 +60,11 @@ type result struct {
 	FDsBusy      int     `json:"fds_busy"`
 	KiBPerTunnel float64 `json:"kib_per_tunnel"` // (busy - before) / opened
 	FDsPerTunnel float64 `json:"fds_per_tunnel"` // (open - before) / opened
+	// Where a Go proxy's memory goes (-metrics): its goroutine stacks and
+	// its heap in use, at the end of the busy phase less before, per open
+	// tunnel (go_memstats_stack_inuse_bytes, go_memstats_heap_inuse_bytes).
+	StackKiBPerTunnel float64 `json:"stack_kib_per_tunnel,omitempty"`
+	HeapKiBPerTunnel  float64 `json:"heap_kib_per_tunnel,omitempty"`
 }
 
 func main() {
@@ -70,6 +77,7 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long every open tunnel does round trips")
 	payload := flag.Int("payload", 64, "bytes per round trip")
 	settle := flag.Duration("settle", 2*time.Second, "wait after opening before reading the proxy's idle memory")
+	metricsURL := flag.String("metrics", "", "the proxy's Prometheus metrics URL, for its Go stacks and heap in use (empty: not read)")
 	reportOf := flag.String("report", "", "write the Markdown table of this JSON-lines file of runs (run-load-bench.sh's) and exit")
 	cmdline := flag.String("cmdline", "", "with -report: the command that made the runs, for the table's header")
 	flag.Parse()
@@ -86,7 +94,7 @@ func main() {
 	}
 	// Both ends of every tunnel, the handshakes in flight, and room.
 	raiseFileLimit(2**tunnels + 2**atOnce + 1024)
-	res, err := run(*socks, *pid, *tunnels, *atOnce, *openTimeout, *openWithin, *duration, *payload, *settle)
+	res, err := run(*socks, *pid, *metricsURL, *tunnels, *atOnce, *openTimeout, *openWithin, *duration, *payload, *settle)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tunnelload:", err)
 		os.Exit(1)
@@ -94,7 +102,7 @@ func main() {
 	_ = json.NewEncoder(os.Stdout).Encode(res)
 }
 
-func run(socks string, pid, n, atOnce int, openTimeout, openWithin, duration time.Duration, payload int, settle time.Duration) (*result, error) {
+func run(socks string, pid int, metricsURL string, n, atOnce int, openTimeout, openWithin, duration time.Duration, payload int, settle time.Duration) (*result, error) {
 	echo, err := startEcho()
 	if err != nil {
 		return nil, err
@@ -102,6 +110,7 @@ func run(socks string, pid, n, atOnce int, openTimeout, openWithin, duration tim
 	defer echo.Close()
 	res := &result{Proxy: socks, Tunnels: n, Errors: map[string]int{}}
 	res.RSSBeforeKiB, res.FDsBefore = readProc(pid)
+	memBefore, memErr := readGoMemory(metricsURL)
 
 	start := time.Now()
 	conns, errs := openTunnels(socks, echo.Addr().String(), n, atOnce, openTimeout, start.Add(openWithin))
@@ -115,6 +124,10 @@ func run(socks string, pid, n, atOnce int, openTimeout, openWithin, duration tim
 
 	trips, broken, busy := busyPhase(conns, duration, payload)
 	res.RSSBusyKiB, res.FDsBusy = readProc(pid)
+	memBusy, err := readGoMemory(metricsURL)
+	if memErr != nil || err != nil {
+		return nil, fmt.Errorf("reading -metrics: %w", errors.Join(memErr, err))
+	}
 	res.RoundTrips, res.BrokenInBusy, res.BusyS = trips, broken, busy.Seconds()
 	if busy > 0 {
 		res.RoundTripsPS = float64(trips) / busy.Seconds()
@@ -122,6 +135,10 @@ func run(socks string, pid, n, atOnce int, openTimeout, openWithin, duration tim
 	if res.Opened > 0 && pid != 0 {
 		res.KiBPerTunnel = float64(res.RSSBusyKiB-res.RSSBeforeKiB) / float64(res.Opened)
 		res.FDsPerTunnel = float64(res.FDsOpen-res.FDsBefore) / float64(res.Opened)
+	}
+	if res.Opened > 0 && metricsURL != "" {
+		res.StackKiBPerTunnel = (memBusy.stackBytes - memBefore.stackBytes) / 1024 / float64(res.Opened)
+		res.HeapKiBPerTunnel = (memBusy.heapBytes - memBefore.heapBytes) / 1024 / float64(res.Opened)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -309,4 +326,54 @@ func raiseFileLimit(want int) {
 	}
 	lim.Cur = lim.Max
 	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
+
+// goMemory is what a Go process's Prometheus collector says of its memory.
+type goMemory struct{ stackBytes, heapBytes float64 }
+
+// readGoMemory reads the goroutine stacks and heap in use from a Go
+// process's metrics (the client_golang Go collector's gauges); zeros when
+// url is empty.
+func readGoMemory(url string) (goMemory, error) {
+	var m goMemory
+	if url == "" {
+		return m, nil
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "go_memstats_stack_inuse_bytes":
+			dst = &m.stackBytes
+		case "go_memstats_heap_inuse_bytes":
+			dst = &m.heapBytes
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+			return m, fmt.Errorf("%s: %s: %w", url, name, err)
+		}
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return m, err
+	}
+	if found != 2 {
+		return m, fmt.Errorf("%s: no go_memstats_stack_inuse_bytes and go_memstats_heap_inuse_bytes: not a Go process's metrics?", url)
+	}
+	return m, nil
 }

@@ -53,9 +53,11 @@ func report(w io.Writer, path, cmdline string) error {
 	fmt.Fprintf(w, "process per row and run; `bench/tunnelload` opens the tunnels (SOCKS5 CONNECT, 256 at a time) to its\n")
 	fmt.Fprintf(w, "echo server, then every open tunnel does 64-byte round trips. Medians over runs (n = runs).\n")
 	fmt.Fprintf(w, "Memory is the proxy's resident set after the busy phase less before the tunnels, per open tunnel;\n")
-	fmt.Fprintf(w, "descriptors are its open files with the tunnels open and idle less before, per open tunnel.\n\n")
-	fmt.Fprintf(w, "| proxy | tunnels | n | opened | failed | round trips/s | KiB per tunnel | descriptors per tunnel | open in s |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "descriptors are its open files with the tunnels open and idle less before, per open tunnel.\n")
+	fmt.Fprintf(w, "Of that memory, for a proxy whose metrics say (relayd's Go collector): its goroutine stacks and its\n")
+	fmt.Fprintf(w, "heap in use, the same way (go_memstats_stack_inuse_bytes, go_memstats_heap_inuse_bytes); – where not read.\n\n")
+	fmt.Fprintf(w, "| proxy | tunnels | n | opened | failed | round trips/s | KiB per tunnel | of it stacks | of it heap | descriptors per tunnel | open in s |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	med := map[string]map[string]float64{}
 	for _, key := range order {
 		rs := groups[key]
@@ -66,10 +68,12 @@ func report(w io.Writer, path, cmdline string) error {
 			"kib":    median(rs, func(r record) float64 { return r.KiBPerTunnel }),
 			"fds":    median(rs, func(r record) float64 { return r.FDsPerTunnel }),
 			"open":   median(rs, func(r record) float64 { return r.OpenS }),
+			"stack":  median(rs, func(r record) float64 { return r.StackKiBPerTunnel }),
+			"heap":   median(rs, func(r record) float64 { return r.HeapKiBPerTunnel }),
 		}
 		med[key] = m
-		fmt.Fprintf(w, "| %s | %d | %d | %.0f | %.0f | %.0f | %.1f | %.2f | %.1f |\n", rs[0].Kind, rs[0].Tunnels, len(rs),
-			m["opened"], m["failed"], m["rps"], m["kib"], m["fds"], m["open"])
+		fmt.Fprintf(w, "| %s | %d | %d | %.0f | %.0f | %.0f | %.1f | %s | %s | %.2f | %.1f |\n", rs[0].Kind, rs[0].Tunnels, len(rs),
+			m["opened"], m["failed"], m["rps"], m["kib"], kibOrDash(m["stack"]), kibOrDash(m["heap"]), m["fds"], m["open"])
 	}
 	fmt.Fprintf(w, "\n")
 	for _, n := range []int{3000, 9000} {
@@ -80,6 +84,14 @@ func report(w io.Writer, path, cmdline string) error {
 		fmt.Fprintf(w, "%d tunnels: relayd/glider round trips/s %.2f×, KiB per tunnel %.2f×.\n", n, a["rps"]/b["rps"], a["kib"]/b["kib"])
 	}
 	return nil
+}
+
+// kibOrDash is a per-tunnel figure, or – where it was not read.
+func kibOrDash(kib float64) string {
+	if kib == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", kib)
 }
 
 func median(rs []record, f func(record) float64) float64 {
