@@ -11,7 +11,7 @@ export GOTOOLCHAIN := auto
 FUZZTIME ?= 200000x
 # package:FuzzTarget, every parser we own
 FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/socks5:FuzzReadUserPass \
-	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/topology:FuzzParse \
+	./pkg/socks5:FuzzReadReply ./pkg/httpconnect:FuzzThrough ./relay:FuzzParseConfig ./pkg/lab/topology:FuzzParse \
 	./pkg/route:FuzzReadRequest ./pkg/route:FuzzReadResponse ./planner:FuzzParseMatrix \
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram \
 	./pkg/rules:FuzzParse
@@ -64,8 +64,8 @@ vet:
 # every skipped test with its reason and the lab retries per test.
 unit: bin/consul bin/testlog
 	@rm -f bin/unit-tests.json bin/lab-tests.json bin/lab-tests.log
-	RELAYMESH_E2E_RACE=1 bin/testlog run bin/unit-tests.json $(GO) test -race -json -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/wanemu -e /e2e/lab -e /e2e/docker) \
-	  && ./scripts/lab-tests.sh ./pkg/wanemu/... ./e2e/lab/... ./e2e/docker/...; \
+	RELAYMESH_E2E_RACE=1 bin/testlog run bin/unit-tests.json $(GO) test -race -json -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /pkg/lab/wanemu -e /e2e/lab -e /e2e/docker) \
+	  && ./scripts/lab-tests.sh ./pkg/lab/wanemu/... ./e2e/lab/... ./e2e/docker/...; \
 	  code=$$?; bin/testlog summary bin/unit-tests.json bin/lab-tests.json || code=1; exit $$code
 
 bin/testlog: tools/testlog/main.go

@@ -3,6 +3,7 @@ package e2e
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -226,4 +227,19 @@ func headingAnchors(file string) (map[string]bool, error) {
 		seen[a]++
 	}
 	return anchors, nil
+}
+
+// relayd, the program that runs in production, links nothing of the lab's
+// emulation or the simulator's model (docs/architecture.md says so).
+func TestRelaydLinksNoLabOrSimulator(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../cmd/relayd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/relayd: %v\n%s", err, out)
+	}
+	const module = "github.com/relaymesh/relaymesh/"
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, module+"pkg/lab") || strings.HasPrefix(p, module+"pkg/sim") {
+			t.Errorf("relayd links %s", p)
+		}
+	}
 }

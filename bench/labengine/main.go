@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // configs are the engine settings compared, as environment for the child.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // report is the Markdown table: per configuration and rate, the runs'

@@ -17,7 +17,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
-	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 )
 
 const (

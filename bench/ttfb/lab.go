@@ -17,8 +17,8 @@ import (
 
 	"github.com/relaymesh/relaymesh/bench/labpeer"
 	"github.com/relaymesh/relaymesh/pkg/lab"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
-	"github.com/relaymesh/relaymesh/pkg/topology"
 )
 
 // tputMaxTimeS bounds one throughput download, seconds: direct moves

@@ -25,9 +25,9 @@ import (
 
 	"github.com/relaymesh/relaymesh/configs"
 	"github.com/relaymesh/relaymesh/pkg/lab"
-	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
 	"github.com/relaymesh/relaymesh/relay"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
-	"github.com/relaymesh/relaymesh/pkg/fleetsim"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/fleetsim"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -56,7 +56,7 @@ the share for which the planner, given the true RTT of every pair among its
 candidates, chooses one (by its rule): the gap from the first to the second is
 the rule's, from the second to the plans the measured figures'.
 How it works and what it found: docs/planning.md; the model and its limits:
-go doc ./pkg/netsim.`,
+go doc ./pkg/sim/netsim.`,
 		Example: `  relayctl sim --relays 1000
   relayctl sim --relays 100,1000,5000 --pairs 200 -o json
   relayctl sim --relays 1000 --candidates 48 --first-cut 192 --seed 7

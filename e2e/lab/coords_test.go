@@ -23,11 +23,11 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/lab"
-	"github.com/relaymesh/relaymesh/pkg/netsim"
+	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 )
 
 // coordsTopology is a lab of n relays placed by the fleet simulator's
-// model of the internet (pkg/netsim, the given seed) with every relay pair
+// model of the internet (pkg/sim/netsim, the given seed) with every relay pair
 // linked at its modelled RTT, and a client linked to every relay. Every
 // relay runs probe mode coordinates at perMinute probes a minute. It
 // returns the topology and the link RTTs, ms, by pair of node names.
@@ -39,7 +39,7 @@ func coordsTopology(t *testing.T, name string, n int, seed uint64, perMinute int
 	}
 	client := world.RandomEndpoint(rand.New(rand.NewPCG(seed, 1)))
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %d relays placed by pkg/netsim (seed %d), fully linked at their modelled RTTs.\nname: %s\n", n, seed, name)
+	fmt.Fprintf(&b, "# %d relays placed by pkg/sim/netsim (seed %d), fully linked at their modelled RTTs.\nname: %s\n", n, seed, name)
 	// Relays accept TCP Fast Open on their admin API, as docs/deploy.md
 	// asks of a relay's host.
 	b.WriteString("defaults:\n  sysctl: {net.ipv4.tcp_fastopen: \"3\"}\nnodes:\n  client: {}\n")

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 	"github.com/relaymesh/relaymesh/pkg/testenv"
-	"github.com/relaymesh/relaymesh/pkg/topology"
 )
 
 // TestLabRTTMatrixAccuracy is the registry issue's acceptance, on both

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 	"github.com/relaymesh/relaymesh/pkg/testenv"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
 
 // withFD runs f on c's socket, inside RawConn.Control (where the

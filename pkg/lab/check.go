@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // Check is how the lab's self-check judges what ran in it: by the effect

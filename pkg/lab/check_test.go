@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // TestVerdictSummary: a verdict names its check, the worst link and every

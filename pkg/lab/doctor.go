@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 	"github.com/relaymesh/relaymesh/pkg/survey"
-	"github.com/relaymesh/relaymesh/pkg/topology"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
 )
 
 // DefaultCalibrationPath is where `relayctl lab doctor` keeps what this

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/relaymesh/relaymesh/pkg/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 )
 
 func TestEstimateDemand(t *testing.T) {

@@ -27,8 +27,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/relaymesh/relaymesh/pkg/topology"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // Fixed ports: scripts can rely on them in every lab.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
-	"github.com/relaymesh/relaymesh/pkg/topology"
 	"github.com/relaymesh/relaymesh/relay"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/relaymesh/relaymesh/pkg/topology"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 func (l *Lab) setupNode(n *Node) error {

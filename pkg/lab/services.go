@@ -22,7 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/relaymesh/relaymesh/pkg/fleet"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 	"github.com/relaymesh/relaymesh/relay"
 )
 

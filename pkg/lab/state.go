@@ -18,7 +18,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // FleetPath is the lab's fleet file.

@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/relaymesh/relaymesh/pkg/topology"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // Status is a running lab's live view: what `relayctl lab status` prints.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relaymesh/relaymesh/pkg/topology"
-	"github.com/relaymesh/relaymesh/pkg/wanemu"
+	"github.com/relaymesh/relaymesh/pkg/lab/topology"
+	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
 )
 
 // The doctor under load. The engine alone on a quiet machine holds far

@@ -8,7 +8,7 @@ import (
 )
 
 // bottleneck sends one measurement's trains, a datagram every sendGapNs,
-// through a link that serializes at rateBps with a FIFO (as pkg/wanemu's
+// through a link that serializes at rateBps with a FIFO (as pkg/lab/wanemu's
 // rate queue does: departure = max(arrival, last departure) + size/rate),
 // trains 50 ms apart, and returns the arrivals of the datagrams keep lets
 // through, timed from the first.

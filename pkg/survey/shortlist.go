@@ -1009,7 +1009,7 @@ func (p *surveyProber) ackWaitLocked(relay string) time.Duration {
 
 // OverdueAfter is how long an answer over UDP expected in expect is
 // waited for before it counts as lost: twice expect and 50 ms, within
-// 100 ms and bound. The simulator (pkg/fleetsim) models the survey's
+// 100 ms and bound. The simulator (pkg/sim/fleetsim) models the survey's
 // waits by it.
 func OverdueAfter(expect, bound time.Duration) time.Duration {
 	return min(max(2*expect+50*time.Millisecond, 100*time.Millisecond), bound)

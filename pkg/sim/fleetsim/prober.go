@@ -10,9 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 

@@ -13,7 +13,7 @@ import (
 // how much a second, redundant scheduler thread could hide: only the
 // periods where one CPU is late and the other is not. Needs root.
 //
-//	go test -run '^$' -bench WakePairUnderLoad -benchtime 1x ./pkg/wanemu/
+//	go test -run '^$' -bench WakePairUnderLoad -benchtime 1x ./pkg/lab/wanemu/
 func BenchmarkWakePairUnderLoad(b *testing.B) {
 	nsA, nsB, _ := twoNodes(b, Params{DelayNs: 2e6, RateBps: 100e6, QueueBytes: 256 << 10}, Params{DelayNs: 2e6})
 	var ln net.Listener

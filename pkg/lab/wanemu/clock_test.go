@@ -10,7 +10,7 @@ import (
 // system call) and a bare system call: what a per-packet clock read or
 // system call costs on this machine (docs/lab.md).
 //
-//	go test -run '^$' -bench 'Clock|Syscall' ./pkg/wanemu/
+//	go test -run '^$' -bench 'Clock|Syscall' ./pkg/lab/wanemu/
 func BenchmarkClockNowNs(b *testing.B) {
 	var s int64
 	for b.Loop() {

@@ -11,7 +11,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 )
 
-const labDir = "../../configs/lab"
+const labDir = "../../../configs/lab"
 
 // example is the schema example from the package contract.
 const example = `

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
-	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 )
 
 // small is a small world planned without a search budget: a budget counts

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
-	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 	"github.com/relaymesh/relaymesh/planner"
 )
 

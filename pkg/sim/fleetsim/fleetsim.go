@@ -1,5 +1,5 @@
 // Package fleetsim runs relaymesh's own measurement and planning code
-// against a modelled internet (pkg/netsim) of hundreds to thousands of
+// against a modelled internet (pkg/sim/netsim) of hundreds to thousands of
 // relays, and reports what the fleet would cost and how good its plans
 // would be.
 //
@@ -33,8 +33,8 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 
 	"github.com/relaymesh/relaymesh/pkg/coord"
-	"github.com/relaymesh/relaymesh/pkg/netsim"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
