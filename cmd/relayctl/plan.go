@@ -31,19 +31,6 @@ import (
 // (Consul): the relays' admin APIs need it for /v1/probe and /v1/info.
 const envAdminToken = envvar.AdminToken
 
-// firstCutDefault and candidatesDefault say what a first cut and
-// candidates of 0 (the flags' defaults) take.
-var (
-	firstCutDefault   = grownWithTheFleet(shortlist.DefaultFirstCut, shortlist.DefaultFirstCutShare)
-	candidatesDefault = grownWithTheFleet(shortlist.DefaultCandidates, shortlist.DefaultCandidatesShare)
-)
-
-// grownWithTheFleet says "the larger of least and share of the placed
-// relays", short enough for a flag's one line of help.
-func grownWithTheFleet(least int, share float64) string {
-	return fmt.Sprintf("max(%d, %.0f %% of placed relays)", least, 100*share)
-}
-
 // planFlags are what plan, connect, bench and pac share.
 type planFlags struct {
 	reg         registryFlags
@@ -97,35 +84,11 @@ func (f *planFlags) askKey() *udpask.Key {
 	return f.reg.askKey(f.token())
 }
 
-// shortlistConfig is the shortlist's configuration from the flags: it
-// refuses --shortlist-candidates below 0, --shortlist-landmarks below 1, a
-// negative --shortlist-deadline or --shortlist-search-budget, and makes a
-// --shortlist-search-budget of 0 the shortlist's none.
+// shortlistConfig is the shortlist's configuration from the
+// --shortlist-* flags, checked (shortlist.CheckFlags).
 func (f *planFlags) shortlistConfig() (shortlist.Config, error) {
 	c := f.shortlist
-	if c.Candidates < 0 {
-		return c, fmt.Errorf("--shortlist-candidates %d: want 1 or more, or 0 for %s", c.Candidates, candidatesDefault)
-	}
-	if c.Landmarks < 1 {
-		return c, fmt.Errorf("--shortlist-landmarks %d: want 1 or more", c.Landmarks)
-	}
-	return c, checkTimeBounds(&c, "--shortlist-deadline", "--shortlist-search-budget")
-}
-
-// checkTimeBounds refuses a negative Deadline or SearchBudget in c, by
-// their flags' names, and makes a SearchBudget of 0 (the flag's none) the
-// shortlist's none: relayctl plan's and relayctl sim's flags alike.
-func checkTimeBounds(c *shortlist.Config, deadlineFlag, budgetFlag string) error {
-	if c.Deadline < 0 {
-		return fmt.Errorf("%s %s: want a duration of 0 (none) or more, e.g. 2s", deadlineFlag, c.Deadline)
-	}
-	switch {
-	case c.SearchBudget < 0:
-		return fmt.Errorf("%s %s: want a duration of 0 (none) or more, e.g. 1.6s", budgetFlag, c.SearchBudget)
-	case c.SearchBudget == 0:
-		c.SearchBudget = -1
-	}
-	return nil
+	return c, c.CheckFlags(shortlist.FlagPrefixPlan)
 }
 
 // windowProbeFlag registers --window-probe with its default, bytes.
@@ -156,17 +119,7 @@ func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
 	fl.StringVar(&f.benchHistory, "bench-history", historyPath(), "relayctl bench's history file: recent timings cap and order the plans (\"\": ignore it)")
 	fl.StringVar(&f.plansDir, "plans-dir", plansDir(), "where shortlist plans are kept per fleet, for the next plan to start from (\"\": keep nothing)")
 	fl.StringVar(&f.survey, "survey", string(survey.ModeAuto), "full (every relay), shortlist (by coordinates) or auto (shortlist if the relays publish them)")
-	fl.IntVar(&f.shortlist.Candidates, "shortlist-candidates", 0, "relays the planner sees, the first cut's best (0: "+candidatesDefault+")")
-	fl.IntVar(&f.shortlist.FirstCut, "shortlist-first-cut", 0, "relays whose ends are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
-	fl.IntVar(&f.shortlist.Landmarks, "shortlist-landmarks", shortlist.DefaultLandmarks, "relays spread over the fleet that place this host and the destination (two probes each)")
-	fl.IntVar(&f.shortlist.Rounds, "shortlist-rounds", shortlist.DefaultRounds, "most rounds of targeted probes after the ends are measured (-1: none, plan on estimates)")
-	fl.IntVar(&f.shortlist.InFlight, "shortlist-in-flight", shortlist.DefaultInFlight, "most requests in flight at once (fewer: gentler on a small NAT, slower plans)")
-	fl.Float64Var(&f.shortlist.LaterQuorum, "shortlist-later-quorum", shortlist.DefaultLaterQuorum, "--shortlist-quorum for the rounds after the first two (1: each waits for its last)")
-	fl.Float64Var(&f.shortlist.Settle, "shortlist-settle", 0, "end the rounds once a measured chain is within this share of the best estimated plan (0: never)")
-	fl.DurationVar(&f.shortlist.Deadline, "shortlist-deadline", 0, "make no round of targeted probes ending past this much of the plan's time (e.g. 2s; 0: none)")
-	fl.DurationVar(&f.shortlist.SearchBudget, "shortlist-search-budget", shortlist.DefaultSearchBudget, "make no round of targeted probes ending this long after the first cut's ends (0: none)")
-	fl.Float64Var(&f.shortlist.Quorum, "shortlist-quorum", shortlist.DefaultQuorum, "the second round (the first cut's ends) ends once this share has answered (1: all)")
-	fl.Float64Var(&f.shortlist.FirstQuorum, "shortlist-first-quorum", shortlist.DefaultFirstQuorum, "--shortlist-quorum for the first round, the landmarks' (1: it waits for its last)")
+	shortlist.AddFlags(fl, shortlist.FlagPrefixPlan, &f.shortlist, shortlist.Defaults())
 	fl.BoolVar(&f.udpAsk, "udp-ask", true, "ask relays for probes in one UDP datagram, else HTTPS (tls fleets; false: HTTPS only)")
 	fl.StringVar(&f.saveMatrix, "save-matrix", "", "write the measured matrix to this file (replay it with --matrix, e.g. for what-if planning)")
 	fl.BoolVar(&f.probeCapacity, "probe-capacity", true, "measure unknown relay-to-relay capacities the plans lean on, then replan (false: plan on bounds)")

@@ -71,7 +71,7 @@ go doc ./pkg/sim/netsim.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			if err := checkSimShortlist(&cfg.Shortlist); err != nil {
+			if err := cfg.Shortlist.CheckFlags(""); err != nil {
 				return err
 			}
 			for _, v := range variants {
@@ -213,7 +213,7 @@ go doc ./pkg/sim/netsim.`,
 	fl.IntVar(&cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
 	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "nearest peers taken from each ring of RTT before the rest (relayd probe.per_ring; -1: no rings)")
 	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers measured well below estimate each relay keeps publishing (relayd probe.shortcuts; 0: none)")
-	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: simShortlistDefaults(), UDPAsk: true, UDPLoss: true})
+	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: shortlist.Defaults(), UDPAsk: true, UDPLoss: true})
 	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as plan --dst REGION (default: a random server)")
 	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair again as relayctl connect replans, and report those plans")
 	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections), not from the first")
@@ -226,54 +226,10 @@ go doc ./pkg/sim/netsim.`,
 	return cmd
 }
 
-// simShortlistDefaults are the planning flags' defaults: the shortlist's.
-func simShortlistDefaults() shortlist.Config {
-	return shortlist.Config{
-		Landmarks: shortlist.DefaultLandmarks, Neighbours: shortlist.DefaultNeighbours, Rounds: shortlist.DefaultRounds,
-		ExplorePerRound: shortlist.DefaultExplorePerRound, Optimism: shortlist.DefaultOptimism, PerSite: shortlist.DefaultPerSite,
-		SiteRadius: shortlist.DefaultSiteRadius, InFlight: shortlist.DefaultInFlight, FirstQuorum: shortlist.DefaultFirstQuorum, Quorum: shortlist.DefaultQuorum, LaterQuorum: shortlist.DefaultLaterQuorum,
-		Caution: shortlist.DefaultCaution, YoungFor: shortlist.DefaultYoungFor, YoungOptimism: shortlist.DefaultYoungOptimism,
-		SearchBudget: shortlist.DefaultSearchBudget,
-	}
-}
-
-// simShortlistFlags adds the planning flags to fs, into c, with base's
-// values as their defaults.
-func simShortlistFlags(fs *pflag.FlagSet, c *shortlist.Config, base shortlist.Config) {
-	fs.IntVar(&c.Landmarks, "landmarks", base.Landmarks, "relays spread over the coordinate space that place the client and the destination")
-	fs.IntVar(&c.Candidates, "candidates", base.Candidates, "relays the planner sees after the coordinate search (0: "+candidatesDefault+")")
-	fs.IntVar(&c.FirstCut, "first-cut", base.FirstCut, "relays whose ends are measured first (0: "+firstCutDefault+"; -1: the candidates only)")
-	fs.IntVar(&c.Neighbours, "neighbours", base.Neighbours, "relays near each end of the best plan's longest segment tried in its place (-1: none)")
-	fs.IntVar(&c.Rounds, "rounds", base.Rounds, "rounds of targeted probes after the candidates' ends are measured (-1: none)")
-	fs.IntVar(&c.ExplorePerRound, "explore", base.ExplorePerRound, "at most this many probes a planning round")
-	fs.Float64Var(&c.Optimism, "optimism", base.Optimism, "rounds also probe pairs whose estimate times this beats the best plan (1: trust estimates)")
-	fs.DurationVar(&c.YoungFor, "young-for", base.YoungFor, "a relay whose coordinate is younger than this takes --young-optimism (negative: none is young)")
-	fs.Float64Var(&c.YoungOptimism, "young-optimism", base.YoungOptimism, "--optimism for a young relay's pairs")
-	fs.IntVar(&c.PerSite, "per-site", base.PerSite, "relays of one site the first cut and the candidates take before the rest (-1: no limit)")
-	fs.Float64Var(&c.SiteRadius, "site-radius", base.SiteRadius, "a site's radius, as a share of the direct path's RTT")
-	fs.IntVar(&c.InFlight, "in-flight", base.InFlight, "most requests of a plan's round in flight at once (plan --shortlist-in-flight)")
-	fs.Float64Var(&c.FirstQuorum, "first-quorum", base.FirstQuorum, "the first round ends once this share has answered (plan --shortlist-first-quorum; 1: all)")
-	fs.Float64Var(&c.Quorum, "quorum", base.Quorum, "the second round ends once this share has answered (plan --shortlist-quorum; 1: all)")
-	fs.Float64Var(&c.LaterQuorum, "later-quorum", base.LaterQuorum, "--quorum for the rounds after the first two (plan --shortlist-later-quorum; 1: all)")
-	fs.DurationVar(&c.Deadline, "deadline", base.Deadline, "no round ending past this much of a plan's time (plan --shortlist-deadline; 0: none)")
-	fs.DurationVar(&c.SearchBudget, "search-budget", base.SearchBudget, "no round ending this long after the first cut's ends (plan --shortlist-search-budget; 0: none)")
-	fs.Float64Var(&c.Settle, "settle", base.Settle, "a measured chain within this share of the best ends the rounds (plan --shortlist-settle; 0: never)")
-	fs.Float64Var(&c.Caution, "caution", base.Caution, "estimated relay pairs count this many times their estimate in the second ranking (1: as is)")
-}
-
-// checkSimShortlist refuses planning flags the simulator cannot run, and
-// makes a --search-budget of 0 the shortlist's none.
-func checkSimShortlist(c *shortlist.Config) error {
-	if c.Landmarks < 1 {
-		return fmt.Errorf("--landmarks %d: want 1 or more (each costs two probes a plan)", c.Landmarks)
-	}
-	return checkTimeBounds(c, "--deadline", "--search-budget")
-}
-
 // simPlanningFlags adds the flags of how pairs are planned to fs, into p,
 // with base's values as their defaults: the command's, and a variant's.
 func simPlanningFlags(fs *pflag.FlagSet, p *fleetsim.Planning, base fleetsim.Planning) {
-	simShortlistFlags(fs, &p.Shortlist, base.Shortlist)
+	shortlist.AddFlags(fs, "", &p.Shortlist, base.Shortlist)
 	fs.BoolVar(&p.FastOpen, "fast-open", base.FastOpen, "model TCP Fast Open to every relay: a new admin connection costs one round trip, not two")
 	fs.BoolVar(&p.UDPAsk, "udp-ask", base.UDPAsk, "ask relays in one UDP datagram, as relayctl plan --udp-ask (false: over HTTPS connections)")
 	fs.BoolVar(&p.UDPLoss, "udp-loss", base.UDPLoss, "with --udp-ask: lose asks and answers as the path loses packets (false: all get through)")
@@ -299,7 +255,7 @@ func parseSimVariant(arg string, base fleetsim.Planning) (fleetsim.Variant, erro
 	if fs.NArg() > 0 {
 		return v, fmt.Errorf("--variant %s: unexpected %q: want planning flags only", name, fs.Args())
 	}
-	if err := checkSimShortlist(&v.Shortlist); err != nil {
+	if err := v.Shortlist.CheckFlags(""); err != nil {
 		return v, fmt.Errorf("--variant %s: %w", name, err)
 	}
 	return v, nil
