@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/packettrain"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
@@ -489,7 +490,7 @@ func (c *capacityProbes) trains(ctx context.Context, rl registry.Relay) (packett
 }
 
 // adminGet is a GET of path on rl's admin API, decoded into v.
-func (c *capacityProbes) adminGet(ctx context.Context, admin *registry.AdminClient, rl registry.Relay, path string, v any) error {
+func (c *capacityProbes) adminGet(ctx context.Context, admin *adminapi.Client, rl registry.Relay, path string, v any) error {
 	body, err := admin.Get(ctx, rl.Name, rl.Admin, path, c.s.peerToken(), 1<<20)
 	if err != nil {
 		return err

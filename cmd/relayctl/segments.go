@@ -44,7 +44,7 @@ type segmentLimit struct {
 	Tunnels int `json:"tunnels"`
 }
 
-// adminGetter is the admin API call segment reports need (registry.AdminClient).
+// adminGetter is the admin API call segment reports need (adminapi.Client).
 type adminGetter interface {
 	Get(ctx context.Context, name, addr, path, token string, limit int64) ([]byte, error)
 }

@@ -27,8 +27,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
@@ -132,7 +132,7 @@ func (b *Run) request(ctx context.Context, method, path string, body io.Reader, 
 		return nil, err
 	}
 	if scheme == "https" {
-		if err := registry.CheckAdminPeer(resp, b.Relay); err != nil {
+		if err := adminapi.CheckPeer(resp, b.Relay); err != nil {
 			resp.Body.Close()
 			return nil, err
 		}

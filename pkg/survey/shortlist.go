@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -1252,7 +1253,7 @@ func (p *surveyProber) relayProbes(ctx context.Context, relay registry.Relay, ad
 	defer cancel()
 	// A relay that vanished fails its request now, not after its
 	// targets' handshakes' bound.
-	ctx, cancelConnect := registry.ConnectWithin(ctx, p.s.timeout())
+	ctx, cancelConnect := adminapi.ConnectWithin(ctx, p.s.timeout())
 	defer cancelConnect()
 	return p.s.relayProbes(ctx, adminPath{first: relay}, addrs, handshakes, 0, withInfo)
 }

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -55,7 +56,7 @@ type Survey struct {
 	Timeout    time.Duration
 	// Admin reaches the relays' admin APIs (HTTPS on a TLS fleet); nil
 	// is plain HTTP with a 10 s timeout.
-	Admin *registry.AdminClient
+	Admin *adminapi.Client
 	// ClientWindowBytes is this host's receive window; 0: read from
 	// net.ipv4.tcp_rmem (half its max, what autotuning reaches).
 	ClientWindowBytes int64
@@ -188,11 +189,11 @@ func (s *Survey) now() time.Time {
 	}
 	return time.Now()
 }
-func (s *Survey) admin() *registry.AdminClient {
+func (s *Survey) admin() *adminapi.Client {
 	if s.Admin != nil {
 		return s.Admin
 	}
-	return registry.NewAdminClient(10*time.Second, nil)
+	return adminapi.NewClient(10*time.Second, nil)
 }
 
 // Run surveys the path to dst. What the registry and the relays said that
@@ -758,7 +759,7 @@ func (s *Survey) probeQuery(addrs []string, count int, gap time.Duration) url.Va
 // target (0: Count), gap apart: asking (Timeout), then the relay's
 // handshakes, each up to Timeout (probeQuery). A request given up on
 // sooner loses every target's answer for one that does not answer. Its
-// connection is bounded apart (registry.ConnectWithin): a relay that does
+// connection is bounded apart (adminapi.ConnectWithin): a relay that does
 // not answer at all should not hold a plan that long.
 func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration {
 	count = cmp.Or(count, s.count())
