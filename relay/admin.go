@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
@@ -104,7 +105,7 @@ func (s *Server) capacityBps() float64 { return s.cfg.CapacityMbit * 1e6 }
 // congestion is what this relay sends with on relay links (and to the
 // clients of its relay listener): relay_socket.congestion, else the
 // system default in limits.
-func (s *Server) congestion(limits SocketLimits) string {
+func (s *Server) congestion(limits hostnet.SocketLimits) string {
 	return cmp.Or(s.cfg.RelaySocket.Congestion, limits.CongestionControl)
 }
 
@@ -116,7 +117,7 @@ func (s *Server) info(r *http.Request) map[string]any {
 	if host, ok := askerHost(r); ok {
 		learnt = s.learntOf(host)
 	}
-	limits := ReadLimits() // sysctl files: read once an answer
+	limits := hostnet.ReadLimits() // sysctl files: read once an answer
 	info := map[string]any{
 		"name":    s.cfg.Name,
 		"region":  s.cfg.Region,

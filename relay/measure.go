@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +26,6 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
-	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
 // measurer runs the prober against the fleet's other relays (every one in
@@ -646,43 +644,6 @@ func (s *Server) probePolicy(ctx context.Context, target string) *policy.Policy 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// SocketLimits are this relay's own socket limits: what the planner needs to know
-// about the windows its segments can have.
-type SocketLimits struct {
-	RmemMaxBytes      int64  `json:"rmem_max_bytes"`      // net.core.rmem_max
-	WmemMaxBytes      int64  `json:"wmem_max_bytes"`      // net.core.wmem_max
-	TCPRmemMaxBytes   int64  `json:"tcp_rmem_max_bytes"`  // third field of net.ipv4.tcp_rmem: autotuning limit
-	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`  // third field of net.ipv4.tcp_wmem
-	CongestionControl string `json:"congestion_control"`  // net.ipv4.tcp_congestion_control
-	WindowBytesApprox int64  `json:"window_bytes_approx"` // ~ receive window autotuning reaches (survey.WindowOfRmem)
-}
-
-// ReadLimits reads the socket limits of the network namespace this process
-// runs in. Fields it cannot read stay zero.
-func ReadLimits() SocketLimits {
-	var l SocketLimits
-	l.RmemMaxBytes = readSysctlInt("net/core/rmem_max", 0)
-	l.WmemMaxBytes = readSysctlInt("net/core/wmem_max", 0)
-	l.TCPRmemMaxBytes = readSysctlInt("net/ipv4/tcp_rmem", 2)
-	l.TCPWmemMaxBytes = readSysctlInt("net/ipv4/tcp_wmem", 2)
-	l.CongestionControl = survey.LocalCongestionControl()
-	l.WindowBytesApprox = survey.WindowOfRmem(l.TCPRmemMaxBytes)
-	return l
-}
-
-func readSysctlInt(path string, field int) int64 {
-	b, err := os.ReadFile("/proc/sys/" + path)
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if field >= len(f) {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[field], 10, 64)
-	return n
 }
 
 // advertiseToward is this host's address on the way to agent (a Consul

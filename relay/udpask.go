@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
 )
@@ -88,7 +89,7 @@ func (u *udpAsks) info(a udpask.Ask, from net.Addr) *udpask.Info {
 	if a.Flags&udpask.FlagInfo == 0 {
 		return nil
 	}
-	limits := ReadLimits()
+	limits := hostnet.ReadLimits()
 	info := &udpask.Info{WindowBytes: limits.WindowBytesApprox, TCPWmemMaxBytes: limits.TCPWmemMaxBytes,
 		CapacityBps: u.s.capacityBps(), Congestion: u.s.congestion(limits)}
 	info.LearntLossToYou = udpask.NoLoss

@@ -15,7 +15,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -238,8 +238,8 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
 	now := s.now()
 	m := res.Matrix
-	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes(),
-		CongestionControl: LocalCongestionControl()})
+	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: hostnet.SendWindowBytes(),
+		CongestionControl: hostnet.CongestionControl()})
 	dstNode := planner.Node{Name: target.Name, Region: target.Region}
 	usable := res.keepUsable(relays)
 	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
@@ -727,7 +727,7 @@ type adminLimits struct {
 // the relay learnt of the path to its asker is not of this host's.
 func (info adminInfo) windows(forwarded bool) windows {
 	l := info.SocketLimits
-	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
+	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
 	if !forwarded && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
 		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
@@ -833,72 +833,7 @@ func (s *Survey) clientWindow() int64 {
 	if s.ClientWindowBytes > 0 {
 		return s.ClientWindowBytes
 	}
-	return LocalWindowBytes()
-}
-
-// windowScalingRatio is the share of tcp_rmem's max that becomes receive
-// window: the kernel keeps the rest for sk_buff overhead. Measured in the
-// lab (bench/results/split.md): with tcp_rmem max 256 KiB, direct moved
-// 25.3 Mbit/s over 50 ms, a window of 158 KB = 0.60 of 262144 bytes.
-const windowScalingRatio = 0.60
-
-// WindowOfRmem is the receive window autotuning reaches with tcp_rmem's
-// max at rmemMaxBytes.
-func WindowOfRmem(rmemMaxBytes int64) int64 {
-	return int64(float64(rmemMaxBytes) * windowScalingRatio)
-}
-
-// sendWindowRatio is the share of tcp_wmem's max a sender keeps in
-// flight: the send buffer holds sent-but-unacknowledged data and the
-// sk_buff overhead on it. Measured in the lab (docs/planning.md): a sender
-// at tcp_wmem max 4 MiB over 225 ms kept 4.07 MB in flight.
-const sendWindowRatio = 0.97
-
-// SendWindowOfWmem is the most a sender keeps in flight with tcp_wmem's
-// max at wmemMaxBytes; 0 (unknown) for 0.
-func SendWindowOfWmem(wmemMaxBytes int64) int64 {
-	return int64(float64(wmemMaxBytes) * sendWindowRatio)
-}
-
-// LocalWindowBytes is this host's (network namespace's) receive window,
-// from tcp_rmem's max; 0 when it cannot be read.
-func LocalWindowBytes() int64 {
-	return WindowOfRmem(tcpMemMax("tcp_rmem"))
-}
-
-// LocalCongestionControl is this host's (network namespace's) default
-// TCP congestion control, net.ipv4.tcp_congestion_control; "" when it
-// cannot be read.
-func LocalCongestionControl() string {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// LocalSendWindowBytes is this host's send window, from tcp_wmem's max; 0
-// when it cannot be read.
-func LocalSendWindowBytes() int64 {
-	return SendWindowOfWmem(tcpMemMax("tcp_wmem"))
-}
-
-// tcpMemMax is the third field (the autotuning limit) of
-// net.ipv4.<name>, bytes; 0 when it cannot be read.
-func tcpMemMax(name string) int64 {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 3 {
-		return 0
-	}
-	v, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return v
+	return hostnet.RecvWindowBytes()
 }
 
 // ErrNoRelays is returned by callers that need at least one usable relay.
