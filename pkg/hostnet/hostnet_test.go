@@ -1,6 +1,7 @@
 package hostnet
 
 import (
+	"net"
 	"os"
 	"testing"
 )
@@ -39,5 +40,23 @@ func TestReadLimits(t *testing.T) {
 	}
 	if n := ReadSysctlInt("net/ipv4/tcp_rmem", 3); n != 0 {
 		t.Fatalf("tcp_rmem's fourth field read as %d", n)
+	}
+}
+
+// A connected socket's TCP_INFO has its handshake's RTT.
+func TestTCPInfo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	info, err := TCPInfo(c.(*net.TCPConn))
+	if err != nil || info.Rtt == 0 {
+		t.Fatalf("TCP_INFO %+v, %v", info, err)
 	}
 }

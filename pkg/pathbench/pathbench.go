@@ -25,9 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
@@ -364,20 +363,15 @@ type socketInfo struct {
 
 // tcpInfo reads this host's socket's TCP_INFO.
 func tcpInfo(c *net.TCPConn) (si socketInfo, ok bool) {
-	rc, err := c.SyscallConn()
+	info, err := hostnet.TCPInfo(c)
 	if err != nil {
 		return si, false
 	}
-	cerr := rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd, sndWindowBytes: info.Snd_wnd}
-			if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
-				si.rcvWindowBytes = info.Rcv_ssthresh
-			}
-			ok = true
-		}
-	})
-	return si, ok && cerr == nil
+	si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd, sndWindowBytes: info.Snd_wnd}
+	if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
+		si.rcvWindowBytes = info.Rcv_ssthresh
+	}
+	return si, true
 }
 
 // Measure runs TTFB, download and upload over one path.
