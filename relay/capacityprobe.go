@@ -273,9 +273,9 @@ func (c *capacityProbes) close() {
 
 // capacityRoutes adds the capacity probe's admin API to mux.
 func (s *Server) capacityRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /v1/capacity", s.adminAuth(s.viaPeer(s.serveCapacity)))
-	mux.Handle("GET /v1/capacity/expect", s.adminAuth(http.HandlerFunc(s.serveCapacityExpect)))
-	mux.Handle("GET /v1/capacity/arrivals", s.adminAuth(http.HandlerFunc(s.serveCapacityArrivals)))
+	mux.Handle("GET "+adminapi.PathCapacity, s.adminAuth(s.viaPeer(s.serveCapacity)))
+	mux.Handle("GET "+adminapi.PathCapacityExpect, s.adminAuth(http.HandlerFunc(s.serveCapacityExpect)))
+	mux.Handle("GET "+adminapi.PathCapacityArrivals, s.adminAuth(http.HandlerFunc(s.serveCapacityArrivals)))
 }
 
 // capacityOff answers a capacity request on a relay that does not take
@@ -465,7 +465,7 @@ func (c *capacityProbes) peer(ctx context.Context, name string) (registry.Relay,
 func (c *capacityProbes) trains(ctx context.Context, rl registry.Relay) (packettrain.Estimate, error) {
 	admin := c.s.adminClient(capacityProbeTimeout)
 	var exp packettrain.Expectation
-	if err := c.adminGet(ctx, admin, rl, "/v1/capacity/expect?from="+c.s.cfg.Name, &exp); err != nil {
+	if err := c.adminGet(ctx, admin, rl, adminapi.PathCapacityExpect+"?from="+c.s.cfg.Name, &exp); err != nil {
 		return packettrain.Estimate{}, err
 	}
 	if exp.Trains != packettrain.Trains || exp.PacketsPerTrain != packettrain.PacketsPerTrain || exp.PayloadBytes != packettrain.PayloadBytes {
@@ -483,7 +483,7 @@ func (c *capacityProbes) trains(ctx context.Context, rl registry.Relay) (packett
 		return packettrain.Estimate{}, err
 	}
 	var arr packettrain.Arrivals
-	if err := c.adminGet(ctx, admin, rl, "/v1/capacity/arrivals?nonce="+exp.Nonce, &arr); err != nil {
+	if err := c.adminGet(ctx, admin, rl, adminapi.PathCapacityArrivals+"?nonce="+exp.Nonce, &arr); err != nil {
 		return packettrain.Estimate{}, err
 	}
 	return arr.Estimate()

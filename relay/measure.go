@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/learnt"
@@ -484,14 +485,6 @@ const (
 	maxProbeTimeoutMs = 10000
 )
 
-// targetProbe is one target's answer in /v1/probe's results.
-type targetProbe struct {
-	Target  string         `json:"target"`
-	Addr    string         `json:"addr,omitempty"`
-	Summary *probe.Summary `json:"summary,omitempty"`
-	Error   string         `json:"error,omitempty"`
-}
-
 // serveProbe answers /v1/probe?target=host:port&count=N&gap_ms=G: N TCP
 // handshakes from this relay to the target, G ms apart (default 200), each
 // lost after timeout_ms (default probe.timeout). The
@@ -549,7 +542,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	results := make([]targetProbe, len(targets))
+	results := make([]adminapi.ProbeResult, len(targets))
 	status := make([]int, len(targets))
 	var wg sync.WaitGroup
 	for i, target := range targets {
@@ -558,9 +551,9 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
-	answer := map[string]any{"from": s.cfg.Name, "results": results}
+	answer := adminapi.ProbeAnswer{From: s.cfg.Name, Results: results}
 	if withInfo {
-		answer["info"] = s.info(r)
+		answer.Info = new(s.info(askerHost(r)))
 	}
 	if len(targets) == 1 {
 		res := results[0]
@@ -569,7 +562,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if res.Error == "" {
-			answer["target"], answer["addr"], answer["summary"] = res.Target, res.Addr, res.Summary
+			answer.Target, answer.Addr, answer.Summary = res.Target, res.Addr, res.Summary
 		}
 	}
 	writeJSON(w, answer)
@@ -589,8 +582,8 @@ func queryInt(q url.Values, name string, def, lo, hi int) (v int, ok bool) {
 // probeTarget measures one /v1/probe target; a target it cannot measure
 // has an error in the result, with the HTTP status a request for it alone
 // answers.
-func (s *Server) probeTarget(ctx context.Context, target string, count int, gap, timeout time.Duration) (targetProbe, int) {
-	res := targetProbe{Target: target}
+func (s *Server) probeTarget(ctx context.Context, target string, count int, gap, timeout time.Duration) (adminapi.ProbeResult, int) {
+	res := adminapi.ProbeResult{Target: target}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
 		res.Error = fmt.Sprintf("target %q: want host:port, e.g. /v1/probe?target=example.com:443&count=5", target)

@@ -13,7 +13,7 @@ import (
 
 // SocketLimits are this host's socket limits: what the planner needs to
 // know about the windows its segments can have. It is /v1/info's "limits"
-// object; its JSON keys are the wire's.
+// object (adminapi.Limits is this type); its JSON keys are the wire's.
 type SocketLimits struct {
 	RmemMaxBytes      int64  `json:"rmem_max_bytes"`      // net.core.rmem_max
 	WmemMaxBytes      int64  `json:"wmem_max_bytes"`      // net.core.wmem_max

@@ -318,7 +318,7 @@ func (f *Fleet) pull(ctx context.Context, scope string, only []string) error {
 }
 
 func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, []Coordinate, error) {
-	body, err := f.client.Get(ctx, r.Name, r.Admin, "/v1/measurements?scope="+scope, token, 16<<20)
+	body, err := f.client.Get(ctx, r.Name, r.Admin, adminapi.PathMeasurements+"?scope="+scope, token, 16<<20)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -632,12 +632,12 @@ func (s *Survey) adminGet(ctx context.Context, ap adminPath, path string, v any)
 func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry.Relay) error {
 	if via != nil && via.Name != r.Name {
 		var info struct{}
-		return s.adminGet(ctx, adminPath{first: *via, via: []string{r.Name}}, "/v1/info", &info)
+		return s.adminGet(ctx, adminPath{first: *via, via: []string{r.Name}}, adminapi.PathInfo, &info)
 	}
 	if r.Admin == "" {
 		return errors.New("no admin address in the registry")
 	}
-	_, err := s.admin().Get(ctx, r.Name, r.Admin, "/healthz", "", 512)
+	_, err := s.admin().Get(ctx, r.Name, r.Admin, adminapi.PathHealthz, "", 512)
 	return err
 }
 
@@ -693,47 +693,26 @@ func applyLearnt(m *planner.Matrix, learnt map[string]windows) {
 // relayWindow is the receive window the relay's autotuning reaches, the
 // send window its tcp_wmem allows, and the capacity its operator declared.
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
-	var info adminInfo
-	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
+	var info adminapi.Info
+	if err := s.adminGet(ctx, ap, adminapi.PathInfo, &info); err != nil {
 		return windows{}, err
 	}
-	return info.windows(len(ap.via) > 0), nil
+	return windowsOf(info, len(ap.via) > 0), nil
 }
 
-// adminInfo is what the planner reads of a relay's /v1/info (which
-// /v1/probe?info=1 carries too).
-type adminInfo struct {
-	SocketLimits adminLimits `json:"limits"`
-	CapacityBps  float64     `json:"capacity_bps"`
-	// What it sends with on relay links; relays before it had only
-	// the system default.
-	CongestionControl string `json:"congestion_control"`
-	// What its tunnels to this host sustained (0 through ?via=).
-	LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
-	LearntAgeSec   float64 `json:"learnt_send_age_s"`
-	// The share of what they sent that went again; nil: none learnt
-	// (and through ?via=).
-	LearntLossToYou *float64 `json:"learnt_loss_to_you"`
-}
-
-// adminLimits are the socket limits /v1/info reports.
-type adminLimits struct {
-	WindowBytesApprox int64  `json:"window_bytes_approx"`
-	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
-	CongestionControl string `json:"congestion_control"` // the system default
-}
-
-// windows are info's windows; forwarded: info came through ?via=, so what
-// the relay learnt of the path to its asker is not of this host's.
-func (info adminInfo) windows(forwarded bool) windows {
-	l := info.SocketLimits
+// windowsOf is what the planner reads of a relay's info (its /v1/info,
+// /v1/probe?info=1's or a UDP ask's reply's); forwarded: info came
+// through ?via=, so what the relay learnt of the path to its asker is not
+// of this host's.
+func windowsOf(info adminapi.Info, forwarded bool) windows {
+	l := info.Limits
 	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
-	if !forwarded && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
-		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
+	if !forwarded && info.LearntSendBpsToYou > 0 && !math.IsInf(info.LearntSendBpsToYou, 0) {
+		w.learntToUsBps, w.learntToUsAgeSec = info.LearntSendBpsToYou, max(info.LearntSendAgeSec, 0)
 	}
-	if l := info.LearntLossToYou; !forwarded && l != nil && *l >= 0 && *l < 1 {
-		w.learntLossToUs, w.learntLossOK = *l, true
+	if loss, _, ok := info.LearntLoss(); !forwarded && ok && loss >= 0 && loss < 1 {
+		w.learntLossToUs, w.learntLossOK = loss, true
 	}
 	return w
 }
@@ -741,11 +720,12 @@ func (info adminInfo) windows(forwarded bool) windows {
 // relayProbe asks the relay for its RTT to addr: count handshakes (0:
 // Count), gap apart.
 func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, count int, gap time.Duration) (probe.Summary, error) {
-	var out struct {
-		Summary probe.Summary `json:"summary"`
+	var out adminapi.ProbeAnswer
+	err := s.adminGet(ctx, ap, adminapi.PathProbe+"?"+s.probeQuery([]string{addr}, count, gap).Encode(), &out)
+	if out.Summary == nil {
+		return probe.Summary{}, err
 	}
-	err := s.adminGet(ctx, ap, "/v1/probe?"+s.probeQuery([]string{addr}, count, gap).Encode(), &out)
-	return out.Summary, err
+	return *out.Summary, err
 }
 
 // probeQuery is /v1/probe's query for addrs: count handshakes each (0:
@@ -774,31 +754,26 @@ func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration 
 // one request each. With withInfo the request asks for the relay's
 // /v1/info too (info=1), returned as info: nil from a relayd from before
 // it.
-func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration, withInfo bool) (sums []probe.Summary, info *adminInfo, err error) {
+func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration, withInfo bool) (sums []probe.Summary, info *adminapi.Info, err error) {
 	if len(addrs) == 1 && !withInfo {
 		sum, err := s.relayProbe(ctx, ap, addrs[0], count, gap)
 		return []probe.Summary{sum}, nil, err
 	}
-	var out struct {
-		Summary probe.Summary `json:"summary"`
-		Results []struct {
-			Summary *probe.Summary `json:"summary"`
-			Error   string         `json:"error"`
-		} `json:"results"`
-		Info *adminInfo `json:"info"`
-	}
+	var out adminapi.ProbeAnswer
 	q := s.probeQuery(addrs, count, gap)
 	if withInfo {
 		q.Set("info", "1")
 	}
-	if err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out); err != nil {
+	if err := s.adminGet(ctx, ap, adminapi.PathProbe+"?"+q.Encode(), &out); err != nil {
 		return nil, nil, err
 	}
 	info = out.Info
 	sums = make([]probe.Summary, len(addrs))
 	if out.Results == nil {
 		// An older relayd: it measured the first target.
-		sums[0] = out.Summary
+		if out.Summary != nil {
+			sums[0] = *out.Summary
+		}
 		var wg sync.WaitGroup
 		for i := 1; i < len(addrs); i++ {
 			wg.Go(func() {
@@ -813,7 +788,7 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 		return sums, info, nil
 	}
 	if len(out.Results) != len(addrs) {
-		return nil, nil, fmt.Errorf("/v1/probe answered %d of %d targets", len(out.Results), len(addrs))
+		return nil, nil, fmt.Errorf("%s answered %d of %d targets", adminapi.PathProbe, len(out.Results), len(addrs))
 	}
 	for i, r := range out.Results {
 		switch {

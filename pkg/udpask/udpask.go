@@ -94,7 +94,7 @@ const InfoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4 + congestionBytes
 const congestionBytes = 16
 
 // Info is what a planner reads of a relay with its answer: what
-// /v1/info says of its windows (hostnet.SocketLimits), its capacity, and the
+// /v1/info says of its windows (adminapi.Limits), its capacity, and the
 // rate and loss it learnt of its path to the asker.
 type Info struct {
 	WindowBytes      int64   // limits.window_bytes_approx: the receive window autotuning reaches
