@@ -114,7 +114,7 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	}
 	none, _, info, err := p.Wait(ctx)
 	limits := hostnet.ReadLimits()
-	if err != nil || len(none) != 0 || info == nil || info.WindowBytes != limits.WindowBytesApprox || info.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.Congestion == "" {
+	if err != nil || len(none) != 0 || info == nil || info.Limits.WindowBytesApprox != limits.WindowBytesApprox || info.Limits.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.CongestionControl == "" {
 		t.Errorf("the windows: %v, %+v (%v); /v1/info's limits %+v", none, info, err, limits)
 	}
 

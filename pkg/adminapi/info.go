@@ -12,7 +12,8 @@ type Limits = hostnet.SocketLimits
 //
 // The planner's fields, read by pkg/survey into the model: Limits'
 // WindowBytesApprox and TCPWmemMaxBytes, CapacityBps, CongestionControl
-// (else Limits.CongestionControl) and the Learnt ones.
+// (else Limits.CongestionControl) and the Learnt ones. A UDP ask's reply
+// carries exactly those (pkg/udpask encodes and decodes this type).
 //
 // The fields are in the order of their JSON keys: /v1/info was a map,
 // encoded with its keys sorted, and this order keeps its bytes.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/udpask"
 )
 
 // infoKeys are /v1/info's keys, in the order the relay writes them, as
@@ -135,5 +136,37 @@ func TestProbeAnswerBytes(t *testing.T) {
 	got, _ := json.Marshal(adminapi.Tunnels{Tunnels: []adminapi.TunnelRecord{}})
 	if want, _ := json.Marshal(map[string]any{"tunnels": []adminapi.TunnelRecord{}}); !bytes.Equal(got, want) {
 		t.Errorf("/v1/tunnels: %s, want %s", got, want)
+	}
+}
+
+// A UDP ask's reply carries the planner's fields of the relay's Info and
+// no other: what the survey reads of a relay is the same over HTTPS and
+// over UDP.
+func TestInfoRoundTripsUDP(t *testing.T) {
+	key, err := udpask.DeriveKey("a-fleet-secret-of-32-bytes-long!", "admin-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planners := func(i adminapi.Info) adminapi.Info {
+		p := adminapi.Info{CapacityBps: i.CapacityBps, CongestionControl: i.CongestionControl,
+			LearntSendBpsToYou: i.LearntSendBpsToYou, LearntSendAgeSec: i.LearntSendAgeSec,
+			Limits: adminapi.Limits{WindowBytesApprox: i.Limits.WindowBytesApprox, TCPWmemMaxBytes: i.Limits.TCPWmemMaxBytes}}
+		if loss, age, ok := i.LearntLoss(); ok {
+			p.SetLearntLoss(loss, age)
+		}
+		return p
+	}
+	withLoss := testInfo()
+	withLoss.SetLearntLoss(0.125, 42) // float32-exact: the wire's
+	zeroLoss := testInfo()
+	zeroLoss.SetLearntLoss(0, 0)
+	for name, info := range map[string]adminapi.Info{"no loss learnt": testInfo(), "a loss learnt": withLoss, "a loss of 0 learnt": zeroLoss} {
+		r, err := key.OpenReply(key.SealReply(udpask.Reply{Nonce: udpask.Nonce{1}, Info: &info}))
+		if err != nil || r.Info == nil {
+			t.Fatalf("%s: %+v, %v", name, r, err)
+		}
+		if want := planners(info); !reflect.DeepEqual(*r.Info, want) {
+			t.Errorf("%s: came back as %+v, want %+v", name, *r.Info, want)
+		}
 	}
 }

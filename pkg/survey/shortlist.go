@@ -1119,8 +1119,7 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 			p.mu.Lock()
 			p.maxReply = max(p.maxReply, time.Since(acked))
 			p.mu.Unlock()
-			sums, info := p.udpSums(rtts, recv, got, handshakes)
-			return sums, info, nil
+			return p.udpSums(rtts, recv, handshakes), got, nil
 		},
 		func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 			overdue := time.NewTimer(wait)
@@ -1191,12 +1190,11 @@ func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs
 	if err != nil {
 		return nil, nil, err
 	}
-	sums, info := p.udpSums(rtts, recv, got, handshakes)
-	return sums, info, nil
+	return p.udpSums(rtts, recv, handshakes), got, nil
 }
 
-// udpSums are an ask's reply as the survey's summaries, and its windows.
-func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, got *udpask.Info, handshakes int) ([]probe.Summary, *adminapi.Info) {
+// udpSums are an ask's reply as the survey's summaries.
+func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, handshakes int) []probe.Summary {
 	now := p.s.now()
 	sums := make([]probe.Summary, len(rtts))
 	for i, d := range rtts {
@@ -1208,15 +1206,7 @@ func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, got *
 		ms := float64(d) / float64(time.Millisecond)
 		sums[i].MinMs, sums[i].MedianMs, sums[i].P90Ms = ms, ms, ms
 	}
-	var info *adminapi.Info
-	if got != nil {
-		info = &adminapi.Info{Limits: adminapi.Limits{WindowBytesApprox: got.WindowBytes, TCPWmemMaxBytes: got.TCPWmemMaxBytes},
-			CapacityBps: got.CapacityBps, CongestionControl: got.Congestion, LearntSendBpsToYou: got.LearntToYouBps, LearntSendAgeSec: float64(got.LearntAgeSec)}
-		if got.LearntLossToYou >= 0 {
-			info.SetLearntLoss(float64(got.LearntLossToYou), float64(got.LearntLossAgeSec))
-		}
-	}
-	return sums, info
+	return sums
 }
 
 // byAck answers this host's probe of addr (a relay's admin address) by
