@@ -23,7 +23,7 @@ const (
 	DefaultMaxAgeSec = 300
 	// DefaultWindowBytes is the window assumed for a node whose window is
 	// unknown, bytes: Linux's default autotuning ceiling, tcp_rmem max
-	// 6 MiB × ½ (see relay.SocketLimits.WindowBytesApprox).
+	// 6 MiB × ½ (see adminapi.Limits.WindowBytesApprox).
 	DefaultWindowBytes = 3 << 20
 	// DefaultRelayOverhead is the fraction of throughput each relay costs.
 	// Calibrated on bench/results/split.md (50 ms path, equal segments,

@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
@@ -27,23 +29,23 @@ import (
 // and sink).
 func (s *Server) newAdmin() *http.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+adminapi.PathHealthz, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.Handle("GET /v1/info", s.adminAuth(s.viaPeer(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, s.info(r))
+	mux.Handle("GET "+adminapi.PathMetrics, s.adminAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET "+adminapi.PathInfo, s.adminAuth(s.viaPeer(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.info(askerHost(r)))
 	})))
-	mux.Handle("GET /v1/measurements", s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
-	mux.Handle("GET /v1/probe", s.adminAuth(s.viaPeer(s.serveProbe)))
-	mux.Handle("GET /v1/tunnels", s.adminAuth(s.viaPeer(s.serveTunnels)))
+	mux.Handle("GET "+adminapi.PathMeasurements, s.adminAuth(http.HandlerFunc(s.serveMeasurements)))
+	mux.Handle("GET "+adminapi.PathProbe, s.adminAuth(s.viaPeer(s.serveProbe)))
+	mux.Handle("GET "+adminapi.PathTunnels, s.adminAuth(s.viaPeer(s.serveTunnels)))
 	s.capacityRoutes(mux)
 	// The traffic source and sink `relayctl bench` measures against
 	// (GET /v1/traffic/bytes/N, POST /v1/traffic/upload; no /sha256/N:
 	// the bench hashes what it got itself). Transfers may outlive the
 	// admin server's read and write timeouts, not a stall.
-	mux.Handle("/v1/traffic/", s.adminAuth(s.oneOfFew(http.StripPrefix("/v1/traffic", s.stallDeadlines(traffic.TransferHandler())))))
+	mux.Handle(adminapi.PathTraffic+"/", s.adminAuth(s.oneOfFew(http.StripPrefix(adminapi.PathTraffic, s.stallDeadlines(traffic.TransferHandler())))))
 	return &http.Server{
 		Handler:           s.plainFromAfar(mux),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -67,17 +69,17 @@ const adminIdleTimeout = 2 * time.Minute
 const forwardedHeader = "X-Relaymesh-Forwarded-By"
 
 // askerHost is r's remote host, whose paths from this relay /v1/info tells
-// of; ok false for a forwarded request (its remote host is the forwarding
+// of; invalid for a forwarded request (its remote host is the forwarding
 // relay's).
-func askerHost(r *http.Request) (netip.Addr, bool) {
+func askerHost(r *http.Request) netip.Addr {
 	if r.Header.Get(forwardedHeader) != "" {
-		return netip.Addr{}, false
+		return netip.Addr{}
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return netip.Addr{}, false
+		return netip.Addr{}
 	}
-	return ap.Addr().Unmap(), true
+	return ap.Addr().Unmap()
 }
 
 // learntTo is what this relay's tunnels to host taught: the best rate they
@@ -104,48 +106,38 @@ func (s *Server) capacityBps() float64 { return s.cfg.CapacityMbit * 1e6 }
 // congestion is what this relay sends with on relay links (and to the
 // clients of its relay listener): relay_socket.congestion, else the
 // system default in limits.
-func (s *Server) congestion(limits SocketLimits) string {
+func (s *Server) congestion(limits adminapi.Limits) string {
 	return cmp.Or(s.cfg.RelaySocket.Congestion, limits.CongestionControl)
 }
 
-// info is what /v1/info answers r with (and /v1/probe with info=1):
-// identity, chain, socket limits, and what this relay learnt of the path to
-// the asker.
-func (s *Server) info(r *http.Request) map[string]any {
+// info is what /v1/info answers an asker on host (and /v1/probe with
+// info=1, and a UDP ask with udpask.FlagInfo): identity, chain, socket
+// limits, and what this relay learnt of its paths to host; nothing learnt
+// for an invalid host (a forwarded request: its asker is a relay).
+func (s *Server) info(host netip.Addr) adminapi.Info {
 	var learnt learntTo
-	if host, ok := askerHost(r); ok {
+	if host.IsValid() {
 		learnt = s.learntOf(host)
 	}
-	limits := ReadLimits() // sysctl files: read once an answer
-	info := map[string]any{
-		"name":    s.cfg.Name,
-		"region":  s.cfg.Region,
-		"version": buildinfo.Version(),
-		"socks":   s.SOCKSAddr(),
-		"http":    s.HTTPAddr(),
-		"relay":   s.RelayAddr(),
-		"next":    s.chain.Load().Names(),
-		"active":  s.active(),
-		"fleet":   s.cfg.Fleet,
-		"limits":  limits,
-		// The declared capacity, bits/s; 0: not declared.
-		"capacity_bps": s.capacityBps(),
-		// What this relay sends with on relay links (and to the
-		// clients of its relay listener): relay_socket.congestion,
-		// else the system default.
-		"congestion_control": s.congestion(limits),
-		// The best rate this relay's tunnels to the asker's host
-		// sustained while the path held them back (pkg/learnt),
-		// bits/s, and how long ago; 0: none learnt, or the request
-		// was forwarded (?via=) and the asker is a relay.
-		"learnt_send_bps_to_you": learnt.sendBps,
-		"learnt_send_age_s":      learnt.sendAge.Seconds(),
+	limits := hostnet.ReadLimits() // sysctl files: read once an answer
+	info := adminapi.Info{
+		Name:               s.cfg.Name,
+		Region:             s.cfg.Region,
+		Version:            buildinfo.Version(),
+		SOCKS:              s.SOCKSAddr(),
+		HTTP:               s.HTTPAddr(),
+		Relay:              s.RelayAddr(),
+		Next:               s.chain.Load().Names(),
+		Active:             s.active(),
+		Fleet:              s.cfg.Fleet,
+		Limits:             limits,
+		CapacityBps:        s.capacityBps(),
+		CongestionControl:  s.congestion(limits),
+		LearntSendBpsToYou: learnt.sendBps,
+		LearntSendAgeSec:   learnt.sendAge.Seconds(),
 	}
-	// The share of what this relay's tunnels sent to the asker's host
-	// that went again, and how long ago: absent when too little went
-	// to tell (a loss of 0 is an answer).
 	if learnt.lossOK {
-		info["learnt_loss_to_you"], info["learnt_loss_age_s"] = learnt.loss, learnt.lossAge.Seconds()
+		info.SetLearntLoss(learnt.loss, learnt.lossAge.Seconds())
 	}
 	return info
 }

@@ -13,9 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/fastopen"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
 // The admin API on a relay whose links are TLS answers HTTPS and plain
@@ -170,19 +170,19 @@ func fromLoopback(remoteAddr string) bool {
 // adminClient reaches peers' admin APIs as this relay's links do: HTTPS
 // verified against the fleet CA when links are TLS, else plain HTTP. Every
 // caller shares one client's connections (made once, in New).
-func (s *Server) adminClient(timeout time.Duration) *registry.AdminClient {
+func (s *Server) adminClient(timeout time.Duration) *adminapi.Client {
 	return s.admin.WithTimeout(timeout)
 }
 
 // newAdminClient is the client adminClient shares: its connections go
 // only where the relay policy lets a relay hop go (registry addresses are
 // the registry writers' to choose).
-func (s *Server) newAdminClient() *registry.AdminClient {
+func (s *Server) newAdminClient() *adminapi.Client {
 	var conf *tls.Config
 	if s.link != nil {
 		conf = s.link.AdminClientConfig()
 	}
-	return registry.NewAdminClientAllowing(0, conf, s.relayPol.Control)
+	return adminapi.NewClientAllowing(0, conf, s.relayPol.Control)
 }
 
 // adminListenConfig lets the admin listener accept TCP Fast Open

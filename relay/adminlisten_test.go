@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
 const testSecret = "a-fleet-secret-of-32-bytes-long!"
@@ -53,7 +53,7 @@ func TestAdminServesTLSAndLocalPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := registry.NewAdminClient(5*time.Second, id.AdminClientConfig())
+	c := adminapi.NewClient(5*time.Second, id.AdminClientConfig())
 	body, err := c.Get(context.Background(), "r1", s.AdminAddr(), "/v1/info", s.cfg.AdminToken, 1<<20)
 	if err != nil || !strings.Contains(string(body), `"name":"r1"`) {
 		t.Fatalf("HTTPS /v1/info: %v\n%s", err, body)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/packettrain"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
@@ -272,9 +273,9 @@ func (c *capacityProbes) close() {
 
 // capacityRoutes adds the capacity probe's admin API to mux.
 func (s *Server) capacityRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /v1/capacity", s.adminAuth(s.viaPeer(s.serveCapacity)))
-	mux.Handle("GET /v1/capacity/expect", s.adminAuth(http.HandlerFunc(s.serveCapacityExpect)))
-	mux.Handle("GET /v1/capacity/arrivals", s.adminAuth(http.HandlerFunc(s.serveCapacityArrivals)))
+	mux.Handle("GET "+adminapi.PathCapacity, s.adminAuth(s.viaPeer(s.serveCapacity)))
+	mux.Handle("GET "+adminapi.PathCapacityExpect, s.adminAuth(http.HandlerFunc(s.serveCapacityExpect)))
+	mux.Handle("GET "+adminapi.PathCapacityArrivals, s.adminAuth(http.HandlerFunc(s.serveCapacityArrivals)))
 }
 
 // capacityOff answers a capacity request on a relay that does not take
@@ -464,7 +465,7 @@ func (c *capacityProbes) peer(ctx context.Context, name string) (registry.Relay,
 func (c *capacityProbes) trains(ctx context.Context, rl registry.Relay) (packettrain.Estimate, error) {
 	admin := c.s.adminClient(capacityProbeTimeout)
 	var exp packettrain.Expectation
-	if err := c.adminGet(ctx, admin, rl, "/v1/capacity/expect?from="+c.s.cfg.Name, &exp); err != nil {
+	if err := c.adminGet(ctx, admin, rl, adminapi.PathCapacityExpect+"?from="+c.s.cfg.Name, &exp); err != nil {
 		return packettrain.Estimate{}, err
 	}
 	if exp.Trains != packettrain.Trains || exp.PacketsPerTrain != packettrain.PacketsPerTrain || exp.PayloadBytes != packettrain.PayloadBytes {
@@ -482,14 +483,14 @@ func (c *capacityProbes) trains(ctx context.Context, rl registry.Relay) (packett
 		return packettrain.Estimate{}, err
 	}
 	var arr packettrain.Arrivals
-	if err := c.adminGet(ctx, admin, rl, "/v1/capacity/arrivals?nonce="+exp.Nonce, &arr); err != nil {
+	if err := c.adminGet(ctx, admin, rl, adminapi.PathCapacityArrivals+"?nonce="+exp.Nonce, &arr); err != nil {
 		return packettrain.Estimate{}, err
 	}
 	return arr.Estimate()
 }
 
 // adminGet is a GET of path on rl's admin API, decoded into v.
-func (c *capacityProbes) adminGet(ctx context.Context, admin *registry.AdminClient, rl registry.Relay, path string, v any) error {
+func (c *capacityProbes) adminGet(ctx context.Context, admin *adminapi.Client, rl registry.Relay, path string, v any) error {
 	body, err := admin.Get(ctx, rl.Name, rl.Admin, path, c.s.peerToken(), 1<<20)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/registry"
@@ -274,7 +275,7 @@ func checkListenAddr(addr string) error {
 	if err != nil {
 		return fmt.Errorf("%s: port %q: %w", addr, portStr, err)
 	}
-	if start := readSysctlInt("net/ipv4/ip_unprivileged_port_start", 0); port != 0 && int64(port) < start && !hasCapability(capNetBindService) {
+	if start := hostnet.ReadSysctlInt("net/ipv4/ip_unprivileged_port_start", 0); port != 0 && int64(port) < start && !hasCapability(capNetBindService) {
 		return fmt.Errorf("%s: port %d is below net.ipv4.ip_unprivileged_port_start (%d) and relayd lacks CAP_NET_BIND_SERVICE: use a port from %d, or grant the capability (systemd: AmbientCapabilities=CAP_NET_BIND_SERVICE)",
 			addr, port, start, start)
 	}
@@ -336,7 +337,7 @@ func nonlocalBind(ip netip.Addr) bool {
 	if ip.Is6() {
 		path = "net/ipv6/ip_nonlocal_bind"
 	}
-	return readSysctlInt(path, 0) == 1
+	return hostnet.ReadSysctlInt(path, 0) == 1
 }
 
 // capNetBindService is CAP_NET_BIND_SERVICE's bit (linux/capability.h).

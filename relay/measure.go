@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +20,13 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/learnt"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
-	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
 // measurer runs the prober against the fleet's other relays (every one in
@@ -486,14 +485,6 @@ const (
 	maxProbeTimeoutMs = 10000
 )
 
-// targetProbe is one target's answer in /v1/probe's results.
-type targetProbe struct {
-	Target  string         `json:"target"`
-	Addr    string         `json:"addr,omitempty"`
-	Summary *probe.Summary `json:"summary,omitempty"`
-	Error   string         `json:"error,omitempty"`
-}
-
 // serveProbe answers /v1/probe?target=host:port&count=N&gap_ms=G: N TCP
 // handshakes from this relay to the target, G ms apart (default 200), each
 // lost after timeout_ms (default probe.timeout). The
@@ -551,7 +542,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	results := make([]targetProbe, len(targets))
+	results := make([]adminapi.ProbeResult, len(targets))
 	status := make([]int, len(targets))
 	var wg sync.WaitGroup
 	for i, target := range targets {
@@ -560,9 +551,9 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
-	answer := map[string]any{"from": s.cfg.Name, "results": results}
+	answer := adminapi.ProbeAnswer{From: s.cfg.Name, Results: results}
 	if withInfo {
-		answer["info"] = s.info(r)
+		answer.Info = new(s.info(askerHost(r)))
 	}
 	if len(targets) == 1 {
 		res := results[0]
@@ -571,7 +562,7 @@ func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if res.Error == "" {
-			answer["target"], answer["addr"], answer["summary"] = res.Target, res.Addr, res.Summary
+			answer.Target, answer.Addr, answer.Summary = res.Target, res.Addr, res.Summary
 		}
 	}
 	writeJSON(w, answer)
@@ -591,8 +582,8 @@ func queryInt(q url.Values, name string, def, lo, hi int) (v int, ok bool) {
 // probeTarget measures one /v1/probe target; a target it cannot measure
 // has an error in the result, with the HTTP status a request for it alone
 // answers.
-func (s *Server) probeTarget(ctx context.Context, target string, count int, gap, timeout time.Duration) (targetProbe, int) {
-	res := targetProbe{Target: target}
+func (s *Server) probeTarget(ctx context.Context, target string, count int, gap, timeout time.Duration) (adminapi.ProbeResult, int) {
+	res := adminapi.ProbeResult{Target: target}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
 		res.Error = fmt.Sprintf("target %q: want host:port, e.g. /v1/probe?target=example.com:443&count=5", target)
@@ -646,43 +637,6 @@ func (s *Server) probePolicy(ctx context.Context, target string) *policy.Policy 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// SocketLimits are this relay's own socket limits: what the planner needs to know
-// about the windows its segments can have.
-type SocketLimits struct {
-	RmemMaxBytes      int64  `json:"rmem_max_bytes"`      // net.core.rmem_max
-	WmemMaxBytes      int64  `json:"wmem_max_bytes"`      // net.core.wmem_max
-	TCPRmemMaxBytes   int64  `json:"tcp_rmem_max_bytes"`  // third field of net.ipv4.tcp_rmem: autotuning limit
-	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`  // third field of net.ipv4.tcp_wmem
-	CongestionControl string `json:"congestion_control"`  // net.ipv4.tcp_congestion_control
-	WindowBytesApprox int64  `json:"window_bytes_approx"` // ~ receive window autotuning reaches (survey.WindowOfRmem)
-}
-
-// ReadLimits reads the socket limits of the network namespace this process
-// runs in. Fields it cannot read stay zero.
-func ReadLimits() SocketLimits {
-	var l SocketLimits
-	l.RmemMaxBytes = readSysctlInt("net/core/rmem_max", 0)
-	l.WmemMaxBytes = readSysctlInt("net/core/wmem_max", 0)
-	l.TCPRmemMaxBytes = readSysctlInt("net/ipv4/tcp_rmem", 2)
-	l.TCPWmemMaxBytes = readSysctlInt("net/ipv4/tcp_wmem", 2)
-	l.CongestionControl = survey.LocalCongestionControl()
-	l.WindowBytesApprox = survey.WindowOfRmem(l.TCPRmemMaxBytes)
-	return l
-}
-
-func readSysctlInt(path string, field int) int64 {
-	b, err := os.ReadFile("/proc/sys/" + path)
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if field >= len(f) {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[field], 10, 64)
-	return n
 }
 
 // advertiseToward is this host's address on the way to agent (a Consul

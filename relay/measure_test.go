@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
 
@@ -31,7 +32,7 @@ func TestServedMeasurementsNeverFromTheFuture(t *testing.T) {
 	if err := os.WriteFile(path, []byte("admin_token: tok\nrelays:\n  - {name: r3, admin: 127.0.0.1:1}\n  - {name: r2, admin: 127.0.0.1:1}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.Open(registry.Options{Fleet: path, Self: &registry.SelfRegistration{Name: "r3"}, Admin: registry.NewAdminClient(time.Second, nil)})
+	reg, err := registry.Open(registry.Options{Fleet: path, Self: &registry.SelfRegistration{Name: "r3"}, Admin: adminapi.NewClient(time.Second, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

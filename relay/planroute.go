@@ -5,8 +5,7 @@ import (
 	"net"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/rules"
@@ -43,16 +42,10 @@ func clientSegment(ctx context.Context) (rttMs float64, windowBytes int64, ok bo
 	if c == nil {
 		return 0, 0, false
 	}
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, 0, false
+	if info, err := hostnet.TCPInfo(c); err == nil && info.Rtt > 0 {
+		return float64(info.Rtt) / 1000, int64(info.Snd_wnd), true
 	}
-	_ = rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.Rtt > 0 {
-			rttMs, windowBytes, ok = float64(info.Rtt)/1000, int64(info.Snd_wnd), true
-		}
-	})
-	return rttMs, windowBytes, ok
+	return 0, 0, false
 }
 
 // The server finds the observers (and a rule router's refusals) by type

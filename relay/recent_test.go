@@ -1,6 +1,10 @@
 package relay
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
+)
 
 // The ring keeps the last recentTunnelsKept tunnels, newest first, across
 // the wrap.
@@ -10,7 +14,7 @@ func TestRecentTunnelsNewestFirst(t *testing.T) {
 		t.Fatalf("empty ring: %v", got)
 	}
 	for i := range recentTunnelsKept + 5 {
-		r.add(TunnelRecord{UpBytes: int64(i)})
+		r.add(adminapi.TunnelRecord{UpBytes: int64(i)})
 		got := r.newestFirst()
 		if want := min(i+1, recentTunnelsKept); len(got) != want {
 			t.Fatalf("after %d adds: %d records, want %d", i+1, len(got), want)

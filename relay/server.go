@@ -16,13 +16,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/learnt"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
@@ -79,9 +79,9 @@ type Server struct {
 	// link is this relay's TLS identity for relay links; nil with
 	// transport: plain or without a fleet secret.
 	link   *linktls.Identity
-	admin  *registry.AdminClient // peers' admin APIs (adminClient)
-	replay *route.ReplayGuard    // remembers route header nonces (relay listener)
-	warm   *pool.Pool            // warm conns to peer relays; nil when pool.max_idle is 0
+	admin  *adminapi.Client   // peers' admin APIs (adminClient)
+	replay *route.ReplayGuard // remembers route header nonces (relay listener)
+	warm   *pool.Pool         // warm conns to peer relays; nil when pool.max_idle is 0
 	// waiting holds relay-listener conns still waiting for their first
 	// header byte (a peer's warm pool): shutdown closes them at once.
 	waiting  map[net.Conn]struct{}

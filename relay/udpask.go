@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
 )
@@ -82,26 +83,20 @@ func (u *udpAsks) serve() {
 	}
 }
 
-// info is the relay's windows for an ask with udpask.FlagInfo (nil
-// without): what /v1/info says of them, from.
-func (u *udpAsks) info(a udpask.Ask, from net.Addr) *udpask.Info {
+// info is the relay's /v1/info for an ask with udpask.FlagInfo, as it
+// would answer the ask's sender (nil without the flag); the reply carries
+// its planner's fields.
+func (u *udpAsks) info(a udpask.Ask, from net.Addr) *adminapi.Info {
 	if a.Flags&udpask.FlagInfo == 0 {
 		return nil
 	}
-	limits := ReadLimits()
-	info := &udpask.Info{WindowBytes: limits.WindowBytesApprox, TCPWmemMaxBytes: limits.TCPWmemMaxBytes,
-		CapacityBps: u.s.capacityBps(), Congestion: u.s.congestion(limits)}
-	info.LearntLossToYou = udpask.NoLoss
+	var host netip.Addr
 	if ua, ok := from.(*net.UDPAddr); ok {
-		if host, ok := netip.AddrFromSlice(ua.IP); ok {
-			l := u.s.learntOf(host.Unmap())
-			info.LearntToYouBps, info.LearntAgeSec = l.sendBps, float32(l.sendAge.Seconds())
-			if l.lossOK {
-				info.LearntLossToYou, info.LearntLossAgeSec = float32(l.loss), float32(l.lossAge.Seconds())
-			}
+		if h, ok := netip.AddrFromSlice(ua.IP); ok {
+			host = h.Unmap()
 		}
 	}
-	return info
+	return new(u.s.info(host))
 }
 
 // refuse counts an ask dropped unanswered and logs it, sampled.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
 )
@@ -112,8 +113,8 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 		t.Fatal(err)
 	}
 	none, _, info, err := p.Wait(ctx)
-	limits := ReadLimits()
-	if err != nil || len(none) != 0 || info == nil || info.WindowBytes != limits.WindowBytesApprox || info.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.Congestion == "" {
+	limits := hostnet.ReadLimits()
+	if err != nil || len(none) != 0 || info == nil || info.Limits.WindowBytesApprox != limits.WindowBytesApprox || info.Limits.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.CongestionControl == "" {
 		t.Errorf("the windows: %v, %+v (%v); /v1/info's limits %+v", none, info, err, limits)
 	}
 

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/envvar"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
@@ -173,12 +174,12 @@ func (f *registryFlags) askKey(adminToken string) *udpask.Key {
 // admin reaches the relays' admin APIs (see adminTLS). When that cannot
 // be done, every admin request fails with what to do, so that commands
 // needing none (a plan on --matrix, say) still work.
-func (f *registryFlags) admin(timeout time.Duration) *registry.AdminClient {
+func (f *registryFlags) admin(timeout time.Duration) *adminapi.Client {
 	conf, err := f.adminTLS()
 	if err != nil {
-		return registry.FailingAdminClient(err)
+		return adminapi.FailingClient(err)
 	}
-	return registry.NewAdminClient(timeout, conf)
+	return adminapi.NewClient(timeout, conf)
 }
 
 // destinations are the regions and relay names of the fleet, sorted, for
@@ -191,7 +192,7 @@ func (f *registryFlags) destinations() []string {
 	}
 	// Completion needs no admin API: a failing client keeps the fleet
 	// secret optional here.
-	opts.Admin = registry.FailingAdminClient(errors.New("completion reads no admin API"))
+	opts.Admin = adminapi.FailingClient(errors.New("completion reads no admin API"))
 	reg, err := registry.Open(opts)
 	if err != nil {
 		return nil
@@ -282,7 +283,7 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 		// A relay whose admin port does not connect within a probe's
 		// timeout is down for the plan too: the pull, which waits for
 		// every relay, does not wait the rest of its 3 s for it.
-		opts.Admin = registry.NewAdminClient(3*time.Second, conf).WithConnectTimeout(survey.DefaultTimeout)
+		opts.Admin = adminapi.NewClient(3*time.Second, conf).WithConnectTimeout(survey.DefaultTimeout)
 	}
 	reg, err := registry.Open(opts)
 	if err != nil {

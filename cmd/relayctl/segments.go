@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/pathbench"
 	"github.com/relaymesh/relaymesh/pkg/registry"
-	"github.com/relaymesh/relaymesh/relay"
 )
 
 // segmentLimit is one segment of the chain as its sender's TCP_INFO saw it
@@ -44,7 +44,7 @@ type segmentLimit struct {
 	Tunnels int `json:"tunnels"`
 }
 
-// adminGetter is the admin API call segment reports need (registry.AdminClient).
+// adminGetter is the admin API call segment reports need (adminapi.Client).
 type adminGetter interface {
 	Get(ctx context.Context, name, addr, path, token string, limit int64) ([]byte, error)
 }
@@ -52,14 +52,14 @@ type adminGetter interface {
 // chainTunnels reads each chain relay's ended tunnels: the first relay's
 // admin API directly, the others through it along the chain (?via=), the
 // way the traffic went. A relay that does not answer gets nil.
-func chainTunnels(ctx context.Context, admin adminGetter, token string, chain []string, relays map[string]registry.Relay) [][]relay.TunnelRecord {
-	out := make([][]relay.TunnelRecord, len(chain))
+func chainTunnels(ctx context.Context, admin adminGetter, token string, chain []string, relays map[string]registry.Relay) [][]adminapi.TunnelRecord {
+	out := make([][]adminapi.TunnelRecord, len(chain))
 	if len(chain) == 0 {
 		return out
 	}
 	first := relays[chain[0]]
 	for i := range chain {
-		path := "/v1/tunnels"
+		path := adminapi.PathTunnels
 		if i > 0 {
 			path += "?via=" + url.QueryEscape(strings.Join(chain[1:i+1], ","))
 		}
@@ -67,9 +67,7 @@ func chainTunnels(ctx context.Context, admin adminGetter, token string, chain []
 		if err != nil {
 			continue
 		}
-		var v struct {
-			Tunnels []relay.TunnelRecord `json:"tunnels"`
-		}
+		var v adminapi.Tunnels
 		if json.Unmarshal(body, &v) == nil {
 			out[i] = v.Tunnels
 		}
@@ -81,7 +79,7 @@ func chainTunnels(ctx context.Context, admin adminGetter, token string, chain []
 // the streams tunnels that moved the most bytes in the direction, at least
 // minBytes, and ended after since (the bench's transfers; its 1-byte
 // time-to-first-byte tunnels move far less). tunnels[i] is chain[i]'s.
-func segmentLimits(down bool, streams int, minBytes int64, since time.Time, chain []string, tunnels [][]relay.TunnelRecord) []segmentLimit {
+func segmentLimits(down bool, streams int, minBytes int64, since time.Time, chain []string, tunnels [][]adminapi.TunnelRecord) []segmentLimit {
 	dir := "up"
 	if down {
 		dir = "down"
@@ -136,14 +134,14 @@ func segmentLimits(down bool, streams int, minBytes int64, since time.Time, chai
 
 // biggest is the n relay-link tunnels that ended after since and moved the
 // most bytes down (or up), at least minBytes.
-func biggest(recs []relay.TunnelRecord, down bool, n int, minBytes int64, since time.Time) []relay.TunnelRecord {
-	moved := func(r relay.TunnelRecord) int64 {
+func biggest(recs []adminapi.TunnelRecord, down bool, n int, minBytes int64, since time.Time) []adminapi.TunnelRecord {
+	moved := func(r adminapi.TunnelRecord) int64 {
 		if down {
 			return r.DownBytes
 		}
 		return r.UpBytes
 	}
-	var c []relay.TunnelRecord
+	var c []adminapi.TunnelRecord
 	for _, r := range recs {
 		if r.Frontend == "relay" && !r.EndedAt.Before(since) && moved(r) >= max(minBytes, 1) {
 			c = append(c, r)
@@ -196,7 +194,7 @@ func benchSegments(ctx context.Context, admin adminGetter, token string, chain [
 	down, up := len(res.DownStreams), len(res.UpStreams)
 	downMin, upMin := least(res.DownStreams), least(res.UpStreams)
 	deadline := time.Now().Add(2 * time.Second)
-	var tunnels [][]relay.TunnelRecord
+	var tunnels [][]adminapi.TunnelRecord
 	for {
 		tunnels = chainTunnels(ctx, admin, token, chain, relays)
 		complete := true

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 	"github.com/relaymesh/relaymesh/planner"
-	"github.com/relaymesh/relaymesh/relay"
 )
 
 // Each segment takes its sender's socket: downloads the relay's socket
@@ -18,10 +18,10 @@ func TestSegmentLimitsTakeTheSendersSocket(t *testing.T) {
 	stats := func(id uint32) *tunnel.SocketStats {
 		return &tunnel.SocketStats{Valid: true, RTTMs: float64(id), BusyMs: 100, RwndLimitedMs: 50, PeerWindowBytes: id * 1000, SendBufferBytes: int(id) * 1000}
 	}
-	rec := func(client, next uint32, bytes int64, ended time.Time) relay.TunnelRecord {
-		return relay.TunnelRecord{Frontend: "relay", EndedAt: ended, UpBytes: bytes, DownBytes: bytes, Client: stats(client), Next: stats(next)}
+	rec := func(client, next uint32, bytes int64, ended time.Time) adminapi.TunnelRecord {
+		return adminapi.TunnelRecord{Frontend: "relay", EndedAt: ended, UpBytes: bytes, DownBytes: bytes, Client: stats(client), Next: stats(next)}
 	}
-	tunnels := [][]relay.TunnelRecord{
+	tunnels := [][]adminapi.TunnelRecord{
 		// r1: the bench's tunnel, a time-to-first-byte one, and an older big one.
 		{rec(11, 12, 1, since.Add(time.Second)), rec(1, 2, 8<<20, since.Add(2*time.Second)), rec(13, 14, 64<<20, since.Add(-time.Second))},
 		// r2.
@@ -29,7 +29,7 @@ func TestSegmentLimitsTakeTheSendersSocket(t *testing.T) {
 	}
 	chain := []string{"r1", "r2"}
 	// r2's tunnel of the transfer had not ended when asked; a smaller one had.
-	if got := segmentLimits(true, 1, 4<<20, since, chain, [][]relay.TunnelRecord{tunnels[0], {rec(5, 6, 1<<20, since.Add(time.Second))}}); got[1].Seen {
+	if got := segmentLimits(true, 1, 4<<20, since, chain, [][]adminapi.TunnelRecord{tunnels[0], {rec(5, 6, 1<<20, since.Add(time.Second))}}); got[1].Seen {
 		t.Errorf("a tunnel below the transfer's bytes taken for it: %+v", got[1])
 	}
 	down := segmentLimits(true, 1, 4<<20, since, chain, tunnels)

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/lab/topology"
 	"github.com/relaymesh/relaymesh/pkg/lab/wanemu"
-	"github.com/relaymesh/relaymesh/pkg/survey"
 )
 
 // DefaultCalibrationPath is where `relayctl lab doctor` keeps what this
@@ -258,7 +258,7 @@ func EstimateDemand(topo *topology.Topology) Demand {
 			rttS := math.Max(e.rttMs, 0.1) / 1e3
 			f := math.Min(flow, e.rate)
 			f = math.Min(f, windowShare*memMax(at, "tcp_rmem", defaultRecvBufferBytes)*8/rttS/1e6)
-			f = math.Min(f, float64(survey.SendWindowOfWmem(int64(memMax(e.to, "tcp_wmem", defaultSendBufferBytes))))*8/rttS/1e6)
+			f = math.Min(f, float64(hostnet.SendWindowOfWmem(int64(memMax(e.to, "tcp_wmem", defaultSendBufferBytes))))*8/rttS/1e6)
 			next := append(slices.Clone(path), e.to)
 			if role == "server" {
 				if d := f * float64(len(next)-1); d > best.LinkMbit {

@@ -25,10 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
-	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
@@ -132,7 +131,7 @@ func (b *Run) request(ctx context.Context, method, path string, body io.Reader, 
 		return nil, err
 	}
 	if scheme == "https" {
-		if err := registry.CheckAdminPeer(resp, b.Relay); err != nil {
+		if err := adminapi.CheckPeer(resp, b.Relay); err != nil {
 			resp.Body.Close()
 			return nil, err
 		}
@@ -364,20 +363,15 @@ type socketInfo struct {
 
 // tcpInfo reads this host's socket's TCP_INFO.
 func tcpInfo(c *net.TCPConn) (si socketInfo, ok bool) {
-	rc, err := c.SyscallConn()
+	info, err := hostnet.TCPInfo(c)
 	if err != nil {
 		return si, false
 	}
-	cerr := rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd, sndWindowBytes: info.Snd_wnd}
-			if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
-				si.rcvWindowBytes = info.Rcv_ssthresh
-			}
-			ok = true
-		}
-	})
-	return si, ok && cerr == nil
+	si = socketInfo{rttMs: float64(info.Rtt) / 1000, retrans: info.Total_retrans, rcvWindowBytes: info.Rcv_wnd, sndWindowBytes: info.Snd_wnd}
+	if si.rcvWindowBytes == 0 { // tcpi_rcv_wnd is from Linux 6.2
+		si.rcvWindowBytes = info.Rcv_ssthresh
+	}
+	return si, true
 }
 
 // Measure runs TTFB, download and upload over one path.

@@ -15,13 +15,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"golang.org/x/sys/unix"
 	"maps"
 	"net"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 )
 
 // Defaults.
@@ -211,19 +212,11 @@ func kernelRTT(c net.Conn) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	info, err := hostnet.TCPInfo(tc)
+	if err != nil || info.Rtt == 0 {
 		return 0, false
 	}
-	var rttUs uint32
-	if cerr := rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			rttUs = info.Rtt
-		}
-	}); cerr != nil || rttUs == 0 {
-		return 0, false
-	}
-	return time.Duration(rttUs) * time.Microsecond, true
+	return time.Duration(info.Rtt) * time.Microsecond, true
 }
 
 // Sample measures count round trips to addr, spaced by gap, with a timeout

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 // vec is a coordinate at the given vector (seconds), height 0.1 ms.
@@ -89,7 +91,7 @@ relays:
   - {name: b, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
   - {name: c, admin: 127.0.0.1:1}
 `)
-	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", adminapi.NewClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ relays:
 	checkAge(t, got["c"], 7*time.Second)
 
 	// relayctl: one read of "fleet" from every relay that answers.
-	reader, err := Open(Options{Fleet: path, Admin: NewAdminClient(3*time.Second, nil)})
+	reader, err := Open(Options{Fleet: path, Admin: adminapi.NewClient(3*time.Second, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ relays:
   - {name: c, admin: `+strings.TrimPrefix(c.URL, "http://")+`}
   - {name: d, admin: `+strings.TrimPrefix(d.URL, "http://")+`}
 `)
-	reg, err := Open(Options{Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: NewAdminClient(3*time.Second, nil),
+	reg, err := Open(Options{Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: adminapi.NewClient(3*time.Second, nil),
 		PullOnly: func() []string { return []string{"c"} }})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/serf/coordinate"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/fleet"
 )
@@ -59,7 +60,7 @@ const FleetHealthTTL = 30 * time.Second
 type Fleet struct {
 	path      string
 	self      string
-	client    *AdminClient
+	client    *adminapi.Client
 	pullEvery time.Duration // Run's pull interval
 	events    Events
 
@@ -103,7 +104,7 @@ type pull struct {
 // openFleet reads the fleet file at path (Open's fleet-file half). self is
 // the name of the relay using it ("" for a client such as relayctl); admin
 // reaches the relays' admin APIs (a 3 s timeout suits the pulls).
-func openFleet(path, self string, admin *AdminClient) (*Fleet, error) {
+func openFleet(path, self string, admin *adminapi.Client) (*Fleet, error) {
 	f := &Fleet{
 		path: path, self: self, client: admin, pullEvery: DefaultPullInterval, started: time.Now(),
 		pulled: map[string]pull{}, relayed: map[string][]Pair{}, relayedCoords: map[string]Coordinate{},
@@ -317,7 +318,7 @@ func (f *Fleet) pull(ctx context.Context, scope string, only []string) error {
 }
 
 func (f *Fleet) fetch(ctx context.Context, r fleet.Relay, token, scope string) ([]Pair, []Coordinate, error) {
-	body, err := f.client.Get(ctx, r.Name, r.Admin, "/v1/measurements?scope="+scope, token, 16<<20)
+	body, err := f.client.Get(ctx, r.Name, r.Admin, adminapi.PathMeasurements+"?scope="+scope, token, 16<<20)
 	if err != nil {
 		return nil, nil, err
 	}

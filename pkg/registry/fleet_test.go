@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 // fakeRelayAdmin serves /v1/measurements like relayd's admin API does, with
@@ -52,7 +54,7 @@ relays:
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
   - {name: c, region: kyoto, admin: 127.0.0.1:1}
 `)
-	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", adminapi.NewClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ relays:
 func TestFleetReloadKeepsLastGood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", adminapi.NewClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n  - {name: c, admin: 127.0.0.1:9}\n")
 	got := make(chan error, 1)
 	f, err := Open(Options{
-		Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: NewAdminClient(3*time.Second, nil),
+		Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: adminapi.NewClient(3*time.Second, nil),
 		PullInterval: time.Hour, Events: Events{OnFile: func(err error) { got <- err }},
 	})
 	if err != nil {
@@ -163,7 +165,7 @@ func TestFleetBadEntryRestKeepsWorking(t *testing.T) {
 func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a, socks: 1080}\n  - {name: b}\n")
-	if _, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
+	if _, err := openFleet(path, "a", adminapi.NewClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `own entry is invalid: `+path+`: relays[0] (line 2, name "a"): socks: "1080" is not host:port`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -171,7 +173,7 @@ func TestOpenFleetOwnEntryInvalid(t *testing.T) {
 func TestOpenFleetNotListed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n")
-	if _, err := openFleet(path, "zz", NewAdminClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
+	if _, err := openFleet(path, "zz", adminapi.NewClient(3*time.Second, nil)); err == nil || !strings.Contains(err.Error(), `("zz") is not listed`) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -195,7 +197,7 @@ relays:
   - {name: a, region: tokyo, admin: 127.0.0.1:1}
   - {name: b, region: osaka, admin: `+strings.TrimPrefix(b.URL, "http://")+`}
 `)
-	f, err := openFleet(path, "a", NewAdminClient(3*time.Second, nil))
+	f, err := openFleet(path, "a", adminapi.NewClient(3*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

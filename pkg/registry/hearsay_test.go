@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 )
 
@@ -46,7 +47,7 @@ relays:
   - {name: d, admin: 127.0.0.1:1}
   - {name: e, admin: 127.0.0.1:1}
 `)
-	reg, err := Open(Options{Fleet: path, Admin: NewAdminClient(3*time.Second, nil)})
+	reg, err := Open(Options{Fleet: path, Admin: adminapi.NewClient(3*time.Second, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestFleetPullClampsACoordinatesError(t *testing.T) {
 	b := fakeRelayAdmin(t, "tok", m)
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "admin_token: tok\nrelays:\n  - {name: b, admin: "+strings.TrimPrefix(b.URL, "http://")+"}\n")
-	reg, err := Open(Options{Fleet: path, Admin: NewAdminClient(3*time.Second, nil)})
+	reg, err := Open(Options{Fleet: path, Admin: adminapi.NewClient(3*time.Second, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 )
 
@@ -199,7 +200,7 @@ type Options struct {
 	// Admin reaches the relays' admin APIs, where a fleet file's
 	// measurements are pulled from (a 3 s timeout suits the pulls).
 	// Required with Fleet; unused with Consul.
-	Admin *AdminClient
+	Admin *adminapi.Client
 	// PullInterval is how often Run pulls the relays' measurements (fleet
 	// file); 0 means DefaultPullInterval. With Consul the measurements are
 	// watched and ConsulOptions.WatchCoalesce paces their reads instead.

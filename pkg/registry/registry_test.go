@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 // Open picks the backend the options name, and refuses options that name
@@ -16,7 +18,7 @@ import (
 func TestOpenPicksBackend(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "relays:\n  - {name: a}\n  - {name: b, admin: 127.0.0.1:9}\n")
-	admin := NewAdminClient(3*time.Second, nil)
+	admin := adminapi.NewClient(3*time.Second, nil)
 
 	reg, err := Open(Options{Fleet: path, Admin: admin})
 	if err != nil {
@@ -85,7 +87,7 @@ func TestFleetLifecycle(t *testing.T) {
 
 	pulls := make(chan error, 100)
 	reg, err := Open(Options{
-		Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: NewAdminClient(3*time.Second, nil),
+		Fleet: path, Self: &SelfRegistration{Name: "a"}, Admin: adminapi.NewClient(3*time.Second, nil),
 		PullInterval: 50 * time.Millisecond, Events: Events{OnPull: func(err error) { pulls <- err }},
 	})
 	if err != nil {
@@ -149,7 +151,7 @@ func TestFleetRefreshReader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	writeFleet(t, path, "admin_token: tok\nrelays:\n  - {name: b, admin: "+strings.TrimPrefix(b.URL, "http://")+"}\n  - {name: c, admin: 127.0.0.1:1}\n")
 	var pulled []error
-	reg, err := Open(Options{Fleet: path, Admin: NewAdminClient(3*time.Second, nil), Events: Events{OnPull: func(err error) { pulled = append(pulled, err) }}})
+	reg, err := Open(Options{Fleet: path, Admin: adminapi.NewClient(3*time.Second, nil), Events: Events{OnPull: func(err error) { pulled = append(pulled, err) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestFleetRefreshReader(t *testing.T) {
 	}
 
 	writeFleet(t, path, "admin_token: tok\nrelays:\n  - {name: c, admin: 127.0.0.1:1}\n")
-	reg, err = Open(Options{Fleet: path, Admin: NewAdminClient(3*time.Second, nil)})
+	reg, err = Open(Options{Fleet: path, Admin: adminapi.NewClient(3*time.Second, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

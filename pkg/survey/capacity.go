@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/packettrain"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/planner"
@@ -157,7 +158,7 @@ func (s *Survey) askCapacity(ctx context.Context, ap adminPath, receiver string)
 	if ap.first.Admin == "" {
 		return ans, fmt.Errorf("no admin address for %s in the registry", ap.first.Name)
 	}
-	err := s.adminGet(ctx, ap, "/v1/capacity?to="+url.QueryEscape(receiver), &ans)
+	err := s.adminGet(ctx, ap, adminapi.PathCapacity+"?to="+url.QueryEscape(receiver), &ans)
 	return ans, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -584,7 +585,7 @@ func (p *surveyProber) read(ctx context.Context, r registry.Relay, udp bool) (wi
 		_, info, err := p.askUDP(ctx, r, nil, 1, true, 0, nil, nil)
 		switch {
 		case err == nil && info != nil:
-			return info.windows(false), nil
+			return windowsOf(*info, false), nil
 		case errors.Is(err, errAskedBoth):
 			return windows{}, err
 		}
@@ -791,14 +792,14 @@ func (rd *proberRound) pairAcks() {
 
 // answer records rq's summaries (and the relay's windows when it asked
 // for them, info): in the round while it is open, else as late answers.
-func (rd *proberRound) answer(rq *surveyRequest, sums []probe.Summary, info *adminInfo, err error) {
+func (rd *proberRound) answer(rq *surveyRequest, sums []probe.Summary, info *adminapi.Info, err error) {
 	p := rd.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rq.withInfo {
 		var w *windows
 		if info != nil {
-			w = new(info.windows(false))
+			w = new(windowsOf(*info, false))
 		}
 		p.learnLocked(rq.relay.Name, w, err)
 	}
@@ -862,7 +863,7 @@ func (rd *proberRound) run(ctx context.Context, rq *surveyRequest) {
 		return
 	}
 	var sums []probe.Summary
-	var info *adminInfo
+	var info *adminapi.Info
 	var err error
 	if rq.udp {
 		var read sync.WaitGroup
@@ -904,7 +905,7 @@ func (rd *proberRound) probeFromHere(ctx context.Context, rq *surveyRequest) {
 // askOverUDP asks rq's relay over UDP. The slot is released once the ask
 // is acknowledged (the relay's handshakes go on without it) and the read
 // beside it, if any (in read), has answered.
-func (rd *proberRound) askOverUDP(ctx context.Context, rq *surveyRequest, read *sync.WaitGroup, release func()) ([]probe.Summary, *adminInfo, error) {
+func (rd *proberRound) askOverUDP(ctx context.Context, rq *surveyRequest, read *sync.WaitGroup, release func()) ([]probe.Summary, *adminapi.Info, error) {
 	p := rd.p
 	if rq.opens != "" {
 		read.Go(func() {
@@ -939,16 +940,16 @@ func (rd *proberRound) askOverUDP(ctx context.Context, rq *surveyRequest, read *
 // ask or acknowledgement was lost (noAck: or UDP to it is filtered) is
 // asked again over UDP beside the request over HTTPS, which costs two
 // round trips more; a relay not acknowledged that answers is counted so.
-func (rd *proberRound) askOverHTTPS(ctx context.Context, rq *surveyRequest, noAck bool) ([]probe.Summary, *adminInfo, error) {
+func (rd *proberRound) askOverHTTPS(ctx context.Context, rq *surveyRequest, noAck bool) ([]probe.Summary, *adminapi.Info, error) {
 	p := rd.p
-	overHTTPS := func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+	overHTTPS := func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 		return p.relayProbes(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
 	}
 	var sums []probe.Summary
-	var info *adminInfo
+	var info *adminapi.Info
 	var err error
 	if noAck && rq.readDone == nil {
-		sums, info, err = p.firstOf(ctx, overHTTPS, func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+		sums, info, err = p.firstOf(ctx, overHTTPS, func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 			return p.askAgain(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
 		})
 	} else {
@@ -1024,7 +1025,7 @@ func OverdueAfter(expect, bound time.Duration) time.Duration {
 // fails with errNoAck at once, for the caller to ask over HTTPS, and the
 // relay is asked over HTTPS from then on. expectMs is the probes'
 // expected time, which tells a reply lost from one slow (replyWait).
-func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64, readDone <-chan struct{}, onAck func(time.Duration)) ([]probe.Summary, *adminInfo, error) {
+func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64, readDone <-chan struct{}, onAck func(time.Duration)) ([]probe.Summary, *adminapi.Info, error) {
 	p.mu.Lock()
 	p.asked[relay.Name] = true
 	wait := p.ackWaitLocked(relay.Name)
@@ -1040,7 +1041,7 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 		defer t.Stop()
 		deadline = t.C
 	}
-	noAck := func() ([]probe.Summary, *adminInfo, error) {
+	noAck := func() ([]probe.Summary, *adminapi.Info, error) {
 		p.mu.Lock()
 		p.https[relay.Name] = true
 		p.mu.Unlock()
@@ -1102,13 +1103,13 @@ var errAskedBoth = errors.New("asked over UDP and over HTTPS")
 // than replyWait, the same probes are asked again, over UDP (one round
 // trip) and over HTTPS (three, on a new connection) at once, and the
 // first answer of the three counts.
-func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64) ([]probe.Summary, *adminInfo, error) {
+func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay registry.Relay, addrs []string, handshakes int, withInfo bool, expectMs float64) ([]probe.Summary, *adminapi.Info, error) {
 	acked := time.Now()
 	p.mu.Lock()
 	wait := p.replyWaitLocked(handshakes, expectMs, len(addrs))
 	p.mu.Unlock()
 	sums, info, err := p.firstOf(ctx,
-		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+		func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 			wctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 			defer cancel()
 			rtts, recv, got, err := pend.Wait(wctx)
@@ -1118,10 +1119,9 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 			p.mu.Lock()
 			p.maxReply = max(p.maxReply, time.Since(acked))
 			p.mu.Unlock()
-			sums, info := p.udpSums(rtts, recv, got, handshakes)
-			return sums, info, nil
+			return p.udpSums(rtts, recv, handshakes), got, nil
 		},
-		func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+		func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 			overdue := time.NewTimer(wait)
 			defer overdue.Stop()
 			select {
@@ -1130,10 +1130,10 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 				return nil, nil, ctx.Err()
 			}
 			return p.firstOf(ctx,
-				func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+				func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 					return p.relayProbes(ctx, relay, addrs, handshakes, withInfo)
 				},
-				func(ctx context.Context) ([]probe.Summary, *adminInfo, error) {
+				func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 					return p.askAgain(ctx, relay, addrs, handshakes, withInfo)
 				})
 		})
@@ -1144,14 +1144,14 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 }
 
 // asker is one way of asking a relay for its probes.
-type asker func(context.Context) ([]probe.Summary, *adminInfo, error)
+type asker func(context.Context) ([]probe.Summary, *adminapi.Info, error)
 
 // firstOf asks every way at once and returns the first answer without
 // an error, the others cancelled; when all fail, the last error.
-func (p *surveyProber) firstOf(ctx context.Context, ways ...asker) ([]probe.Summary, *adminInfo, error) {
+func (p *surveyProber) firstOf(ctx context.Context, ways ...asker) ([]probe.Summary, *adminapi.Info, error) {
 	type answer struct {
 		sums []probe.Summary
-		info *adminInfo
+		info *adminapi.Info
 		err  error
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -1178,7 +1178,7 @@ func (p *surveyProber) firstOf(ctx context.Context, ways ...asker) ([]probe.Summ
 // acknowledgement or reply was lost, in a new datagram (a new nonce: a
 // relay refuses one it has seen), and waits for its reply within the
 // relay's probes' bound.
-func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminapi.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 	defer cancel()
 	pend, err := p.ask.Ask(ctx, relay.Name, relay.Admin, handshakes, p.s.timeout(), addrs, withInfo)
@@ -1190,12 +1190,11 @@ func (p *surveyProber) askAgain(ctx context.Context, relay registry.Relay, addrs
 	if err != nil {
 		return nil, nil, err
 	}
-	sums, info := p.udpSums(rtts, recv, got, handshakes)
-	return sums, info, nil
+	return p.udpSums(rtts, recv, handshakes), got, nil
 }
 
-// udpSums are an ask's reply as the survey's summaries, and its windows.
-func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, got *udpask.Info, handshakes int) ([]probe.Summary, *adminInfo) {
+// udpSums are an ask's reply as the survey's summaries.
+func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, handshakes int) []probe.Summary {
 	now := p.s.now()
 	sums := make([]probe.Summary, len(rtts))
 	for i, d := range rtts {
@@ -1207,16 +1206,7 @@ func (p *surveyProber) udpSums(rtts []time.Duration, recv []udpask.Learnt, got *
 		ms := float64(d) / float64(time.Millisecond)
 		sums[i].MinMs, sums[i].MedianMs, sums[i].P90Ms = ms, ms, ms
 	}
-	var info *adminInfo
-	if got != nil {
-		info = &adminInfo{SocketLimits: adminLimits{WindowBytesApprox: got.WindowBytes, TCPWmemMaxBytes: got.TCPWmemMaxBytes},
-			CapacityBps: got.CapacityBps, CongestionControl: got.Congestion, LearntToYouBps: got.LearntToYouBps, LearntAgeSec: float64(got.LearntAgeSec)}
-		if got.LearntLossToYou >= 0 {
-			loss := float64(got.LearntLossToYou)
-			info.LearntLossToYou = &loss
-		}
-	}
-	return sums, info
+	return sums
 }
 
 // byAck answers this host's probe of addr (a relay's admin address) by
@@ -1247,12 +1237,12 @@ func (p *surveyProber) byAck(ctx context.Context, acked <-chan struct{}, rtt *ti
 
 // relayProbes asks relay for its probes of addrs in one request (and for
 // its windows, withInfo).
-func (p *surveyProber) relayProbes(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminInfo, error) {
+func (p *surveyProber) relayProbes(ctx context.Context, relay registry.Relay, addrs []string, handshakes int, withInfo bool) ([]probe.Summary, *adminapi.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.s.relayProbesTimeout(handshakes, 0))
 	defer cancel()
 	// A relay that vanished fails its request now, not after its
 	// targets' handshakes' bound.
-	ctx, cancelConnect := registry.ConnectWithin(ctx, p.s.timeout())
+	ctx, cancelConnect := adminapi.ConnectWithin(ctx, p.s.timeout())
 	defer cancelConnect()
 	return p.s.relayProbes(ctx, adminPath{first: relay}, addrs, handshakes, 0, withInfo)
 }

@@ -15,13 +15,14 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
@@ -55,7 +56,7 @@ type Survey struct {
 	Timeout    time.Duration
 	// Admin reaches the relays' admin APIs (HTTPS on a TLS fleet); nil
 	// is plain HTTP with a 10 s timeout.
-	Admin *registry.AdminClient
+	Admin *adminapi.Client
 	// ClientWindowBytes is this host's receive window; 0: read from
 	// net.ipv4.tcp_rmem (half its max, what autotuning reaches).
 	ClientWindowBytes int64
@@ -188,11 +189,11 @@ func (s *Survey) now() time.Time {
 	}
 	return time.Now()
 }
-func (s *Survey) admin() *registry.AdminClient {
+func (s *Survey) admin() *adminapi.Client {
 	if s.Admin != nil {
 		return s.Admin
 	}
-	return registry.NewAdminClient(10*time.Second, nil)
+	return adminapi.NewClient(10*time.Second, nil)
 }
 
 // Run surveys the path to dst. What the registry and the relays said that
@@ -237,8 +238,8 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
 	now := s.now()
 	m := res.Matrix
-	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: LocalSendWindowBytes(),
-		CongestionControl: LocalCongestionControl()})
+	m.Nodes = append(m.Nodes, planner.Node{Name: ClientNode, WindowBytes: s.clientWindow(), SendWindowBytes: hostnet.SendWindowBytes(),
+		CongestionControl: hostnet.CongestionControl()})
 	dstNode := planner.Node{Name: target.Name, Region: target.Region}
 	usable := res.keepUsable(relays)
 	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
@@ -631,12 +632,12 @@ func (s *Survey) adminGet(ctx context.Context, ap adminPath, path string, v any)
 func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry.Relay) error {
 	if via != nil && via.Name != r.Name {
 		var info struct{}
-		return s.adminGet(ctx, adminPath{first: *via, via: []string{r.Name}}, "/v1/info", &info)
+		return s.adminGet(ctx, adminPath{first: *via, via: []string{r.Name}}, adminapi.PathInfo, &info)
 	}
 	if r.Admin == "" {
 		return errors.New("no admin address in the registry")
 	}
-	_, err := s.admin().Get(ctx, r.Name, r.Admin, "/healthz", "", 512)
+	_, err := s.admin().Get(ctx, r.Name, r.Admin, adminapi.PathHealthz, "", 512)
 	return err
 }
 
@@ -692,47 +693,26 @@ func applyLearnt(m *planner.Matrix, learnt map[string]windows) {
 // relayWindow is the receive window the relay's autotuning reaches, the
 // send window its tcp_wmem allows, and the capacity its operator declared.
 func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error) {
-	var info adminInfo
-	if err := s.adminGet(ctx, ap, "/v1/info", &info); err != nil {
+	var info adminapi.Info
+	if err := s.adminGet(ctx, ap, adminapi.PathInfo, &info); err != nil {
 		return windows{}, err
 	}
-	return info.windows(len(ap.via) > 0), nil
+	return windowsOf(info, len(ap.via) > 0), nil
 }
 
-// adminInfo is what the planner reads of a relay's /v1/info (which
-// /v1/probe?info=1 carries too).
-type adminInfo struct {
-	SocketLimits adminLimits `json:"limits"`
-	CapacityBps  float64     `json:"capacity_bps"`
-	// What it sends with on relay links; relays before it had only
-	// the system default.
-	CongestionControl string `json:"congestion_control"`
-	// What its tunnels to this host sustained (0 through ?via=).
-	LearntToYouBps float64 `json:"learnt_send_bps_to_you"`
-	LearntAgeSec   float64 `json:"learnt_send_age_s"`
-	// The share of what they sent that went again; nil: none learnt
-	// (and through ?via=).
-	LearntLossToYou *float64 `json:"learnt_loss_to_you"`
-}
-
-// adminLimits are the socket limits /v1/info reports.
-type adminLimits struct {
-	WindowBytesApprox int64  `json:"window_bytes_approx"`
-	TCPWmemMaxBytes   int64  `json:"tcp_wmem_max_bytes"`
-	CongestionControl string `json:"congestion_control"` // the system default
-}
-
-// windows are info's windows; forwarded: info came through ?via=, so what
-// the relay learnt of the path to its asker is not of this host's.
-func (info adminInfo) windows(forwarded bool) windows {
-	l := info.SocketLimits
-	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
+// windowsOf is what the planner reads of a relay's info (its /v1/info,
+// /v1/probe?info=1's or a UDP ask's reply's); forwarded: info came
+// through ?via=, so what the relay learnt of the path to its asker is not
+// of this host's.
+func windowsOf(info adminapi.Info, forwarded bool) windows {
+	l := info.Limits
+	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
 		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
-	if !forwarded && info.LearntToYouBps > 0 && !math.IsInf(info.LearntToYouBps, 0) {
-		w.learntToUsBps, w.learntToUsAgeSec = info.LearntToYouBps, max(info.LearntAgeSec, 0)
+	if !forwarded && info.LearntSendBpsToYou > 0 && !math.IsInf(info.LearntSendBpsToYou, 0) {
+		w.learntToUsBps, w.learntToUsAgeSec = info.LearntSendBpsToYou, max(info.LearntSendAgeSec, 0)
 	}
-	if l := info.LearntLossToYou; !forwarded && l != nil && *l >= 0 && *l < 1 {
-		w.learntLossToUs, w.learntLossOK = *l, true
+	if loss, _, ok := info.LearntLoss(); !forwarded && ok && loss >= 0 && loss < 1 {
+		w.learntLossToUs, w.learntLossOK = loss, true
 	}
 	return w
 }
@@ -740,11 +720,12 @@ func (info adminInfo) windows(forwarded bool) windows {
 // relayProbe asks the relay for its RTT to addr: count handshakes (0:
 // Count), gap apart.
 func (s *Survey) relayProbe(ctx context.Context, ap adminPath, addr string, count int, gap time.Duration) (probe.Summary, error) {
-	var out struct {
-		Summary probe.Summary `json:"summary"`
+	var out adminapi.ProbeAnswer
+	err := s.adminGet(ctx, ap, adminapi.PathProbe+"?"+s.probeQuery([]string{addr}, count, gap).Encode(), &out)
+	if out.Summary == nil {
+		return probe.Summary{}, err
 	}
-	err := s.adminGet(ctx, ap, "/v1/probe?"+s.probeQuery([]string{addr}, count, gap).Encode(), &out)
-	return out.Summary, err
+	return *out.Summary, err
 }
 
 // probeQuery is /v1/probe's query for addrs: count handshakes each (0:
@@ -758,7 +739,7 @@ func (s *Survey) probeQuery(addrs []string, count int, gap time.Duration) url.Va
 // target (0: Count), gap apart: asking (Timeout), then the relay's
 // handshakes, each up to Timeout (probeQuery). A request given up on
 // sooner loses every target's answer for one that does not answer. Its
-// connection is bounded apart (registry.ConnectWithin): a relay that does
+// connection is bounded apart (adminapi.ConnectWithin): a relay that does
 // not answer at all should not hold a plan that long.
 func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration {
 	count = cmp.Or(count, s.count())
@@ -773,31 +754,26 @@ func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration 
 // one request each. With withInfo the request asks for the relay's
 // /v1/info too (info=1), returned as info: nil from a relayd from before
 // it.
-func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration, withInfo bool) (sums []probe.Summary, info *adminInfo, err error) {
+func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, count int, gap time.Duration, withInfo bool) (sums []probe.Summary, info *adminapi.Info, err error) {
 	if len(addrs) == 1 && !withInfo {
 		sum, err := s.relayProbe(ctx, ap, addrs[0], count, gap)
 		return []probe.Summary{sum}, nil, err
 	}
-	var out struct {
-		Summary probe.Summary `json:"summary"`
-		Results []struct {
-			Summary *probe.Summary `json:"summary"`
-			Error   string         `json:"error"`
-		} `json:"results"`
-		Info *adminInfo `json:"info"`
-	}
+	var out adminapi.ProbeAnswer
 	q := s.probeQuery(addrs, count, gap)
 	if withInfo {
 		q.Set("info", "1")
 	}
-	if err := s.adminGet(ctx, ap, "/v1/probe?"+q.Encode(), &out); err != nil {
+	if err := s.adminGet(ctx, ap, adminapi.PathProbe+"?"+q.Encode(), &out); err != nil {
 		return nil, nil, err
 	}
 	info = out.Info
 	sums = make([]probe.Summary, len(addrs))
 	if out.Results == nil {
 		// An older relayd: it measured the first target.
-		sums[0] = out.Summary
+		if out.Summary != nil {
+			sums[0] = *out.Summary
+		}
 		var wg sync.WaitGroup
 		for i := 1; i < len(addrs); i++ {
 			wg.Go(func() {
@@ -812,7 +788,7 @@ func (s *Survey) relayProbes(ctx context.Context, ap adminPath, addrs []string, 
 		return sums, info, nil
 	}
 	if len(out.Results) != len(addrs) {
-		return nil, nil, fmt.Errorf("/v1/probe answered %d of %d targets", len(out.Results), len(addrs))
+		return nil, nil, fmt.Errorf("%s answered %d of %d targets", adminapi.PathProbe, len(out.Results), len(addrs))
 	}
 	for i, r := range out.Results {
 		switch {
@@ -832,72 +808,7 @@ func (s *Survey) clientWindow() int64 {
 	if s.ClientWindowBytes > 0 {
 		return s.ClientWindowBytes
 	}
-	return LocalWindowBytes()
-}
-
-// windowScalingRatio is the share of tcp_rmem's max that becomes receive
-// window: the kernel keeps the rest for sk_buff overhead. Measured in the
-// lab (bench/results/split.md): with tcp_rmem max 256 KiB, direct moved
-// 25.3 Mbit/s over 50 ms, a window of 158 KB = 0.60 of 262144 bytes.
-const windowScalingRatio = 0.60
-
-// WindowOfRmem is the receive window autotuning reaches with tcp_rmem's
-// max at rmemMaxBytes.
-func WindowOfRmem(rmemMaxBytes int64) int64 {
-	return int64(float64(rmemMaxBytes) * windowScalingRatio)
-}
-
-// sendWindowRatio is the share of tcp_wmem's max a sender keeps in
-// flight: the send buffer holds sent-but-unacknowledged data and the
-// sk_buff overhead on it. Measured in the lab (docs/planning.md): a sender
-// at tcp_wmem max 4 MiB over 225 ms kept 4.07 MB in flight.
-const sendWindowRatio = 0.97
-
-// SendWindowOfWmem is the most a sender keeps in flight with tcp_wmem's
-// max at wmemMaxBytes; 0 (unknown) for 0.
-func SendWindowOfWmem(wmemMaxBytes int64) int64 {
-	return int64(float64(wmemMaxBytes) * sendWindowRatio)
-}
-
-// LocalWindowBytes is this host's (network namespace's) receive window,
-// from tcp_rmem's max; 0 when it cannot be read.
-func LocalWindowBytes() int64 {
-	return WindowOfRmem(tcpMemMax("tcp_rmem"))
-}
-
-// LocalCongestionControl is this host's (network namespace's) default
-// TCP congestion control, net.ipv4.tcp_congestion_control; "" when it
-// cannot be read.
-func LocalCongestionControl() string {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// LocalSendWindowBytes is this host's send window, from tcp_wmem's max; 0
-// when it cannot be read.
-func LocalSendWindowBytes() int64 {
-	return SendWindowOfWmem(tcpMemMax("tcp_wmem"))
-}
-
-// tcpMemMax is the third field (the autotuning limit) of
-// net.ipv4.<name>, bytes; 0 when it cannot be read.
-func tcpMemMax(name string) int64 {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 3 {
-		return 0
-	}
-	v, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return v
+	return hostnet.RecvWindowBytes()
 }
 
 // ErrNoRelays is returned by callers that need at least one usable relay.

@@ -94,22 +94,6 @@ func TestApplyLearnt(t *testing.T) {
 	}
 }
 
-func TestSendWindowOfWmem(t *testing.T) {
-	// The world lab's relay at the default 4 MiB kept 4.07 MB in flight.
-	if w := SendWindowOfWmem(4 << 20); w < 4_000_000 || w > 4_100_000 {
-		t.Fatalf("4 MiB tcp_wmem: send window %d, want ~4.07 MB", w)
-	}
-	if w := SendWindowOfWmem(0); w != 0 {
-		t.Fatalf("unknown tcp_wmem: send window %d, want 0 (unknown)", w)
-	}
-}
-
-func TestWindowOfRmem(t *testing.T) {
-	if w := WindowOfRmem(262144); w < 150_000 || w > 165_000 {
-		t.Fatalf("256 KiB tcp_rmem: window %d, want ~158 KB (split.md's direct rate)", w)
-	}
-}
-
 func TestTriangleFloorIsTheSecondHighest(t *testing.T) {
 	if _, ok := triangleFloor(nil); ok {
 		t.Fatal("a floor without witnesses")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/planner"
@@ -94,8 +95,8 @@ func TestSurveyDoubtsDestinationClaim(t *testing.T) {
 	// capacity caps its segments; it sends with the congestion control
 	// of its relay links, not the system default.
 	for _, n := range res.Matrix.Nodes {
-		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr") {
-			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr", n, SendWindowOfWmem(4194304))
+		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != hostnet.SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr") {
+			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr", n, hostnet.SendWindowOfWmem(4194304))
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 // readBufferBytes is the receive buffer a Client asks for: a thousand
@@ -198,11 +200,11 @@ func (p *Pending) AckRTT() time.Duration { return p.calls[0].ackedAt.Sub(p.calls
 // median RTT, negative for one the relay could not measure, what the relay
 // learnt of each target's sends to it, and the relay's windows when asked
 // for (nil from a reply without them).
-func (p *Pending) Wait(ctx context.Context) ([]time.Duration, []Learnt, *Info, error) {
+func (p *Pending) Wait(ctx context.Context) ([]time.Duration, []Learnt, *adminapi.Info, error) {
 	defer p.Cancel()
 	out := make([]time.Duration, p.targets)
 	recv := make([]Learnt, p.targets)
-	var info *Info
+	var info *adminapi.Info
 	for i, cl := range p.calls {
 		end := p.targets
 		if i+1 < len(p.calls) {

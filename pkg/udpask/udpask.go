@@ -41,9 +41,18 @@
 // (Learnt, kbit/s; 0: none learnt), recv_age_s how long ago (seconds, at
 // most 65535). rtt_us is the median handshake RTT in microseconds, NoAnswer for a target
 // the relay could not reach (or refused by its destination policy). With
-// FlagInfo the ask asks for the relay's windows too (Info), and may name no
-// target. Every ask is padded to AnswerBytes: its acknowledgement and its
-// reply, with their own datagram headers, fit in it.
+// FlagInfo the ask asks for the relay's windows too, and may name no
+// target: info is the planner's fields of the relay's adminapi.Info (its
+// /v1/info, as it would answer the asker),
+//
+//	info:  window_bytes[8] tcp_wmem_max_bytes[8] capacity_bps[f64]
+//	       learnt_send_bps_to_you[f64] learnt_send_age_s[f32]
+//	       learnt_loss_to_you[f32] learnt_loss_age_s[f32] congestion[16]
+//
+// learnt_loss_to_you -1 for none learnt, congestion zero-padded (the
+// effective congestion_control, cut at 16 bytes). Every ask is padded to
+// AnswerBytes: its acknowledgement and its reply, with their own datagram
+// headers, fit in it.
 package udpask
 
 import (
@@ -57,6 +66,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 // MaxDatagram is the largest datagram sent or read, bytes: the payload that
@@ -88,28 +99,14 @@ const DatagramHeaderBytes = 40 + 8
 // FlagInfo asks for the relay's windows (Info) in the reply.
 const FlagInfo = 1
 
-// InfoBytes is the size of a reply's Info.
+// InfoBytes is the size of a reply's info.
 const InfoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4 + congestionBytes
 
 const congestionBytes = 16
 
-// Info is what a planner reads of a relay with its answer: what
-// /v1/info says of its windows (relay.SocketLimits), its capacity, and the
-// rate and loss it learnt of its path to the asker.
-type Info struct {
-	WindowBytes      int64   // limits.window_bytes_approx: the receive window autotuning reaches
-	TCPWmemMaxBytes  int64   // limits.tcp_wmem_max_bytes
-	CapacityBps      float64 // declared capacity, bits/s; 0: none
-	LearntToYouBps   float64 // learnt_send_bps_to_you; 0: none
-	LearntAgeSec     float32 // learnt_send_age_s
-	LearntLossToYou  float32 // learnt_loss_to_you, 0..1; NoLoss: none learnt
-	LearntLossAgeSec float32 // learnt_loss_age_s
-	Congestion       string  // congestion control on relay links, at most 16 bytes
-}
-
-// NoLoss is Info.LearntLossToYou when the relay learnt no loss of its path
-// to the asker.
-const NoLoss = -1
+// noLoss is info's learnt_loss_to_you when the relay learnt no loss of its
+// path to the asker.
+const noLoss = -1
 
 var (
 	// The ask's version 2 names the relay; version 3 asks for a reply
@@ -314,12 +311,13 @@ func (k Key) OpenAck(b []byte) (Nonce, error) {
 // Reply is an ask's answer: RTTs[i] is Targets[i]'s median handshake RTT,
 // or negative for a target the relay could not measure; Recv[i] what the
 // relay learnt of the target's sends to it (nil: none of any); Info the
-// relay's windows when the ask had FlagInfo.
+// relay's windows when the ask had FlagInfo: sealed, its planner's fields
+// (the package doc's info); opened, an adminapi.Info with those alone.
 type Reply struct {
 	Nonce Nonce
 	RTTs  []time.Duration
 	Recv  []Learnt
-	Info  *Info
+	Info  *adminapi.Info
 }
 
 // Learnt is the best rate a relay's tunnels received from a target's host
@@ -358,19 +356,47 @@ func (k Key) SealReply(r Reply) []byte {
 		b = binary.BigEndian.AppendUint32(b, uint32(min(max(l.Bps/1e3, 0), math.MaxUint32)))
 		b = binary.BigEndian.AppendUint16(b, uint16(min(max(l.AgeSec, 0), math.MaxUint16)))
 	}
-	if i := r.Info; i != nil {
-		b = binary.BigEndian.AppendUint64(b, uint64(max(i.WindowBytes, 0)))
-		b = binary.BigEndian.AppendUint64(b, uint64(max(i.TCPWmemMaxBytes, 0)))
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.CapacityBps))
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(i.LearntToYouBps))
-		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntAgeSec))
-		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntLossToYou))
-		b = binary.BigEndian.AppendUint32(b, math.Float32bits(i.LearntLossAgeSec))
-		var cc [congestionBytes]byte
-		copy(cc[:], i.Congestion)
-		b = append(b, cc[:]...)
+	if r.Info != nil {
+		b = appendInfo(b, *r.Info)
 	}
 	return append(b, k.mac(b)...)
+}
+
+// appendInfo appends info's planner fields, InfoBytes of them.
+func appendInfo(b []byte, info adminapi.Info) []byte {
+	loss, lossAgeSec, ok := info.LearntLoss()
+	if !ok {
+		loss, lossAgeSec = noLoss, 0
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(max(info.Limits.WindowBytesApprox, 0)))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(info.Limits.TCPWmemMaxBytes, 0)))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(info.CapacityBps))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(info.LearntSendBpsToYou))
+	b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(info.LearntSendAgeSec)))
+	b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(loss)))
+	b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(lossAgeSec)))
+	var cc [congestionBytes]byte
+	copy(cc[:], info.CongestionControl)
+	return append(b, cc[:]...)
+}
+
+// parseInfo is the adminapi.Info of appendInfo's bytes: its planner
+// fields alone.
+func parseInfo(b []byte) *adminapi.Info {
+	info := &adminapi.Info{
+		Limits: adminapi.Limits{
+			WindowBytesApprox: int64(binary.BigEndian.Uint64(b)),
+			TCPWmemMaxBytes:   int64(binary.BigEndian.Uint64(b[8:])),
+		},
+		CapacityBps:        math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
+		LearntSendBpsToYou: math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
+		LearntSendAgeSec:   float64(math.Float32frombits(binary.BigEndian.Uint32(b[32:]))),
+		CongestionControl:  strings.TrimRight(string(b[44:44+congestionBytes]), "\x00"),
+	}
+	if loss := math.Float32frombits(binary.BigEndian.Uint32(b[36:])); loss >= 0 {
+		info.SetLearntLoss(float64(loss), float64(math.Float32frombits(binary.BigEndian.Uint32(b[40:]))))
+	}
+	return info
 }
 
 // OpenReply verifies and decodes a reply.
@@ -401,17 +427,7 @@ func (k Key) OpenReply(b []byte) (Reply, error) {
 		at += targetReplyBytes
 	}
 	if flags&FlagInfo != 0 {
-		b := body[at:]
-		r.Info = &Info{
-			WindowBytes:      int64(binary.BigEndian.Uint64(b)),
-			TCPWmemMaxBytes:  int64(binary.BigEndian.Uint64(b[8:])),
-			CapacityBps:      math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
-			LearntToYouBps:   math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
-			LearntAgeSec:     math.Float32frombits(binary.BigEndian.Uint32(b[32:])),
-			LearntLossToYou:  math.Float32frombits(binary.BigEndian.Uint32(b[36:])),
-			LearntLossAgeSec: math.Float32frombits(binary.BigEndian.Uint32(b[40:])),
-			Congestion:       strings.TrimRight(string(b[44:44+congestionBytes]), "\x00"),
-		}
+		r.Info = parseInfo(body[at:])
 	}
 	return r, nil
 }

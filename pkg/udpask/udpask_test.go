@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 )
 
 func testKey(t *testing.T, secret, token string) Key {
@@ -47,8 +50,9 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 		t.Errorf("learnt rates came back as %+v, want %+v", gotR.Recv, want)
 	}
 	// With the relay's windows, for an ask of them that names no target.
-	info := Info{WindowBytes: 3 << 20, TCPWmemMaxBytes: 4 << 20, CapacityBps: 250e6, LearntToYouBps: 80e6, LearntAgeSec: 12.5,
-		LearntLossToYou: 0.0125, LearntLossAgeSec: 42, Congestion: "bbr"}
+	info := adminapi.Info{Limits: adminapi.Limits{WindowBytesApprox: 3 << 20, TCPWmemMaxBytes: 4 << 20}, CapacityBps: 250e6,
+		LearntSendBpsToYou: 80e6, LearntSendAgeSec: 12.5, CongestionControl: "bbr"}
+	info.SetLearntLoss(float64(float32(0.0125)), 42) // the wire's float32
 	b, err = k.SealAsk(Ask{Relay: "tokyo-1", Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +64,7 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	if len(withInfo) > len(b) {
 		t.Errorf("the windows' reply is %d bytes, the ask %d", len(withInfo), len(b))
 	}
-	if gotR, err := k.OpenReply(withInfo); err != nil || gotR.Info == nil || *gotR.Info != info {
+	if gotR, err := k.OpenReply(withInfo); err != nil || gotR.Info == nil || !reflect.DeepEqual(*gotR.Info, info) {
 		t.Errorf("windows came back as %+v (%v), want %+v", gotR.Info, err, info)
 	}
 	// Each kind opens only as itself.
@@ -145,7 +149,7 @@ func TestAnswersAreNeverLargerThanTheAsk(t *testing.T) {
 			}
 			r := Reply{RTTs: make([]time.Duration, n)}
 			if flags == FlagInfo {
-				r.Info = &Info{Congestion: strings.Repeat("c", 40)}
+				r.Info = &adminapi.Info{CongestionControl: strings.Repeat("c", 40)}
 			}
 			reply, ack := k.SealReply(r), k.SealAck(Nonce{})
 			if sent := len(ack) + len(reply) + DatagramHeaderBytes; sent > len(b) {

@@ -1,4 +1,4 @@
-package registry
+package adminapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
 
-// AdminClient reaches relays' admin APIs: over HTTPS on a fleet whose
+// Client reaches relays' admin APIs: over HTTPS on a fleet whose
 // relay links are TLS (the relay's certificate must come from the fleet
 // CA, and name the relay the request is for), over plain HTTP on a plain
 // fleet.
@@ -27,25 +27,25 @@ import (
 // the same host) nor make this host fetch a URL of its choosing, a cloud
 // metadata service say. A redirect is answered as what it is: a non-200
 // status.
-type AdminClient struct {
+type Client struct {
 	http           *http.Client
 	scheme         string
 	err            error         // every request fails with it (no way to verify relays)
 	connectTimeout time.Duration // Get's connection bound (ConnectWithin); 0: none but the overall timeout
 }
 
-// NewAdminClient returns a client over HTTPS verified with tlsConf
+// NewClient returns a client over HTTPS verified with tlsConf
 // (linktls.Identity.AdminClientConfig), or over plain HTTP when tlsConf is
 // nil.
-func NewAdminClient(timeout time.Duration, tlsConf *tls.Config) *AdminClient {
-	return NewAdminClientAllowing(timeout, tlsConf, nil)
+func NewClient(timeout time.Duration, tlsConf *tls.Config) *Client {
+	return NewClientAllowing(timeout, tlsConf, nil)
 }
 
-// NewAdminClientAllowing is NewAdminClient whose every connection is first
+// NewClientAllowing is NewClient whose every connection is first
 // allowed by allow (a net.Dialer Control, e.g. a relay's relay policy: the
 // registry's admin addresses are its writers' to choose, and must not turn
 // a relay into a scanner of its own network). nil allows all.
-func NewAdminClientAllowing(timeout time.Duration, tlsConf *tls.Config, allow func(network, address string, rc syscall.RawConn) error) *AdminClient {
+func NewClientAllowing(timeout time.Duration, tlsConf *tls.Config, allow func(network, address string, rc syscall.RawConn) error) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: allow}).DialContext
 	t.Proxy = nil // admin traffic goes to the relay, never through $HTTP(S)_PROXY
@@ -55,7 +55,7 @@ func NewAdminClientAllowing(timeout time.Duration, tlsConf *tls.Config, allow fu
 	// costs a round trip more, two over TLS). At most 2 a relay, as Go's
 	// default.
 	t.MaxIdleConns = 0
-	c := &AdminClient{
+	c := &Client{
 		http: &http.Client{
 			Timeout:       timeout,
 			Transport:     t,
@@ -91,22 +91,22 @@ func NewAdminClientAllowing(timeout time.Duration, tlsConf *tls.Config, allow fu
 	return c
 }
 
-// FailingAdminClient returns a client whose every request fails with err:
+// FailingClient returns a client whose every request fails with err:
 // for a caller that cannot verify relays (no fleet secret on a TLS fleet),
 // so that the reason reaches whoever needed an admin API, and only them.
-func FailingAdminClient(err error) *AdminClient {
-	return &AdminClient{err: err}
+func FailingClient(err error) *Client {
+	return &Client{err: err}
 }
 
 // URL is path (with its query) on the admin API at addr (host:port).
-func (c *AdminClient) URL(addr, path string) string {
+func (c *Client) URL(addr, path string) string {
 	return c.scheme + "://" + addr + path
 }
 
 // Do sends req. name, when not empty, is the relay req is for: over HTTPS
 // an answer from a relay of another name is refused (a registry entry
 // pointing at the wrong relay), before anyone reads it.
-func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error) {
+func (c *Client) Do(req *http.Request, name string) (*http.Response, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -140,7 +140,7 @@ func (c *AdminClient) Do(req *http.Request, name string) (*http.Response, error)
 		return nil, err
 	}
 	if c.scheme == "https" && name != "" {
-		if err := CheckAdminPeer(resp, name); err != nil {
+		if err := CheckPeer(resp, name); err != nil {
 			resp.Body.Close()
 			return nil, err
 		}
@@ -175,10 +175,10 @@ func (e connectTimeoutError) Error() string {
 func (connectTimeoutError) Timeout() bool   { return true } // a net.Error, as a dial's timeout is
 func (connectTimeoutError) Temporary() bool { return false }
 
-// CheckAdminPeer says whether an HTTPS answer came from the relay called
+// CheckPeer says whether an HTTPS answer came from the relay called
 // name (its verified certificate names it); for clients with a transport
 // of their own (relayctl bench dials through the path it measures).
-func CheckAdminPeer(resp *http.Response, name string) error {
+func CheckPeer(resp *http.Response, name string) error {
 	if p, ok := linktls.AdminPeer(resp.TLS); !ok || p.Name != name {
 		return fmt.Errorf("%s is relay %q, not %q: the registry's admin address is wrong (or claimed by another relay)", resp.Request.URL.Host, p.Name, name)
 	}
@@ -201,18 +201,18 @@ func checkConnPeer(c net.Conn, name string) error {
 
 // WithTimeout is c with another overall timeout per request, sharing c's
 // connections.
-func (c *AdminClient) WithTimeout(timeout time.Duration) *AdminClient {
+func (c *Client) WithTimeout(timeout time.Duration) *Client {
 	if c.err != nil {
 		return c
 	}
 	hc := *c.http
 	hc.Timeout = timeout
-	return &AdminClient{http: &hc, scheme: c.scheme, connectTimeout: c.connectTimeout}
+	return &Client{http: &hc, scheme: c.scheme, connectTimeout: c.connectTimeout}
 }
 
 // WithConnectTimeout is c, sharing its connections, whose Get fails
 // unless its connection is set up within d (ConnectWithin).
-func (c *AdminClient) WithConnectTimeout(d time.Duration) *AdminClient {
+func (c *Client) WithConnectTimeout(d time.Duration) *Client {
 	cc := *c
 	cc.connectTimeout = d
 	return &cc
@@ -221,7 +221,7 @@ func (c *AdminClient) WithConnectTimeout(d time.Duration) *AdminClient {
 // Get GETs path (with its query) from the admin API at addr of the relay
 // called name, with token when not empty, and returns the body of a 200
 // answer (at most limitBytes), or an error that quotes the answer.
-func (c *AdminClient) Get(ctx context.Context, name, addr, path, token string, limitBytes int64) ([]byte, error) {
+func (c *Client) Get(ctx context.Context, name, addr, path, token string, limitBytes int64) ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
 	}

@@ -1,4 +1,4 @@
-package registry
+package adminapi
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // A relay's admin API answering with a redirect gets neither the token
 // sent on nor a request made where it points (a planted registration's
 // admin address redirecting to a metadata service, say).
-func TestAdminClientNoRedirects(t *testing.T) {
+func TestClientNoRedirects(t *testing.T) {
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer target.Close()
@@ -25,7 +25,7 @@ func TestAdminClientNoRedirects(t *testing.T) {
 	defer liar.Close()
 	req, _ := http.NewRequest(http.MethodGet, liar.URL+"/v1/info", nil)
 	req.Header.Set("Authorization", "Bearer fleet-admin-token")
-	resp, err := NewAdminClient(5*time.Second, nil).Do(req, "")
+	resp, err := NewClient(5*time.Second, nil).Do(req, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func mustIdentity(t *testing.T, secret, name, role string) *linktls.Identity {
 // answer counts only from the relay the request was for: a registered
 // admin address that is another host (a stranger's server, a relay of
 // another fleet) or another relay gets no token, or is not believed.
-func TestAdminClientTLS(t *testing.T) {
+func TestClientTLS(t *testing.T) {
 	const secret = "a-fleet-secret-of-32-bytes-long!"
 	var tokens atomic.Int32
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +70,7 @@ func TestAdminClientTLS(t *testing.T) {
 	stranger := httptest.NewTLSServer(handler) // its own self-signed certificate
 	defer stranger.Close()
 
-	c := NewAdminClient(5*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
+	c := NewClient(5*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
 	ctx := context.Background()
 	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "https://") }
 
@@ -91,7 +91,7 @@ func TestAdminClientTLS(t *testing.T) {
 	if tokens.Load() != 1 {
 		t.Fatalf("the token reached %d servers that are not r1", tokens.Load()-1)
 	}
-	if _, err := FailingAdminClient(context.Canceled).Get(ctx, "r1", addr(r1), "/healthz", "", 64); err != context.Canceled {
+	if _, err := FailingClient(context.Canceled).Get(ctx, "r1", addr(r1), "/healthz", "", 64); err != context.Canceled {
 		t.Errorf("a failing client: %v", err)
 	}
 }
@@ -115,7 +115,7 @@ func TestConnectWithin(t *testing.T) {
 	}
 	defer mute.Close()
 
-	c := NewAdminClient(30*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
+	c := NewClient(30*time.Second, mustIdentity(t, secret, "relayctl", linktls.RoleClient).AdminClientConfig())
 	for how, get := range map[string]func(addr string) ([]byte, error){
 		"ConnectWithin": func(addr string) ([]byte, error) {
 			ctx, cancel := ConnectWithin(context.Background(), 200*time.Millisecond)
