@@ -227,6 +227,15 @@ func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest
 	return reqs
 }
 
+// synRetransmitMs is Linux's initial retransmission timeout of a SYN
+// (TCP_TIMEOUT_INIT): what a probe whose SYN or SYN-ACK was lost waits
+// before its handshake is tried again. handshakeTimeoutMs is the survey's
+// bound on one handshake, which a second loss runs into.
+const (
+	synRetransmitMs    = 1000
+	handshakeTimeoutMs = float64(survey.DefaultTimeout / time.Millisecond)
+)
+
 // sample draws r's probes' handshakes from the model, their medians into
 // out, and sets how long the probes take (probeMs) and are expected to
 // (expectMs).
@@ -243,10 +252,25 @@ func (p *prober) sample(r *simRequest, probes []shortlist.Probe, out []float64) 
 		h := fnv.New64a()
 		h.Write([]byte(pr.From + "\x00" + pr.To))
 		rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
+		rttMs, probeMs := p.world.RTTMs(a, b), 0.0
 		for range count {
-			if ms, lost := p.world.Sample(a, b, rnd); !lost {
+			ms, lost := p.world.Sample(a, b, rnd)
+			tookMs := rttMs
+			if lost {
+				// The kernel sends the SYN again after its initial
+				// retransmission timeout, as relayd's probe waits for;
+				// lost again, the handshake runs into the probe's
+				// timeout.
+				if ms, lost = p.world.Sample(a, b, rnd); lost {
+					tookMs = handshakeTimeoutMs
+				} else {
+					tookMs = synRetransmitMs + rttMs
+				}
+			}
+			if !lost {
 				samples = append(samples, ms)
 			}
+			probeMs += tookMs
 		}
 		if len(samples) > 0 {
 			out[k] = quantile(samples, 0.5)
@@ -254,7 +278,7 @@ func (p *prober) sample(r *simRequest, probes []shortlist.Probe, out []float64) 
 				p.knownMs[pr.To] = out[k]
 			}
 		}
-		r.probeMs = max(r.probeMs, float64(count)*p.world.RTTMs(a, b))
+		r.probeMs = max(r.probeMs, probeMs)
 		r.expectMs = max(r.expectMs, float64(count)*pr.ExpectMs)
 	}
 }
