@@ -269,6 +269,9 @@ type Plans struct {
 	QualityMedian float64 `json:"quality_median"`
 	QualityP5     float64 `json:"quality_p5"`
 	Within10      float64 `json:"within_10pct"` // share of plans with quality >= 0.9
+	// Within10CI95 is Within10's 95 % Wilson interval over these plans:
+	// what the pairs drawn leave uncertain, for this world and seed.
+	Within10CI95 [2]float64 `json:"within_10pct_ci95"`
 	// Within15 and Within20 are the shares with quality >= 0.85 and 0.8:
 	// whether the plans outside 10 % miss by little or by much.
 	Within15 float64 `json:"within_15pct"`
@@ -329,6 +332,9 @@ type Plans struct {
 	ComputeMsP95    float64 `json:"compute_ms_p95"`
 	WallMsMedian    float64 `json:"wall_ms_median"`
 	WallMsP95       float64 `json:"wall_ms_p95"`
+	// WallMsMedianCI95 is WallMsMedian's distribution-free 95 % interval
+	// (MedianCI95).
+	WallMsMedianCI95 [2]float64 `json:"wall_ms_median_ci95"`
 	// Where the modelled wall time goes, ms on the model's clock (compute
 	// aside), medians: the first round (the landmarks' and the direct
 	// path's probes), the second (the first cut's ends), and any later
@@ -644,6 +650,8 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.ProbesMedian, pl.RoundsMedian = quantile(probesPer, 0.5), quantile(rounds, 0.5)
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
 	pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
+	pl.WallMsMedianCI95 = MedianCI95(wallMs)
+	pl.Within10CI95 = Wilson95(countAtLeast(quality, 0.9), pl.Count)
 	pl.FirstRoundMsMedian, pl.SecondRoundMsMedian = quantile(firstRounds, 0.5), quantile(secondRounds, 0.5)
 	pl.LaterRoundMsMedian = quantile(laterRounds, 0.5)
 	if replan {
@@ -677,13 +685,17 @@ func coordErrOf(world *netsim.World, relays []*relay, i int, rnd *rand.Rand) flo
 
 // shareAtLeast is the share of v that is at least atLeast.
 func shareAtLeast(v []float64, atLeast float64) float64 {
+	return float64(countAtLeast(v, atLeast)) / float64(len(v))
+}
+
+func countAtLeast(v []float64, atLeast float64) int {
 	n := 0
 	for _, x := range v {
 		if x >= atLeast {
 			n++
 		}
 	}
-	return float64(n) / float64(len(v))
+	return n
 }
 
 // quantile is the q-quantile of v (nearest rank), sorting a copy.
