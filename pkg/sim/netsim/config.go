@@ -97,6 +97,20 @@ type Config struct {
 	// Defaults 0.03 and 0.1; negative: none.
 	JitterFrac  float64
 	JitterMinMs float64
+	// NoiseTailShare is the share of Samples whose queueing delay comes
+	// from a heavy tail instead: Pareto with shape NoiseTailShape and the
+	// exponential's mean as its scale (a probe that met a burst or a busy
+	// host). Zero, the default: none.
+	NoiseTailShare float64
+	// NoiseTailShape is that Pareto's shape α. Default 1.5 (a tail with
+	// no finite variance).
+	NoiseTailShape float64
+	// UnderShare is the share of Samples that read below the true RTT, by
+	// up to UnderMaxFrac of it (uniform): timer granularity, a path that
+	// changed since. Zero, the default: none, a Sample is never below the
+	// RTT.
+	UnderShare   float64
+	UnderMaxFrac float64 // default 0.1
 
 	// LossBase and LossPer100Ms give a path's packet loss rate per
 	// direction from its true RTT: LossBase + LossPer100Ms·RTT/100 ms,
@@ -148,6 +162,8 @@ func Defaults() Config {
 		BadRouteMaxMs:       150,
 		JitterFrac:          0.03,
 		JitterMinMs:         0.1,
+		NoiseTailShape:      1.5,
+		UnderMaxFrac:        0.1,
 		LossBase:            0.0001,
 		LossPer100Ms:        0.0025,
 		LossSigma:           0.5,
@@ -191,6 +207,8 @@ func (c Config) WithDefaults() Config {
 	set(&c.BadRouteMaxMs, d.BadRouteMaxMs)
 	set(&c.JitterFrac, d.JitterFrac)
 	set(&c.JitterMinMs, d.JitterMinMs)
+	set(&c.NoiseTailShape, d.NoiseTailShape)
+	set(&c.UnderMaxFrac, d.UnderMaxFrac)
 	set(&c.LossBase, d.LossBase)
 	set(&c.LossPer100Ms, d.LossPer100Ms)
 	set(&c.LossSigma, d.LossSigma)
@@ -239,6 +257,10 @@ func (c Config) Validate() error {
 		{"BadRouteMaxMs", c.BadRouteMaxMs, 0, 10000},
 		{"JitterFrac", c.JitterFrac, neg, 10},
 		{"JitterMinMs", c.JitterMinMs, neg, 1000},
+		{"NoiseTailShare", c.NoiseTailShare, 0, 1},
+		{"NoiseTailShape", c.NoiseTailShape, 0.5, 10},
+		{"UnderShare", c.UnderShare, 0, 1},
+		{"UnderMaxFrac", c.UnderMaxFrac, 0, 0.9},
 		{"LossBase", c.LossBase, neg, 1},
 		{"LossPer100Ms", c.LossPer100Ms, neg, 1},
 		{"LossSigma", c.LossSigma, neg, 3},

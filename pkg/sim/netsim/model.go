@@ -100,8 +100,10 @@ func (w *World) Path(a, b Point) Path {
 
 // Sample is one probe (a TCP handshake) from a to b: lost with
 // ProbeLossRate, else the true RTT plus a queueing delay drawn from rnd,
-// exponential with mean JitterFrac·RTT + JitterMinMs. A lost probe's
-// rttMs is 0; a probe is never faster than RTTMs.
+// exponential with mean JitterFrac·RTT + JitterMinMs (a share
+// NoiseTailShare of them from a Pareto tail instead). A lost probe's rttMs
+// is 0; a probe is never faster than RTTMs, unless UnderShare makes a
+// share of them read below it.
 func (w *World) Sample(a, b Point, rnd *rand.Rand) (rttMs float64, lost bool) {
 	if a.id == b.id {
 		return 0, false
@@ -110,8 +112,19 @@ func (w *World) Sample(a, b Point, rnd *rand.Rand) (rttMs float64, lost bool) {
 	if rnd.Float64() < 1-(1-p.LossRate)*(1-p.LossRate) {
 		return 0, true
 	}
-	mean := none(w.cfg.JitterFrac)*p.RTTMs + none(w.cfg.JitterMinMs)
-	return p.RTTMs + mean*rnd.ExpFloat64(), false
+	cfg := &w.cfg
+	mean := none(cfg.JitterFrac)*p.RTTMs + none(cfg.JitterMinMs)
+	// The draws the default world makes come first and alone, so a world
+	// without the tail or the under-reads samples as it always did.
+	queueMs := mean * rnd.ExpFloat64()
+	if cfg.NoiseTailShare > 0 && rnd.Float64() < cfg.NoiseTailShare {
+		// Pareto with scale mean: mean · U^(−1/α), U uniform in (0, 1].
+		queueMs = mean * math.Pow(1-rnd.Float64(), -1/cfg.NoiseTailShape)
+	}
+	if cfg.UnderShare > 0 && rnd.Float64() < cfg.UnderShare {
+		return p.RTTMs * (1 - cfg.UnderMaxFrac*rnd.Float64()), false
+	}
+	return p.RTTMs + queueMs, false
 }
 
 func (w *World) path(a, b Point, withLoss bool) Path {
