@@ -9,10 +9,10 @@ import (
 // Defaults. Every field of Request whose zero value is not a usable setting
 // takes its default from here, and only here (see Request.withDefaults).
 const (
-	// DefaultMaxHops is the most relays a chain may have. Measured gains
-	// hold up to four segments (bench/results/split.md: 1.98×, 2.88×,
-	// 3.74× at 2, 3, 4); every relay adds setup time, so a fifth segment
-	// is as far as the default goes.
+	// DefaultMaxHops is the most relays a chain may have. The gains
+	// measured held up to four segments, as many as were measured
+	// (docs/defaults.md#relays-a-chain-may-have); every relay adds setup
+	// time, so a fifth segment is as far as the default goes.
 	DefaultMaxHops = 4
 	// DefaultMinGain is the speed-up over direct (a fraction: 0.10 = 10 %)
 	// a chain must predict before it is preferred: below it the model's
@@ -25,28 +25,22 @@ const (
 	// unknown, bytes: Linux's default autotuning ceiling, tcp_rmem max
 	// 6 MiB × ½ (see adminapi.Limits.WindowBytesApprox).
 	DefaultWindowBytes = 3 << 20
-	// DefaultRelayOverhead is the fraction of throughput each relay costs.
-	// Calibrated on bench/results/split.md (50 ms path, equal segments,
-	// window-limited): relayd measured 1.98×, 2.88×, 3.74× direct at 2, 3, 4
-	// segments against an ideal 2×, 3×, 4×, i.e. 0.990, 0.960, 0.935 of
-	// ideal with 1, 2, 3 relays; (1−0.02)^n gives 0.980, 0.960, 0.941. Part
-	// of the measured shortfall is tunnel setup inside the timed download
-	// (split.md's notes), so it is a per-relay cost, not pure throughput.
+	// DefaultRelayOverhead is the fraction of throughput each relay costs,
+	// calibrated on the split experiment (bench/results/split.md: equal
+	// segments, window-limited, against the ideal n× direct;
+	// docs/defaults.md#relay-overhead). Part of the measured shortfall is
+	// tunnel setup inside the timed download (split.md's notes), so it is
+	// a per-relay cost, not pure throughput.
 	DefaultRelayOverhead = 0.02
 	// DefaultErrorMargin is the fraction within which chains' predictions
 	// are ties, won by the chain with fewer relays: one relay's overhead
 	// (DefaultRelayOverhead), so a chain with one relay more must predict
 	// 2 % more after that relay's own 2 %. It was 5 %, the model's error
-	// (measured rates came out at 0.93–1.02 of the predictions on the
-	// lab's topologies, docs/planning.md), but a tie band buys fewer
-	// relays with throughput, not accuracy: the model's error is as likely
-	// to favour either chain, so the higher prediction is the better bet,
-	// and the relay overhead already charges each relay its cost. In the
-	// fleet simulator at 5,000 relays (200 pairs, the plans' chains judged
-	// on the true RTTs) 5 % planned 93 % of pairs within 10 % of the
-	// optimum bottleneck, 2 % 96 % and none 96.5 % (by the model's rate,
-	// relays' overhead counted, 96 %, 97 % and 97 %): with 5 %, a chain
-	// of one relay won over one of four whose bottleneck was 10 % faster.
+	// in the lab, but a tie band buys fewer relays with throughput, not
+	// accuracy: the model's error is as likely to favour either chain, so
+	// the higher prediction is the better bet, and the relay overhead
+	// already charges each relay its cost. In the fleet simulator the
+	// wider band planned worse (docs/defaults.md#tie-margin).
 	DefaultErrorMargin = 0.02
 	// DefaultMSSBytes is the TCP maximum segment size for the Mathis loss
 	// bound and the initial window, bytes: 1500-byte MTU minus IPv4, TCP

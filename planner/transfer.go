@@ -24,7 +24,8 @@ import (
 // takes the later one's time. In the sweep-20-30 lab (a 20 ms link, then
 // 30 ms to the server) 100 KB takes the server's segment three rounds of
 // 1,448 B segments, the link four rounds of 1,426 B ones: 60 ms either
-// way, where four rounds of the longest segment (90 ms) ran 0.85× early.
+// way, where counting four rounds of the longest segment (90 ms) had the
+// model run early in the lab (docs/planning.md#transfer-size-completion-time).
 
 // After the ramp the bytes move at the steady rate, but how they arrive
 // depends on what holds the rate. A link's capacity (a limit, a learnt
@@ -32,15 +33,12 @@ import (
 // segment's sender sends a window's worth, then waits a round trip of
 // that segment for its acknowledgements, so the bytes arrive a flight per
 // round trip, and a transfer that ends in a flight completes with it, not
-// a fraction of a round trip into it. Measured in the plan-capacity lab
-// (a 1 MB download through r2, its 30 ms client segment held by the
-// client's 315 KB window; tcpdump at the client): the ramp's five rounds,
-// then two flights of ~340 and ~270 KB, 30 ms apart, the last byte at six
-// round trips where a steady flow would have finished at 5.9. The model
-// counts such a steady state in whole flights (flow.stepMs); it does not
-// count a flight's own time on the wire (its bytes at the link's rate,
-// mostly unknown), so it stays a little early, by up to a flight's
-// serialization (11 ms of the 315 ms above).
+// a fraction of a round trip into it, as a capture at the client in the
+// plan-capacity lab showed (docs/planning.md#transfer-size-completion-time).
+// The model counts such a steady state in whole flights (flow.stepMs); it
+// does not count a flight's own time on the wire (its bytes at the link's
+// rate, mostly unknown), so it stays a little early, by up to a flight's
+// serialization.
 
 // flow is what a completion time depends on.
 type flow struct {

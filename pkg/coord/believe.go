@@ -9,11 +9,10 @@ import "github.com/hashicorp/serf/coordinate"
 // weight whatever this node's own confidence, and moves this coordinate
 // (and its own error) as far as its lie asks. A coordinate cannot be known
 // better than the RTTs it is fitted to: a TCP handshake's RTT varies by a
-// few per cent between samples on a quiet path, and in the simulator's
-// plane with 2 % noise honest nodes settle at errors of 1-3 % (median 2 %
-// after an hour), on Internet-like worlds at 10-40 %. At 5 % a liar weighs
-// at most what an honest peer as good as the probes allow weighs, and
-// honest peers on real paths are left as they are.
+// few per cent between samples on a quiet path, and honest nodes settle at
+// errors of a few per cent at best (docs/defaults.md#a-peers-believed-error).
+// At 5 % a liar weighs at most what an honest peer as good as the probes
+// allow weighs, and honest peers on real paths are left as they are.
 const MinPeerError = 0.05
 
 // Believed is c as a peer's coordinate is believed: its Error raised to

@@ -14,24 +14,18 @@ const (
 	// DefaultNearest and DefaultRandom: with the nearest two from each
 	// ring of RTT first, twelve nearest reach some six rings, out to
 	// 128 ms, and fit the coordinates to far peers better than random
-	// ones do. In the fleet simulator, on the same 12 probes a minute,
-	// 12 nearest and 1 random against 8 and 4 took the coordinates' p90
-	// relative error from 38 % to 35 % at 1,000 relays and from 41 % to
-	// 35 % at 5,000, a plan's probes from 7,234 to 5,637 and 21,604 to
-	// 18,865, and planned as well or better (make
-	// bench-sim-probe-split). One random peer still finds new near ones.
+	// ones do, on the same probes a minute. One random peer still finds
+	// new near ones (docs/defaults.md#nearest-and-random-peers).
 	DefaultNearest        = 12
 	DefaultRandom         = 1
 	DefaultRotateEvery    = 5 * time.Minute
 	DefaultWindow         = 8
 	DefaultMaxAge         = 10 * time.Minute
 	DefaultShortcutMaxAge = time.Hour
-	// DefaultPerRing: in the fleet simulator, after 30 minutes of
-	// measurement, 2 took the plans within 10 % of the optimum from
-	// 83.5 % to 90.5 % of 200 pairs at 5,000 relays (some 23 a city), and
-	// the coordinates' p90 relative error from 43 % to 41 %; at 1,000
-	// relays (some 5 a city) from 94.25 % to 96.75 % of 400 pairs, p90
-	// 42 % to 38 % (make bench-sim-per-ring).
+	// DefaultPerRing: two nearest peers from each ring of RTT before the
+	// rest, so that a relay in a city of many relays measures the next
+	// cities' relays too, not its city-mates alone: its coordinate fits
+	// better, and plans follow (docs/defaults.md#rings-of-rtt).
 	DefaultPerRing = 2
 )
 
@@ -39,17 +33,12 @@ const (
 // coordinate, for a fleet of relays: 0.6 s a relay, from 10 s to 10
 // minutes. It reads them to choose whom to probe (its nearest peers by
 // RTT, measured or estimated, NextTarget); each read carries every relay's,
-// and re-read every 10 s they were ~2 MB a minute a relay at 1,000 relays,
+// so reading them often costs megabytes a minute a relay in a large fleet,
 // the registry's load growing with the square of the fleet. The coordinate
 // of the peer it probes, which moves its own (Observe), it reads alone and
-// fresh. In the fleet simulator a view read every 10 minutes instead of
-// every 30 s left the coordinates better, not worse (median relative error
-// at 1,000 relays 12.0 % against 12.5 %, p90 42 % against 45 %; at 5,000
-// relays 11.8 % against 13.2 %, p90 43 % against 58 %), and the plans
-// better (within 10 % of the optimum: 95.0 % of 600 pairs against 92.0 %
-// at 1,000 relays, 82 % of 200 against 70 % at 5,000; make
-// bench-sim-fleet-view; in a second world, seed 2, 95.7 % against 90.7 %
-// and 80.5 % against 71.5 %).
+// fresh. Read this seldom, the fleet simulator measured the coordinates
+// and the plans better, not worse, than with a view read every 30 s
+// (docs/defaults.md#the-fleet-view).
 func FleetViewEvery(relays int) time.Duration {
 	return min(max(time.Duration(relays)*600*time.Millisecond, 10*time.Second), 10*time.Minute)
 }
@@ -86,9 +75,9 @@ type Config struct {
 	// the probe set, because their measured RTT was at most ShortcutRatio
 	// of the coordinates' estimate: the pairs a planner cannot estimate.
 	// The lowest ratios are kept. 0 (the default): none. In the fleet
-	// simulator (1,000 relays, the same 200 plans with and without) 16
-	// made no measurable difference to plan quality, at 1.8 KB a relay a
-	// minute and up to 16 more pairs in every relay's publication.
+	// simulator they made no measurable difference to plan quality, for
+	// more bytes a minute and up to Shortcuts more pairs in every relay's
+	// publication (docs/defaults.md#shortcuts).
 	Shortcuts int
 	// ShortcutMaxAge is how long a shortcut is kept after its last probe.
 	ShortcutMaxAge time.Duration

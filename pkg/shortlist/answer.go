@@ -32,9 +32,8 @@ func (r *planRun) answer() error {
 	// The rounds ran out with the best plan still standing on an
 	// estimate: choose among the chains measured throughout. An estimate
 	// the rounds did not get to is as likely too low as too high, and a
-	// plan that rests on one too low is the miss that costs most (in the
-	// simulator, a chain believed at 58 ms was 71; at 1,000 relays this
-	// took the plans within 10 % of the optimum from 60 % to 72 %).
+	// plan that rests on one too low is the miss that costs most
+	// (docs/defaults.md#the-chains-measured-throughout).
 	// Without rounds the plan stands on the estimates, as configured. At
 	// the deadline or the search budget's end likewise the chains
 	// measured throughout.

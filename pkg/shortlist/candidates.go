@@ -147,9 +147,8 @@ func (s *space) nearest(u, count int) []string {
 // link binds them all) and breaks the tie by name; the p-norm tends to
 // the longest segment as p grows and ranks those chains by the slack of
 // their other segments: the ones that an estimate's error is least likely
-// to spoil. In the fleet simulator (300 relays, 50 pairs) the candidates
-// held a chain within 10 % of the optimum for 84 % of pairs with p = 8,
-// 56 % ranked by the longest segment; p = 4 and 16 gave 74 % and 72 %.
+// to spoil. Of the exponents tried, 8 left the candidates holding a good
+// chain most often (docs/defaults.md#the-rankings-exponent).
 //
 // The unit is fixed, not the plan's direct path: multiplying every cost
 // by one factor keeps their order, so a pair of relays costs the same in
@@ -226,13 +225,13 @@ func (s *space) pairCosts() []float32 {
 // costs n²/2 pairs, not 2n². The pairs' costs are tri (pairCosts of s),
 // or computed here when tri is nil: kept between hops up to
 // segCacheRelays relays (float32: 50 MB at 5,000), else estimated anew
-// each hop. At 5,000 relays (BenchmarkRankCandidates5000 and
-// BenchmarkPairCosts5000, 2 cores) a ranking with its pairs' costs at
-// hand takes 0.06 s and pairCosts 0.05–0.10 s, where the ranking took
-// 0.21–0.25 s estimating the pairs in its first hop and branching on
-// each pair's worth (two sets of three runs of each, in turn). The
-// pass's rows are shared among GOMAXPROCS goroutines, each lowering its
-// own copy of the costs; the copies are merged by their minimum, and a
+// each hop. Costing the pairs before the ranking (while the first round
+// is out) and taking every pair's minimum without branching on its
+// worth, which mispredicts at thousands of relays, is what keeps the
+// ranking short (BenchmarkRankCandidates5000, BenchmarkPairCosts5000;
+// docs/defaults.md#the-first-cuts-search-timed). The pass's rows are
+// shared among GOMAXPROCS goroutines, each lowering its own copy of the
+// costs; the copies are merged by their minimum, and a
 // minimum of the same sums is the same whatever the order, so the result
 // does not depend on the cores.
 func (s *space) reach(fromMs, toMs []float64, hops int, boundMs float64, tri []float32) (from, to [][]float64) {

@@ -72,159 +72,107 @@ import (
 	"github.com/relaymesh/relaymesh/planner"
 )
 
-// Defaults.
+// Defaults. Each comment says what the default is and why; the runs that
+// chose it are in docs/defaults.md, under the anchor it names.
 const (
 	// DefaultLandmarks and DefaultFirstQuorum: the first round (the
 	// landmarks') ends once this share of its requests has answered:
 	// this host's own probes, a round trip each, and most landmarks'
 	// probes of the destination, an ask's round trip and a probe's; the
 	// slowest are far landmarks, whose RTTs the endpoints' fits need
-	// least (minFitLandmarks). In the simulator at 5,000 relays (100
-	// pairs, exploratory runs) 16 landmarks so planned 95 % of pairs
-	// within 10 % of the optimum, 12 93 %, 24 92 % and 32 93 %, against
-	// 90 % for 8 whose round ended at 0.9 of its requests, and the round
-	// took 0.45 s instead of 0.52 s; at 1,000 relays (400 pairs) 16
-	// planned 97 %, 8 96.5 %.
+	// least (minFitLandmarks). More landmarks place the endpoints
+	// better, up to about this many
+	// (docs/defaults.md#landmarks-and-the-first-rounds-quorum).
 	DefaultLandmarks   = 16
 	DefaultFirstQuorum = 0.84
-	// DefaultCandidates: in the simulator at 1,000 relays (600 pairs),
-	// 192 candidates from the first cut of 384 held a chain within 10 %
-	// of the optimum for 98.3 % of pairs and planned 93.5 % within it,
-	// against 95.8 % and 91.2 % for 96, for 9,779 probes a plan instead
-	// of 4,945 (a round asks each relay once whatever its probes), in
-	// 3.1 s instead of 3.0 s (medians). At 5,000 relays (60 pairs) 75 %
-	// against 66.7 %. 128 and 256 (from 512) planned no better at 1,000
-	// relays (93.5 % and 95 % of 200 pairs, 192: 95.5 %), 256 in 3.8 s.
+	// DefaultCandidates is the least number of relays the planner sees:
+	// enough that they hold a chain near the optimum for nearly every
+	// pair, few enough that the rounds measure what they need; a round
+	// asks each relay once whatever its probes
+	// (docs/defaults.md#candidates).
 	DefaultCandidates = 192
 	// DefaultCandidatesShare: the candidates are the larger of
-	// DefaultCandidates and this share of the placed relays. At 5,000
-	// relays (200 pairs, a first cut of 750) 192 candidates planned 75 %
-	// of pairs within 10 % of the optimum in 5.0 s, 384 79 % in 5.4 s,
-	// 512 79.5 % in 5.9 s (medians); more candidates take more of the
-	// rounds' probes, their bound (ExplorePerRound) the same; 400 (this
-	// share) planned 81 % in 5.5 s. Side by side on those pairs, the
-	// whole first cut as candidates (750, no second ranking; the first
-	// cut held a chain within 10 % for 94.5 % of the pairs, the
-	// candidates with the rounds' neighbours 95.5 %, 400's 89 %) planned
-	// 80.5 % against 400's 81 %, in 5.6 s against 5.0 s: the rounds did
-	// not find the chains it added.
+	// DefaultCandidates and this share of the placed relays: in a large
+	// fleet more candidates pay, up to about this share; more take more
+	// of the rounds' probes, their bound (ExplorePerRound) the same,
+	// and the rounds do not find the chains they add
+	// (docs/defaults.md#candidates-as-a-share-of-the-fleet).
 	DefaultCandidatesShare = 0.08
 	// DefaultRounds: rounds that end at their quorum (DefaultQuorum)
-	// are shorter; in the simulator at 1,000 relays (600 pairs), 8 of
-	// them planned as well as 6 that waited for their last request
-	// (87.0 % and 87.2 % of pairs within 10 % of the optimum) in 3.2 s
-	// instead of 4.1 s (medians; p95 6.1 s against 7.3 s); 10 planned
-	// 87.8 % in 3.2 s (p95 6.5 s).
+	// are shorter, and two more of them buy back what ending early
+	// costs (docs/defaults.md#rounds).
 	DefaultRounds = 8
-	// DefaultOptimism: in the simulator, the median relay-pair estimate
-	// is off by about 13 % and the worst tenth by 45 % or more; a pair
-	// whose true RTT is 0.6 of its estimate is rare, one at 0.8 is not.
-	// A fast chain the coordinates miss often needs two pairs well below
-	// their estimates at once, so a pair's bound counts every estimated
-	// pair of its chain at 0.6, not its own alone: at 1,000 relays (600
-	// pairs) that planned 91.2 % of pairs within 10 % of the optimum
-	// against 87.0 % (the own-pair rule, with at most 400 probes a
-	// round; 87.0 % too with 4,000), for 4,945 probes a plan instead of
-	// 1,898, in 3.0 s instead of 3.1 s (medians; 7 rounds against 8).
-	// 0.5 and 0.4 planned as well (90.7 %, 91.0 %) for more probes.
+	// DefaultOptimism: a pair whose true RTT is far below its estimate
+	// is rare, one a little below is not. A fast chain the coordinates
+	// miss often needs two pairs well below their estimates at once, so
+	// a pair's bound counts every estimated pair of its chain at this
+	// share of its estimate, not its own alone
+	// (docs/defaults.md#optimism).
 	DefaultOptimism = 0.6
 	// DefaultYoungFor and DefaultYoungOptimism: a relay whose coordinate
 	// has been measured for less than DefaultYoungFor (a relay that just
 	// joined, or restarted: a new relayd starts its coordinate afresh) has
 	// its estimated pairs probed at DefaultYoungOptimism instead of
-	// Optimism. In the simulator (1,000 relays, 400 pairs; make
-	// bench-sim-rejoin), of pairs whose every chain within 10 % of the
-	// optimum goes through one of 100 relays of 19 cities restarted a
-	// minute before, 83.25 % were planned within 10 % with their pairs at
-	// 0.6 and 94.25 % at 0.4, for 1,100 more probes a plan (96.5 % with
-	// those relays never restarted); five minutes after restarting,
-	// 93.25 % and 97.25 %.
+	// Optimism: its coordinate is still finding its place, and its
+	// estimates err by more (docs/defaults.md#young-relays).
 	DefaultYoungFor      = 10 * time.Minute
 	DefaultYoungOptimism = 0.4
 	// DefaultCaution: when the first cut is ranked again on its measured
 	// ends, a chain's estimated segments count this much longer than
 	// their estimates. Estimates err both ways and a chain that rests on
 	// one too low is the costliest miss; a chain whose slack is in
-	// measured segments is the safer candidate. In the simulator (1,000
-	// relays, 600 pairs) 1.25 took the pairs whose candidates held a
-	// chain within 10 % of the optimum from 88 % to 91 %, and the plans
-	// within 10 % from 76 % to 82 %, at the same probes; 0.8 planned
-	// worse, 1.5 and 2 no better (200 pairs).
+	// measured segments is the safer candidate
+	// (docs/defaults.md#caution).
 	DefaultCaution = 1.25
-	// DefaultExplorePerRound: at 1,000 relays (200 pairs) 2,000 and
-	// 4,000 planned as well as no bound, 1,000 half a point worse, 400
-	// six points worse (a round asks each relay once, whatever its
-	// probes, so its wall time hardly grows with them). At 5,000 relays
-	// (200 pairs, asked over UDP) 8,000 planned 93.5 % within 10 % of
-	// the optimum against 4,000's 92 % (16,000: 93 %), for 27,826
-	// probes a plan instead of 19,296 and 0.03 s more a later round
-	// (more relays asked, farther ones among them); at 1,000 relays (400
-	// pairs) 96.75 % against 97 %.
+	// DefaultExplorePerRound bounds a round's probes. A round asks each
+	// relay once, whatever its probes, so its wall time hardly grows
+	// with them; more probes than this bought nothing measurable
+	// (docs/defaults.md#probes-a-round).
 	DefaultExplorePerRound = 8000
 	// DefaultSearchBudget: the rounds of targeted probes are where a
 	// plan's time varies (how many it makes, each a round trip to the
 	// farthest relay asked and this host's computation), the first two
-	// rounds' time is the network's. At 5,000 relays (200 pairs, relays
-	// asked over UDP) plans made all their rounds and took a median
-	// 2.8–2.9 s, p95 4.4–4.6 s, by how fast this machine computed that
-	// day (0.44–0.81 s a plan); a deadline of 3 s from the plan's start
-	// (Deadline; the budget ends about there when the first two rounds
-	// take 0.9 s) took them to 2.86 s, p95 3.4 s, and planned 93 % within
-	// 10 % of the optimum against 93.5 % without. Asked over HTTPS, whose
-	// first two rounds take 2.7 s there, that deadline left no room for
-	// targeted rounds (39 % within 10 %, against 92 % without): a
-	// budget for the search itself keeps a plan's search whatever its
-	// first rounds took. With 1.6 s (and DefaultExplorePerRound), 2.68 s,
-	// p95 3.28 s, 92.5 % within 10 % (54 % of the plans stopped at it);
-	// over HTTPS 4.59 s and 91 %; at 1,000 relays (400 pairs) 1.54 s and
-	// 96.5 % against 1.52 s and 97 % without (2 % stopped).
+	// rounds' time is the network's. A deadline from the plan's start
+	// left no room for the search where the first rounds were slow
+	// (asked over HTTPS); a budget for the search itself keeps a plan's
+	// search whatever its first rounds took, and bounds its time where
+	// the host computes slowly (docs/defaults.md#search-budget).
 	DefaultSearchBudget = 1600 * time.Millisecond
 	// DefaultHandshakes: one handshake's RTT is within its queueing delay
 	// of the median of three, at a third of the wait, and a plan waits
-	// for its slowest probe once per round. In the simulator (1,000
-	// relays) one handshake per probe halved a plan's wall time and left
-	// its quality as it was.
+	// for its slowest probe once per round
+	// (docs/defaults.md#handshakes-a-probe).
 	DefaultHandshakes = 1
-	// DefaultNeighbours: in the simulator (1,000 relays, 200 pairs, two
-	// seeds) 16 planned no better than 12 (88.5 % and 86 % of pairs
-	// within 10 % of the optimum against 88 % and 87 %) for about 250
-	// more probes a plan.
+	// DefaultNeighbours: the relays nearest each end of the best plan's
+	// bottleneck tried in its place; more planned no better, for more
+	// probes a plan (docs/defaults.md#neighbours).
 	DefaultNeighbours = 12
 	// DefaultInFlight: a round waits for its last probe, and the first
 	// cut's ends alone are 768 probes; with 32 in flight they went in
-	// waves, each as long as a probe of a far relay.
+	// waves, each as long as a probe of a far relay
+	// (docs/defaults.md#requests-in-flight).
 	DefaultInFlight = 256
 	// DefaultQuorum: a round waits for its slowest request, a far relay
 	// asked over a new connection (three of its round trips before its
-	// probe starts), or one that is down, till its timeout. In the
-	// simulator at 1,000 relays (600 pairs, 6 rounds) ending each round
-	// at 0.9 of its requests took a plan from 4.1 s to 3.1 s (medians;
-	// p95 7.3 s to 5.5 s) for 1.4 points fewer plans within 10 % of the
-	// optimum (87.2 % to 85.8 %; quality median 0.970 and 0.968, p5 0.837
-	// and 0.845); 0.8 was no faster (with 8 landmarks, whose fits then
-	// waited for three in four of them) and planned 84.3 %; at 0.7 and
-	// below, too few ends were measured for the candidates' ranking.
+	// probe starts), or one that is down, till its timeout. Ending the
+	// round at this share of its requests leaves those to answer into a
+	// later round, for a little quality; lower, too few ends are
+	// measured for the candidates' ranking (docs/defaults.md#quorum).
 	DefaultQuorum = 0.9
 	// DefaultLaterQuorum: the rounds after a plan's first two ask over
 	// connections already open, and their stragglers are far relays'
 	// probes, which the plan waits for anyway when its best chain rests
-	// on one. In the simulator (the bench's pairs, each planned with every
-	// setting in turn) 0.7 took a later round from 0.27 s to 0.20 s and a
-	// plan from 3.51 s to 3.24 s at 1,000 relays (200 pairs, 96 % within
-	// 10 % of the optimum against 95.5 %), 2.41 s to 2.22 s to relays'
-	// hosts (92 % both), and 5.19 s to 4.53 s at 5,000 relays (100 pairs,
-	// 88 % against 85 %); 0.8 was between.
+	// on one: ending those rounds sooner shortened plans and planned no
+	// worse (docs/defaults.md#the-later-rounds-quorum).
 	DefaultLaterQuorum = 0.7
 	// DefaultPerSite and DefaultSiteRadius: the first cut and the
 	// candidates take at most 3 relays within 0.15 × the direct path's
 	// RTT of each other (by coordinates, access links aside) before the
-	// rest of their ranking. In the simulator at 1,000 relays (200
-	// pairs) the first cut held a chain within 10 % of the optimum for
-	// 98.5 % of pairs instead of 92.5 %, and the plans within 10 % went
-	// from 81 % to 88 % (seed 1) and from 85 % to 87 % (seed 7), for
-	// 0.3–0.6 s more wall time a plan (the candidates
-	// are further apart, so are the relays asked). 2 or 4 a site and
-	// radii of 0.1 and 0.2 planned no better.
+	// rest of their ranking. Relays of one city rank alike, and without
+	// the limit a large fleet's best ranks are a few cities many times
+	// over. With it the candidates are further apart, and so are the
+	// relays asked: a plan takes a little longer
+	// (docs/defaults.md#the-site-limit).
 	DefaultPerSite    = 3
 	DefaultSiteRadius = 0.15
 	// DefaultFirstCut and DefaultFirstCutShare: the first cut takes the
@@ -234,12 +182,8 @@ const (
 	// every chain; measuring more relays' ends than the candidates' in
 	// the same round costs probes, not rounds. Not a round's wall time,
 	// though, past a few hundred: the round asks each relay over a new
-	// connection, at most DefaultInFlight at once. At 1,000 relays (200
-	// pairs) 768 with 192 candidates planned 94.5 % within 10 % of the
-	// optimum in 4.4 s, 384 95.5 % in 3.1 s (medians). At 5,000 relays
-	// (200 pairs, 192 candidates) 384 planned 65.5 % in 4.3 s, 750 75 %
-	// in 4.9 s, 1,024 74 % in 5.5 s (candidates holding a chain within
-	// 10 %: 76.5, 81.5 and 83 %).
+	// connection, at most DefaultInFlight at once. A larger fleet needs
+	// a larger first cut (docs/defaults.md#the-first-cut).
 	DefaultFirstCut      = 384
 	DefaultFirstCutShare = 0.15
 )
@@ -353,12 +297,9 @@ type Config struct {
 	// searches it first): what more rounds could gain, by the estimates,
 	// is less than that. The plan is then that chain. 0 = none: the
 	// rounds go on until the best plan stands on measurements. It trades
-	// a plan's quality for its time, a little of each: in the simulator
-	// (1,000 relays, 400 pairs; make bench-sim-settle) 0.03 took a plan
-	// to random servers from 3.23 s to 3.12 s and the plans within 10 %
-	// of the optimum from 94.25 % to 93.5 %, 0.1 to 2.94 s and 92.75 %;
-	// without the neighbourhood's search first, 0.03 planned to relays'
-	// hosts 90.75 % within 10 % against 93.25 %.
+	// a plan's quality for its time, a little of each; settling before
+	// the bottleneck's neighbourhood was searched planned worse
+	// (docs/defaults.md#settle).
 	Settle float64
 	// Seed picks the landmarks (reproducibly: the same fleet, the same
 	// landmarks).
@@ -512,10 +453,11 @@ type Input struct {
 // earlier measurements stand in for probes until a plan rests on them: a
 // segment of the best plan or its runners-up known only from the Prior
 // is measured again in the next round, as an estimate would be. So a
-// replan costs about half a plan's rounds (in the simulator at 1,000
-// relays, 4 against 8), and its answer stands on measurements of this
-// plan; what the Prior says of the rest of the fleet ages with it: the
-// caller decides how long to replan from one before planning afresh.
+// replan makes fewer rounds than a plan
+// (docs/defaults.md#replans-from-a-prior), and its answer stands on
+// measurements of this plan; what the Prior says of the rest of the
+// fleet ages with it: the caller decides how long to replan from one
+// before planning afresh.
 type Prior struct {
 	// Client and Destination are the endpoints' fitted coordinates.
 	Client, Destination *coordinate.Coordinate

@@ -49,9 +49,9 @@ const (
 	// request that carries it.
 	CoordinateBytes = 300
 	// CoordinateReadBytes is a relay's read of the coordinate of the peer
-	// it probes, alone, at each probe: measured against Consul 1.14.8, a
-	// 287-byte coordinate was a 564-byte answer with 281 bytes of headers,
-	// for a request of ~120 bytes.
+	// it probes, alone, at each probe: the request and Consul's answer,
+	// headers included, as measured against Consul 1.14.8
+	// (docs/defaults.md#what-a-registry-read-costs).
 	CoordinateReadBytes = 1000
 	// MeasurementBytes is one exact pair as published (peer name, median,
 	// min, samples, failures, age).
@@ -59,7 +59,8 @@ const (
 	// FleetViewBytesPerRelay is each relay's share of a relay's view of
 	// the fleet: its coordinate and its instance with health, in the
 	// whole reads of each (gzip on the wire), measured against Consul
-	// 1.14.8 at 1,000 relays (157 KB and 138 KB; make bench-consul-costs).
+	// 1.14.8 (make bench-consul-costs;
+	// docs/defaults.md#what-a-registry-read-costs).
 	FleetViewBytesPerRelay = 295
 )
 

@@ -100,8 +100,8 @@
 // through a far exchange with probability BadRouteShare (4%) times the
 // worse end's region weight (Africa 3; Latin America, the Middle East,
 // South Asia and Greater China 2; Southeast Asia 1.5; others 1), adding
-// 30–150 ms (uniform). About 5–6% of relay pairs of a default world have
-// one.
+// 30–150 ms (uniform); the share of a default world's relay pairs that
+// have one: docs/defaults.md#the-modelled-internet.
 // The weights follow the finding of measurement studies that local
 // traffic in regions with thin local peering often leaves the continent;
 // the numbers are chosen.
@@ -116,39 +116,30 @@
 // routing policy rather than geography (Zheng et al., "Internet routing
 // policies and round-trip times", PAM 2005).
 //
-// World.TIVStats measures them. On 2,000 sampled pairs of a default world
-// of 500 relays (and 500 pairs for two more seeds), the tests measure:
-//
-//   - a shorter detour through some relay: 77% of pairs (74–79% over the
-//     seeds);
-//   - one at least 10% shorter: 29%; at least 20% shorter: 7% (4–7%);
-//   - the median gain of the violating pairs: 8%, a small margin;
-//   - violating triangles (a, b, c): 7%.
-//
-// The share of pairs with any shorter detour grows with the number of
-// relays, since each relay is one more candidate; the share of triangles
-// does not. The published numbers for end hosts are of the same order:
-// Ledlie, Gardner and Seltzer ("Network coordinates in the wild", NSDI
-// 2007) found a shorter one-hop detour for 68% of PlanetLab pairs, 85% of
-// the MIT King data set's and 83% of Azureus pairs, a detour at least 20%
-// shorter for 22% of King and 37% of Azureus pairs, and cite Tang and
-// Crovella's 10% on smaller data sets. The model sits at the low end for
-// large gains because relays sit in data centres, better connected than
-// DNS servers and home computers. Lumezanu et al. ("Triangle inequality
-// variations in the Internet", IMC 2009) found that TIVs come and go over
-// time; this model's are static. The test holds the default world's
-// numbers in the bands 0.6–0.9 (any), 0.15–0.4 (10%), 0.03–0.15 (20%),
-// 0.02–0.12 (median gain) and 0.03–0.15 (triangles).
+// World.TIVStats measures them: the share of sampled relay pairs with a
+// shorter detour through some relay, with one at least 10% and 20%
+// shorter, the violating pairs' median gain, and the share of violating
+// triangles (a, b, c). The share of pairs with any shorter detour grows
+// with the number of relays, since each relay is one more candidate; the
+// share of triangles does not. A default world's shares are of the order
+// of those published for end hosts (Ledlie, Gardner and Seltzer, "Network
+// coordinates in the wild", NSDI 2007, who cite Tang and Crovella too), at
+// the low end for large gains because relays sit in data centres, better
+// connected than DNS servers and home computers; both, side by side:
+// docs/defaults.md#the-modelled-internet. Lumezanu et al. ("Triangle
+// inequality variations in the Internet", IMC 2009) found that TIVs come
+// and go over time; this model's are static. The test (TestTIVShare, a
+// 500-relay world, three seeds) holds the default world's numbers in the
+// bands 0.6–0.9 (any), 0.15–0.4 (10%), 0.03–0.15 (20%), 0.02–0.12 (median
+// gain) and 0.03–0.15 (triangles).
 //
 // # Typical RTTs
 //
-// Median true RTT between data-centre hosts over 200 seeds, as the tests
-// log them (publicly quoted values in brackets): London–New York 73 ms
-// (≈ 72), Frankfurt–Amsterdam 11 (≈ 7–10), Sydney–London 259 (≈ 260–280),
-// Frankfurt–Tokyo 232 (≈ 225), Frankfurt–Singapore 163 (≈ 160), Los
-// Angeles–Tokyo 107 (≈ 105), São Paulo–Miami 108 (≈ 110), Johannesburg–
-// London 152 (≈ 155). A city pair's p10–p90 spans about ±8% around its
-// median, plus its bad routes.
+// TestCityRTTs logs the median true RTT between data-centre hosts of
+// twenty well-known city pairs over 200 seeds, and holds each in a band
+// around the RTT publicly quoted between cloud regions and VPS locations
+// there; the medians and their spread, beside the quoted values:
+// docs/defaults.md#the-modelled-internet.
 //
 // # Samples and loss
 //

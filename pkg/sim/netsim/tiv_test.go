@@ -18,9 +18,9 @@ func TestNoTIVWithoutRoutingEffects(t *testing.T) {
 	}
 }
 
-// The documented TIV statistics of the default world (doc.go): measured on
-// 2,000 sampled pairs of a 500-relay world, and on 500 pairs for two more
-// seeds.
+// The TIV statistics of the default world (doc.go; the figures it logs:
+// docs/defaults.md#the-modelled-internet): measured on 2,000 sampled pairs
+// of a 500-relay world, and on 500 pairs for two more seeds.
 func TestTIVShare(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		w := newTestWorld(t, Config{Relays: 500}, seed)
