@@ -134,12 +134,12 @@ go doc ./pkg/sim/netsim.`,
 				by = func(name string) string { return name + "\t" }
 				fmt.Fprint(tw, "planned by\t")
 			}
-			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
+			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t95% CI\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
 			for _, r := range reports {
 				row := func(name string, p fleetsim.Plans) {
-					fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+					fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f–%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
 						by(name), r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
-						p.Count, 100*p.Within10, 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+						p.Count, 100*p.Within10, 100*p.Within10CI95[0], 100*p.Within10CI95[1], 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
 						p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
 				}
 				row("the flags", r.Plans)
@@ -221,6 +221,8 @@ go doc ./pkg/sim/netsim.`,
 	fl.IntVar(&cfg.Rejoin, "rejoin", 0, "restart at least this many relays (whole cities) before the plans; plan pairs that need them")
 	fl.DurationVar(&cfg.RejoinAgo, "rejoin-ago", time.Minute, "with --rejoin: how long before the plans those relays restart (--warmup or more: never)")
 	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
+	fl.Float64Var(&cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
+	fl.Float64Var(&cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
 	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd

@@ -189,3 +189,37 @@ func TestSample(t *testing.T) {
 		t.Errorf("sample to itself: %v, %v", s, l)
 	}
 }
+
+// The harder noise: a share of samples from the Pareto tail (mean queueing
+// delay times U^(−1/α)) and a share below the RTT, by at most UnderMaxFrac.
+func TestSampleTailAndUnderReads(t *testing.T) {
+	w := newTestWorld(t, Config{Relays: 50, LossBase: -1, LossPer100Ms: -1, NoiseTailShare: 0.05, UnderShare: 0.05}, 6)
+	rnd := rand.New(rand.NewPCG(7, 7))
+	a, b := w.Relay(1), w.Relay(2)
+	rtt, cfg := w.RTTMs(a, b), w.Config()
+	mean := cfg.JitterFrac*rtt + cfg.JitterMinMs
+	const n = 200000
+	under, far := 0, 0
+	for range n {
+		s, _ := w.Sample(a, b, rnd)
+		switch {
+		case s < rtt:
+			under++
+			if s < rtt*(1-cfg.UnderMaxFrac) {
+				t.Fatalf("sample %v ms, more than %v below the RTT %v", s, cfg.UnderMaxFrac, rtt)
+			}
+		case s-rtt > 20*mean:
+			far++
+		}
+	}
+	// An exponential exceeds 20 means with e^−20 (never in 200,000); the
+	// tail, Pareto with α 1.5, with 20^−1.5 ≈ 1.1 % of its 5 %.
+	wantFar := 0.95 * n * 0.05 * math.Pow(20, -cfg.NoiseTailShape)
+	t.Logf("RTT %.2f ms: %d under, %d beyond 20 mean queueing delays (expected %.0f)", rtt, under, far, wantFar)
+	if math.Abs(float64(under)-0.05*n) > 5*math.Sqrt(n*0.05*0.95) {
+		t.Errorf("%d samples below the RTT, want %.0f", under, 0.05*n)
+	}
+	if math.Abs(float64(far)-wantFar) > 5*math.Sqrt(wantFar) {
+		t.Errorf("%d samples beyond 20 mean queueing delays, want %.0f", far, wantFar)
+	}
+}
