@@ -1,0 +1,92 @@
+// Command simheldout writes the Markdown table of run-sim-heldout.sh's
+// JSON: per seed and pooled, the share of plans within 10 % of the optimum
+// with its 95 % interval, and the plans' modelled wall time.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/relaymesh/relaymesh/pkg/sim/fleetsim"
+)
+
+// run is one member of the JSON: a relayctl sim run and its report.
+type run struct {
+	Command string             `json:"command"`
+	Date    string             `json:"date"`
+	Commit  string             `json:"commit"`
+	Report  []*fleetsim.Report `json:"report"`
+}
+
+func main() {
+	cmdline := flag.String("cmdline", "", "the command that made the runs, for the header")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: simheldout [-cmdline CMD] bench/results/sim-heldout.json")
+		os.Exit(2)
+	}
+	if err := write(os.Stdout, flag.Arg(0), *cmdline); err != nil {
+		fmt.Fprintln(os.Stderr, "simheldout:", err)
+		os.Exit(1)
+	}
+}
+
+func write(w io.Writer, path, cmdline string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var runs map[string]run
+	if err := json.Unmarshal(b, &runs); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range runs {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if len(names) == 0 {
+		return fmt.Errorf("%s: no runs", path)
+	}
+	first := runs[names[0]]
+	fmt.Fprintf(w, "# The planner on held-out seeds, in the harder world\n\n")
+	fmt.Fprintf(w, "%s, commit %s, `%s`. Each row one `relayctl sim` run (its command below), a world and\n", first.Date, first.Commit, cmdline)
+	fmt.Fprintf(w, "pairs drawn from a seed never used to choose a default. Within 10 %%: plans whose chain's bottleneck RTT\n")
+	fmt.Fprintf(w, "is within 10 %% of the best chain's (the optimum: the lowest bottleneck RTT over every chain of up to the\n")
+	fmt.Fprintf(w, "planner's hops through the relays alive, every relay's windows equal), with its 95 %% Wilson interval over the pairs. Wall time: the\n")
+	fmt.Fprintf(w, "plan's rounds as the model times them plus its measured compute, median with its distribution-free 95 %%\n")
+	fmt.Fprintf(w, "interval. The registry read before a plan is not in it.\n\n")
+	fmt.Fprintf(w, "| seed | relays | alive | plans | within 10 %% | 95 %% interval | quality p5 | wall ms p50 | 95 %% interval | wall ms p95 |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---:|---:|---|---:|\n")
+	within, count := 0, 0
+	var medians []float64
+	for _, name := range names {
+		for _, r := range runs[name].Report {
+			p := r.Plans
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f %% | %.1f–%.1f %% | %.2f | %.0f | %.0f–%.0f | %.0f |\n",
+				strings.TrimPrefix(name, "seed_"), r.Relays, r.AliveRelays, p.Count, 100*p.Within10,
+				100*p.Within10CI95[0], 100*p.Within10CI95[1], p.QualityP5, p.WallMsMedian,
+				p.WallMsMedianCI95[0], p.WallMsMedianCI95[1], p.WallMsP95)
+			within += int(math.Round(p.Within10 * float64(p.Count)))
+			count += p.Count
+			medians = append(medians, p.WallMsMedian)
+		}
+	}
+	ci := fleetsim.Wilson95(within, count)
+	slices.Sort(medians)
+	fmt.Fprintf(w, "\nPooled: %d of %d plans within 10 %% (%.1f %%, 95 %% interval %.1f–%.1f %%); the seeds' median wall times %.0f–%.0f ms.\n",
+		within, count, 100*float64(within)/float64(count), 100*ci[0], 100*ci[1], medians[0], medians[len(medians)-1])
+	fmt.Fprintf(w, "\nCommands:\n\n")
+	for _, name := range names {
+		fmt.Fprintf(w, "- %s: `%s`\n", name, runs[name].Command)
+	}
+	return nil
+}
