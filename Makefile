@@ -16,7 +16,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram \
 	./pkg/rules:FuzzParse
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sim-replan bench-sim-5000 bench-sim-5000-rounds bench-sim-fleet-view bench-sim-fast-open bench-sizes bench-lossy bench-learnt bench-consul-costs bench-sim-dst-relays bench-sim-deadline bench-sim-later-quorum bench-sim-settle bench-sim-rejoin bench-sim-settled bench-sim-per-ring bench-sim-probe-split bench-sim-udp-ask bench-sim-udp-loss bench-sim-heldout bench-rules
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt bench-consul-costs bench-rules
 
 all: build
 
@@ -182,95 +182,17 @@ bench-learnt:
 bench-lab-engine:
 	./bench/run-lab-engine-bench.sh -rates 50,100,200,300,400,600,800,1000 -runs 2
 
-# The fleet simulator at 100, 1,000 and 5,000 relays (~15 min, no root):
-# probes and bytes per relay, coordinate error, plan quality against the
-# optimum. bench/results/sim.md is written by hand from bench/results/sim.json.
+# The simulator's experiments (bench/sim-experiments.txt; no root, no network;
+# run alone): make bench-sim-NAME runs bench/run-sim.sh NAME, which writes
+# bench/results/sim-NAME.json or the file its entry names (bench/run-sim.sh
+# --list names them). bench-sim
+# is the first three: the defaults at 100 to 5,000 relays, churn, and the
+# shortlist's ablations (~20 min).
 bench-sim:
-	./bench/run-sim-bench.sh
+	./bench/run-sim.sh defaults && ./bench/run-sim.sh churn && ./bench/run-sim.sh ablation
 
-# Replans in the simulator (~9 min, no root): bench/results/sim-replan.json.
-bench-sim-replan:
-	./bench/run-sim-replan.sh
-
-# The whole first cut as candidates at 5,000 relays in the simulator
-# (~30 min, no root): bench/results/sim-5000.json.
-bench-sim-5000:
-	./bench/run-sim-5000.sh
-
-# What the shortlist rounds miss at 5,000 relays, in the simulator (~15 min,
-# no root): bench/results/sim-5000-rounds.json.
-bench-sim-5000-rounds:
-	./bench/run-sim-5000-rounds.sh
-
-# How often relays read every relay's coordinate: the default and every
-# 30 s, in the simulator (~15 min, no root): bench/results/sim-fleet-view.json.
-bench-sim-fleet-view:
-	./bench/run-sim-fleet-view.sh
-
-# Destinations at relays' hosts as relayctl plan --dst REGION plans them,
-# against the relays probing the destination and against any host, in the
-# simulator (~11 min, no root): bench/results/sim-dst-relays.json.
-bench-sim-dst-relays:
-	./bench/run-sim-dst-relays.sh
-
-# A plan's deadline (--shortlist-deadline) against none, in the simulator
-# (~10 min, no root): bench/results/sim-deadline.json.
-bench-sim-deadline:
-	./bench/run-sim-deadline.sh
-
-# The quorum of a plan's later rounds, the default against 0.9 and 0.8, in
-# the simulator (~13 min, no root): bench/results/sim-later-quorum.json.
-bench-sim-later-quorum:
-	./bench/run-sim-later-quorum.sh
-
-# When a plan's rounds end (--shortlist-settle): none, 0.03 and 0.1, in
-# the simulator (~20 min, no root): bench/results/sim-settle.json.
-bench-sim-settle:
-	./bench/run-sim-settle.sh
-
-# Whole cities of relays restarted a minute (and five) before the plans,
-# and not at all: the plans of pairs that need them, with and without the
-# young relays' optimism, in the simulator (~18 min, no
-# root): bench/results/sim-rejoin.json.
-bench-sim-rejoin:
-	./bench/run-sim-rejoin.sh
-
-# The plans of a settled fleet, measured two hours instead of 30 minutes,
-# in the simulator (~20 min, no root): bench/results/sim-settled.json.
-bench-sim-settled:
-	./bench/run-sim-settled.sh
-
-# A relay's nearest peers by rings of RTT against by RTT alone, in the
-# simulator (~35 min, no root): bench/results/sim-per-ring.json.
-bench-sim-per-ring:
-	./bench/run-sim-per-ring.sh
-
-# How a relay splits its 12 probed peers between nearest and random ones,
-# in the simulator (~30 min, no root): bench/results/sim-probe-split.json.
-bench-sim-probe-split:
-	./bench/run-sim-probe-split.sh
-
-# What asking relays in one UDP datagram saves a first plan against new
-# HTTPS connections, in the simulator (~15 min, no root):
-# bench/results/sim-udp-ask.json.
-bench-sim-udp-ask:
-	./bench/run-sim-udp-ask.sh
-
-# What lost datagrams cost a plan asked over UDP, against every ask getting
-# through and against HTTPS (bench/results/sim-udp-loss.json). ~25 min.
-bench-sim-udp-loss:
-	./bench/run-sim-udp-loss.sh
-
-# The planner at 5,000 relays on held-out seeds (101-103) in the harder world:
-# churn, heavy-tailed probe noise, probes below the RTT
-# (bench/results/sim-heldout.{json,md}). ~30 min.
-bench-sim-heldout:
-	./bench/run-sim-heldout.sh
-
-# What TCP Fast Open on admin connections saves a plan, in the simulator
-# (~15 min, no root): bench/results/sim-fast-open.json.
-bench-sim-fast-open:
-	./bench/run-sim-fast-open.sh
+bench-sim-%:
+	./bench/run-sim.sh $*
 
 # What the Consul backend's reads cost on the wire at 10 to 5,000 relays,
 # against the pinned Consul (~3 min, no root): bench/results/consul-costs.md.

@@ -8,7 +8,8 @@ import (
 )
 
 // bench/README.md is the index of the benchmarks: it names every
-// bench/run-*.sh script and every entry directly under bench/results/
+// bench/run-*.sh script, every experiment of the simulator's manifest and
+// every entry directly under bench/results/
 // (file or directory), and each of its relative links names a file or
 // directory of the repository.
 func TestBenchIndexListsEveryScript(t *testing.T) {
@@ -29,6 +30,29 @@ func TestBenchIndexListsEveryScript(t *testing.T) {
 		if name := filepath.Base(s); !strings.Contains(index, name) {
 			t.Errorf("bench/README.md does not mention bench/%s", name)
 		}
+	}
+
+	// The simulator's experiments are entries of one manifest, not
+	// scripts: each is named, as its make target or in backquotes.
+	manifest, err := os.ReadFile("../bench/sim-experiments.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	experiments := 0
+	for _, line := range strings.Split(string(manifest), "\n") {
+		name, ok := strings.CutPrefix(line, "== ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, ":")
+		name, _, _ = strings.Cut(name, " ")
+		experiments++
+		if !strings.Contains(index, "bench-sim-"+name+"`") && !strings.Contains(index, "`"+name+"`") {
+			t.Errorf("bench/README.md does not name the simulator's experiment %s (bench/sim-experiments.txt)", name)
+		}
+	}
+	if experiments < 10 {
+		t.Fatalf("found %d experiments in bench/sim-experiments.txt: the test no longer reads them", experiments)
 	}
 
 	results, err := os.ReadDir("../bench/results")

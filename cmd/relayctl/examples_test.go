@@ -3,9 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/relaymesh/relaymesh/pkg/clicheck"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/sim/fleetsim"
 )
 
 // Every relayctl command line in relayctl's own help (Example, and Long's
@@ -69,4 +72,46 @@ func docFiles(t *testing.T) []string {
 		files = append(files, m...)
 	}
 	return files
+}
+
+// Every run of the simulator's experiments (bench/sim-experiments.txt,
+// bench/run-sim.sh) is a relayctl sim command line that parses, its
+// variants included: an experiment that would fail after the runs before
+// it took half an hour fails here first.
+func TestSimExperimentsParse(t *testing.T) {
+	data, err := os.ReadFile("../../bench/sim-experiments.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, experiments := 0, 0
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "== "):
+			experiments++
+			continue
+		case strings.TrimSpace(line) == "", strings.HasPrefix(line, "#"), strings.HasPrefix(line, "report "):
+			continue
+		}
+		name, flags, _ := strings.Cut(line, " ")
+		invs := clicheck.Find("relayctl sim "+flags, "relayctl")
+		if len(invs) != 1 {
+			t.Errorf("%s: not one command line: %q", name, line)
+			continue
+		}
+		runs++
+		args := invs[0].Args
+		if err := clicheck.Check(rootCmd, args); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		for i, a := range args {
+			if a == "--variant" && i+1 < len(args) {
+				if _, err := parseSimVariant(args[i+1], fleetsim.Planning{Shortlist: shortlist.Defaults()}); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		}
+	}
+	if experiments < 10 || runs < experiments {
+		t.Fatalf("read %d experiments, %d runs: the test no longer reads the manifest", experiments, runs)
+	}
 }
