@@ -1,9 +1,8 @@
 package relay
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"github.com/relaymesh/relaymesh/pkg/adminapi/adminapitest"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -40,8 +39,8 @@ func TestInfoKeys(t *testing.T) {
 		if w.Code != http.StatusOK {
 			t.Fatalf("/v1/info: %d %s", w.Code, w.Body)
 		}
-		top, vals := jsonKeys(t, w.Body.Bytes())
-		if lk, _ := jsonKeys(t, vals["limits"]); !reflect.DeepEqual(lk, limits) {
+		top, vals := adminapitest.ObjectKeys(t, w.Body.Bytes())
+		if lk, _ := adminapitest.ObjectKeys(t, vals["limits"]); !reflect.DeepEqual(lk, limits) {
 			t.Errorf("limits' keys %q, want %q", lk, limits)
 		}
 		return top
@@ -56,29 +55,4 @@ func TestInfoKeys(t *testing.T) {
 	if got := keys(true); !reflect.DeepEqual(got, base) {
 		t.Errorf("forwarded: keys %q, want %q", got, base)
 	}
-}
-
-// jsonKeys is the keys of the JSON object b, in order, and their raw
-// values.
-func jsonKeys(t *testing.T, b []byte) ([]string, map[string]json.RawMessage) {
-	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
-		t.Fatalf("not an object: %s", b)
-	}
-	var keys []string
-	vals := map[string]json.RawMessage{}
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, tok.(string))
-		vals[tok.(string)] = v
-	}
-	return keys, vals
 }

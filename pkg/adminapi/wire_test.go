@@ -3,6 +3,7 @@ package adminapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/relaymesh/relaymesh/pkg/adminapi/adminapitest"
 	"reflect"
 	"testing"
 	"time"
@@ -23,31 +24,6 @@ var (
 		"learnt_send_age_s", "learnt_send_bps_to_you", "limits", "name", "next", "region", "relay", "socks", "version"}
 	limitsKeys = []string{"rmem_max_bytes", "wmem_max_bytes", "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "congestion_control", "window_bytes_approx"}
 )
-
-// keysOf is the keys of the JSON object b, in order, and the raw value of
-// each.
-func keysOf(t *testing.T, b []byte) ([]string, map[string]json.RawMessage) {
-	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
-		t.Fatalf("not an object: %s", b)
-	}
-	var keys []string
-	vals := map[string]json.RawMessage{}
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, tok.(string))
-		vals[tok.(string)] = v
-	}
-	return keys, vals
-}
 
 func testInfo() adminapi.Info {
 	return adminapi.Info{Active: 3, CapacityBps: 250e6, CongestionControl: "bbr", Fleet: "/etc/relaymesh/fleet.yaml",
@@ -89,11 +65,11 @@ func TestInfoJSONKeysAndBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, vals := keysOf(t, got)
+		keys, vals := adminapitest.ObjectKeys(t, got)
 		if !reflect.DeepEqual(keys, tc.keys) {
 			t.Errorf("%s: keys %q, want %q", tc.name, keys, tc.keys)
 		}
-		if lk, _ := keysOf(t, vals["limits"]); !reflect.DeepEqual(lk, limitsKeys) {
+		if lk, _ := adminapitest.ObjectKeys(t, vals["limits"]); !reflect.DeepEqual(lk, limitsKeys) {
 			t.Errorf("%s: limits' keys %q, want %q", tc.name, lk, limitsKeys)
 		}
 		want, err := json.Marshal(mapInfo(tc.info))
