@@ -236,33 +236,79 @@ func Open(opts Options) (Registry, error) {
 	if opts.Consul.Self != nil {
 		return nil, errors.New("registry: describe the relay in Options.Self, not Options.Consul.Self")
 	}
-	switch {
-	case opts.Fleet != "" && opts.Consul.Addr != "":
-		return nil, fmt.Errorf("registry: a fleet file (%s) and Consul (%s): choose one", opts.Fleet, opts.Consul.Addr)
-	case opts.Fleet != "":
-		if opts.Consul.Token != "" {
-			return nil, errors.New("registry: a Consul token without a Consul address")
+	var chosen []backend
+	for _, b := range backends {
+		if b.chosenBy(opts) != "" {
+			chosen = append(chosen, b)
 		}
-		if opts.Admin == nil {
-			return nil, errors.New("registry: a fleet file needs an admin client (Options.Admin): its measurements are pulled from the relays' admin APIs")
-		}
-		f, err := openFleet(opts.Fleet, self, opts.Admin)
-		if err != nil {
-			return nil, fmt.Errorf("fleet: %w", err)
-		}
-		if opts.PullInterval > 0 {
-			f.pullEvery = opts.PullInterval
-		}
-		f.events = opts.Events
-		f.pullOnly = opts.PullOnly
-		return f, nil
-	case opts.Consul.Addr != "":
-		co := opts.Consul
-		co.Self = opts.Self
-		return newConsul(co)
-	default:
-		return nil, errors.New("registry: none chosen: give a fleet file (Options.Fleet) or a Consul address (Options.Consul.Addr)")
 	}
+	switch len(chosen) {
+	case 0:
+		var give []string
+		for _, b := range backends {
+			give = append(give, b.name+" ("+b.option+")")
+		}
+		return nil, fmt.Errorf("registry: none chosen: give %s", strings.Join(give, " or "))
+	case 1:
+		return chosen[0].open(opts, self)
+	default:
+		var named []string
+		for _, b := range chosen {
+			named = append(named, fmt.Sprintf("%s (%s)", b.label, b.chosenBy(opts)))
+		}
+		return nil, fmt.Errorf("registry: %s: choose one", strings.Join(named, " and "))
+	}
+}
+
+// backend is one kind of registry: the option that chooses it and how it
+// opens. Adding a backend is its entry in backends and its open.
+type backend struct {
+	name   string // in "give NAME (OPTION)"
+	label  string // in "LABEL (VALUE) and ...: choose one"
+	option string // the Options field that chooses it
+	// chosenBy is the value of that option in opts; "": not chosen.
+	chosenBy func(opts Options) string
+	// open makes the registry; self names the relay using it ("": a
+	// reader such as relayctl).
+	open func(opts Options, self string) (Registry, error)
+}
+
+// backends are the registries, in the order errors list them.
+var backends = []backend{
+	{
+		name: "a fleet file", label: "a fleet file", option: "Options.Fleet",
+		chosenBy: func(o Options) string { return o.Fleet },
+		open:     openFleetBackend,
+	},
+	{
+		name: "a Consul address", label: "Consul", option: "Options.Consul.Addr",
+		chosenBy: func(o Options) string { return o.Consul.Addr },
+		open: func(opts Options, _ string) (Registry, error) {
+			co := opts.Consul
+			co.Self = opts.Self
+			return newConsul(co)
+		},
+	},
+}
+
+// openFleetBackend opens the fleet file opts name, for the relay self.
+func openFleetBackend(opts Options, self string) (Registry, error) {
+	if opts.Consul.Token != "" {
+		return nil, errors.New("registry: a Consul token without a Consul address")
+	}
+	if opts.Admin == nil {
+		return nil, errors.New("registry: a fleet file needs an admin client (Options.Admin): its measurements are pulled from the relays' admin APIs")
+	}
+	f, err := openFleet(opts.Fleet, self, opts.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	if opts.PullInterval > 0 {
+		f.pullEvery = opts.PullInterval
+	}
+	f.events = opts.Events
+	f.pullOnly = opts.PullOnly
+	return f, nil
 }
 
 // newestPairs keeps the newest Pair per (from, to) as sets are added.
