@@ -17,7 +17,7 @@ func Defaults() Config {
 		SiteRadius: DefaultSiteRadius, InFlight: DefaultInFlight,
 		FirstQuorum: DefaultFirstQuorum, Quorum: DefaultQuorum, LaterQuorum: DefaultLaterQuorum,
 		Caution: DefaultCaution, YoungFor: DefaultYoungFor, YoungOptimism: DefaultYoungOptimism,
-		SearchBudget: DefaultSearchBudget,
+		SearchBudget: DefaultSearchBudget, Handshakes: DefaultHandshakes,
 	}
 }
 
@@ -77,6 +77,8 @@ var flagFields = []flagField{
 		help: "make no round of targeted probes ending past this much of the plan's time (e.g. 2s; 0: none)"},
 	{name: "search-budget", plan: true, dur: func(c *Config) *time.Duration { return &c.SearchBudget },
 		help: "make no round of targeted probes ending this long after the first cut's ends (0: none)"},
+	{name: "handshakes", int: func(c *Config) *int { return &c.Handshakes },
+		help: "TCP handshakes each probe times, their median its RTT"},
 	{name: "caution", float: func(c *Config) *float64 { return &c.Caution },
 		help: "estimated relay pairs count this many times their estimate in the second ranking (1: as is)"},
 }
@@ -130,6 +132,8 @@ func (c *Config) CheckFlags(prefix string) error {
 	case c.Candidates < 0:
 		return fmt.Errorf("%s %d: want 1 or more, or 0 for %s", flag("candidates"), c.Candidates,
 			grownWithTheFleet(DefaultCandidates, DefaultCandidatesShare))
+	case c.Handshakes < 0:
+		return fmt.Errorf("%s %d: want 1 or more (0: %d)", flag("handshakes"), c.Handshakes, DefaultHandshakes)
 	case c.Deadline < 0:
 		return fmt.Errorf("%s %s: want a duration of 0 (none) or more, e.g. 2s", flag("deadline"), c.Deadline)
 	case c.SearchBudget < 0:
