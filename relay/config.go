@@ -567,6 +567,19 @@ func (c Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	c.checkListeners(add)
+	c.checkTrust(add)
+	c.checkClients(add)
+	c.checkLimits(add)
+	c.checkRouting(add)
+	c.checkPoolAndProbe(add)
+	c.checkRegistry(add)
+	c.checkLog(add)
+	return errors.Join(errs...)
+}
+
+// checkListeners checks the front ends' addresses, the transport and the declared capacity.
+func (c *Config) checkListeners(add func(format string, args ...any)) {
 	if c.CapacityMbit < 0 || c.CapacityMbit != c.CapacityMbit {
 		add("capacity_mbit %v: want Mbit/s >= 0 (0: unknown)", c.CapacityMbit)
 	}
@@ -584,6 +597,10 @@ func (c *Config) Validate() error {
 	if c.Transport != TransportTLS && c.Transport != TransportPlain {
 		add("transport: %q is not tls or plain", c.Transport)
 	}
+}
+
+// checkTrust checks who the relay trusts and how: the fleet secret or an identity, the next hops that need one, the admin token.
+func (c *Config) checkTrust(add func(format string, args ...any)) {
 	secretNext := "" // the first next hop scheme that needs the fleet secret
 	for i, n := range c.Next {
 		h, err := nexthop.Parse(n)
@@ -627,6 +644,10 @@ func (c *Config) Validate() error {
 		// Never echo the token.
 		add("admin_token: must be at least %d bytes (e.g. openssl rand -hex 16)", MinAdminTokenBytes)
 	}
+}
+
+// checkClients checks the clients' credentials and the deny and allow lists.
+func (c *Config) checkClients(add func(format string, args ...any)) {
 	for i, u := range c.Auth.Users {
 		if u.Name == "" || u.Password == "" {
 			add("auth.users[%d]: user and password must both be set", i)
@@ -655,6 +676,10 @@ func (c *Config) Validate() error {
 			add("policy.deny_ports[%d]: %d is not a TCP port (1..65535)", i, port)
 		}
 	}
+}
+
+// checkLimits checks limits.* and every duration that must be positive.
+func (c *Config) checkLimits(add func(format string, args ...any)) {
 	l := c.Limits
 	if l.MaxConns < 0 {
 		add("limits.max_conns: must be 0 (from the file limit) or more, got %d", l.MaxConns)
@@ -709,6 +734,10 @@ func (c *Config) Validate() error {
 			add("%s: must be positive, got %s", d.field, d.v)
 		}
 	}
+}
+
+// checkRouting checks routing: plan and what it needs, and the planning keys that apply only with it.
+func (c *Config) checkRouting(add func(format string, args ...any)) {
 	switch c.Routing {
 	case "static", "":
 	case "plan":
@@ -739,6 +768,11 @@ func (c *Config) Validate() error {
 	if c.Planning.GeoIP != "" && c.Planning.Rules == "" {
 		add("planning.geoip: serves planning.rules' GEOIP lines; set planning.rules too")
 	}
+}
+
+// checkPoolAndProbe checks the warm pool, the relay sockets and the probe.
+func (c *Config) checkPoolAndProbe(add func(format string, args ...any)) {
+	l := c.Limits
 	if c.Pool.MaxIdle < 0 || c.Pool.MaxIdle > 64 {
 		add("pool.max_idle: must be 0 (off) to 64 per peer, got %d", c.Pool.MaxIdle)
 	}
@@ -758,6 +792,10 @@ func (c *Config) Validate() error {
 	for _, e := range c.Probe.validateCoordinates() {
 		add("%s", e)
 	}
+}
+
+// checkRegistry checks the registry: a fleet file or Consul, and what each needs.
+func (c *Config) checkRegistry(add func(format string, args ...any)) {
 	if c.Fleet != "" && c.Name == "" {
 		add("name: required with fleet (the relay finds itself in the fleet file by name)")
 	}
@@ -775,6 +813,10 @@ func (c *Config) Validate() error {
 	if c.Consul.Token != "" && c.Consul.Addr == "" {
 		add("consul.token: set without consul.addr")
 	}
+}
+
+// checkLog checks the log's level and format.
+func (c *Config) checkLog(add func(format string, args ...any)) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -785,7 +827,6 @@ func (c *Config) Validate() error {
 	default:
 		add("log.format: %q is not console or json", c.Log.Format)
 	}
-	return errors.Join(errs...)
 }
 
 // maxProbesPerMinute bounds probe.per_minute: one probe every 10 ms. More
