@@ -161,36 +161,7 @@ func TestNativeChain(t *testing.T) {
 		}
 	}
 
-	t.Run("sha256 both directions", func(t *testing.T) {
-		const size = 4 << 20
-		srv, res := startHashServer(t, size)
-		c, raw, err := xnetDial(t, entry.socks, srv.addr(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Minute))
-		var sentUp [32]byte
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := sha256.New()
-			_, _ = io.Copy(io.MultiWriter(c, h), io.LimitReader(rand.Reader, size))
-			_ = raw.CloseWrite()
-			copy(sentUp[:], h.Sum(nil))
-		}()
-		h := sha256.New()
-		n, err := io.Copy(h, c)
-		wg.Wait()
-		if err != nil || n != size {
-			t.Fatalf("download: %d bytes, %v", n, err)
-		}
-		s := <-res
-		if s.gotUp != sentUp || !bytes.Equal(s.sentDown[:], h.Sum(nil)) {
-			t.Fatal("SHA-256 mismatch")
-		}
-	})
+	t.Run("sha256 both directions", func(t *testing.T) { checkSHA256BothWays(t, entry.socks, 4<<20) })
 
 	t.Run("half-close", func(t *testing.T) {
 		const upBytes, downBytes = 2 << 20, 1 << 20
@@ -502,5 +473,38 @@ func TestNativeChurnNoLeak(t *testing.T) {
 				t.Fatalf("relay %d after churn: goroutines %d (baseline %d), fds %d (baseline %d)", i, g, base[i].g, fd, base[i].fd)
 			}
 		}
+	}
+}
+
+// checkSHA256BothWays sends size random bytes up through the SOCKS5 entry
+// while a server sends size down, and checks both SHA-256s.
+func checkSHA256BothWays(t *testing.T, socks string, size int64) {
+	t.Helper()
+	srv, res := startHashServer(t, size)
+	c, raw, err := xnetDial(t, socks, srv.addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	var sentUp [32]byte
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h := sha256.New()
+		_, _ = io.Copy(io.MultiWriter(c, h), io.LimitReader(rand.Reader, size))
+		_ = raw.CloseWrite()
+		copy(sentUp[:], h.Sum(nil))
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	wg.Wait()
+	if err != nil || n != size {
+		t.Fatalf("download: %d bytes, %v", n, err)
+	}
+	s := <-res
+	if s.gotUp != sentUp || !bytes.Equal(s.sentDown[:], h.Sum(nil)) {
+		t.Fatal("SHA-256 mismatch")
 	}
 }

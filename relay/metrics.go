@@ -31,6 +31,9 @@ type metrics struct {
 	panics            prometheus.Counter
 	poolEvents        *prometheus.CounterVec
 	optimisticResets  *prometheus.CounterVec
+	// stripedSegments counts the striped segments this relay received
+	// (pkg/stripe), by their links.
+	stripedSegments *prometheus.CounterVec
 	// probes counts the RTT probes to peer relays by result; probeSetSize
 	// is how many peers are probed (every one in mode mesh).
 	probes       *prometheus.CounterVec
@@ -96,6 +99,9 @@ func newMetrics() *metrics {
 		poolEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_pool_events_total", Help: "Warm relay connection pool events: hit, miss (dialed cold), expired, broken (peer closed it), dial_error.",
 		}, []string{"event"}),
+		stripedSegments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relaymesh_striped_segments_total", Help: "Striped segments received on the relay listener, by how many links each ran over.",
+		}, []string{"links"}),
 		optimisticResets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relaymesh_optimistic_resets_total",
 			Help: "SOCKS5 tunnels answered \"succeeded\" at once (optimistic_data) whose chain then failed, so the client was reset; by failure kind.",
@@ -243,7 +249,7 @@ func newMetrics() *metrics {
 		)
 	}
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.probes, m.probeSetSize, m.udpAsks,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.stripedSegments, m.probes, m.probeSetSize, m.udpAsks,
 		m.capacityProbes, m.capacityDatagrams,
 		m.udpActive, m.udpOpened, m.udpClosed, m.udpDatagrams, m.udpBytes, m.udpDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

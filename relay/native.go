@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,6 +40,10 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
 	key := route.LinkKey(s.secret, bind)
+	if p, _ := br.Peek(6); route.IsJoin(p) {
+		s.serveJoin(log, c, br, key, bind)
+		return
+	}
 	req, err := route.ReadRequest(br, key, bind)
 	if err != nil {
 		if errors.Is(err, route.ErrAuth) {
@@ -60,6 +65,17 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		return
 	}
 	log = log.WithLazy(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
+	var striped *stripeGroup
+	if req.InStripes > 1 {
+		if striped, err = s.awaitStripes(c, br, req); err != nil {
+			s.handshakeFailed(log, "relay", "stripes", err)
+			s.answerRoute(log, c, key, req, err)
+			return
+		}
+		defer striped.end()
+		s.metrics.stripedSegments.WithLabelValues(strconv.Itoa(req.InStripes)).Inc()
+		log = log.WithLazy(zap.Int("stripes", req.InStripes))
+	}
 	ch, err := s.routeChain(log, req)
 	if err != nil {
 		return
@@ -75,23 +91,39 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 	if err == nil {
 		_, _ = br.Discard(len(early)) // delivered by the dial
 	}
-	resp := routeResponse(err)
 	if err != nil {
 		s.metrics.tunnelsOpened.WithLabelValues("relay", chain.Classify(err).Label()).Inc()
 	}
-	msg, merr := resp.Marshal(key, req.Nonce)
-	if merr != nil { // cannot happen: reason is truncated, status is ours
-		log.Error("route response", zap.Error(merr))
+	if !s.answerRoute(log, c, key, req, err) {
 		if up != nil {
 			up.Close()
 		}
 		return
 	}
-	if err != nil {
-		_, _ = c.Write(msg)
+	if striped == nil {
+		s.openTunnel(log, "relay", c, nil, br, up)
 		return
 	}
-	s.openTunnel(log, "relay", c, msg, br, up)
+	sc, err := striped.stream()
+	if err != nil { // cannot happen: the header's count was checked
+		log.Error("striped segment", zap.Error(err))
+		up.Close()
+		return
+	}
+	s.openTunnel(log, "relay", sc, nil, br, up)
+}
+
+// answerRoute sends the status for the outcome err of req on c; false when
+// it failed or the tunnel must not start (err not nil).
+func (s *Server) answerRoute(log *zap.Logger, c net.Conn, key []byte, req *route.Request, err error) bool {
+	resp := routeResponse(err)
+	msg, merr := resp.Marshal(key, req.Nonce)
+	if merr != nil { // cannot happen: reason is truncated, status is ours
+		log.Error("route response", zap.Error(merr))
+		return false
+	}
+	_, werr := c.Write(msg)
+	return err == nil && werr == nil
 }
 
 // routeChain is the chain to the rest of req's route, from this relay.
@@ -120,6 +152,9 @@ func (s *Server) routeChain(log *zap.Logger, req *route.Request) (*chain.Chain, 
 		hop := chain.Hop{Scheme: nexthop.Relaymesh, Addr: a}
 		if req.Names != nil {
 			hop.Relay = req.Names[i] // checked on the link (secureLink)
+		}
+		if req.Stripes != nil {
+			hop.Stripes = req.Stripes[i]
 		}
 		h, err := nexthop.Build(hop, s.hopOptions())
 		if err != nil {

@@ -81,7 +81,9 @@ type Server struct {
 	link   *linktls.Identity
 	admin  *adminapi.Client   // peers' admin APIs (adminClient)
 	replay *route.ReplayGuard // remembers route header nonces (relay listener)
-	warm   *pool.Pool         // warm conns to peer relays; nil when pool.max_idle is 0
+	// stripes are the striped segments being assembled (relay listener).
+	stripes stripeGroups
+	warm    *pool.Pool // warm conns to peer relays; nil when pool.max_idle is 0
 	// waiting holds relay-listener conns still waiting for their first
 	// header byte (a peer's warm pool): shutdown closes them at once.
 	waiting  map[net.Conn]struct{}

@@ -181,6 +181,11 @@ type Hop struct {
 	Relay    string
 	User     string
 	Password string
+	// Stripes is how many links the segment into this relaymesh hop runs
+	// over (pkg/stripe); 0 or 1: one connection, as any other hop. Only
+	// a segment between two relays, or from a chain to its first hop,
+	// can be striped.
+	Stripes int
 	// Client speaks the hop's protocol. A Chain fails a dial through a
 	// hop that has none.
 	Client HopDialer
@@ -216,6 +221,14 @@ type RouteHopDialer interface {
 	// waiting for the answer (the last relay hands it to addr as soon as it
 	// has connected); the caller only passes it for the chain's last run.
 	ThroughRoute(ctx context.Context, conn net.Conn, via []Hop, addr string, early []byte) error
+}
+
+// StripedRouteHopDialer is a RouteHopDialer that can also reach its first
+// hop over several links at once (Hop.Stripes): the handshake on
+// links[0], the others joined to it. It sends no early data.
+type StripedRouteHopDialer interface {
+	RouteHopDialer
+	ThroughStriped(ctx context.Context, links []net.Conn, via []Hop, addr string) error
 }
 
 // Warm hands out pre-established connections (pkg/pool). Take returns nil
@@ -360,7 +373,13 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early
 					conn = sec
 				}
 			}
-			if err == nil {
+			switch {
+			case err != nil:
+			case i == 0 && c.Hops[0].Stripes > 1:
+				// The striped stream carries the early bytes once up.
+				conn, err = c.stripeFirst(ctx, conn, via, target)
+				early = runEarly
+			default:
 				err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
 			}
 		} else {

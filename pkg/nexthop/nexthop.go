@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
@@ -143,7 +144,7 @@ func RelayURL(name, addr string) string {
 }
 
 // Parse parses a next-hop URL, scheme://[user:pass@]host:port, of a
-// registered scheme (relaymesh:// may end in ?name=RELAY). The hop has no client yet: see Build. Errors name the
+// registered scheme (relaymesh:// may end in ?name=RELAY, &stripes=N). The hop has no client yet: see Build. Errors name the
 // URL without its password.
 func Parse(raw string) (chain.Hop, error) {
 	u, err := url.Parse(raw)
@@ -169,7 +170,7 @@ func Parse(raw string) (chain.Hop, error) {
 		return chain.Hop{}, fmt.Errorf("next hop %q: want scheme://[user:pass@]host:port", redact(raw))
 	}
 	h := chain.Hop{Scheme: s.Name, Addr: u.Host}
-	if h.Relay, err = relayName(s, u); err != nil {
+	if h.Relay, h.Stripes, err = relayQuery(s, u); err != nil {
 		return chain.Hop{}, fmt.Errorf("next hop %q: %w", redact(raw), err)
 	}
 	if u.User != nil {
@@ -196,31 +197,42 @@ func Build(h chain.Hop, o Options) (chain.Hop, error) {
 	return h, nil
 }
 
-// relayName is the relay a URL's ?name= names ("" without one). Any other
-// query is refused: a typo must not pass for a check that is not made.
-func relayName(s Scheme, u *url.URL) (string, error) {
+// relayQuery reads a relaymesh URL's query: ?name= the relay expected
+// there ("" without one), ?stripes= the links the segment into it runs
+// over (0 without one). Any other key is refused: a typo must not pass for
+// a check that is not made.
+func relayQuery(s Scheme, u *url.URL) (name string, stripes int, err error) {
 	if u.RawQuery == "" {
-		return "", nil
+		return "", 0, nil
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return "", fmt.Errorf("query: %w", err)
+		return "", 0, fmt.Errorf("query: %w", err)
 	}
 	if !s.Named {
-		return "", fmt.Errorf("%s:// hops take no query", s.Name)
+		return "", 0, fmt.Errorf("%s:// hops take no query", s.Name)
 	}
-	for k := range q {
-		if k != "name" {
-			return "", fmt.Errorf("unknown query parameter %q (want ?name=RELAY)", k)
+	for k, v := range q {
+		if k != "name" && k != "stripes" {
+			return "", 0, fmt.Errorf("unknown query parameter %q (want ?name=RELAY&stripes=N)", k)
+		}
+		if len(v) != 1 {
+			return "", 0, fmt.Errorf("?%s= given more than once", k)
 		}
 	}
-	if len(q["name"]) != 1 {
-		return "", errors.New("?name= given more than once")
+	if q.Has("name") {
+		if err := linktls.CheckName(q.Get("name")); err != nil {
+			return "", 0, fmt.Errorf("?name=: %w", err)
+		}
 	}
-	if err := linktls.CheckName(q.Get("name")); err != nil {
-		return "", fmt.Errorf("?name=: %w", err)
+	if q.Has("stripes") {
+		n, err := strconv.Atoi(q.Get("stripes"))
+		if err != nil || n < 1 || n > route.MaxStripes {
+			return "", 0, fmt.Errorf("?stripes=%s: want the links of the segment into this relay, 1 to %d", q.Get("stripes"), route.MaxStripes)
+		}
+		stripes = n
 	}
-	return q.Get("name"), nil
+	return q.Get("name"), stripes, nil
 }
 
 // redact removes the password from a URL-ish string for error messages.

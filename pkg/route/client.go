@@ -39,19 +39,38 @@ func (c Client) Through(ctx context.Context, conn net.Conn, addr string) error {
 // against it). A failure is a *chain.RouteError whose Offset names the
 // relay that reported it (0: the one reached over conn).
 func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []chain.Hop, addr string, early []byte) error {
+	return c.through(ctx, []net.Conn{conn}, via, addr, early)
+}
+
+// ThroughStriped is ThroughRoute over a segment striped across links, all
+// open to the same relay: the header goes on links[0], a Join on each of
+// the others, and the status comes back on links[0]. It sends no early
+// data: bytes behind the header would ride outside the stripes' framing,
+// so the caller writes them into the striped stream once it is up.
+func (c Client) ThroughStriped(ctx context.Context, links []net.Conn, via []chain.Hop, addr string) error {
+	if len(links) < 2 || len(links) > MaxStripes {
+		return fmt.Errorf("route: a striped segment of %d links (2 to %d)", len(links), MaxStripes)
+	}
+	return c.through(ctx, links, via, addr, nil)
+}
+
+// through sends the header (and early behind it) on links[0], a join on
+// each other link, and reads the status on links[0].
+func (c Client) through(ctx context.Context, links []net.Conn, via []chain.Hop, addr string, early []byte) error {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
-	hops, names := hopsOf(via)
+	conn := links[0]
 	if c.UDP {
 		addr = ""
 	}
-	req, err := NewRequest(hops, addr, now())
+	req, err := NewRequest(nil, addr, now())
 	if err != nil {
 		return err
 	}
-	req.Names, req.UDP = names, c.UDP
+	req.Hops, req.Names, req.Stripes = hopsOf(via)
+	req.UDP, req.InStripes = c.UDP, len(links)
 	if req.Bind, err = linktls.Binding(conn); err != nil {
 		return err
 	}
@@ -65,6 +84,11 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []chain.Hop
 	}
 	if _, err := conn.Write(hdr); err != nil {
 		return fmt.Errorf("route: send header: %w", err)
+	}
+	for i, l := range links[1:] {
+		if err := c.join(l, req.Nonce, i+1, len(links), now()); err != nil {
+			return err
+		}
 	}
 	resp, err := ReadResponse(conn, key, req.Nonce)
 	if err != nil {
@@ -83,14 +107,42 @@ func (c Client) ThroughRoute(ctx context.Context, conn net.Conn, via []chain.Hop
 	return &chain.RouteError{Offset: int(resp.Hop), Err: &StatusError{Status: resp.Status, Reason: resp.Reason}}
 }
 
-// hopsOf splits via into addresses and, when every hop names its relay,
-// the names (nil otherwise: a Version header).
-func hopsOf(via []chain.Hop) (addrs, names []string) {
+// join sends link index's Join to the request with nonce group.
+func (c Client) join(l net.Conn, group [NonceBytes]byte, index, count int, now time.Time) error {
+	j, err := NewJoin(group, index, count, now)
+	if err != nil {
+		return err
+	}
+	if j.Bind, err = linktls.Binding(l); err != nil {
+		return err
+	}
+	msg, err := j.Marshal(LinkKey(c.Secret, j.Bind))
+	if err != nil {
+		return fmt.Errorf("route: %w", err)
+	}
+	if _, err := l.Write(msg); err != nil {
+		return fmt.Errorf("route: send join on link %d of %d: %w", index+1, count, err)
+	}
+	return nil
+}
+
+// hopsOf splits via into addresses, when every hop names its relay the
+// names (nil otherwise: a Version header), and when a segment is striped
+// the links into each hop (nil otherwise).
+func hopsOf(via []chain.Hop) (addrs, names []string, stripes []int) {
 	addrs = make([]string, len(via))
 	named := len(via) > 0
 	for i, h := range via {
 		addrs[i] = h.Addr
 		named = named && h.Relay != ""
+		if h.Stripes > 1 && stripes == nil {
+			stripes = make([]int, len(via))
+		}
+	}
+	for i, h := range via {
+		if stripes != nil {
+			stripes[i] = h.Stripes
+		}
 	}
 	if named {
 		names = make([]string, len(via))
@@ -98,7 +150,7 @@ func hopsOf(via []chain.Hop) (addrs, names []string) {
 			names[i] = h.Relay
 		}
 	}
-	return addrs, names
+	return addrs, names, stripes
 }
 
 // StatusError is a failure status a relay sent back. It unwraps to a

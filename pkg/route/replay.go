@@ -45,7 +45,12 @@ type seenNonce struct {
 // Check records r's nonce and returns nil if r is fresh, ErrStale, ErrReplay
 // or ErrFull otherwise. Call it only after the MAC verified: otherwise anyone
 // could fill the guard with forged nonces.
-func (g *ReplayGuard) Check(r *Request) error {
+func (g *ReplayGuard) Check(r *Request) error { return g.check(r.Time, r.Nonce) }
+
+// CheckJoin is Check for a join: its own nonce, once, within the window.
+func (g *ReplayGuard) CheckJoin(j *Join) error { return g.check(j.Time, j.Nonce) }
+
+func (g *ReplayGuard) check(t time.Time, nonce [NonceBytes]byte) error {
 	now := time.Now()
 	if g.Now != nil {
 		now = g.Now()
@@ -54,13 +59,13 @@ func (g *ReplayGuard) Check(r *Request) error {
 	if win <= 0 {
 		win = DefaultWindow
 	}
-	if d := now.Sub(r.Time); d > win || d < -win {
+	if d := now.Sub(t); d > win || d < -win {
 		return ErrStale
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expire(now, win)
-	if _, ok := g.seen[r.Nonce]; ok {
+	if _, ok := g.seen[nonce]; ok {
 		return ErrReplay
 	}
 	limit := g.MaxNonces
@@ -73,8 +78,8 @@ func (g *ReplayGuard) Check(r *Request) error {
 	if g.seen == nil {
 		g.seen = map[[NonceBytes]byte]struct{}{}
 	}
-	g.seen[r.Nonce] = struct{}{}
-	g.queue = append(g.queue, seenNonce{nonce: r.Nonce, expires: r.Time.Add(win)})
+	g.seen[nonce] = struct{}{}
+	g.queue = append(g.queue, seenNonce{nonce: nonce, expires: t.Add(win)})
 	return nil
 }
 

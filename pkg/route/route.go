@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/linktls"
+	"github.com/relaymesh/relaymesh/pkg/stripe"
 )
 
 // Wire constants. Every length on the wire is a single byte, so no length
@@ -31,7 +32,17 @@ const (
 	// relay expected there (Request.Names): the relay that dials a hop
 	// checks the certificate names it before it sends anything.
 	VersionNamed = 2
-	MaxHops      = 8
+	// VersionStriped is a request some of whose segments run over
+	// several links (pkg/stripe): a flags byte (bit 0: names follow the
+	// hops, as in VersionNamed) and the links of the segment into the
+	// receiver follow the hop count, and each hop carries the links of
+	// the segment into it. Only sent when a segment is striped, so a
+	// relay from before it never sees one unasked. A join is always
+	// VersionStriped.
+	VersionStriped = 3
+	// MaxStripes is the most links a segment runs over.
+	MaxStripes = stripe.MaxLinks
+	MaxHops    = 8
 	// MaxNameBytes bounds a relay name (the rule is pkg/linktls's).
 	MaxNameBytes = linktls.MaxNameBytes
 	MaxHostBytes = 255
@@ -39,7 +50,8 @@ const (
 	NonceBytes   = 16
 	MACBytes     = sha256.Size
 	// MaxHeaderBytes bounds a request header: 31 fixed bytes, up to 9
-	// addresses of at most 259 bytes, 8 names of at most 64, the MAC.
+	// addresses of at most 259 bytes, 8 names of at most 64, 10 bytes of
+	// stripes, the MAC.
 	// Marshal never exceeds it.
 	MaxHeaderBytes = 4096
 )
@@ -57,6 +69,8 @@ const (
 	// datagram names its own). A relay from before it closes the link
 	// without a status, as on any header it cannot parse.
 	typeAssociate = 0x03
+	// typeJoin adds a link to a striped segment (Join).
+	typeJoin = 0x04
 )
 
 // Address types, the same numbers as SOCKS5 (RFC 1928) for familiarity.
@@ -106,9 +120,17 @@ type Request struct {
 	// the last relay carries the datagrams framed on the link
 	// (datagram.go) to and from the destinations each names. Dst is
 	// then empty.
-	UDP   bool
-	Time  time.Time
-	Nonce [NonceBytes]byte
+	UDP bool
+	// InStripes is how many links the segment into the receiver runs
+	// over (0 or 1: the one the header came on). The receiver waits for
+	// a Join on each of the others before it answers, then reads the
+	// stream off all of them (pkg/stripe).
+	InStripes int
+	// Stripes, when not nil, holds for each of Hops the links the relay
+	// before it opens to it (0 or 1: one).
+	Stripes []int
+	Time    time.Time
+	Nonce   [NonceBytes]byte
 	// Bind is the channel binding of the link the header travels on (the
 	// TLS exporter, pkg/linktls), nil on plain links. It is not sent: the
 	// MAC covers it, so the header verifies only on that very link and a
@@ -140,6 +162,13 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 		}
 		version = VersionNamed
 	}
+	striped, err := r.striped()
+	if err != nil {
+		return nil, err
+	}
+	if striped {
+		version = VersionStriped
+	}
 	typ := byte(typeRequest)
 	if r.UDP {
 		if r.Dst != "" {
@@ -153,7 +182,9 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixMilli()))
 	b = append(b, r.Nonce[:]...)
 	b = append(b, byte(len(r.Hops)))
-	var err error
+	if striped {
+		b = append(b, boolByte(r.Names != nil), byte(max(r.InStripes, 1)))
+	}
 	for i, h := range r.Hops {
 		if b, err = appendAddr(b, h); err != nil {
 			return nil, fmt.Errorf("hop %d: %w", i+1, err)
@@ -164,6 +195,9 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 			}
 			b = append(b, byte(len(r.Names[i])))
 			b = append(b, r.Names[i]...)
+		}
+		if striped {
+			b = append(b, byte(max(r.stripesOf(i), 1)))
 		}
 	}
 	if !r.UDP {
@@ -176,6 +210,43 @@ func (r *Request) Marshal(key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: header %d bytes", ErrTooLarge, len(b))
 	}
 	return b, nil
+}
+
+// striped says whether r needs VersionStriped, and checks its stripe counts.
+func (r *Request) striped() (bool, error) {
+	if r.Stripes != nil && len(r.Stripes) != len(r.Hops) {
+		return false, fmt.Errorf("route: %d stripe counts for %d hops", len(r.Stripes), len(r.Hops))
+	}
+	striped := false
+	for i := -1; i < len(r.Hops); i++ {
+		n := r.InStripes
+		if i >= 0 {
+			n = r.stripesOf(i)
+		}
+		if n < 0 || n > MaxStripes {
+			return false, fmt.Errorf("%w: %d links on a segment (max %d)", ErrTooLarge, n, MaxStripes)
+		}
+		striped = striped || n > 1
+	}
+	if striped && r.UDP {
+		return false, errors.New("route: a UDP association is not striped")
+	}
+	return striped, nil
+}
+
+// stripesOf is the links into hop i as given (0 when Stripes is nil).
+func (r *Request) stripesOf(i int) int {
+	if r.Stripes == nil {
+		return 0
+	}
+	return r.Stripes[i]
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // ReadRequest reads exactly one request header from rd and verifies its MAC
@@ -202,7 +273,14 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 	if n > MaxHops {
 		return nil, fmt.Errorf("%w: %d hops (max %d)", ErrMalformed, n, MaxHops)
 	}
-	if version == VersionNamed {
+	named := version == VersionNamed
+	if version == VersionStriped {
+		if b, named, err = readStripedPrefix(rd, b, r); err != nil {
+			return nil, err
+		}
+		r.Stripes = make([]int, 0, n)
+	}
+	if named {
 		r.Names = make([]string, 0, n)
 	}
 	for i := 0; i < n; i++ {
@@ -211,12 +289,25 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 			return nil, err
 		}
 		r.Hops = append(r.Hops, host)
-		if version == VersionNamed {
+		if named {
 			var name string
 			if b, name, err = readName(rd, b); err != nil {
 				return nil, err
 			}
 			r.Names = append(r.Names, name)
+		}
+		if version == VersionStriped {
+			var links int
+			if b, links, err = readStripes(rd, b); err != nil {
+				return nil, err
+			}
+			r.Stripes = append(r.Stripes, links)
+		}
+	}
+	if version == VersionStriped {
+		// One encoding per header: unstriped ones are Version or VersionNamed.
+		if striped, _ := r.striped(); !striped {
+			return nil, fmt.Errorf("%w: a striped header with no striped segment", ErrMalformed)
 		}
 	}
 	if !r.UDP {
@@ -233,6 +324,40 @@ func ReadRequest(rd io.Reader, key, bind []byte) (*Request, error) {
 		return nil, ErrAuth
 	}
 	return r, nil
+}
+
+// readStripedPrefix reads a VersionStriped request's flags and the links
+// into the receiver, appending the raw bytes to b.
+func readStripedPrefix(rd io.Reader, b []byte, r *Request) ([]byte, bool, error) {
+	start := len(b)
+	b = b[:start+1]
+	if _, err := io.ReadFull(rd, b[start:]); err != nil {
+		return b, false, noEOF(err)
+	}
+	flags := b[start]
+	if flags > 1 {
+		return b, false, fmt.Errorf("%w: flags 0x%02x", ErrMalformed, flags)
+	}
+	if r.UDP {
+		return b, false, fmt.Errorf("%w: a striped UDP association", ErrMalformed)
+	}
+	b, links, err := readStripes(rd, b)
+	r.InStripes = links
+	return b, flags == 1, err
+}
+
+// readStripes reads one segment's link count, 1 to MaxStripes.
+func readStripes(rd io.Reader, b []byte) ([]byte, int, error) {
+	start := len(b)
+	b = b[:start+1]
+	if _, err := io.ReadFull(rd, b[start:]); err != nil {
+		return b, 0, noEOF(err)
+	}
+	n := int(b[start])
+	if n < 1 || n > MaxStripes {
+		return b, 0, fmt.Errorf("%w: %d links on a segment (1 to %d)", ErrMalformed, n, MaxStripes)
+	}
+	return b, n, nil
 }
 
 // ParseRequest is ReadRequest over a byte slice that must hold exactly one header.
@@ -362,7 +487,7 @@ func checkPrefix(b []byte, typ byte) (byte, error) {
 	if [4]byte(b[:4]) != magic {
 		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
-	if b[4] != Version && !(typ == typeRequest && b[4] == VersionNamed) {
+	if b[4] != Version && !(typ == typeRequest && (b[4] == VersionNamed || b[4] == VersionStriped)) {
 		return 0, fmt.Errorf("%w: version %d (want %d)", ErrMalformed, b[4], Version)
 	}
 	if b[5] != typ && !(typ == typeRequest && b[5] == typeAssociate) {

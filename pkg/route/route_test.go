@@ -53,7 +53,8 @@ func TestRequestRoundTrip(t *testing.T) {
 }
 
 func equalRequests(a, b *Request) bool {
-	if len(a.Hops) != len(b.Hops) || a.Dst != b.Dst || !a.Time.Equal(b.Time) || a.Nonce != b.Nonce || !slices.Equal(a.Names, b.Names) {
+	if len(a.Hops) != len(b.Hops) || a.Dst != b.Dst || !a.Time.Equal(b.Time) || a.Nonce != b.Nonce || !slices.Equal(a.Names, b.Names) ||
+		max(a.InStripes, 1) != max(b.InStripes, 1) || !slices.Equal(a.Stripes, b.Stripes) {
 		return false
 	}
 	for i := range a.Hops {
@@ -305,7 +306,8 @@ func TestReplayGuard(t *testing.T) {
 // parses re-marshals to the same bytes (one encoding per header).
 func FuzzReadRequest(f *testing.F) {
 	for _, r := range []*Request{sampleRequest(), {Dst: "a:1", Time: t0}, {Hops: []string{"[::1]:1"}, Dst: "1.2.3.4:5", Time: t0},
-		{Hops: []string{"a:1"}, UDP: true, Time: t0}} {
+		{Hops: []string{"a:1"}, UDP: true, Time: t0},
+		{Hops: []string{"a:1", "b:2"}, Names: []string{"a", "b"}, InStripes: 3, Stripes: []int{1, 4}, Dst: "c:3", Time: t0}} {
 		b, err := r.Marshal(key)
 		if err != nil {
 			f.Fatal(err)
