@@ -256,7 +256,8 @@ func (s *search) limiter(seg Segment) string {
 	return what
 }
 
-// term names the term that sets one connection's rate over segment seg.
+// term names the term seg.LimitedBy says sets seg's rate, as for one
+// connection.
 func (s *search) term(seg Segment) string {
 	switch seg.LimitedBy {
 	case limitedByLimit:
