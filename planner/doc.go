@@ -68,6 +68,20 @@
 // untried chain. An untried pick ahead of a tried chain that does not beat
 // direct says it is exploring (Result.Exploring).
 //
+// A segment between two relays whose max_stripes are both 2 or more may
+// be striped: the tunnel carried over n TCP connections (Segment.Stripes),
+// its bytes put back in order at the next relay. Each connection has its
+// own window and its own Mathis share, so those two bounds are n times one
+// connection's; limit_bps and send_bps are not (send_bps is what tunnels
+// reached, however many connections carried them). n is chosen only where
+// limit_bps is known, as the least n whose window and Mathis bounds reach
+// 90 % of it (or of a send_bps below it), up to the lower max_stripes of
+// the two relays and Constraints.MaxStripes (DefaultMaxStripes), and only
+// when that gains 10 % over one connection; otherwise n is 1.
+// segmentStripes is the one place that decides; every rate the search
+// and its plans use is the striped one. The client's segment and the
+// destination's are never striped.
+//
 // A plan with n relays predicts
 //
 //	predicted_bps = min over segments(rate_bps) × (1 − relay_overhead)^n
@@ -163,7 +177,7 @@
 //	{
 //	  "nodes": {
 //	    "client": {"window_bytes": 65536},
-//	    "r1":     {"relay": true, "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9, "congestion_control": "bbr"},
+//	    "r1":     {"relay": true, "window_bytes": 4194304, "send_window_bytes": 4063232, "limit_bps": 1e9, "congestion_control": "bbr", "max_stripes": 8},
 //	    "srv":    {"region": "tokyo"}
 //	  },
 //	  "rtt_ms": [
@@ -180,7 +194,9 @@
 // send_window_bytes (most bytes in flight as a sender; absent or 0 =
 // unknown, no limit), limit_bps (bandwidth cap, bits/s; absent or 0 =
 // unknown), congestion_control (the node's as a sender: cubic, bbr, ...;
-// absent = unknown, loss-based).
+// absent = unknown, loss-based), max_stripes (the most TCP connections
+// the relay takes a striped segment to another relay over; absent, 0 or 1
+// = it cannot stripe).
 //
 // rtt_ms lists symmetric pairs, each either an [a, b, rtt_ms] triple or
 // an object with a, b, rtt_ms (milliseconds, 0.001 to 3,600,000) and

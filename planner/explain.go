@@ -16,8 +16,9 @@ import (
 //
 //	client ──12.5 ms──▶ r1 ──12.4 ms──▶ srv
 //
-// An estimated RTT is shown as ~12.5 ms, a stale one as 12.5 ms?. A plan
-// without segments (direct, not measured) is drawn as "(not measured)".
+// An estimated RTT is shown as ~12.5 ms, a stale one as 12.5 ms?, a
+// segment striped over 4 connections as 12.5 ms ×4. A plan without
+// segments (direct, not measured) is drawn as "(not measured)".
 func Diagram(p Plan) string {
 	if len(p.Segments) == 0 {
 		return "(not measured)"
@@ -31,6 +32,9 @@ func Diagram(p Plan) string {
 		}
 		if seg.Stale {
 			rtt += "?"
+		}
+		if seg.Stripes > 1 {
+			rtt += fmt.Sprintf(" ×%d", seg.Stripes)
 		}
 		fmt.Fprintf(&b, " ──%s──▶ %s", rtt, seg.To)
 	}
@@ -201,6 +205,9 @@ func writeSegments(b *strings.Builder, p Plan) {
 		if i == p.Bottleneck {
 			flags = append(flags, "bottleneck ("+seg.LimitedBy+")")
 		}
+		if seg.Stripes > 1 {
+			flags = append(flags, fmt.Sprintf("striped ×%d (one connection: %s)", seg.Stripes, fmtBps(seg.OneLinkBps)))
+		}
 		if seg.Estimated {
 			flags = append(flags, "estimated")
 		}
@@ -225,10 +232,10 @@ func writeReasons(b *strings.Builder, reasons []string, indent string) {
 
 // legend explains the diagram marks that occur in r.
 func legend(r *Result) string {
-	var est, stale bool
+	var est, stale, striped bool
 	for _, p := range append([]Plan{r.Best, r.Direct}, r.Alternatives...) {
 		for _, seg := range p.Segments {
-			est, stale = est || seg.Estimated, stale || seg.Stale
+			est, stale, striped = est || seg.Estimated, stale || seg.Stale, striped || seg.Stripes > 1
 		}
 	}
 	var parts []string
@@ -237,6 +244,9 @@ func legend(r *Result) string {
 	}
 	if stale {
 		parts = append(parts, "? stale RTT (older than the age limit)")
+	}
+	if striped {
+		parts = append(parts, "×N segment striped over N TCP connections")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -89,6 +89,7 @@ type fileNode struct {
 	LimitBps        float64 `json:"limit_bps,omitempty"`
 	// CongestionControl is Node.CongestionControl.
 	CongestionControl string `json:"congestion_control,omitempty"`
+	MaxStripes        int    `json:"max_stripes,omitempty"`
 }
 
 // filePair is the object form of an rtt_ms entry.
@@ -119,7 +120,7 @@ func (m Matrix) MarshalJSON() ([]byte, error) {
 	nodes := make(map[string]fileNode, len(m.Nodes))
 	for _, n := range m.Nodes {
 		nodes[n.Name] = fileNode{Relay: n.Relay, Region: n.Region, WindowBytes: n.WindowBytes,
-			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps, CongestionControl: n.CongestionControl}
+			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps, CongestionControl: n.CongestionControl, MaxStripes: n.MaxStripes}
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
@@ -210,8 +211,10 @@ func parseNode(dec *json.Decoder, name string) (Node, error) {
 			err = dec.Decode(&n.LimitBps)
 		case "congestion_control":
 			err = dec.Decode(&n.CongestionControl)
+		case "max_stripes":
+			err = dec.Decode(&n.MaxStripes)
 		default:
-			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps, congestion_control)", key)
+			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps, congestion_control, max_stripes)", key)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -364,6 +367,9 @@ func checkNode(n Node) error {
 	}
 	if !(n.LimitBps >= 0) || math.IsInf(n.LimitBps, 0) {
 		return fmt.Errorf("limit_bps %v: want bits/s >= 0 (0 = unknown)", n.LimitBps)
+	}
+	if n.MaxStripes < 0 {
+		return fmt.Errorf("max_stripes %d: want connections >= 0 (0 or 1 = cannot stripe)", n.MaxStripes)
 	}
 	// Linux's names: TCP_CA_NAME_MAX is 16 with the terminating NUL.
 	if len(n.CongestionControl) > 15 || strings.ContainsFunc(n.CongestionControl, func(r rune) bool {

@@ -85,6 +85,8 @@ func TestParseMatrixErrors(t *testing.T) {
 		{"negative window", `{"nodes": {"a": {"window_bytes": -1}}}`, `node "a": window_bytes -1: want bytes >= 0`},
 		{"negative send window", `{"nodes": {"a": {"send_window_bytes": -1}}}`, `node "a": send_window_bytes -1: want bytes >= 0`},
 		{"negative limit", `{"nodes": {"a": {"limit_bps": -5}}}`, `node "a": limit_bps -5: want bits/s >= 0`},
+		{"negative max_stripes", `{"nodes": {"a": {"relay": true, "max_stripes": -1}}}`, `node "a": max_stripes -1: want connections >= 0`},
+		{"max_stripes type", `{"nodes": {"a": {"max_stripes": 2.5}}}`, `node "a": max_stripes: json: cannot unmarshal number 2.5`},
 		{"huge number", `{"nodes": {"a": {"limit_bps": 1e999}}}`, `node "a": limit_bps: json: cannot unmarshal number 1e999`},
 		{"relay type", `{"nodes": {"a": {"relay": "yes"}}}`, `node "a": relay: json: cannot unmarshal string`},
 		{"empty name", `{"nodes": {"": {}}}`, `node "": empty name`},

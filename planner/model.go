@@ -55,6 +55,11 @@ const (
 	// request out and the first byte back.
 	DirectSetupRTTs = 2
 
+	// DefaultMaxStripes is the most TCP connections a striped segment
+	// may carry one tunnel over (Constraints.MaxStripes), and its
+	// default: the data plane stripes over 1 to 8.
+	DefaultMaxStripes = 8
+
 	// MaxNodes bounds a matrix. The search keeps dense n×n tables of
 	// segment rates, RTTs and pair indices, 20 bytes per cell: 500 MB at
 	// 5,000 relays, 2 GB at 10,000.
@@ -100,6 +105,10 @@ type Node struct {
 	// CUBIC); a BBR sender paces at its measured bandwidth and is not
 	// bound by random loss below LossTolerantBelow.
 	CongestionControl string `json:"congestion_control,omitempty"`
+	// MaxStripes is the most TCP connections this relay takes one
+	// tunnel's segment to another relay over (a striped segment); 0 or 1
+	// = it cannot stripe.
+	MaxStripes int `json:"max_stripes,omitempty"`
 }
 
 // LossTolerantBelow is the random loss rate below which a BBR sender's
@@ -254,6 +263,11 @@ type Constraints struct {
 	// Stale. By default stale pairs are ignored like missing ones, and the
 	// Result's notes count them.
 	UseStale bool `json:"use_stale,omitempty"`
+	// MaxStripes is the most TCP connections a segment between two
+	// relays may be striped over (see Segment.Stripes), at most
+	// DefaultMaxStripes; 0 = DefaultMaxStripes, 1 or negative = none (one
+	// connection per segment).
+	MaxStripes int `json:"max_stripes,omitempty"`
 }
 
 // Model holds the parameters of the throughput model.
@@ -353,6 +367,14 @@ func (req Request) withDefaults() (Request, error) {
 		c.MaxAgeSec = math.Inf(1)
 	}
 	switch {
+	case c.MaxStripes == 0:
+		c.MaxStripes = DefaultMaxStripes
+	case c.MaxStripes < 0:
+		c.MaxStripes = 1
+	case c.MaxStripes > DefaultMaxStripes:
+		return req, fmt.Errorf("constraints.max_stripes %d: want 1 to %d connections (0 = %d, negative = 1)", c.MaxStripes, DefaultMaxStripes, DefaultMaxStripes)
+	}
+	switch {
 	case m.DefaultWindowBytes == 0:
 		m.DefaultWindowBytes = DefaultWindowBytes
 	case m.DefaultWindowBytes < 0:
@@ -444,7 +466,8 @@ type Segment struct {
 	LearntSource string `json:"learnt_source,omitempty"`
 	// RateBps is the segment's ceiling in the plan's direction, bits/s:
 	// min(min(window, send window)·8/RTT, LimitBps, Mathis bound under
-	// Loss when the sender's congestion control is loss-based, LearntBps).
+	// Loss when the sender's congestion control is loss-based, LearntBps),
+	// the window and Mathis bounds × Stripes on a striped segment.
 	RateBps   float64 `json:"rate_bps"`
 	DownBps   float64 `json:"down_bps"`   // the ceiling for a download, bits/s
 	UpBps     float64 `json:"up_bps"`     // the ceiling for an upload, bits/s
@@ -452,6 +475,16 @@ type Segment struct {
 	Estimated bool    `json:"estimated"`  // the RTT is an estimate, not a measurement
 	Stale     bool    `json:"stale"`      // the RTT is older than Constraints.MaxAgeSec (only with UseStale)
 	AgeSec    float64 `json:"age_s"`      // how old the RTT is, seconds
+	// Stripes is how many TCP connections the segment carries the tunnel
+	// over, when more than one (a striped segment between two relays:
+	// planner/stripes.go); 0 = one.
+	Stripes int `json:"stripes,omitempty"`
+	// OneLinkBps is what one connection would carry in the plan's
+	// direction, bits/s, and OneLinkLimitedBy which term holds it there
+	// ("window", "send_window" or "loss"): the segment's RateBps and
+	// LimitedBy without striping. Set only when Stripes is.
+	OneLinkBps       float64 `json:"one_link_bps,omitempty"`
+	OneLinkLimitedBy string  `json:"one_link_limited_by,omitempty"`
 	// LossSource is who measured the loss of Sender's sends on this
 	// segment (Pair.ALossSource or BLossSource): "" the probes alone;
 	// LossFromPrior when nobody did and Loss is the fleet's prior

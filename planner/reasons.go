@@ -153,8 +153,9 @@ func tieBreak(loser, winner candidate) string {
 	return "same prediction, total RTT and relay count; ordered by name"
 }
 
-// describe gives plan p's own reasons: what limits it and what it assumes.
-func (s *search) describe(p Plan) []string {
+// describe gives plan p's own reasons: what limits it and what it
+// assumes; path is its dense nodes from the client.
+func (s *search) describe(p Plan, path []int) []string {
 	var out []string
 	b := p.Segments[p.Bottleneck]
 	if len(p.Chain) == 0 {
@@ -177,6 +178,7 @@ func (s *search) describe(p Plan) []string {
 			// windows do not explain the split.
 			out = append(out, windowReason(p))
 		}
+		out = append(out, s.stripeReasons(p.Segments, path)...)
 	}
 	if p.Transfer != nil {
 		out = append(out, s.transferReason(p))
@@ -244,8 +246,19 @@ func (s *search) transferReason(p Plan) string {
 		t.Rounds, plural(t.Rounds), fmtMs(t.RampRTTMs), fmtBytes(int64(s.req.Model.iwBytes(len(p.Chain)))), steady)
 }
 
-// limiter names the term that sets segment seg's rate.
+// limiter names the term that sets segment seg's rate: on a striped
+// segment a per-connection term holds each of its connections.
 func (s *search) limiter(seg Segment) string {
+	what := s.term(seg)
+	if seg.Stripes > 1 && seg.LimitedBy != limitedByLimit && seg.LimitedBy != limitedByLearnt {
+		what += fmt.Sprintf(", on each of its %d connections", seg.Stripes)
+	}
+	return what
+}
+
+// term names the term seg.LimitedBy says sets seg's rate, as for one
+// connection.
+func (s *search) term(seg Segment) string {
 	switch seg.LimitedBy {
 	case limitedByLimit:
 		return fmt.Sprintf("the bandwidth limit %s of %s", fmtBps(seg.LimitBps), s.limitHolder(seg))

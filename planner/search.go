@@ -57,6 +57,11 @@ type search struct {
 	sends   []int64   // dense index → send window, bytes; 0 = unknown (no limit)
 	limits  []float64 // dense index → LimitBps, bits/s; 0 = unknown
 	ccs     []string  // dense index → CongestionControl
+	// stripes[d] is the most connections dense node d's segments to
+	// other relays may be striped over: its MaxStripes within the
+	// request's; 1 for the client and the destination, whose segments
+	// are never striped.
+	stripes []int
 	relays  int
 	n       int // relays + 2: the row length of rate and pairOf
 	client  int
@@ -158,10 +163,15 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 	s.node = append(s.node, ci, di)
 	s.n = len(s.node)
 	s.windows, s.sends, s.limits, s.ccs = make([]int64, s.n), make([]int64, s.n), make([]float64, s.n), make([]string, s.n)
+	s.stripes = make([]int, s.n)
 	for d, i := range s.node {
 		s.dense[i] = int32(d)
 		s.limits[d] = m.Nodes[i].LimitBps
 		s.ccs[d] = m.Nodes[i].CongestionControl
+		s.stripes[d] = 1
+		if d < s.relays {
+			s.stripes[d] = max(1, min(m.Nodes[i].MaxStripes, req.Constraints.MaxStripes))
+		}
 		s.sends[d] = m.Nodes[i].SendWindowBytes
 		s.windows[d] = m.Nodes[i].WindowBytes
 		if s.windows[d] <= 0 {
@@ -229,23 +239,31 @@ func (s *search) mirror() {
 						src = y
 					}
 					c, rtt := s.rate[src], s.rtt[src]
-					var wu, wv float64
+					// wu and wv: the ways u and v receive.
+					inf := math.Inf(1)
+					var wu, wv way
 					if k := s.pairOf[src]; k > 0 {
-						wu, wv = windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), windowBps(flightBytes(s.windows[v], s.sends[u]), rtt)
+						wu = way{windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), inf}
+						wv = way{windowBps(flightBytes(s.windows[v], s.sends[u]), rtt), inf}
 						if s.prior.ok() {
 							lu, _ := s.sendLoss(v, rtt, 0, "")
 							lv, _ := s.sendLoss(u, rtt, 0, "")
-							wu, wv = min(wu, s.lossBps(v, rtt, lu)), min(wv, s.lossBps(u, rtt, lv))
+							wu.connBps, wv.connBps = min(wu.connBps, s.lossBps(v, rtt, lu)), min(wv.connBps, s.lossBps(u, rtt, lv))
 						}
 					} else {
 						p := &s.m.Pairs[-k-1]
-						wu, wv = s.flightBps(v, u, p), s.flightBps(u, v, p)
 						lu, _ := s.pairLoss(v, p)
 						lv, _ := s.pairLoss(u, p)
-						wu, wv = min(wu, s.lossBps(v, rtt, lu)), min(wv, s.lossBps(u, rtt, lv))
-						wu, wv = min(wu, s.learntBps(v, p)), min(wv, s.learntBps(u, p))
+						wu = way{min(s.flightBps(v, u, p), s.lossBps(v, rtt, lu)), s.learntBps(v, p)}
+						wv = way{min(s.flightBps(u, v, p), s.lossBps(u, rtt, lv)), s.learntBps(u, p)}
 					}
-					s.rate[x], s.rate[y] = s.dirRate(wu, wv, c), s.dirRate(wv, wu, c)
+					// The connections of u→v and of v→u; a call only
+					// for the few cells between relays that stripe.
+					nx, ny := 1, 1
+					if s.stripes[u] > 1 && s.stripes[v] > 1 {
+						nx, ny = s.segmentStripes(u, v, wu, wv, c), s.segmentStripes(v, u, wv, wu, c)
+					}
+					s.rate[x], s.rate[y] = s.dirRate(wu.boundBps(nx), wv.boundBps(nx), c), s.dirRate(wv.boundBps(ny), wu.boundBps(ny), c)
 					s.rtt[x], s.rtt[y] = rtt, rtt
 				}
 			}
@@ -742,7 +760,7 @@ func (s *search) plan(c, direct candidate, directKnown bool) Plan {
 		}
 		p.Transfer = &t
 	}
-	p.Reasons = s.describe(p)
+	p.Reasons = s.describe(p, path)
 	if why := measuredReason(p, modelBps); why != "" {
 		p.Reasons = append(p.Reasons, why)
 	}
@@ -765,13 +783,15 @@ func (s *search) pair(u, v int) *Pair {
 func (s *search) segment(u, v int) Segment {
 	pair := s.pair(u, v)
 	c := s.capBps(u, v, pair)
-	// Each way's window bound, then with the sender's loss bound.
-	fu, fv := s.flightBps(v, u, pair), s.flightBps(u, v, pair)
+	// Each way: one connection's window bound with its sender's loss
+	// bound, and the rate its sender was learnt to reach.
 	lossU, sourceU := s.pairLoss(v, pair) // v's sends to u
 	lossV, sourceV := s.pairLoss(u, pair)
 	lu, lv := s.lossBps(v, pair.RTTMs, lossU), s.lossBps(u, pair.RTTMs, lossV)
-	tu, tv := s.learntBps(v, pair), s.learntBps(u, pair)
-	wu, wv := min(fu, lu, tu), min(fv, lv, tv)
+	from := way{min(s.flightBps(v, u, pair), lu), s.learntBps(v, pair)}
+	to := way{min(s.flightBps(u, v, pair), lv), s.learntBps(u, pair)}
+	n := s.segmentStripes(u, v, from, to, c)
+	wu, wv := from.boundBps(n), to.boundBps(n)
 	seg := Segment{
 		From: s.name(u), To: s.name(v), RTTMs: pair.RTTMs, Loss: lossU, LossSource: sourceU,
 		LimitBps:  minLimit(s.limits[u], s.limits[v]),
@@ -784,12 +804,12 @@ func (s *search) segment(u, v int) Segment {
 	}
 	// The receiver whose window counts: the client side for a download,
 	// the destination side for an upload, the slower way for both.
-	recv, send, wBps, lossB, learnt := u, v, wu, lu, tu
+	recv, send, w, lossB := u, v, from, lu
 	if s.req.Direction == Up || (s.req.Direction == Both && wv < wu) {
-		recv, send, wBps, lossB, learnt = v, u, wv, lv, tv
+		recv, send, w, lossB = v, u, to, lv
 		seg.Loss, seg.LossSource = lossV, sourceV
 	}
-	if !math.IsInf(learnt, 1) {
+	if learnt := w.learntBps; !math.IsInf(learnt, 1) {
 		seg.LearntBps = learnt
 		seg.LearntAgeSec, seg.LearntSource = pair.BSendAgeSec, pair.BSendSource
 		if s.name(send) == pair.A {
@@ -803,22 +823,35 @@ func (s *search) segment(u, v int) Segment {
 	seg.WindowBytes, seg.SendWindowBytes = s.recvWindow(recv, pair), s.sends[send]
 	seg.WindowAssumed = s.m.Nodes[s.node[recv]].WindowBytes <= 0 && seg.WindowBytes == s.windows[recv]
 	seg.SenderCongestionControl = s.ccs[send]
-	switch {
-	case wBps <= c && learnt <= wBps && learnt < lossB: // min took the learnt rate
-		seg.LimitedBy = limitedByLearnt
-	case wBps <= c && lossB <= wBps: // min took the loss bound
-		seg.LimitedBy = limitedByLoss
-	case wBps <= c && seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes:
-		seg.LimitedBy = limitedBySendWindow
-	case wBps <= c:
-		seg.LimitedBy = limitedByWindow
-	case seg.LimitBps > 0 && c == seg.LimitBps:
-		seg.LimitedBy = limitedByLimit
-	default:
-		seg.LimitedBy = limitedByLoss // total loss: a cap of 0
+	seg.LimitedBy = seg.limitedBy(w, n, c, lossB)
+	if n > 1 {
+		seg.Stripes = n
+		seg.OneLinkBps = s.dirRate(from.boundBps(1), to.boundBps(1), c)
+		seg.OneLinkLimitedBy = seg.limitedBy(w, 1, c, lossB)
 	}
 	seg.Unknown = s.unknowns(u, v, pair)
 	return seg
+}
+
+// limitedBy names the term that sets the rate of n connections over seg
+// (Segment.LimitedBy): of the way w the plan counts, with its sender's
+// loss bound lossBps (one connection's), under the cap capBps. seg must
+// have its windows.
+func (seg *Segment) limitedBy(w way, n int, capBps, lossBps float64) string {
+	wBps, lossB, learnt := w.boundBps(n), float64(n)*lossBps, w.learntBps
+	switch {
+	case wBps <= capBps && learnt <= wBps && learnt < lossB: // min took the learnt rate
+		return limitedByLearnt
+	case wBps <= capBps && lossB <= wBps: // min took the loss bound
+		return limitedByLoss
+	case wBps <= capBps && seg.SendWindowBytes > 0 && seg.SendWindowBytes < seg.WindowBytes:
+		return limitedBySendWindow
+	case wBps <= capBps:
+		return limitedByWindow
+	case seg.LimitBps > 0 && capBps == seg.LimitBps:
+		return limitedByLimit
+	}
+	return limitedByLoss // total loss: a cap of 0
 }
 
 // lossSourceOf is who measured the loss of sender's sends over pair.

@@ -56,6 +56,8 @@ type bruteForce struct {
 	mss     float64
 	// priorPerMs and priorMax are the loss prior (LossPrior): 0 = none.
 	priorPerMs, priorMax float64
+	// maxStripes is the request's most connections of a striped segment.
+	maxStripes int
 }
 
 func newBruteForce(m *Matrix, req Request) *bruteForce {
@@ -92,6 +94,11 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 	if bf.mss == 0 {
 		bf.mss = 1448
 	}
+	bf.maxStripes = c.MaxStripes
+	if bf.maxStripes == 0 {
+		bf.maxStripes = 8
+	}
+	bf.maxStripes = max(bf.maxStripes, 1)
 	// The loss prior, by its definition: Σ loss / Σ RTT over the fresh,
 	// probed, reachable pairs whose loss someone measured, two at least,
 	// one lossy; at most the highest of them.
@@ -127,10 +134,10 @@ func newBruteForce(m *Matrix, req Request) *bruteForce {
 // heldRate is segment from→to's rate in direction dir, bits/s; whether
 // the receiver's (or sender's send) window sets it: no other bound is
 // lower, nor equal but a limit (as Segment.LimitedBy ranks ties); and ok,
-// false without a usable pair.
+// false without a usable pair. A striped segment runs bf.stripes
+// connections, each with the window and loss bounds.
 func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, bool) {
-	p, ok := bf.pairs[[2]string{from, to}]
-	if !ok {
+	if _, ok := bf.pairs[[2]string{from, to}]; !ok {
 		return 0, false, false
 	}
 	if dir == Both {
@@ -144,6 +151,30 @@ func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, b
 		}
 		return down, dHeld || uHeld, true
 	}
+	n := float64(bf.stripes(from, to))
+	b := bf.bounds(from, to, dir)
+	r, held := n*b.window, true
+	if b.capBps < r {
+		r, held = b.capBps, false
+	}
+	if n*b.mathis <= r {
+		r, held = n*b.mathis, false
+	}
+	if b.learnt <= r {
+		r, held = b.learnt, false
+	}
+	return r, held, true
+}
+
+// bfBounds are what one connection of a segment's way carries at most,
+// bits/s: its window (or send window) per round trip, its sender's Mathis
+// bound (+Inf: none), the rate its sender was learnt to reach (+Inf:
+// unknown) and the ends' limit (+Inf: none; 0: nothing answered).
+type bfBounds struct{ window, mathis, learnt, capBps float64 }
+
+// bounds are segment from→to's bounds in direction dir, Down or Up.
+func (bf *bruteForce) bounds(from, to string, dir Direction) bfBounds {
+	p := bf.pairs[[2]string{from, to}]
 	recv, send := bf.nodes[from], bf.nodes[to]
 	if dir == Up {
 		recv, send = send, recv
@@ -160,27 +191,74 @@ func (bf *bruteForce) heldRate(from, to string, dir Direction) (float64, bool, b
 		w = min(w, send.SendWindowBytes)
 	}
 	rttSec := p.RTTMs / 1000
-	r, held := float64(w)*8/rttSec, true
+	inf := math.Inf(1)
+	b := bfBounds{window: float64(w) * 8 / rttSec, mathis: inf, learnt: inf, capBps: inf}
 	for _, lim := range []float64{bf.nodes[from].LimitBps, bf.nodes[to].LimitBps} {
-		if lim > 0 && lim < r {
-			r, held = lim, false
+		if lim > 0 && lim < b.capBps {
+			b.capBps = lim
 		}
 	}
 	loss := bf.sendLoss(p, send)
 	switch {
 	case p.Loss == 1: // nothing answered: unusable, not the Mathis value
-		r, held = 0, false
+		b.capBps = 0
 	case loss > 0 && (loss >= 0.15 || !strings.HasPrefix(send.CongestionControl, "bbr")):
 		// Loss bounds a loss-based sender, and BBR from 15 %.
-		if mathis := bf.mss * 8 * 1.22 / (rttSec * math.Sqrt(loss)); mathis <= r {
-			r, held = mathis, false
-		}
+		b.mathis = bf.mss * 8 * 1.22 / (rttSec * math.Sqrt(loss))
 	}
 	// What the sender's traffic was learnt to reach bounds it too.
-	if learnt := map[string]float64{p.A: p.ASendBps, p.B: p.BSendBps}[send.Name]; learnt > 0 && learnt <= r {
-		r, held = learnt, false
+	if learnt := map[string]float64{p.A: p.ASendBps, p.B: p.BSendBps}[send.Name]; learnt > 0 {
+		b.learnt = learnt
 	}
-	return r, held, true
+	return b
+}
+
+// stripes is how many connections segment from→to runs: 1 unless both
+// ends are usable relays that stripe and its capacity is known; then the
+// least n (up to the most both ends and the request allow) whose n × one
+// connection's bound, in the requested direction, reaches 90 % of the
+// capacity (or of a learnt rate below it), if that gains 10 % over one.
+func (bf *bruteForce) stripes(from, to string) int {
+	maxN := min(bf.nodes[from].MaxStripes, bf.nodes[to].MaxStripes, bf.maxStripes)
+	if !slices.Contains(bf.relays, from) || !slices.Contains(bf.relays, to) || maxN < 2 {
+		return 1
+	}
+	var ways []bfBounds
+	switch dir := cmp.Or(bf.req.Direction, Down); dir {
+	case Both:
+		ways = []bfBounds{bf.bounds(from, to, Down), bf.bounds(from, to, Up)}
+	default:
+		ways = []bfBounds{bf.bounds(from, to, dir)}
+	}
+	capBps := ways[0].capBps
+	if capBps == 0 || math.IsInf(capBps, 1) {
+		return 1
+	}
+	rate := func(n int) float64 {
+		r := capBps
+		for _, b := range ways {
+			r = min(r, float64(n)*min(b.window, b.mathis), b.learnt)
+		}
+		return r
+	}
+	target := capBps
+	for _, b := range ways {
+		target = min(target, b.learnt)
+	}
+	n := 1
+	for ; n < maxN; n++ {
+		reaches := true
+		for _, b := range ways {
+			reaches = reaches && float64(n)*min(b.window, b.mathis) >= 0.9*target
+		}
+		if reaches {
+			break
+		}
+	}
+	if rate(n) < 1.1*rate(1) {
+		return 1
+	}
+	return n
 }
 
 // sendLoss is the loss of send's sends over p: the pair's, else (nobody
@@ -377,14 +455,21 @@ func randomCase(rng *rand.Rand) (*Matrix, Request) {
 // random inputs Search's best plan predicts what the best of all chains
 // predicts, and every plan it returns is a valid chain rated right.
 func TestSearchMatchesBruteForce(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	cases := 3000
+	searchMatchesBruteForce(t, rand.New(rand.NewPCG(1, 2)), 3000, nil)
+}
+
+// searchMatchesBruteForce is TestSearchMatchesBruteForce over cases
+// random inputs (a tenth with -short), each changed by vary where not nil.
+func searchMatchesBruteForce(t *testing.T, rng *rand.Rand, cases int, vary func(*Matrix, *Request)) {
 	if testing.Short() {
-		cases = 300
+		cases /= 10
 	}
 	chainWins, tieBroken, boundary, kept := 0, 0, 0, 0
 	for i := range cases {
 		m, req := randomCase(rng)
+		if vary != nil {
+			vary(m, &req)
+		}
 		res, err := Search(m, req)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)

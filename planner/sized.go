@@ -95,7 +95,7 @@ func (s *search) windowHeld(u, v int) bool {
 	if k == 0 {
 		k = s.pairOf[v*s.n+u]
 	}
-	if k < 0 || s.prior.ok() { // loss (a prior too), learnt rates or measured windows: the full account
+	if k < 0 || s.prior.ok() || s.maxStripes(u, v) > 1 { // loss (a prior too), learnt rates, measured windows or striping: the full account
 		return windowHeld(s.segment(u, v).LimitedBy)
 	}
 	p := &s.m.Pairs[k-1]

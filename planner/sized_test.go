@@ -456,10 +456,15 @@ func cmpCompare(a, b float64) int {
 // brute force's own completion model, direct wins exactly when it should,
 // and every plan's transfer is the brute force's.
 func TestSizedSearchMatchesBruteForce(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	cases := 2000
+	sizedSearchMatchesBruteForce(t, rand.New(rand.NewPCG(5, 6)), 2000, nil)
+}
+
+// sizedSearchMatchesBruteForce is TestSizedSearchMatchesBruteForce over
+// cases random inputs (a tenth with -short), each changed by vary where
+// not nil.
+func sizedSearchMatchesBruteForce(t *testing.T, rng *rand.Rand, cases int, vary func(*Matrix, *Request)) {
 	if testing.Short() {
-		cases = 200
+		cases /= 10
 	}
 	chainWins, smallWins, boundary := 0, 0, 0
 	for i := range cases {
@@ -471,6 +476,9 @@ func TestSizedSearchMatchesBruteForce(t *testing.T) {
 		}
 		if rng.IntN(3) == 0 {
 			req.Model.LinkFramingBytes = rng.IntN(100) // below any MSS the cases draw (536 up)
+		}
+		if vary != nil {
+			vary(m, &req)
 		}
 		res, err := Search(m, req)
 		if err != nil {

@@ -73,6 +73,10 @@ type planFlags struct {
 	// segments a plan leans on that nobody declared or learnt
 	// (--probe-capacity).
 	probeCapacity bool
+	// maxStripes: plan only (--max-stripes), the most connections a
+	// segment between two relays is striped over; 0 = the planner's
+	// default (connect, bench and pac).
+	maxStripes int
 }
 
 // askKey is the survey's AskKey: with --udp-ask, on a fleet with
@@ -193,6 +197,10 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 		req.Model.ErrorMargin = f.errorMargin
 	}
 	req.Constraints.Include, req.Constraints.Exclude = f.include, f.exclude
+	if f.maxStripes < 0 || f.maxStripes > planner.DefaultMaxStripes {
+		return req, fmt.Errorf("--max-stripes %d: want 1 (no striping) to %d connections", f.maxStripes, planner.DefaultMaxStripes)
+	}
+	req.Constraints.MaxStripes = f.maxStripes
 	req.SizeBytes = f.sizeBytes
 	switch s := planner.SetupKind(f.setup); s {
 	case "", planner.SetupWarm, planner.SetupOptimistic, planner.SetupCold:
@@ -437,7 +445,12 @@ bottleneck is a rate or loss the relays learnt from traffic) that beats direct
 is not displaced by an untried chain that ranks higher only on what nobody
 measured: the plan keeps it and lists the other as untried (kept_over); an
 untried pick ahead of a tried chain that does not beat direct says it is
-exploring. With --matrix it plans offline on
+exploring. A segment between two relays that both take striped segments
+(max_stripes) and whose capacity is declared may carry the tunnel over
+several TCP connections, each with its own window and loss bound: the
+least number, up to --max-stripes, that brings it within 10 % of the
+capacity, if that gains 10 % over one connection; the plan shows it as
+"×N" and says why (see docs/planning.md). With --matrix it plans offline on
 a saved or hand-written matrix (what-if planning; see --save-matrix).
 
 Without --size the plan is for a large transfer: ranked by steady rate. A
@@ -488,6 +501,7 @@ finishes at least --min-gain sooner.`,
 	f.windowProbeFlag(cmd, 0)
 	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "rank plans by predicted completion time for this many bytes (e.g. 100KB, 1GiB; 0: steady rate)")
 	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: warm (pooled relay links), optimistic (data rides the header) or cold (new TCP+TLS)")
+	cmd.Flags().IntVar(&f.maxStripes, "max-stripes", planner.DefaultMaxStripes, "most TCP connections a segment between two relays may be striped over (1: no striping)")
 	return cmd
 }
 

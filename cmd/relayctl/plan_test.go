@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +134,56 @@ func TestPlanJSONKeptOverAndAwaiting(t *testing.T) {
 	for _, want := range []string{`"kept_over":["r2"]`, `"awaiting":["no relay's RTT to srv"]`, `"bound":true`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("no %s in %s", want, data)
+		}
+	}
+}
+
+// A matrix whose relays stripe (max_stripes) across a 200 ms link of a
+// declared 400 Mbit/s, with stock buffers: the plan shows the striped
+// segment as ×3 in its diagram and table, its JSON carries the stripes
+// and one connection's rate, and --max-stripes 1 turns striping off.
+func TestPlanStripes(t *testing.T) {
+	relay := `{"relay": true, "window_bytes": 3774873, "send_window_bytes": 4068474, "limit_bps": 4e8, "max_stripes": 8}`
+	matrix := `{"nodes": {"client": {"window_bytes": 3774873}, "r1": ` + relay + `, "r2": ` + relay + `, "srv": {"window_bytes": 3774873}},
+		"rtt_ms": [["client", "r1", 5], ["r1", "r2", 200], ["r2", "srv", 5], ["client", "srv", 210]]}`
+	path := filepath.Join(t.TempDir(), "stripes.json")
+	if err := os.WriteFile(path, []byte(matrix), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		c := rootCmd()
+		var out bytes.Buffer
+		c.SetArgs(append([]string{"plan", "--matrix", path, "--dst", "srv", "--bench-history", ""}, args...))
+		c.SetOut(&out)
+		c.SetErr(&bytes.Buffer{})
+		err := c.Execute()
+		return out.String(), err
+	}
+	out, err := run()
+	for _, want := range []string{"r1 ──200 ms ×3──▶ r2", "striped ×3 (one connection: 151 Mbit/s)", "r1→r2 striped ×3: one connection's window"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("plan: %v: no %q in\n%s", err, want, out)
+		}
+	}
+	var p struct {
+		Chain    []string          `json:"chain"`
+		Segments []planner.Segment `json:"segments"`
+	}
+	out, err = run("-o", "json")
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &p)
+	}
+	if err != nil || !slices.Equal(p.Chain, []string{"r1", "r2"}) || p.Segments[1].Stripes != 3 || p.Segments[1].OneLinkBps < 150e6 ||
+		p.Segments[1].OneLinkLimitedBy != "window" || p.Segments[0].Stripes != 0 || !strings.Contains(out, `"stripes": 3`) {
+		t.Errorf("plan -o json: %v\n%s", err, out)
+	}
+	out, err = run("--max-stripes", "1", "-o", "json")
+	if err != nil || strings.Contains(out, "stripes") || strings.Contains(out, "one_link") {
+		t.Errorf("plan --max-stripes 1: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"9", "-1"} {
+		if _, err := run("--max-stripes", bad); err == nil || !strings.Contains(err.Error(), "--max-stripes") {
+			t.Errorf("plan --max-stripes %s: %v", bad, err)
 		}
 	}
 }
