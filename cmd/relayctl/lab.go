@@ -32,8 +32,10 @@ import (
 )
 
 // labHeapLimitBytes is where the lab process's garbage collector starts
-// working (see wanemu.QuietGC): the links preallocate ~6 MiB per direction,
-// so even world (68 directions) stays far below it.
+// working (see wanemu.QuietGC): the links preallocate 8 MiB of packet
+// slots per direction, so even world (68 directions) stays far below it;
+// a direction that holds more packets grows to what its link needs
+// (wanemu.SlotsFor, at most 128 MiB), which only a few can at once.
 const labHeapLimitBytes = 2 << 30
 
 // exitError carries a command's exit code up to main.

@@ -163,6 +163,9 @@ func Up(ctx context.Context, topo *topology.Topology, topoPath string, opts Opti
 	default:
 		return nil, fmt.Errorf("registry %q: want fleet or consul", opts.Registry)
 	}
+	if err := checkSlots(topo); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(opts.StateRoot, topo.Name)
 	if old, err := LoadState(dir); err == nil {
 		if processAlive(old.PID) {

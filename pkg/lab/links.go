@@ -3,6 +3,7 @@ package lab
 // The lab's namespaces and the emulated links between them.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,6 +55,24 @@ func linkParams(lc topology.Link, delayNs int64, down bool) wanemu.Params {
 		p.Loss = 1
 	}
 	return p
+}
+
+// checkSlots refuses, before anything is built, a topology with a link
+// that needs more packet slots than the emulator holds (wanemu.SlotsFor),
+// naming each such link and direction.
+func checkSlots(topo *topology.Topology) error {
+	var errs []error
+	for i, lc := range topo.Links {
+		abNs, baNs := lc.OneWayNs()
+		ab, ba := linkParams(lc, abNs, false), linkParams(lc, baNs, false)
+		if _, err := wanemu.SlotsFor(ab, ba); err != nil {
+			errs = append(errs, fmt.Errorf("links[%d] %s->%s: %w", i, lc.Between[0], lc.Between[1], err))
+		}
+		if _, err := wanemu.SlotsFor(ba, ab); err != nil {
+			errs = append(errs, fmt.Errorf("links[%d] %s->%s: %w", i, lc.Between[1], lc.Between[0], err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (l *Lab) addLink(i int, lc topology.Link) error {
@@ -128,12 +147,15 @@ func (l *Lab) UpdateLink(u LinkUpdate) (topology.Link, error) {
 		if err := next.Validate(); err != nil {
 			return topology.Link{}, err
 		}
+		down := rl.down
 		if u.Down != nil {
-			rl.down = *u.Down
+			down = *u.Down
 		}
 		ab, ba := lc.OneWayNs()
-		_ = rl.link.SetParams("ab", linkParams(lc, ab, rl.down))
-		_ = rl.link.SetParams("ba", linkParams(lc, ba, rl.down))
+		if err := rl.link.Set(linkParams(lc, ab, down), linkParams(lc, ba, down)); err != nil {
+			return topology.Link{}, fmt.Errorf("links[%d] %s-%s: %w", i, lc.Between[0], lc.Between[1], err)
+		}
+		rl.down = down
 		rl.cfg = lc
 		l.topo = &next
 		return lc, nil

@@ -457,21 +457,14 @@ type schedDir struct {
 	id      int32
 	in, out int
 	offload bool
-	// FIFO ring of held packets; due times only increase along it.
+	// FIFO ring of held packets; due times only increase along it. It
+	// has a place for every slot of the pool (fitRing).
 	ring       []slot
 	head, held int
-	free       [][]byte
+	pool       *slotPool
 	rq         rateQueue
 	t          tally
 	lastPubNs  int64
-}
-
-// slot is a held packet: buf[:vnetHdrLen] is room for its virtio_net_hdr
-// (written in place for a lone write), buf[vnetHdrLen:][:n] the packet.
-type slot struct {
-	due due
-	n   int
-	buf []byte
 }
 
 func (sd *schedDir) pkt(i int) []byte {
@@ -481,14 +474,7 @@ func (sd *schedDir) pkt(i int) []byte {
 
 // attach adds a direction to the shard (on the loop thread).
 func (s *shard) attach(d *direction, offload bool) *schedDir {
-	sd := &schedDir{d: d, in: d.in, out: d.out, offload: offload, ring: make([]slot, maxSlots), rq: rateQueue{inject: d.inject}}
-	// One slab for the direction's slots: pages are touched only as
-	// packets fill them.
-	slab := make([]byte, maxSlots*slotBytes)
-	sd.free = make([][]byte, maxSlots)
-	for i := range sd.free {
-		sd.free[i] = slab[i*slotBytes : (i+1)*slotBytes : (i+1)*slotBytes]
-	}
+	sd := &schedDir{d: d, in: d.in, out: d.out, offload: offload, ring: make([]slot, MinSlots), pool: newSlotPool(), rq: rateQueue{inject: d.inject}}
 	s.do(func() {
 		s.seq++
 		sd.id = s.seq
@@ -927,10 +913,11 @@ func (sd *schedDir) readReady(s *shard, rbuf []byte, nextDueNs int64) {
 // admit queues an n-byte packet and returns the slot buffer to fill, or nil
 // when the packet is dropped (loss, queue limit, or every slot held).
 func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
-	if len(sd.free) == 0 {
+	if !sd.pool.ready(sd.d.slotLimit()) {
 		sd.t.ds++
 		return nil
 	}
+	sd.ring, sd.head = fitRing(sd.ring, sd.head, sd.held, sd.pool.allocated)
 	var tailDue due
 	if sd.held > 0 {
 		tailDue = sd.ring[(sd.head+sd.held-1)%len(sd.ring)].due
@@ -939,10 +926,10 @@ func (sd *schedDir) admit(p *Params, arrivalNs int64, n int) []byte {
 	if !ok {
 		return nil
 	}
-	buf := sd.free[len(sd.free)-1]
-	sd.free = sd.free[:len(sd.free)-1]
+	buf := sd.pool.take()
 	sd.ring[(sd.head+sd.held)%len(sd.ring)] = slot{due: d, n: n, buf: buf}
 	sd.held++
+	sd.t.heldPeak = max(sd.t.heldPeak, sd.held)
 	return buf
 }
 
@@ -992,7 +979,7 @@ func (sd *schedDir) writeOne(s *shard, now int64, wbuf []byte) {
 			// A joined packet may leave up to joinEarlyNs early (by design, bounded).
 			sd.t.late = append(sd.t.late, max(now-sl.due.linkNs, 0))
 			sd.rq.queuedBytes -= sl.n
-			sd.free = append(sd.free, sl.buf)
+			sd.pool.put(sl.buf)
 			sl.buf = nil
 			sd.head = (sd.head + 1) % len(sd.ring)
 			sd.held--

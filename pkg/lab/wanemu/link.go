@@ -25,7 +25,7 @@ import (
 type Params struct {
 	DelayNs    int64   // one-way propagation delay
 	RateBps    int64   // serialization rate in bits/s; 0 = DefaultRateBps
-	QueueBytes int     // tail-drop limit of the rate queue; 0 = DefaultQueueBytes
+	QueueBytes int     // tail-drop limit on the bytes held, queued or on the delay line; 0 = DefaultQueueBytes
 	Loss       float64 // Bernoulli loss probability, 0..1
 	// JitterNs adds a uniform random 0..JitterNs to each packet's delay. A
 	// packet never overtakes the one before it (its due time is raised to
@@ -43,16 +43,16 @@ type Params struct {
 // real line, which the emulator keeps up with.
 const DefaultRateBps = 1_000_000_000
 
-// DefaultQueueBytes bounds the packets held by one direction.
+// DefaultQueueBytes bounds the bytes held by one direction, queued or on
+// the delay line.
 const DefaultQueueBytes = 16 << 20
 
 const (
 	// One TUN packet at most: NewLink sets MTU 1500 and the TUN has no
-	// offloads (no IFF_VNET_HDR), so no packet is larger. Kept small: every
-	// direction preallocates maxSlots of them.
+	// offloads (no IFF_VNET_HDR), so no packet is larger. Kept small: a
+	// direction holds up to SlotsFor of them (slots.go).
 	slotBytes = 2048
-	maxSlots  = 4096 // packets held at once per direction
-	batch     = 256  // packets read per wake-up
+	batch     = 256 // packets read per wake-up
 )
 
 // Stats of one direction. Lateness is how long after its due time a packet
@@ -67,6 +67,10 @@ type Stats struct {
 	DropsLoss   uint64 `json:"drops_loss"`
 	DropsSlots  uint64 `json:"drops_slots"`
 	WriteErrors uint64 `json:"write_errors"`
+	// Slots is how many packets the direction can hold (SlotsFor), and
+	// HeldPeak the most it held at once: how near it came to DropsSlots.
+	Slots    int `json:"slots"`
+	HeldPeak int `json:"held_peak"`
 	// Lateness percentiles over the most recent 65,536 packets; max over all.
 	LatenessP50Ns int64 `json:"lateness_p50_ns"`
 	LatenessP99Ns int64 `json:"lateness_p99_ns"`
@@ -163,17 +167,12 @@ func (s Stats) checkDrops() error {
 	return errors.Join(errs...)
 }
 
-type packet struct {
-	due due
-	n   int
-	buf []byte
-}
-
 // direction moves packets from in to out.
 type direction struct {
 	in, out int
 	params  atomic.Pointer[Params]
 	stop    atomic.Bool
+	slots   atomic.Int64 // packets it may hold: SlotsFor its parameters
 
 	cpuNs atomic.Int64 // EngineThread: the loop thread's CPU time so far
 
@@ -187,11 +186,15 @@ type direction struct {
 	lateN    int64
 }
 
-func newDirection(in, out int, p Params) *direction {
+func newDirection(in, out int, p Params, slots int) *direction {
 	d := &direction{in: in, out: out, lateness: make([]int64, 0, 1<<16)}
 	d.params.Store(&p)
+	d.slots.Store(int64(slots))
 	return d
 }
+
+// slotLimit is how many packets the direction may hold now.
+func (d *direction) slotLimit() int { return int(d.slots.Load()) }
 
 func monoNs() int64 {
 	var ts unix.Timespec
@@ -203,6 +206,7 @@ func monoNs() int64 {
 type tally struct {
 	pk, by, dq, dl, ds, we uint64
 	late                   []int64
+	heldPeak               int
 }
 
 // publish adds t to the direction's statistics and empties t.
@@ -214,6 +218,7 @@ func (d *direction) publish(t *tally) {
 	d.st.DropsLoss += t.dl
 	d.st.DropsSlots += t.ds
 	d.st.WriteErrors += t.we
+	d.st.HeldPeak = max(d.st.HeldPeak, t.heldPeak)
 	for _, l := range t.late {
 		if len(d.lateness) < cap(d.lateness) {
 			d.lateness = append(d.lateness, l)
@@ -227,7 +232,7 @@ func (d *direction) publish(t *tally) {
 	d.lateN += int64(len(t.late))
 	d.mu.Unlock()
 	t.late = t.late[:0]
-	t.pk, t.by, t.dq, t.dl, t.ds, t.we = 0, 0, 0, 0, 0, 0
+	t.pk, t.by, t.dq, t.dl, t.ds, t.we, t.heldPeak = 0, 0, 0, 0, 0, 0, 0
 }
 
 // rateQueue decides packets' due times for one direction: Bernoulli loss,
@@ -253,20 +258,14 @@ func (q *rateQueue) admit(p *Params, arrivalNs int64, m int, tail due, t *tally)
 		t.dl++
 		return due{}, false
 	}
-	limit := p.QueueBytes
-	if limit <= 0 {
-		limit = DefaultQueueBytes
-	}
-	if q.queuedBytes+m > limit {
+	// The limit counts every byte held, on the delay line too (SlotsFor
+	// relies on it).
+	if q.queuedBytes+m > p.queueBytes() {
 		t.dq++
 		return due{}, false
 	}
-	rateBps := p.RateBps
-	if rateBps <= 0 {
-		rateBps = DefaultRateBps
-	}
 	// Serialization: a packet leaves after the packets before it.
-	linkNs := max(arrivalNs, q.lastDepartureNs) + int64(m)*8*1e9/rateBps
+	linkNs := max(arrivalNs, q.lastDepartureNs) + int64(m)*8*1e9/p.rateBps()
 	q.lastDepartureNs = linkNs
 	linkNs += p.DelayNs
 	if p.JitterNs > 0 {
@@ -291,18 +290,16 @@ func (d *direction) run(wg *sync.WaitGroup) {
 	// the loop always blocks in ppoll and never spins.
 	_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0)
 
-	free := make([][]byte, maxSlots)
-	for i := range free {
-		free[i] = make([]byte, slotBytes)
-	}
-	// FIFO ring of held packets; due times only increase along it. It never
-	// holds more than maxSlots: every held packet owns one of the slots.
-	// (A slice appended at the tail and cut at the head grew without bound
-	// under a steady flow that never emptied it, and each regrowth copied
-	// it: writes were up to 12 ms late.)
-	var q [maxSlots]packet
+	pool := newSlotPool()
+	// FIFO ring of held packets; due times only increase along it. It has
+	// a place for every slot of the pool, and grows only with it (fitRing):
+	// every held packet owns a slot. (A slice appended at the tail and cut
+	// at the head grew without bound under a steady flow that never
+	// emptied it, and each regrowth copied it: writes were up to 12 ms
+	// late.)
+	q := make([]slot, MinSlots)
 	head, held := 0, 0
-	tail := func() *packet { return &q[(head+held-1)%maxSlots] }
+	tail := func() *slot { return &q[(head+held-1)%len(q)] }
 	rq := rateQueue{inject: d.inject}
 	fds := []unix.PollFd{{Fd: int32(d.in), Events: unix.POLLIN}}
 	var t tally
@@ -321,8 +318,9 @@ func (d *direction) run(wg *sync.WaitGroup) {
 			}
 			t.late = append(t.late, now-p.due.linkNs)
 			rq.queuedBytes -= p.n
-			free = append(free, p.buf)
-			head = (head + 1) % maxSlots
+			pool.put(p.buf)
+			q[head].buf = nil
+			head = (head + 1) % len(q)
 			held--
 			now = monoNs()
 		}
@@ -348,7 +346,7 @@ func (d *direction) run(wg *sync.WaitGroup) {
 		}
 		p := d.params.Load()
 		for i := 0; i < batch; i++ {
-			if len(free) == 0 {
+			if !pool.ready(d.slotLimit()) {
 				// Every slot is held: read into a scratch slot and drop.
 				var scratch [slotBytes]byte
 				if _, err := unix.Read(d.in, scratch[:]); err != nil {
@@ -357,9 +355,11 @@ func (d *direction) run(wg *sync.WaitGroup) {
 				t.ds++
 				continue
 			}
-			buf := free[len(free)-1]
+			q, head = fitRing(q, head, held, pool.allocated)
+			buf := pool.take()
 			m, err := unix.Read(d.in, buf)
 			if err != nil || m <= 0 {
+				pool.put(buf)
 				break
 			}
 			arrival := monoNs()
@@ -369,11 +369,12 @@ func (d *direction) run(wg *sync.WaitGroup) {
 			}
 			pd, ok := rq.admit(p, arrival, m, tailDue, &t)
 			if !ok {
+				pool.put(buf)
 				continue
 			}
-			free = free[:len(free)-1]
 			held++
-			*tail() = packet{due: pd, n: m, buf: buf}
+			t.heldPeak = max(t.heldPeak, held)
+			*tail() = slot{due: pd, n: m, buf: buf}
 			// Reading a batch takes ~2 us a packet: stop as soon as the
 			// oldest held packet is due, so reads never make writes late.
 			if q[head].due.atNs <= arrival {
@@ -398,6 +399,7 @@ func (d *direction) stats() Stats {
 	// to publish, and sorting 65,536 samples takes milliseconds.
 	d.mu.Lock()
 	s := d.st
+	s.Slots = d.slotLimit()
 	v := slices.Clone(d.lateness)
 	if d.lateN > 0 {
 		s.LatenessMeanNs = d.lateSum / d.lateN

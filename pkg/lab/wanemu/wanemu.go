@@ -38,12 +38,16 @@ type Link struct {
 
 // NewLink creates both TUNs, configures them (mtu 1500, txqueuelen 10000,
 // up, routes to the peer) and starts forwarding with the engine Configure
-// chose. ab shapes packets sent by a toward b.
+// chose. ab shapes packets sent by a toward b. It refuses parameters that
+// need more packet slots than MaxSlots (SlotsFor) before creating anything.
 func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
+	slotsAB, slotsBA, err := linkSlots(a, b, ab, ba)
+	if err != nil {
+		return nil, err
+	}
 	cfg := CurrentConfig()
 	offload := cfg.Engine == EngineSched && !cfg.NoOffload
 	l := &Link{a: a, b: b, cfg: cfg, fdA: -1, fdB: -1}
-	var err error
 	if l.fdA, err = openTUN(a.Netns, a.Ifname, offload); err != nil {
 		return nil, err
 	}
@@ -58,8 +62,8 @@ func NewLink(a, b Endpoint, ab, ba Params) (*Link, error) {
 		}
 	}
 	// Packets a's stack writes into its TUN are read from fdA and go to fdB.
-	l.ab = newDirection(l.fdA, l.fdB, ab)
-	l.ba = newDirection(l.fdB, l.fdA, ba)
+	l.ab = newDirection(l.fdA, l.fdB, ab, slotsAB)
+	l.ba = newDirection(l.fdB, l.fdA, ba, slotsBA)
 	l.ab.inject, l.ba.inject = cfg.Inject, cfg.Inject
 	if !cfg.NoKeepAwake {
 		l.release = keepAwake()
@@ -130,16 +134,44 @@ func configure(e Endpoint, peerAddr, rpsMask string) error {
 	return nil
 }
 
-// SetParams changes one direction while running ("ab" or "ba").
+// linkSlots is SlotsFor both directions, an error naming the direction.
+func linkSlots(a, b Endpoint, ab, ba Params) (slotsAB, slotsBA int, err error) {
+	slotsAB, errAB := SlotsFor(ab, ba)
+	if errAB != nil {
+		errAB = fmt.Errorf("%s->%s: %w", a.Netns, b.Netns, errAB)
+	}
+	slotsBA, errBA := SlotsFor(ba, ab)
+	if errBA != nil {
+		errBA = fmt.Errorf("%s->%s: %w", b.Netns, a.Netns, errBA)
+	}
+	return slotsAB, slotsBA, errors.Join(errAB, errBA)
+}
+
+// SetParams changes one direction while running ("ab" or "ba"); Set
+// changes both at once.
 func (l *Link) SetParams(dir string, p Params) error {
 	switch dir {
 	case "ab":
-		l.ab.params.Store(&p)
+		return l.Set(p, *l.ba.params.Load())
 	case "ba":
-		l.ba.params.Store(&p)
-	default:
-		return fmt.Errorf("direction %q: want ab or ba", dir)
+		return l.Set(*l.ab.params.Load(), p)
 	}
+	return fmt.Errorf("direction %q: want ab or ba", dir)
+}
+
+// Set changes both directions while running, and how many packets each
+// may hold with them (SlotsFor); it refuses, changing nothing, parameters
+// that need more than MaxSlots. A direction that holds more slots than its
+// new limit keeps them (it only stops growing).
+func (l *Link) Set(ab, ba Params) error {
+	slotsAB, slotsBA, err := linkSlots(l.a, l.b, ab, ba)
+	if err != nil {
+		return err
+	}
+	l.ab.slots.Store(int64(slotsAB))
+	l.ba.slots.Store(int64(slotsBA))
+	l.ab.params.Store(&ab)
+	l.ba.params.Store(&ba)
 	return nil
 }
 
