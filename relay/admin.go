@@ -18,6 +18,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
 	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
 
@@ -135,6 +136,9 @@ func (s *Server) info(host netip.Addr) adminapi.Info {
 		CongestionControl:  s.congestion(limits),
 		LearntSendBpsToYou: learnt.sendBps,
 		LearntSendAgeSec:   learnt.sendAge.Seconds(),
+	}
+	if s.RelayAddr() != "" {
+		info.MaxStripes = route.MaxStripes
 	}
 	if learnt.lossOK {
 		info.SetLearntLoss(learnt.loss, learnt.lossAge.Seconds())

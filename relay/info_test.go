@@ -18,10 +18,10 @@ import (
 // and never for a request another relay forwarded.
 func TestInfoKeys(t *testing.T) {
 	base := []string{"active", "capacity_bps", "congestion_control", "fleet", "http",
-		"learnt_send_age_s", "learnt_send_bps_to_you", "limits", "name", "next", "region", "relay", "socks", "version"}
+		"learnt_send_age_s", "learnt_send_bps_to_you", "limits", "max_stripes", "name", "next", "region", "relay", "socks", "version"}
 	withLoss := []string{"active", "capacity_bps", "congestion_control", "fleet", "http",
 		"learnt_loss_age_s", "learnt_loss_to_you",
-		"learnt_send_age_s", "learnt_send_bps_to_you", "limits", "name", "next", "region", "relay", "socks", "version"}
+		"learnt_send_age_s", "learnt_send_bps_to_you", "limits", "max_stripes", "name", "next", "region", "relay", "socks", "version"}
 	limits := []string{"rmem_max_bytes", "wmem_max_bytes", "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "congestion_control", "window_bytes_approx"}
 
 	s := startAdmin(t)

@@ -12,7 +12,7 @@ type Limits = hostnet.SocketLimits
 //
 // The planner's fields, read by pkg/survey into the model: Limits'
 // WindowBytesApprox and TCPWmemMaxBytes, CapacityBps, CongestionControl
-// (else Limits.CongestionControl) and the Learnt ones. A UDP ask's reply
+// (else Limits.CongestionControl), MaxStripes and the Learnt ones. A UDP ask's reply
 // carries exactly those (pkg/udpask encodes and decodes this type).
 //
 // The fields are in the order of their JSON keys: /v1/info was a map,
@@ -38,15 +38,19 @@ type Info struct {
 	// asker's host sustained while the path held them back (pkg/learnt),
 	// bits/s, and LearntSendAgeSec how long ago; 0: none learnt, or the
 	// request was forwarded (?via=) and the asker is a relay.
-	LearntSendAgeSec   float64  `json:"learnt_send_age_s"`
-	LearntSendBpsToYou float64  `json:"learnt_send_bps_to_you"`
-	Limits             Limits   `json:"limits"`
-	Name               string   `json:"name"`
-	Next               []string `json:"next"` // the configured next hops' names, in order; [] for none
-	Region             string   `json:"region"`
-	Relay              string   `json:"relay"` // the relay listener's address
-	SOCKS              string   `json:"socks"` // the SOCKS5 listener's address
-	Version            string   `json:"version"`
+	LearntSendAgeSec   float64 `json:"learnt_send_age_s"`
+	LearntSendBpsToYou float64 `json:"learnt_send_bps_to_you"`
+	Limits             Limits  `json:"limits"`
+	// MaxStripes is the most links a segment into this relay may run
+	// over (pkg/stripe); absent (0) from a relay without a relay
+	// listener, or from before striping.
+	MaxStripes int      `json:"max_stripes,omitempty"`
+	Name       string   `json:"name"`
+	Next       []string `json:"next"` // the configured next hops' names, in order; [] for none
+	Region     string   `json:"region"`
+	Relay      string   `json:"relay"` // the relay listener's address
+	SOCKS      string   `json:"socks"` // the SOCKS5 listener's address
+	Version    string   `json:"version"`
 }
 
 // LearntLoss is i's learnt loss to the asker and its age, seconds; ok

@@ -654,11 +654,13 @@ type windows struct {
 	learntToUsAgeSec     float64
 	learntLossToUs       float64
 	learntLossOK         bool
+	maxStripes           int
 }
 
 // apply sets n's windows, limit and congestion control to w's.
 func (w windows) apply(n *planner.Node) {
 	n.WindowBytes, n.SendWindowBytes, n.LimitBps, n.CongestionControl = w.recvBytes, w.sendBytes, w.capacityBps, w.congestion
+	n.MaxStripes = w.maxStripes
 }
 
 // applyLearnt sets, on each pair between this host and a relay, what the
@@ -707,7 +709,7 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 func windowsOf(info adminapi.Info, forwarded bool) windows {
 	l := info.Limits
 	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
-		congestion: cmp.Or(info.CongestionControl, l.CongestionControl)}
+		congestion: cmp.Or(info.CongestionControl, l.CongestionControl), maxStripes: max(info.MaxStripes, 0)}
 	if !forwarded && info.LearntSendBpsToYou > 0 && !math.IsInf(info.LearntSendBpsToYou, 0) {
 		w.learntToUsBps, w.learntToUsAgeSec = info.LearntSendBpsToYou, max(info.LearntSendAgeSec, 0)
 	}
