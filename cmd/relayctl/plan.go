@@ -163,9 +163,17 @@ func (p *planned) choose(chain []string) error {
 }
 
 // nextOf is the next-hop URLs of chain, relays of the plan's survey
-// (native protocol).
+// (native protocol), striped as the plan of that chain stripes them (not
+// at all when the result holds no plan of it).
 func (p *planned) nextOf(chain []string) ([]string, error) {
-	return planroute.HopURLs(chain, p.Relays)
+	var of planner.Plan
+	for _, c := range append([]planner.Plan{p.Result.Best}, p.Result.Alternatives...) {
+		if slices.Equal(c.Chain, chain) {
+			of = c
+			break
+		}
+	}
+	return planroute.HopURLs(chain, of, p.Relays)
 }
 
 // request builds the planner request from the flags.

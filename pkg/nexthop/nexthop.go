@@ -135,11 +135,20 @@ func want() string {
 
 // RelayURL is the next-hop URL of the relay called name (may be empty) whose
 // relay listener is at addr.
-func RelayURL(name, addr string) string {
+func RelayURL(name, addr string) string { return StripedRelayURL(name, addr, 1) }
+
+// StripedRelayURL is RelayURL with the segment into the relay striped over
+// stripes links (?stripes=; 1 or less: one connection).
+func StripedRelayURL(name, addr string, stripes int) string {
 	u := url.URL{Scheme: Relaymesh, Host: addr}
+	q := url.Values{}
 	if name != "" {
-		u.RawQuery = url.Values{"name": {name}}.Encode()
+		q.Set("name", name)
 	}
+	if stripes > 1 {
+		q.Set("stripes", strconv.Itoa(stripes))
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

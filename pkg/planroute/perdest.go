@@ -357,7 +357,7 @@ func (r *PerDestination) route(ctx context.Context, dst string) (ch *chain.Chain
 		return nil, false, errors.New("no chain from this host to " + dst)
 	}
 	names := b.Chain[1:]
-	ch, err = r.build(names, sr.Relays)
+	ch, err = r.build(names, b, sr.Relays)
 	if err != nil {
 		return nil, false, err
 	}

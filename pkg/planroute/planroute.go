@@ -59,18 +59,31 @@ type Config struct {
 }
 
 // HopURLs is the next-hop URLs (native protocol) of a chain of relay
-// names, at the relay listener addresses in relays (by name). Each names
-// its relay: the link to it is made only if the peer's certificate does.
-func HopURLs(names []string, relays map[string]registry.Relay) ([]string, error) {
+// names, at the relay listener addresses in relays (by name), with the
+// segment into each striped as plan stripes it (planner.Segment.Stripes).
+// Each names its relay: the link to it is made only if the peer's
+// certificate does.
+func HopURLs(names []string, plan planner.Plan, relays map[string]registry.Relay) ([]string, error) {
 	var next []string
 	for _, name := range names {
 		r, ok := relays[name]
 		if !ok || r.Relay == "" {
 			return nil, fmt.Errorf("relay %s has no relay listener address in the registry", name)
 		}
-		next = append(next, nexthop.RelayURL(name, r.Relay))
+		next = append(next, nexthop.StripedRelayURL(name, r.Relay, stripesInto(plan, name)))
 	}
 	return next, nil
+}
+
+// stripesInto is the links plan stripes the segment into relay name over
+// (0: the plan has no such segment, or does not stripe it).
+func stripesInto(plan planner.Plan, name string) int {
+	for _, s := range plan.Segments {
+		if s.To == name {
+			return s.Stripes
+		}
+	}
+	return 0
 }
 
 // core is what Single and PerDestination share: the health watch, chain
@@ -110,9 +123,10 @@ func (c *core) Wait() { c.wg.Wait() }
 // Down lists the relays marked down, by name: plans leave them out.
 func (c *core) Down() []string { return c.watch.DownNames() }
 
-// build makes the chain through the relays names (by name in relays).
-func (c *core) build(names []string, relays map[string]registry.Relay) (*chain.Chain, error) {
-	next, err := HopURLs(names, relays)
+// build makes the chain through the relays names (by name in relays),
+// striped where plan stripes it.
+func (c *core) build(names []string, plan planner.Plan, relays map[string]registry.Relay) (*chain.Chain, error) {
+	next, err := HopURLs(names, plan, relays)
 	if err != nil {
 		return nil, err
 	}

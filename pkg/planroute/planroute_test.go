@@ -17,6 +17,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/chain"
 	"github.com/relaymesh/relaymesh/pkg/nexthop"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/planner"
 )
 
 // relaysOf is registry records for names, each relay listener at
@@ -110,15 +111,21 @@ func unreachable(ch *chain.Chain, i int) error {
 func TestHopURLs(t *testing.T) {
 	relays := relaysOf("a", "b")
 	relays["nolistener"] = registry.Relay{Name: "nolistener", Admin: "x:9090"}
-	got, err := HopURLs([]string{"b", "a"}, relays)
+	got, err := HopURLs([]string{"b", "a"}, planner.Plan{}, relays)
 	if err != nil || !slices.Equal(got, []string{"relaymesh://b:7000?name=b", "relaymesh://a:7000?name=a"}) {
 		t.Fatalf("HopURLs = %q, %v", got, err)
 	}
-	if got, err := HopURLs(nil, nil); err != nil || len(got) != 0 {
+	// The segment into a relay carries the plan's stripes.
+	striped := planner.Plan{Segments: []planner.Segment{{From: "client", To: "b"}, {From: "b", To: "a", Stripes: 3}}}
+	got, err = HopURLs([]string{"b", "a"}, striped, relays)
+	if err != nil || !slices.Equal(got, []string{"relaymesh://b:7000?name=b", "relaymesh://a:7000?name=a&stripes=3"}) {
+		t.Fatalf("HopURLs of a striped plan = %q, %v", got, err)
+	}
+	if got, err := HopURLs(nil, planner.Plan{}, nil); err != nil || len(got) != 0 {
 		t.Fatalf("direct: %q, %v", got, err)
 	}
 	for _, name := range []string{"nolistener", "gone"} {
-		if _, err := HopURLs([]string{"a", name}, relays); err == nil || !strings.Contains(err.Error(), "relay "+name+" ") {
+		if _, err := HopURLs([]string{"a", name}, planner.Plan{}, relays); err == nil || !strings.Contains(err.Error(), "relay "+name+" ") {
 			t.Errorf("%s: err %v, want one naming it", name, err)
 		}
 	}

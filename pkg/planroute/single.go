@@ -156,7 +156,7 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 		return err
 	}
 	b := p.Result.Best
-	ch, err := r.build(b.Chain, p.Relays)
+	ch, err := r.build(b.Chain, b, p.Relays)
 	if err != nil {
 		return err
 	}
