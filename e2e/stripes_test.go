@@ -2,8 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
 )
 
 // TestStripedChain carries tunnels through entry → r1 → r2 with both
@@ -43,5 +49,90 @@ func TestStripedChain(t *testing.T) {
 				t.Fatalf("r2 received %v segments striped over 4 links, want 3", v)
 			}
 		})
+	}
+}
+
+// stripedHeader is a striped request for dst (the receiver's segment over
+// links links), MAC'd with secret for a plain link.
+func stripedHeader(t *testing.T, dst string, links int, secret []byte) (*route.Request, []byte) {
+	t.Helper()
+	req, err := route.NewRequest(nil, dst, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.InStripes = links
+	hdr, err := req.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, hdr
+}
+
+// joinBytes is link index's join to req, MAC'd with secret for a plain link.
+func joinBytes(t *testing.T, req *route.Request, index, count int, secret []byte) []byte {
+	t.Helper()
+	j, err := route.NewJoin(req.Nonce, index, count, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := j.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A join only a fleet member can make: over plain links (where the MAC is
+// the only guard) a join under another secret is refused without a word,
+// a copy of a good join is refused as a replay, and a segment whose links
+// did not all join is answered with a failure naming how many did, its
+// request never reaching the destination.
+func TestStripeJoinsOnlyFromTheFleet(t *testing.T) {
+	secret := []byte(fleetSecret)
+	relayAddr := freeAddr(t)
+	r := startRelayd(t, "--allow-private", "--relay-listen", relayAddr, "--fleet-secret-file", fleetSecretFile(t),
+		"--transport", "plain", "--handshake-timeout", "2s")
+	srv := startServer(t, echo)
+
+	req, hdr := stripedHeader(t, srv.addr(), 3, secret)
+	first := linkTo(t, relayAddr, true, nil)
+	if _, err := first.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	good := joinBytes(t, req, 1, 3, secret)
+	if _, err := linkTo(t, relayAddr, true, nil).Write(good); err != nil {
+		t.Fatal(err)
+	}
+	// Link 2: a stranger's join, then a copy of link 1's.
+	stranger := linkTo(t, relayAddr, true, nil)
+	if _, err := stranger.Write(joinBytes(t, req, 2, 3, []byte("a-stranger-guessing-the-secret!!"))); err != nil {
+		t.Fatal(err)
+	}
+	replayed := linkTo(t, relayAddr, true, nil)
+	if _, err := replayed.Write(good); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]net.Conn{"stranger's join": stranger, "replayed join": replayed} {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if got, _ := io.ReadAll(c); len(got) != 0 {
+			t.Fatalf("%s: got %d bytes back", name, len(got))
+		}
+	}
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := route.ReadResponse(first, secret, req.Nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status == route.StatusOK || !strings.Contains(resp.Reason, "2 of 3 links joined") {
+		t.Fatalf("status %v %q, want a failure saying 2 of 3 links joined", resp.Status, resp.Reason)
+	}
+	if n := srv.conn.get(); n != 0 {
+		t.Fatalf("the destination saw %d connections", n)
+	}
+	if v := metricValue(t, r, `relaymesh_denials_total{reason="route_auth"}`); v != 1 {
+		t.Fatalf("route_auth denials %v, want 1 (the stranger's join)", v)
+	}
+	if v := metricValue(t, r, `relaymesh_denials_total{reason="route_replay"}`); v != 1 {
+		t.Fatalf("route_replay denials %v, want 1 (the copied join)", v)
 	}
 }

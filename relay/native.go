@@ -69,6 +69,8 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 	if req.InStripes > 1 {
 		if striped, err = s.awaitStripes(c, br, req); err != nil {
 			s.handshakeFailed(log, "relay", "stripes", err)
+			// The wait may have used up the header's deadline.
+			_ = c.SetWriteDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
 			s.answerRoute(log, c, key, req, err)
 			return
 		}
