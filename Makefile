@@ -16,7 +16,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram \
 	./pkg/rules:FuzzParse
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt bench-consul-costs bench-rules
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt bench-consul-costs bench-rules bench-stripe
 
 all: build
 
@@ -170,6 +170,12 @@ bench-sizes:
 # with BBR relays (root; ~8 min).
 bench-lossy:
 	./bench/run-lossy-bench.sh 3
+
+# Striped segments: one download over a 200 ms, 400 Mbit/s crossing between
+# two relays on stock buffers, over 1, 3 and 4 links, and what the plan
+# predicted (bench/results/stripe.md). Needs root.
+bench-stripe:
+	./bench/run-stripe-bench.sh 3 600000000 1 3 4
 
 # Capacity learnt from traffic: plans before and after a download through a
 # relay whose links are narrower than anyone declared, with CUBIC and with

@@ -13,7 +13,8 @@ lab_bench_start() {
 }
 
 # lab_try NAME TOPO SCRIPT_FN COLLECT_FN runs, inside a lab of
-# configs/lab/TOPO.yaml (relayctl lab run, with bin/ first on the PATH),
+# configs/lab/TOPO.yaml, or of the file TOPO when it holds a slash
+# (relayctl lab run, with bin/ first on the PATH),
 # the shell script that `SCRIPT_FN DIR` prints, DIR being a fresh
 # directory for its output; up to three times while the emulator's
 # self-check fails (lab run exits 3). Then `COLLECT_FN DIR VALID`, VALID
@@ -21,11 +22,13 @@ lab_bench_start() {
 # failure of the lab run exits the calling script. NAME prefixes the
 # messages.
 lab_try() {
-  local name=$1 topo=$2 script_fn=$3 collect_fn=$4 attempt tmp code valid
+  local name=$1 topo=$2 script_fn=$3 collect_fn=$4 attempt tmp code valid path
+  path=configs/lab/$topo.yaml
+  case $topo in */*) path=$topo ;; esac
   for attempt in 1 2 3; do
     tmp=$(mktemp -d)
     set +e
-    ./bin/relayctl lab run -t "configs/lab/$topo.yaml" -- sh -c "export PATH=$PWD/bin:\$PATH
+    ./bin/relayctl lab run -t "$path" -- sh -c "export PATH=$PWD/bin:\$PATH
 $("$script_fn" "$tmp")"
     code=$?
     set -e
