@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -33,10 +34,12 @@ import (
 const (
 	// MaxLinks is the most links one stream is striped over.
 	MaxLinks = 8
-	// ChunkBytes is the most payload a frame carries.
-	ChunkBytes = 16 << 10
-	// DefaultReorderBytes bounds what a receiver holds out of order, per
-	// direction: chunks that came ahead of one still on its way.
+	// ChunkBytes is the most payload a frame carries: a frame fills one
+	// TLS record (16 KiB) on a TLS link.
+	ChunkBytes = 16<<10 - frameHeaderBytes
+	// DefaultReorderBytes bounds what a receiver holds, per direction:
+	// chunks that came ahead of one still on its way, and chunks in
+	// order that its reader has not taken yet.
 	DefaultReorderBytes = 8 << 20
 
 	frameHeaderBytes = 4 + 2
@@ -71,22 +74,32 @@ func (c *chunk) frame(seq uint32) []byte {
 }
 
 // Conn is one stream over its links. It is a net.Conn with CloseWrite.
-// Deadlines are not supported (a tunnel over it ends on its idle watch or
-// on Close). Write queues its bytes and returns; CloseWrite returns once
-// every queued byte is written to a link. Close ends the stream at once.
+// Write queues its bytes and returns; CloseWrite returns once every queued
+// byte is written to a link. Close ends the stream at once. A read
+// deadline bounds Read's wait for the next chunk; a write deadline bounds
+// Write's wait for room in the queue (not the links' own writes).
 type Conn struct {
 	links []net.Conn
 
 	// Sending side.
-	wmu       sync.Mutex // serializes Write and CloseWrite
-	sendq     chan sendItem
-	wseq      uint32
-	wclosed   bool
-	writers   sync.WaitGroup
-	closed    chan struct{} // closed by fail or Close
-	closeOnce sync.Once
-	errMu     sync.Mutex
-	err       error // the first error that broke the stream
+	wmu        sync.Mutex // serializes Write and CloseWrite
+	sendq      chan sendItem
+	wseq       uint32
+	wclosed    bool
+	writers    sync.WaitGroup
+	closed     chan struct{} // closed once the stream is broken or closed
+	brokenOnce sync.Once
+	linksOnce  sync.Once
+	errMu      sync.Mutex
+	err        error // the first error that broke the stream
+
+	// Deadlines: readDeadline under mu (a timer wakes Read when it
+	// passes); writeExpired is closed when the write deadline passes.
+	readDeadline time.Time
+	readTimer    *time.Timer
+	wdMu         sync.Mutex
+	writeExpired chan struct{}
+	writeTimer   *time.Timer
 
 	// Receiving side: ring[seq % len(ring)] holds chunk seq while
 	// next <= seq < next + len(ring).
@@ -115,12 +128,18 @@ func New(links []net.Conn, reorderBytes int) (*Conn, error) {
 	if reorderBytes <= 0 {
 		reorderBytes = DefaultReorderBytes
 	}
-	window := max(reorderBytes/ChunkBytes, 2*len(links))
+	// A power of two, so that seq % window stays one slot per seq
+	// across the wrap of the uint32 seq.
+	window := 1
+	for window < max(reorderBytes/ChunkBytes, 2*len(links)) {
+		window *= 2
+	}
 	s := &Conn{
-		links:  links,
-		sendq:  make(chan sendItem, len(links)),
-		closed: make(chan struct{}),
-		ring:   make([]*chunk, window),
+		links:        links,
+		sendq:        make(chan sendItem, len(links)),
+		closed:       make(chan struct{}),
+		ring:         make([]*chunk, window),
+		writeExpired: make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	for _, l := range links {
@@ -158,6 +177,15 @@ func (s *Conn) Write(p []byte) (int, error) {
 
 // enqueue hands c to the writers under the next seq. s.wmu held.
 func (s *Conn) enqueue(c *chunk) error {
+	s.wdMu.Lock()
+	expired := s.writeExpired
+	s.wdMu.Unlock()
+	select {
+	case <-s.closed: // first: a broken stream takes nothing more
+		chunkPool.Put(c)
+		return s.brokenErr()
+	default:
+	}
 	select {
 	case s.sendq <- sendItem{c: c, seq: s.wseq}:
 		s.wseq++
@@ -165,6 +193,9 @@ func (s *Conn) enqueue(c *chunk) error {
 	case <-s.closed:
 		chunkPool.Put(c)
 		return s.brokenErr()
+	case <-expired:
+		chunkPool.Put(c)
+		return os.ErrDeadlineExceeded
 	}
 }
 
@@ -231,6 +262,7 @@ func (s *Conn) readLink(l net.Conn) {
 			return
 		}
 		if !s.deliver(seq, c) {
+			s.closeLinks()
 			return
 		}
 	}
@@ -244,7 +276,7 @@ func (s *Conn) deliver(seq uint32, c *chunk) bool {
 	for seq-s.next >= uint32(len(s.ring)) && s.brokenLocked() == nil {
 		if seq-s.next >= 1<<31 { // behind next: already delivered
 			chunkPool.Put(c)
-			s.failLocked(fmt.Errorf("stripe: chunk %d sent twice", seq))
+			s.breakLocked(fmt.Errorf("stripe: chunk %d sent twice", seq))
 			return false
 		}
 		s.cond.Wait()
@@ -256,7 +288,7 @@ func (s *Conn) deliver(seq uint32, c *chunk) bool {
 	if c.n == 0 {
 		chunkPool.Put(c)
 		if s.endSeen {
-			s.failLocked(errors.New("stripe: two end frames"))
+			s.breakLocked(errors.New("stripe: two end frames"))
 			return false
 		}
 		s.endSeen, s.endSeq = true, seq
@@ -266,7 +298,7 @@ func (s *Conn) deliver(seq uint32, c *chunk) bool {
 	slot := &s.ring[seq%uint32(len(s.ring))]
 	if *slot != nil || s.endSeen && seq-s.next >= s.endSeq-s.next {
 		chunkPool.Put(c)
-		s.failLocked(fmt.Errorf("stripe: chunk %d out of place", seq))
+		s.breakLocked(fmt.Errorf("stripe: chunk %d out of place", seq))
 		return false
 	}
 	*slot = c
@@ -303,6 +335,9 @@ func (s *Conn) Read(p []byte) (int, error) {
 		if s.linksEOF == len(s.links) {
 			return 0, ErrBroken
 		}
+		if !s.readDeadline.IsZero() && !time.Now().Before(s.readDeadline) {
+			return 0, os.ErrDeadlineExceeded
+		}
 		s.cond.Wait()
 	}
 }
@@ -314,12 +349,18 @@ func (s *Conn) Read(p []byte) (int, error) {
 // have cut a frame: the stream is broken.
 func (s *Conn) linkEnded(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.linksEOF++
-	if !errors.Is(err, io.EOF) && !s.endSeen && s.brokenLocked() == nil {
-		s.failLocked(fmt.Errorf("%w: %v", ErrBroken, err))
+	// Once every chunk up to the end is delivered, nothing is owed.
+	owed := !(s.endSeen && s.next == s.endSeq)
+	broke := !errors.Is(err, io.EOF) && owed && s.brokenLocked() == nil
+	if broke {
+		s.breakLocked(fmt.Errorf("%w: %v", ErrBroken, err))
 	}
 	s.cond.Broadcast()
+	s.mu.Unlock()
+	if broke {
+		s.closeLinks()
+	}
 }
 
 func noEOF(err error) error {
@@ -333,24 +374,28 @@ func noEOF(err error) error {
 // links, which ends every reader and writer.
 func (s *Conn) fail(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failLocked(err)
+	s.breakLocked(err)
+	s.mu.Unlock()
+	s.closeLinks()
 }
 
-func (s *Conn) failLocked(err error) {
+// breakLocked records err (the first one counts), marks the stream
+// broken and wakes whoever waits. s.mu held; the caller closes the links
+// (closeLinks) once it has let go of it.
+func (s *Conn) breakLocked(err error) {
 	s.errMu.Lock()
 	if s.err == nil {
 		s.err = err
 	}
 	s.errMu.Unlock()
-	s.shut()
+	s.brokenOnce.Do(func() { close(s.closed) })
 	s.cond.Broadcast()
 }
 
-// shut closes the links once.
-func (s *Conn) shut() {
-	s.closeOnce.Do(func() {
-		close(s.closed)
+// closeLinks closes the links once, without s.mu: closing a TLS link
+// may wait for its peer, and nobody else should wait for that.
+func (s *Conn) closeLinks() {
+	s.linksOnce.Do(func() {
 		for _, l := range s.links {
 			l.Close()
 		}
@@ -386,9 +431,12 @@ func (s *Conn) Close() error {
 	}
 	s.errMu.Unlock()
 	s.mu.Lock()
-	s.shut()
-	s.cond.Broadcast()
+	s.breakLocked(net.ErrClosed)
+	if s.readTimer != nil {
+		s.readTimer.Stop()
+	}
 	s.mu.Unlock()
+	s.closeLinks()
 	s.readers.Wait()
 	s.wmu.Lock()
 	if !s.wclosed {
@@ -397,23 +445,59 @@ func (s *Conn) Close() error {
 	}
 	s.wmu.Unlock()
 	s.writers.Wait()
+	s.wdMu.Lock()
+	if s.writeTimer != nil {
+		s.writeTimer.Stop()
+	}
+	s.wdMu.Unlock()
 	return nil
 }
 
 func (s *Conn) LocalAddr() net.Addr  { return s.links[0].LocalAddr() }
 func (s *Conn) RemoteAddr() net.Addr { return s.links[0].RemoteAddr() }
 
-// ErrDeadline: a striped stream has no deadlines.
-var ErrDeadline = errors.New("stripe: deadlines are not supported")
+// SetDeadline sets both deadlines.
+func (s *Conn) SetDeadline(t time.Time) error {
+	_ = s.SetReadDeadline(t)
+	return s.SetWriteDeadline(t)
+}
 
-// SetDeadline and its two kin accept only the zero time (no deadline).
-func (s *Conn) SetDeadline(t time.Time) error      { return noDeadline(t) }
-func (s *Conn) SetReadDeadline(t time.Time) error  { return noDeadline(t) }
-func (s *Conn) SetWriteDeadline(t time.Time) error { return noDeadline(t) }
-
-func noDeadline(t time.Time) error {
-	if t.IsZero() {
-		return nil
+// SetReadDeadline bounds Read's wait for data (the zero time: none).
+func (s *Conn) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readDeadline = t
+	if s.readTimer != nil {
+		s.readTimer.Stop()
+		s.readTimer = nil
 	}
-	return ErrDeadline
+	if !t.IsZero() {
+		s.readTimer = time.AfterFunc(time.Until(t), func() {
+			s.mu.Lock()
+			s.cond.Broadcast()
+			s.mu.Unlock()
+		})
+	}
+	return nil
+}
+
+// SetWriteDeadline bounds Write's wait for room in the queue (the zero
+// time: none).
+func (s *Conn) SetWriteDeadline(t time.Time) error {
+	s.wdMu.Lock()
+	defer s.wdMu.Unlock()
+	if s.writeTimer != nil {
+		s.writeTimer.Stop()
+		s.writeTimer = nil
+	}
+	expired := make(chan struct{})
+	s.writeExpired = expired
+	switch {
+	case t.IsZero():
+	case !time.Now().Before(t):
+		close(expired)
+	default:
+		s.writeTimer = time.AfterFunc(time.Until(t), func() { close(expired) })
+	}
+	return nil
 }

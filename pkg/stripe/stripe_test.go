@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -346,12 +347,58 @@ func TestLinkCountBounds(t *testing.T) {
 	}
 }
 
-func TestOnlyTheZeroDeadline(t *testing.T) {
-	sa, _ := pair(t, 1, 0, nil)
-	if err := sa.SetDeadline(time.Time{}); err != nil {
+// A read deadline ends a Read waiting for data, a write deadline a Write
+// waiting for room; the zero time lifts them.
+func TestDeadlines(t *testing.T) {
+	sa, sb := pair(t, 2, 0, nil)
+	if err := sa.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if err := sa.SetReadDeadline(time.Now()); !errors.Is(err, ErrDeadline) {
-		t.Fatalf("SetReadDeadline: %v, want ErrDeadline", err)
+	if _, err := sa.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past its deadline: %v", err)
+	}
+	_ = sa.SetReadDeadline(time.Time{})
+	go func() { _, _ = sb.Write([]byte("x")) }()
+	if _, err := sa.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("Read with the deadline lifted: %v", err)
+	}
+	// Nobody reads sb: the links' buffers, then the queue, fill.
+	if err := sa.SetWriteDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for start := time.Now(); ; {
+		_, err := sa.Write(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil || time.Since(start) > 10*time.Second {
+			t.Fatalf("Write: %v after %s, want the deadline", err, time.Since(start))
+		}
+	}
+}
+
+// Seqs wrap around 2³²: chunks on both sides of the wrap come out in order.
+func TestSeqWraps(t *testing.T) {
+	sa, sb := pair(t, 3, 1, nil) // the smallest window: 2 a link, rounded up
+	const start = 1<<32 - 7
+	sa.wmu.Lock()
+	sa.wseq = start
+	sa.wmu.Unlock()
+	sb.mu.Lock()
+	sb.next = start
+	sb.mu.Unlock()
+	data := randomBytes(t, 40*ChunkBytes+3)
+	errs := make(chan error, 1)
+	go func() { errs <- sendAll(sa, data) }()
+	got, err := readAllWithin(t, sb)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("across the wrap: %d of %d bytes, %v", len(got), len(data), err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if w := len(sb.ring); w&(w-1) != 0 {
+		t.Fatalf("window of %d chunks: not a power of two", w)
 	}
 }
