@@ -315,8 +315,10 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 		// header wait ran out, it restarted) fails before any answer;
 		// the peer read nothing, so one cold retry is safe. Not with
 		// early data: a peer that crashed after reading could have
-		// passed it on already.
-		if err == nil || len(early) > 0 || !closedSilently(err) {
+		// passed it on already. A striped first hop sends early data
+		// only once the stream is up, so its failure sent none.
+		sentEarly := len(early) > 0 && first.Stripes <= 1
+		if err == nil || sentEarly || !closedSilently(err) {
 			return out, err
 		}
 		start = pooledStart
@@ -376,9 +378,12 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early
 			switch {
 			case err != nil:
 			case i == 0 && c.Hops[0].Stripes > 1:
-				// The striped stream carries the early bytes once up.
 				conn, err = c.stripeFirst(ctx, conn, via, target)
-				early = runEarly
+				if j == len(c.Hops) {
+					// The striped stream carries the early bytes
+					// once up (written below).
+					early = runEarly
+				}
 			default:
 				err = rd.ThroughRoute(ctx, conn, via, target, runEarly)
 			}
