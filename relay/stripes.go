@@ -82,6 +82,7 @@ func (gs *stripeGroups) wait(id [route.NonceBytes]byte, g *stripeGroup, timeout 
 	select {
 	case <-g.full:
 		return len(g.links), true
+	case <-g.done: // another of its links gave it up
 	case <-t.C:
 	}
 	gs.mu.Lock()
