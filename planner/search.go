@@ -62,10 +62,15 @@ type search struct {
 	// request's; 1 for the client and the destination, whose segments
 	// are never striped.
 	stripes []int
-	relays  int
-	n       int // relays + 2: the row length of rate and pairOf
-	client  int
-	dst     int
+	// stripesOffBy is a usable relay that takes no striped segments (a
+	// relay from before them: max_stripes absent), when another relay
+	// does: then nothing is striped, as a striped header could pass
+	// through it and it would refuse the header. "" otherwise.
+	stripesOffBy string
+	relays       int
+	n            int // relays + 2: the row length of rate and pairOf
+	client       int
+	dst          int
 
 	// rate[u*n+v] is the ceiling of segment u→v (u on the client side) in
 	// the requested direction, bits/s; 0 = no usable pair.
@@ -172,11 +177,17 @@ func newSearch(m *Matrix, req Request, idx map[string]int) (*search, error) {
 		if d < s.relays {
 			s.stripes[d] = max(1, min(m.Nodes[i].MaxStripes, req.Constraints.MaxStripes))
 		}
+		if d < s.relays && m.Nodes[i].MaxStripes <= 0 && s.stripesOffBy == "" {
+			s.stripesOffBy = m.Nodes[i].Name
+		}
 		s.sends[d] = m.Nodes[i].SendWindowBytes
 		s.windows[d] = m.Nodes[i].WindowBytes
 		if s.windows[d] <= 0 {
 			s.windows[d] = req.Model.DefaultWindowBytes
 		}
+	}
+	if !slices.ContainsFunc(s.stripes, func(n int) bool { return n >= 2 }) {
+		s.stripesOffBy = "" // nothing stripes: nothing to say
 	}
 	s.rate = make([]float64, s.n*s.n)
 	s.rtt = make([]float64, s.n*s.n)

@@ -213,6 +213,17 @@ func (bf *bruteForce) bounds(from, to string, dir Direction) bfBounds {
 	return b
 }
 
+// olderRelayUp says a usable relay takes no striped segments (max_stripes
+// 0) while another would stripe: then nothing is striped.
+func (bf *bruteForce) olderRelayUp() bool {
+	older, striping := false, false
+	for _, r := range bf.relays {
+		older = older || bf.nodes[r].MaxStripes <= 0
+		striping = striping || min(bf.nodes[r].MaxStripes, bf.maxStripes) >= 2
+	}
+	return older && striping
+}
+
 // stripes is how many connections segment from→to runs: 1 unless both
 // ends are usable relays that stripe and its capacity is known; then the
 // least n (up to the most both ends and the request allow) whose n × one
@@ -220,7 +231,7 @@ func (bf *bruteForce) bounds(from, to string, dir Direction) bfBounds {
 // capacity (or of a learnt rate below it), if that gains 10 % over one.
 func (bf *bruteForce) stripes(from, to string) int {
 	maxN := min(bf.nodes[from].MaxStripes, bf.nodes[to].MaxStripes, bf.maxStripes)
-	if !slices.Contains(bf.relays, from) || !slices.Contains(bf.relays, to) || maxN < 2 {
+	if !slices.Contains(bf.relays, from) || !slices.Contains(bf.relays, to) || maxN < 2 || bf.olderRelayUp() {
 		return 1
 	}
 	var ways []bfBounds

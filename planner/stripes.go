@@ -74,7 +74,12 @@ func chooseStripes(w way, capBps float64, maxN int) int {
 // maxStripes is the most connections the segment between dense nodes u
 // and v may have: 1 unless both are relays that stripe (the client's and
 // the destination's are 1 in s.stripes).
-func (s *search) maxStripes(u, v int) int { return min(s.stripes[u], s.stripes[v]) }
+func (s *search) maxStripes(u, v int) int {
+	if s.stripesOffBy != "" {
+		return 1
+	}
+	return min(s.stripes[u], s.stripes[v])
+}
 
 // segmentStripes is the one place that decides how many connections the
 // usable segment u→v (u on the client side) runs, with from the way its
@@ -106,6 +111,11 @@ func (s *search) dirWay(from, to way) way {
 func (s *search) stripeReasons(segs []Segment, path []int) []string {
 	var out []string
 	for i, seg := range segs {
+		if s.stripesOffBy != "" && min(s.stripes[path[i]], s.stripes[path[i+1]]) >= 2 {
+			out = append(out, fmt.Sprintf("%s→%s not striped: relay %s takes no striped segments (a relay from before them), and a striped header may pass through it",
+				seg.From, seg.To, s.stripesOffBy))
+			continue
+		}
 		if maxN := s.maxStripes(path[i], path[i+1]); maxN >= 2 {
 			out = append(out, fmt.Sprintf("%s→%s %s", seg.From, seg.To, stripeWhy(seg, maxN)))
 		}

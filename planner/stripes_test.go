@@ -161,6 +161,21 @@ func TestStripedSegments(t *testing.T) {
 	}
 }
 
+// A relay from before striping (no max_stripes) refuses a striped header,
+// and a chain may pass one through it: while any usable relay is such, no
+// segment is striped, and the plan says why.
+func TestNoStripesWhileAnOlderRelayIsUp(t *testing.T) {
+	m := crossing{rttMs: 200, limitBps: 400e6, stripes1: 8, stripes2: 8}.matrix()
+	m.Nodes = append(m.Nodes, Node{Name: "old", Relay: true, WindowBytes: stockWindowBytes})
+	m.Pairs = append(m.Pairs, Pair{A: "client", B: "old", RTTMs: 5}, Pair{A: "old", B: "r1", RTTMs: 5}, Pair{A: "old", B: "srv", RTTMs: 300})
+	r := mustSearch(t, m, Request{})
+	p := planVia(t, r, "r1", "r2")
+	if p.Segments[1].Stripes > 1 {
+		t.Fatalf("r1→r2 striped ×%d with an older relay up\n%s", p.Segments[1].Stripes, Explain(r))
+	}
+	wantReason(t, r, p.Reasons, "r1→r2 not striped: relay old takes no striped segments")
+}
+
 // The client's segment and the destination's are never striped, though
 // both ends are relays that stripe and the links are long and known.
 func TestStripesOnlyBetweenRelays(t *testing.T) {
