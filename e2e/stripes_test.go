@@ -16,12 +16,20 @@ import (
 // segments striped: entry → r1 over 3 links the entry opens itself, r1 → r2
 // over 4 that r1 opens from the header. Bytes come out whole and in order
 // (curl's body, SHA-256 both ways, half-close), over TLS links and plain
-// ones, and each relay says it received striped segments.
+// ones, and each relay says it received striped segments. With optimistic
+// data the entry's first bytes ride inside the striped stream.
 func TestStripedChain(t *testing.T) {
-	for _, transport := range []string{"tls", "plain"} {
-		t.Run(transport, func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"tls", []string{"--transport", "tls"}},
+		{"plain", []string{"--transport", "plain"}},
+		{"tls, optimistic data", []string{"--transport", "tls", "--optimistic-data"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			secretFile := fleetSecretFile(t)
-			common := []string{"--allow-private", "--fleet-secret-file", secretFile, "--transport", transport}
+			common := append([]string{"--allow-private", "--fleet-secret-file", secretFile}, tc.extra...)
 			r1Addr, r2Addr := freeAddr(t), freeAddr(t)
 			r2 := startRelayd(t, append([]string{"--relay-listen", r2Addr}, common...)...)
 			r1 := startRelayd(t, append([]string{"--relay-listen", r1Addr}, common...)...)
