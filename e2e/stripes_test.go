@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"strconv"
@@ -142,5 +143,35 @@ func TestStripeJoinsOnlyFromTheFleet(t *testing.T) {
 	}
 	if v := metricValue(t, r, `relaymesh_denials_total{reason="route_replay"}`); v != 1 {
 		t.Fatalf("route_replay denials %v, want 1 (the copied join)", v)
+	}
+}
+
+// A relay takes striped segments of at most limits.max_stripes links: it
+// says so in /v1/info, and a header asking more is answered with why,
+// before any join is waited for.
+func TestStripesWithinTheRelaysLimit(t *testing.T) {
+	secret := []byte(fleetSecret)
+	relayAddr := freeAddr(t)
+	r := startRelayd(t, "--allow-private", "--relay-listen", relayAddr, "--fleet-secret-file", fleetSecretFile(t),
+		"--transport", "plain", "--max-stripes", "2")
+	var info struct {
+		MaxStripes int `json:"max_stripes"`
+	}
+	if err := json.Unmarshal([]byte(adminGet(t, r, "/v1/info", "")), &info); err != nil || info.MaxStripes != 2 {
+		t.Fatalf("/v1/info max_stripes %d (%v), want 2", info.MaxStripes, err)
+	}
+	srv := startServer(t, echo)
+	req, hdr := stripedHeader(t, srv.addr(), 3, secret)
+	c := linkTo(t, relayAddr, true, nil)
+	if _, err := c.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := route.ReadResponse(c, secret, req.Nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status == route.StatusOK || !strings.Contains(resp.Reason, "at most 2 links") {
+		t.Fatalf("status %v %q, want a failure saying at most 2 links", resp.Status, resp.Reason)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
 	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/registry"
-	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/traffic"
 )
 
@@ -138,7 +137,7 @@ func (s *Server) info(host netip.Addr) adminapi.Info {
 		LearntSendAgeSec:   learnt.sendAge.Seconds(),
 	}
 	if s.RelayAddr() != "" {
-		info.MaxStripes = route.MaxStripes
+		info.MaxStripes = s.cfg.Limits.MaxStripes
 	}
 	if learnt.lossOK {
 		info.SetLearntLoss(learnt.loss, learnt.lossAge.Seconds())

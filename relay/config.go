@@ -22,6 +22,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/rules"
 )
 
@@ -371,7 +372,11 @@ type Limits struct {
 	MaxConns int `yaml:"max_conns"`
 	// MaxRelayConns bounds the relay listener's conns, apart from the
 	// clients' MaxConns.
-	MaxRelayConns    int           `yaml:"max_relay_conns"`
+	MaxRelayConns int `yaml:"max_relay_conns"`
+	// MaxStripes is the most links a striped segment into this relay
+	// may run over (docs/protocol.md, "Striped segments"), 1 to 8; 1
+	// refuses striped segments. /v1/info says it, so planners keep to it.
+	MaxStripes       int           `yaml:"max_stripes"`
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	DialTimeout      time.Duration `yaml:"dial_timeout"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`
@@ -489,6 +494,7 @@ func Defaults() Config {
 		Limits: Limits{
 			MaxConns:         DefaultMaxConns,
 			MaxRelayConns:    DefaultMaxConns,
+			MaxStripes:       route.MaxStripes,
 			HandshakeTimeout: DefaultHandshakeTimeout,
 			DialTimeout:      DefaultDialTimeout,
 			IdleTimeout:      DefaultIdleTimeout,
@@ -686,6 +692,9 @@ func (c *Config) checkLimits(add func(format string, args ...any)) {
 	}
 	if l.MaxRelayConns < 0 {
 		add("limits.max_relay_conns: must be 0 (from the file limit) or more, got %d", l.MaxRelayConns)
+	}
+	if l.MaxStripes < 1 || l.MaxStripes > route.MaxStripes {
+		add("limits.max_stripes: want 1 (no striped segments) to %d, got %d", route.MaxStripes, l.MaxStripes)
 	}
 	if l.MaxPreauthConns < 1 {
 		add("limits.max_preauth_conns: must be at least 1, got %d", l.MaxPreauthConns)

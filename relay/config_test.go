@@ -74,6 +74,8 @@ func TestParseConfig(t *testing.T) {
 		{"negative pool", "pool: {max_idle: -1}", "pool.max_idle"},
 		{"pool outlives header wait", "pool: {idle_timeout: 90s}", "pool.idle_timeout: 1m30s must be below limits.relay_header_wait 1m0s"},
 		{"bad congestion", "relay_socket: {congestion: BBR!}", "relay_socket.congestion"},
+		{"no links", "limits: {max_stripes: 0}", "limits.max_stripes"},
+		{"too many links", "limits: {max_stripes: 9}", "limits.max_stripes"},
 		{"huge buffer", "relay_socket: {recv_buffer_bytes: 2147483647}", "relay_socket.recv_buffer_bytes"},
 		{"no front end", "socks: ''\nhttp: ''", "at least one front end"},
 		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},

@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -67,7 +68,12 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 	log = log.WithLazy(zap.String("dst", req.Dst), zap.Strings("via", req.Hops))
 	var striped *stripeGroup
 	if req.InStripes > 1 {
-		if striped, err = s.awaitStripes(c, br, req); err != nil {
+		if req.InStripes > s.cfg.Limits.MaxStripes {
+			err = fmt.Errorf("stripes: this relay takes at most %d links a segment (limits.max_stripes), asked %d", s.cfg.Limits.MaxStripes, req.InStripes)
+		} else {
+			striped, err = s.awaitStripes(c, br, req)
+		}
+		if err != nil {
 			s.handshakeFailed(log, "relay", "stripes", err)
 			// The wait may have used up the header's deadline.
 			_ = c.SetWriteDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))

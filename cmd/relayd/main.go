@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
+	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/relay"
 )
 
@@ -91,6 +92,7 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"credentials":       func() { cfg.Auth.CredentialsFile = f.Auth.CredentialsFile },
 		"max-conns":         func() { cfg.Limits.MaxConns = f.Limits.MaxConns },
 		"max-relay-conns":   func() { cfg.Limits.MaxRelayConns = f.Limits.MaxRelayConns },
+		"max-stripes":       func() { cfg.Limits.MaxStripes = f.Limits.MaxStripes },
 		"max-preauth-conns": func() { cfg.Limits.MaxPreauthConns = f.Limits.MaxPreauthConns },
 		"max-preauth-per-source": func() {
 			cfg.Limits.MaxPreauthPerSource = f.Limits.MaxPreauthPerSource
@@ -385,6 +387,7 @@ func (st *settings) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&st.f.Auth.CredentialsFile, "credentials", "", `file of "user:password" lines`)
 	fl.IntVar(&st.f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "concurrent client connections (SOCKS5 and HTTP together); 0: from the file limit")
 	fl.IntVar(&st.f.Limits.MaxRelayConns, "max-relay-conns", relay.DefaultMaxConns, "concurrent connections on the relay listener, apart from clients'; 0: from the file limit")
+	fl.IntVar(&st.f.Limits.MaxStripes, "max-stripes", route.MaxStripes, "most links a striped segment into this relay may run over; 1: refuse striped segments")
 	fl.IntVar(&st.f.Limits.MaxPreauthConns, "max-preauth-conns", relay.DefaultMaxPreauthConns, "connections not yet authenticated per client listener; more are closed at once")
 	fl.IntVar(&st.f.Limits.MaxPreauthPerSource, "max-preauth-per-source", relay.DefaultMaxPreauthPerSource, "connections not yet authenticated per source address (loopback exempt); more are closed at once")
 	fl.DurationVar(&st.f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")
