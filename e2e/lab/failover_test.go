@@ -196,8 +196,10 @@ links:
 	readmitted := time.Since(backAt)
 	t.Logf("re-admitted %.1f s after coming back: %s", readmitted.Seconds(), line)
 	// 3 checks 1 s apart; the first may have started just before r2 came
-	// back (its SYN retried once the link was up), so at least 1 s.
-	if readmitted < time.Second {
+	// back (its SYN retried once the link was up), so about 1 s at least.
+	// A CI run measured 0.99x s: the SYN retry and the check timer each
+	// fire within milliseconds of their due time: allow 100 ms of it.
+	if readmitted < 900*time.Millisecond {
 		t.Fatalf("re-admitted %.1f s after coming back: 3 checks 1 s apart take longer", readmitted.Seconds())
 	}
 	// While r2 was down no plan used it; the first plan after its
