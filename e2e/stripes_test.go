@@ -47,7 +47,7 @@ func TestStripedChain(t *testing.T) {
 			if !bytes.Equal(got, pattern(body)) {
 				t.Fatalf("curl: body mismatch, %d bytes", len(got))
 			}
-			checkSHA256BothWays(t, entry.socks, 4<<20)
+			checkSHA256BothWays(t, entry.socks, 4<<20, time.Minute)
 			const upBytes, downBytes = 2 << 20, 1 << 20
 			checkHalfClose(t, entry.socks, startHalfCloseServer(t, upBytes, downBytes).addr(), upBytes, downBytes)
 
