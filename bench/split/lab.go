@@ -310,10 +310,12 @@ func killStrays(c *config, labs []string) {
 
 // curlResult is one curl run.
 type curlResult struct {
-	speed float64
-	size  int64
-	code  int
-	err   error
+	speed          float64
+	size           int64
+	code           int
+	startTransferS float64 // curl's time_starttransfer: the first byte of the body
+	totalS         float64
+	err            error
 }
 
 // curlArgs is the proxy part of curl's argv for impl.
@@ -325,6 +327,8 @@ func (b *bench) curlArgs(impl string) []string {
 	switch impl {
 	case implRelayd:
 		return []string{"-x", fmt.Sprintf("socks5h://%s:%d", entry, lab.SOCKSPort)}
+	case implRelaydHTTP:
+		return []string{"-p", "-x", fmt.Sprintf("http://%s:%d", entry, lab.HTTPPort)}
 	case implDante:
 		return []string{"-x", fmt.Sprintf("socks5h://%s:%d", b.node(entry).Addr, dantePort)}
 	case implSquid:
@@ -340,7 +344,7 @@ func (b *bench) curl(ctx context.Context, impl string, size int64) curlResult {
 	url := fmt.Sprintf("http://%s:%d/bytes/%d", b.serverName(), lab.TrafficPort, size)
 	args := []string{"lab", "--state-dir", b.c.stateRoot, "exec", "--lab", b.name, "client", "--",
 		"curl", "-sS", "-o", "/dev/null", "--max-time", strconv.Itoa(b.c.maxTime),
-		"-w", `%{speed_download} %{size_download} %{http_code}\n`}
+		"-w", `%{speed_download} %{size_download} %{http_code} %{time_starttransfer} %{time_total}\n`}
 	args = append(append(args, b.curlArgs(impl)...), url)
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(b.c.maxTime+30)*time.Second)
 	defer cancel()
@@ -351,10 +355,12 @@ func (b *bench) curl(ctx context.Context, impl string, size int64) curlResult {
 	runErr := cmd.Run()
 	var r curlResult
 	f := strings.Fields(out.String())
-	if len(f) == 3 {
+	if len(f) == 5 {
 		r.speed, _ = strconv.ParseFloat(f[0], 64)
 		r.size, _ = strconv.ParseInt(f[1], 10, 64)
 		r.code, _ = strconv.Atoi(f[2])
+		r.startTransferS, _ = strconv.ParseFloat(f[3], 64)
+		r.totalS, _ = strconv.ParseFloat(f[4], 64)
 	}
 	msg := strings.TrimSpace(errb.String())
 	switch {
@@ -378,6 +384,10 @@ func (b *bench) measure(ctx context.Context, impl string, round, order int) Samp
 		r := b.curl(ctx, impl, b.c.size)
 		if r.err == nil {
 			s.OK, s.BytesPerS, s.Error = true, r.speed, ""
+			s.FirstByteMs = r.startTransferS * 1e3
+			if stream := r.totalS - r.startTransferS; stream > 0 {
+				s.StreamBytesPerS = float64(r.size) / stream
+			}
 			return s
 		}
 		if ctx.Err() != nil {
@@ -445,25 +455,24 @@ func (b *bench) readStatus() {
 // summarize computes medians and ratios.
 func summarize(tr *TopoResult) {
 	for _, ir := range tr.Impls {
-		var ok []float64
+		var ok, firstByte, stream []float64
 		ir.OK, ir.Failed = 0, 0
 		for _, s := range ir.Samples {
 			if s.OK {
 				ok = append(ok, s.BytesPerS)
 				ir.OK++
+				if s.FirstByteMs > 0 && s.StreamBytesPerS > 0 {
+					firstByte = append(firstByte, s.FirstByteMs)
+					stream = append(stream, s.StreamBytesPerS)
+				}
 			} else {
 				ir.Failed++
 			}
 		}
-		ir.MedianBps, ir.MinBps, ir.MaxBps = 0, 0, 0
+		ir.MedianFirstByteMs, ir.MedianStreamBps = median(firstByte), median(stream)
+		ir.MedianBps, ir.MinBps, ir.MaxBps = median(ok), 0, 0
 		if len(ok) > 0 {
-			sort.Float64s(ok)
 			ir.MinBps, ir.MaxBps = ok[0], ok[len(ok)-1]
-			if m := len(ok) / 2; len(ok)%2 == 1 {
-				ir.MedianBps = ok[m]
-			} else {
-				ir.MedianBps = (ok[m-1] + ok[m]) / 2
-			}
 		}
 	}
 	d := tr.Impls[implDirect]
@@ -473,6 +482,19 @@ func summarize(tr *TopoResult) {
 			ir.Ratio = ir.MedianBps / d.MedianBps
 		}
 	}
+}
+
+// median is the median of xs, 0 for none; it sorts xs.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
 }
 
 // versions records what was measured.

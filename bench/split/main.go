@@ -32,14 +32,24 @@ import (
 
 // Implementation names, in table order.
 const (
-	implDirect = "direct"
-	implRelayd = "relayd"
-	implDante  = "dante"
-	implSquid  = "squid"
+	implDirect     = "direct"
+	implRelayd     = "relayd"      // the client speaks SOCKS5 to r1, like dante's
+	implRelaydHTTP = "relayd-http" // the client speaks HTTP CONNECT to r1, like squid's
+	implDante      = "dante"
+	implSquid      = "squid"
 )
 
-var allImpls = []string{implDirect, implRelayd, implDante, implSquid}
-var relayImpls = []string{implRelayd, implDante, implSquid}
+var allImpls = []string{implDirect, implRelayd, implRelaydHTTP, implDante, implSquid}
+var relayImpls = []string{implRelayd, implRelaydHTTP, implDante, implSquid}
+
+// likeForLike pairs each peer with relayd entered the same way: a SOCKS5
+// handshake costs the client two round trips to r1 and an HTTP CONNECT
+// one, so only chains entered alike compare the relays and not the
+// client's protocol.
+var likeForLike = []struct{ relayd, peer string }{
+	{implRelayd, implDante},
+	{implRelaydHTTP, implSquid},
+}
 
 // Ports of the peers started on relay nodes (relayd's are fixed by the lab).
 const (
@@ -70,10 +80,15 @@ type Sample struct {
 	Round     int     `json:"round"`
 	Order     int     `json:"order"` // position within the round
 	BytesPerS float64 `json:"bytes_per_s"`
-	OK        bool    `json:"ok"`
-	Attempts  int     `json:"attempts"`
-	Error     string  `json:"error,omitempty"`
-	FirstErr  string  `json:"first_error,omitempty"` // why a retried run needed its retry
+	// FirstByteMs is curl's time to the body's first byte (connection,
+	// proxy handshakes and the request); StreamBytesPerS the body's bytes
+	// over the time after it. Together they tell setup from streaming.
+	FirstByteMs     float64 `json:"first_byte_ms,omitempty"`
+	StreamBytesPerS float64 `json:"stream_bytes_per_s,omitempty"`
+	OK              bool    `json:"ok"`
+	Attempts        int     `json:"attempts"`
+	Error           string  `json:"error,omitempty"`
+	FirstErr        string  `json:"first_error,omitempty"` // why a retried run needed its retry
 }
 
 // ImplResult holds one implementation's samples in one topology.
@@ -85,6 +100,10 @@ type ImplResult struct {
 	MinBps    float64  `json:"min_bytes_per_s"`
 	MaxBps    float64  `json:"max_bytes_per_s"`
 	Ratio     float64  `json:"ratio_to_direct,omitempty"` // median / direct median, same topology
+	// Medians of the samples' FirstByteMs and StreamBytesPerS (runs that
+	// recorded them).
+	MedianFirstByteMs float64 `json:"median_first_byte_ms,omitempty"`
+	MedianStreamBps   float64 `json:"median_stream_bytes_per_s,omitempty"`
 }
 
 // TopoResult is one topology's measurements.

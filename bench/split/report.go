@@ -11,10 +11,11 @@ import (
 )
 
 var implStyle = map[string]series{
-	implDirect: {name: "direct", color: "#555555", marker: "diamond"},
-	implRelayd: {name: "relayd", color: "#1f77b4", marker: "circle", dx: -5, z: 3},
-	implDante:  {name: "dante", color: "#ff7f0e", marker: "square", z: 1},
-	implSquid:  {name: "squid", color: "#2ca02c", marker: "triangle", dx: 5, z: 2},
+	implDirect:     {name: "direct", color: "#555555", marker: "diamond"},
+	implRelayd:     {name: "relayd (SOCKS5)", color: "#1f77b4", marker: "circle", dx: -5, z: 3},
+	implRelaydHTTP: {name: "relayd (HTTP CONNECT)", color: "#9467bd", marker: "circle", dx: 5, z: 4},
+	implDante:      {name: "dante", color: "#ff7f0e", marker: "square", dx: -5, z: 1},
+	implSquid:      {name: "squid", color: "#2ca02c", marker: "triangle", dx: 5, z: 2},
 }
 
 func mbit(bps float64) float64 { return bps * 8 / 1e6 }
@@ -157,7 +158,8 @@ func markdown(r *Results) string {
 	w("Every node (client, relays, server) has `tcp_rmem` max 256 KiB (about 160 KiB effective window) and cubic, so every TCP connection is window-limited by its RTT. ")
 	w("The client has a direct 50 ms link to the server and a relay path whose segments add up to 50 ms.\n")
 	w("- direct: `curl http://server:8000/bytes/N` from the client over the direct link.\n")
-	w("- relayd: `curl -x socks5h://r1:1080`; relayd as the lab runs it, chained hop by hop per the topology's `next:` (r1 → r2 → r3 → server).\n")
+	w("- relayd: `curl -x socks5h://r1:1080`; relayd as the lab runs it, chained per the topology (`next:`, `next_protocol:`; without `next_protocol` r1 sends one native header naming r2, r3 and the server over its warm relay links).\n")
+	w("- relayd-http: `curl -p -x http://r1:8080` (HTTP CONNECT, as squid is entered), the same relayd chain.\n")
 	w("- dante: `curl -x socks5h://<r1 addr>:1081`; danted (dante-server) on every relay node, `route { ... via: <next relay>:1081 proxyprotocol: socks_v5 }` on every relay with a next hop, the same chain as relayd.\n")
 	w("- squid: `curl -p -x http://r1:3128` (HTTP CONNECT tunnel); squid on every relay node, `cache_peer <next relay> parent 3128` + `never_direct allow all`, the same chain.\n")
 	w("- Method: %s.\n", r.Method)
@@ -166,30 +168,28 @@ func markdown(r *Results) string {
 	w("- Self-check: `relayctl lab status -o json` after the runs (emulator p99 lateness ≤ 0.5 ms on every link, no TUN ring drops, services running). A topology measured on an invalid lab is marked INVALID.\n\n")
 
 	w("## (a) Number of segments (50 ms path split equally)\n\n")
-	w("| segments | topology | direct Mbit/s | relayd Mbit/s | relayd ×direct | dante Mbit/s | dante ×direct | squid Mbit/s | squid ×direct | ideal | published (dante/squid) | self-check |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| segments | topology | direct Mbit/s | %s | ideal | published (dante/squid) | self-check |\n", relayHeads())
+	w("|---|---|---|%s---|---|---|\n", strings.Repeat("---|", 2*len(relayImpls)))
 	for _, t := range byKind(r, "segments") {
-		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2f× | %s | %s |\n", t.Segments, t.Name,
-			cellMbit(t, implDirect), cellMbit(t, implRelayd), cellRatio(t, implRelayd),
-			cellMbit(t, implDante), cellRatio(t, implDante), cellMbit(t, implSquid), cellRatio(t, implSquid),
-			ideal(t), publishedCell(r, t.Segments), checkCell(t))
+		w("| %d | %s | %s | %s | %.2f× | %s | %s |\n", t.Segments, t.Name,
+			cellMbit(t, implDirect), relayCells(t), ideal(t), publishedCell(r, t.Segments), checkCell(t))
 	}
 	w("\n![throughput vs number of segments](split-segments.svg)\n\n")
 
 	w("## (b) Split position (one relay, first segment RTT varied, total 50 ms)\n\n")
-	w("| first segment RTT | segments ms | topology | direct Mbit/s | relayd Mbit/s | relayd ×direct | dante Mbit/s | dante ×direct | squid Mbit/s | squid ×direct | ideal | self-check |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| first segment RTT | segments ms | topology | direct Mbit/s | %s | ideal | self-check |\n", relayHeads())
+	w("|---|---|---|---|%s---|---|\n", strings.Repeat("---|", 2*len(relayImpls)))
 	for _, t := range byKind(r, "position") {
 		var segs []string
 		for _, s := range t.SegmentRTTms {
 			segs = append(segs, strconv.FormatFloat(s, 'g', 4, 64))
 		}
-		w("| %g ms | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f× | %s |\n", firstRTT(t), strings.Join(segs, " + "), t.Name,
-			cellMbit(t, implDirect), cellMbit(t, implRelayd), cellRatio(t, implRelayd),
-			cellMbit(t, implDante), cellRatio(t, implDante), cellMbit(t, implSquid), cellRatio(t, implSquid),
-			ideal(t), checkCell(t))
+		w("| %g ms | %s | %s | %s | %s | %.2f× | %s |\n", firstRTT(t), strings.Join(segs, " + "), t.Name,
+			cellMbit(t, implDirect), relayCells(t), ideal(t), checkCell(t))
 	}
 	w("\n![throughput vs split position](split-position.svg)\n\n")
+
+	writeSetupTable(w, r)
 
 	w("## Reading\n\n")
 	for _, line := range reading(r) {
@@ -239,6 +239,24 @@ func markdown(r *Results) string {
 	return b.String()
 }
 
+// relayHeads and relayCells are the tables' Mbit/s and ×direct columns of
+// every relay implementation, in relayImpls' order.
+func relayHeads() string {
+	var hs []string
+	for _, impl := range relayImpls {
+		hs = append(hs, impl+" Mbit/s", impl+" ×direct")
+	}
+	return strings.Join(hs, " | ")
+}
+
+func relayCells(t *TopoResult) string {
+	var cs []string
+	for _, impl := range relayImpls {
+		cs = append(cs, cellMbit(t, impl), cellRatio(t, impl))
+	}
+	return strings.Join(cs, " | ")
+}
+
 // reading states, mechanically and plainly, which targets are met.
 func reading(r *Results) []string {
 	var out []string
@@ -278,17 +296,13 @@ func reading(r *Results) []string {
 		}
 		out = append(out, s)
 	}
-	// relayd vs peers
+	// relayd vs peers, each entered the way the peer is
 	var behind []string
 	points := 0
 	for _, t := range append(append([]*TopoResult{}, segs...), pos...) {
-		rd := t.Impls[implRelayd]
-		if rd == nil || rd.OK == 0 {
-			continue
-		}
-		for _, peer := range []string{implDante, implSquid} {
-			p := t.Impls[peer]
-			if p == nil || p.OK == 0 {
+		for _, pair := range likeForLike {
+			rd, p := t.Impls[pair.relayd], t.Impls[pair.peer]
+			if rd == nil || rd.OK == 0 || p == nil || p.OK == 0 {
 				continue
 			}
 			points++
@@ -298,7 +312,7 @@ func reading(r *Results) []string {
 				if rd.MaxBps >= p.MinBps {
 					note = ", sample ranges overlap"
 				}
-				behind = append(behind, fmt.Sprintf("%s: relayd %.2f < %s %.2f Mbit/s (−%.2f %%%s)", t.Name, mbit(rd.MedianBps), peer, mbit(p.MedianBps), d, note))
+				behind = append(behind, fmt.Sprintf("%s: %s %.2f < %s %.2f Mbit/s (−%.2f %%%s)", t.Name, pair.relayd, mbit(rd.MedianBps), pair.peer, mbit(p.MedianBps), d, note))
 			}
 		}
 	}
@@ -316,14 +330,14 @@ func reading(r *Results) []string {
 		}
 	}
 	if at != "" {
-		out = append(out, fmt.Sprintf("The three relays' medians are within %.2f %% of each other at every point (largest gap at %s): all three reach the window-limited bound about equally.", spread, at))
+		out = append(out, fmt.Sprintf("The relay chains' medians are within %.2f %% of each other at every point (largest gap at %s).", spread, at))
 	}
 	switch {
 	case points == 0:
 	case len(behind) == 0:
-		out = append(out, fmt.Sprintf("relayd's median is at least as fast as dante's and squid's at every measured point (%d comparisons).", points))
+		out = append(out, fmt.Sprintf("relayd's median is at least as fast as dante's (both entered over SOCKS5) and squid's (both entered over HTTP CONNECT) at every measured point (%d comparisons).", points))
 	default:
-		out = append(out, fmt.Sprintf("relayd is **not** at least as fast as both peers everywhere: behind at %d of %d comparisons: %s.", len(behind), points, strings.Join(behind, "; ")))
+		out = append(out, fmt.Sprintf("relayd is **not** at least as fast as the peer entered the same way everywhere: behind at %d of %d comparisons: %s.", len(behind), points, strings.Join(behind, "; ")))
 	}
 	// peers vs published
 	for _, t := range segs {
@@ -429,7 +443,7 @@ func segmentsChart(r *Results) *chart {
 	c.footnotes = []string{
 		"1 segment = the direct path (1.0× by definition). Ratios are to the direct median measured in the same lab.",
 		"Hollow markers: the lab's self-check was INVALID for that topology.",
-		"relayd and squid are drawn 5 px left and right of their x so that coinciding lines stay visible.",
+		"The SOCKS5-entered chains (relayd, dante) are drawn 5 px left of their x and the HTTP-entered ones (relayd, squid) 5 px right, so that coinciding lines stay visible.",
 	}
 	return c
 }
@@ -471,7 +485,35 @@ func positionChart(r *Results) *chart {
 	c.footnotes = []string{
 		"Dashed: the window-limited bound, each lab's direct median × direct RTT / longest segment RTT.",
 		"Hollow markers: the lab's self-check was INVALID for that topology.",
-		"relayd and squid are drawn 5 px left and right of their x so that coinciding lines stay visible.",
+		"The SOCKS5-entered chains (relayd, dante) are drawn 5 px left of their x and the HTTP-entered ones (relayd, squid) 5 px right, so that coinciding lines stay visible.",
 	}
 	return c
+}
+
+// writeSetupTable splits each median into the time to the first byte of
+// the body and the streaming rate after it, so a gap between chains can be
+// told apart: a slower setup costs a fixed time, a slower stream a share.
+func writeSetupTable(w func(string, ...any), r *Results) {
+	var rows []string
+	for _, t := range r.Topos {
+		for _, impl := range allImpls {
+			ir := t.Impls[impl]
+			if ir == nil || ir.MedianFirstByteMs <= 0 {
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %.1f | %.1f | %.1f |\n", t.Name, impl,
+				ir.MedianFirstByteMs, mbit(ir.MedianStreamBps), mbit(ir.MedianBps)))
+		}
+	}
+	if len(rows) == 0 {
+		return // results from before the driver recorded it
+	}
+	w("## Setup and streaming (medians)\n\n")
+	w("First byte = curl's `time_starttransfer` (TCP, proxy handshakes, the chain's set-up and the request); ")
+	w("streaming = the body's bytes over the time after its first byte.\n\n")
+	w("| topology | implementation | first byte ms | streaming Mbit/s | overall Mbit/s |\n|---|---|---|---|---|\n")
+	for _, row := range rows {
+		w("%s", row)
+	}
+	w("\n")
 }
