@@ -188,7 +188,8 @@
 //	}
 //
 // nodes maps each node name (1–64 bytes, no spaces or control characters)
-// to its properties, all optional: relay (bool: may be a hop), region
+// to its properties, Node's fields by their JSON names (Node says more of
+// each), all optional: relay (bool: may be a hop), region
 // (what a destination like "tokyo" resolves by, see Matrix.Resolve),
 // window_bytes (receive window, bytes; absent or 0 = unknown),
 // send_window_bytes (most bytes in flight as a sender; absent or 0 =

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode"
@@ -80,16 +81,39 @@ func (m *Matrix) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// fileNode is a node's value in the file; its name is the key.
+// fileNode is a node's value in the file: Node without its name, which is
+// the node's key in "nodes". The outer Name, shallower than Node's, hides
+// Node's "name" from encoding/json, and being nil is left out; every other
+// key is Node's own, so a field added to Node is written with no edit here.
 type fileNode struct {
-	Relay           bool    `json:"relay,omitempty"`
-	Region          string  `json:"region,omitempty"`
-	WindowBytes     int64   `json:"window_bytes,omitempty"`
-	SendWindowBytes int64   `json:"send_window_bytes,omitempty"`
-	LimitBps        float64 `json:"limit_bps,omitempty"`
-	// CongestionControl is Node.CongestionControl.
-	CongestionControl string `json:"congestion_control,omitempty"`
-	MaxStripes        int    `json:"max_stripes,omitempty"`
+	Node
+	Name *struct{} `json:"name,omitempty"`
+}
+
+// nodeKeys maps each key of a node's object in the file to its field of
+// Node (the index), and nodeKeyList lists them in Node's order: every
+// field but Name, by its JSON name. They are made from Node's tags, so
+// that a model input added to Node, with its tag, is read (parseNode) as
+// it is written (fileNode) with no edit here.
+var nodeKeys, nodeKeyList = nodeFields()
+
+func nodeFields() (map[string]int, []string) {
+	keys := map[string]int{}
+	var list []string
+	t := reflect.TypeFor[Node]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Name == "Name" || key == "-" || !f.IsExported() {
+			continue
+		}
+		if key == "" { // encoding/json's name for an untagged field
+			key = f.Name
+		}
+		keys[key] = i
+		list = append(list, key)
+	}
+	return keys, list
 }
 
 // filePair is the object form of an rtt_ms entry.
@@ -119,8 +143,7 @@ type filePair struct {
 func (m Matrix) MarshalJSON() ([]byte, error) {
 	nodes := make(map[string]fileNode, len(m.Nodes))
 	for _, n := range m.Nodes {
-		nodes[n.Name] = fileNode{Relay: n.Relay, Region: n.Region, WindowBytes: n.WindowBytes,
-			SendWindowBytes: n.SendWindowBytes, LimitBps: n.LimitBps, CongestionControl: n.CongestionControl, MaxStripes: n.MaxStripes}
+		nodes[n.Name] = fileNode{Node: n}
 	}
 	pairs := make([]any, len(m.Pairs))
 	for i, p := range m.Pairs {
@@ -194,29 +217,17 @@ func describeToken(tok json.Token) string {
 	}
 }
 
+// parseNode reads the node called name: an object of Node's keys
+// (nodeKeys), each decoded into its field.
 func parseNode(dec *json.Decoder, name string) (Node, error) {
 	n := Node{Name: name}
+	v := reflect.ValueOf(&n).Elem()
 	err := eachField(dec, func(key string) error {
-		var err error
-		switch key {
-		case "relay":
-			err = dec.Decode(&n.Relay)
-		case "region":
-			err = dec.Decode(&n.Region)
-		case "window_bytes":
-			err = dec.Decode(&n.WindowBytes)
-		case "send_window_bytes":
-			err = dec.Decode(&n.SendWindowBytes)
-		case "limit_bps":
-			err = dec.Decode(&n.LimitBps)
-		case "congestion_control":
-			err = dec.Decode(&n.CongestionControl)
-		case "max_stripes":
-			err = dec.Decode(&n.MaxStripes)
-		default:
-			return fmt.Errorf("unknown field %q (want relay, region, window_bytes, send_window_bytes, limit_bps, congestion_control, max_stripes)", key)
+		i, ok := nodeKeys[key]
+		if !ok {
+			return fmt.Errorf("unknown field %q (want %s)", key, strings.Join(nodeKeyList, ", "))
 		}
-		if err != nil {
+		if err := dec.Decode(v.Field(i).Addr().Interface()); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		return nil
@@ -350,34 +361,6 @@ func (m *Matrix) index() (map[string]int, error) {
 		idx[n.Name] = i
 	}
 	return idx, nil
-}
-
-func checkNode(n Node) error {
-	if err := checkName(n.Name); err != nil {
-		return err
-	}
-	if !utf8.ValidString(n.Region) || strings.ContainsFunc(n.Region, unicode.IsControl) {
-		return fmt.Errorf("region %q: want printable text", n.Region)
-	}
-	if n.WindowBytes < 0 {
-		return fmt.Errorf("window_bytes %d: want bytes >= 0 (0 = unknown)", n.WindowBytes)
-	}
-	if n.SendWindowBytes < 0 {
-		return fmt.Errorf("send_window_bytes %d: want bytes >= 0 (0 = unknown)", n.SendWindowBytes)
-	}
-	if !(n.LimitBps >= 0) || math.IsInf(n.LimitBps, 0) {
-		return fmt.Errorf("limit_bps %v: want bits/s >= 0 (0 = unknown)", n.LimitBps)
-	}
-	if n.MaxStripes < 0 {
-		return fmt.Errorf("max_stripes %d: want connections >= 0 (0 or 1 = cannot stripe)", n.MaxStripes)
-	}
-	// Linux's names: TCP_CA_NAME_MAX is 16 with the terminating NUL.
-	if len(n.CongestionControl) > 15 || strings.ContainsFunc(n.CongestionControl, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
-	}) {
-		return fmt.Errorf("congestion_control %q: want a congestion control name (cubic, bbr)", n.CongestionControl)
-	}
-	return nil
 }
 
 // checkName accepts what diagrams and tables can show on one line.

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"reflect"
@@ -170,6 +171,56 @@ func TestMatrixRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"Matrix": {"nodes": {}, "x": 1}}`), &back); err == nil {
 		t.Fatal("Unmarshal accepted an unknown field")
+	}
+}
+
+// A node's keys in the file are Node's tags: every field but Name has one
+// with omitempty (absent = zero), the unknown-field error lists them in
+// Node's order, and each is written and read back by the same key.
+func TestNodeKeysAreNodesTags(t *testing.T) {
+	var keys, fields []string
+	for f := range reflect.TypeFor[Node]().Fields() {
+		if f.Name == "Name" {
+			continue
+		}
+		key, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if key == "" || key == "-" || opts != "omitempty" {
+			t.Errorf("Node.%s: tag %q, want json:\"key,omitempty\"", f.Name, f.Tag.Get("json"))
+		}
+		keys, fields = append(keys, key), append(fields, f.Name)
+	}
+	if !slices.Equal(nodeKeyList, keys) {
+		t.Fatalf("node keys %q, want Node's tags %q", nodeKeyList, keys)
+	}
+	_, err := ParseMatrix([]byte(`{"nodes": {"a": {"window": 1}}}`))
+	if want := `matrix: nodes: node "a": unknown field "window" (want ` + strings.Join(keys, ", ") + ")"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	for i, key := range keys {
+		n := Node{Name: "a"}
+		switch f := reflect.ValueOf(&n).Elem().FieldByName(fields[i]); f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(2)
+		case reflect.Float64:
+			f.SetFloat(2.5)
+		case reflect.String:
+			f.SetString("bbr")
+		default:
+			t.Fatalf("Node.%s: a %v, which this test does not set", fields[i], f.Kind())
+		}
+		data, err := json.Marshal(fileNode{Node: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"` + key + `":`; !strings.HasPrefix(string(data), want) {
+			t.Errorf("Node.%s written as %s, want %s...}", fields[i], data, want)
+		}
+		back, err := parseNode(json.NewDecoder(bytes.NewReader(data)), "a")
+		if err != nil || back != n {
+			t.Errorf("%s read back as %+v (%v), want %+v", data, back, err, n)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults. Every field of Request whose zero value is not a usable setting
@@ -83,6 +85,11 @@ const (
 )
 
 // Node is one endpoint of the matrix: the client, a relay or a destination.
+//
+// Its fields' JSON names are a node's keys in a matrix file (but Name, the
+// node's key in "nodes"): a new model input is a field here with its tag
+// (omitempty: absent from a file is the zero value, unknown), its bounds in
+// checkNode, and ParseMatrix and MarshalJSON take it as they find it.
 type Node struct {
 	Name   string `json:"name"`
 	Relay  bool   `json:"relay,omitempty"`  // may be used as a hop
@@ -109,6 +116,36 @@ type Node struct {
 	// tunnel's segment to another relay over (a striped segment); 0 or 1
 	// = it cannot stripe.
 	MaxStripes int `json:"max_stripes,omitempty"`
+}
+
+// checkNode checks n as Validate does. It is beside Node so that a model
+// input's field and the values it may hold are declared in one file.
+func checkNode(n Node) error {
+	if err := checkName(n.Name); err != nil {
+		return err
+	}
+	if !utf8.ValidString(n.Region) || strings.ContainsFunc(n.Region, unicode.IsControl) {
+		return fmt.Errorf("region %q: want printable text", n.Region)
+	}
+	if n.WindowBytes < 0 {
+		return fmt.Errorf("window_bytes %d: want bytes >= 0 (0 = unknown)", n.WindowBytes)
+	}
+	if n.SendWindowBytes < 0 {
+		return fmt.Errorf("send_window_bytes %d: want bytes >= 0 (0 = unknown)", n.SendWindowBytes)
+	}
+	if !(n.LimitBps >= 0) || math.IsInf(n.LimitBps, 0) {
+		return fmt.Errorf("limit_bps %v: want bits/s >= 0 (0 = unknown)", n.LimitBps)
+	}
+	if n.MaxStripes < 0 {
+		return fmt.Errorf("max_stripes %d: want connections >= 0 (0 or 1 = cannot stripe)", n.MaxStripes)
+	}
+	// Linux's names: TCP_CA_NAME_MAX is 16 with the terminating NUL.
+	if len(n.CongestionControl) > 15 || strings.ContainsFunc(n.CongestionControl, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}) {
+		return fmt.Errorf("congestion_control %q: want a congestion control name (cubic, bbr)", n.CongestionControl)
+	}
+	return nil
 }
 
 // LossTolerantBelow is the random loss rate below which a BBR sender's
