@@ -641,26 +641,28 @@ func (s *Survey) CheckRelay(ctx context.Context, r registry.Relay, via *registry
 	return err
 }
 
-// windows are a relay's receive and send windows, bytes, its declared
-// capacity, bits/s (0 = unknown), the congestion control it sends with
-// ("" = unknown), the rate its tunnels to this host were learnt to
-// sustain, bits/s (0 = none learnt), and the share of what they sent that
-// went again (learntLossOK false: none learnt).
+// windows are what the planner reads of a relay's info: node, the model
+// inputs of its planner.Node (every field but Name, Relay and Region,
+// which the registry gives: its windows, capacity, congestion control,
+// stripes), and what its tunnels to this host taught, for the pair: the
+// rate they were learnt to sustain, bits/s (0 = none learnt), and the
+// share of what they sent that went again (learntLossOK false: none
+// learnt).
 type windows struct {
-	recvBytes, sendBytes int64
-	capacityBps          float64
-	congestion           string
-	learntToUsBps        float64
-	learntToUsAgeSec     float64
-	learntLossToUs       float64
-	learntLossOK         bool
-	maxStripes           int
+	node             planner.Node
+	learntToUsBps    float64
+	learntToUsAgeSec float64
+	learntLossToUs   float64
+	learntLossOK     bool
 }
 
-// apply sets n's windows, limit and congestion control to w's.
+// apply sets n's model inputs to w's, keeping its name, relay and region:
+// the whole node, so that an input added to planner.Node needs no edit
+// here, only in windowsOf.
 func (w windows) apply(n *planner.Node) {
-	n.WindowBytes, n.SendWindowBytes, n.LimitBps, n.CongestionControl = w.recvBytes, w.sendBytes, w.capacityBps, w.congestion
-	n.MaxStripes = w.maxStripes
+	in := w.node
+	in.Name, in.Relay, in.Region = n.Name, n.Relay, n.Region
+	*n = in
 }
 
 // applyLearnt sets, on each pair between this host and a relay, what the
@@ -708,8 +710,13 @@ func (s *Survey) relayWindow(ctx context.Context, ap adminPath) (windows, error)
 // of this host's.
 func windowsOf(info adminapi.Info, forwarded bool) windows {
 	l := info.Limits
-	w := windows{recvBytes: l.WindowBytesApprox, sendBytes: hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes), capacityBps: max(info.CapacityBps, 0),
-		congestion: cmp.Or(info.CongestionControl, l.CongestionControl), maxStripes: max(info.MaxStripes, 0)}
+	w := windows{node: planner.Node{
+		WindowBytes:       l.WindowBytesApprox,
+		SendWindowBytes:   hostnet.SendWindowOfWmem(l.TCPWmemMaxBytes),
+		LimitBps:          max(info.CapacityBps, 0),
+		CongestionControl: cmp.Or(info.CongestionControl, l.CongestionControl),
+		MaxStripes:        max(info.MaxStripes, 0),
+	}}
 	if !forwarded && info.LearntSendBpsToYou > 0 && !math.IsInf(info.LearntSendBpsToYou, 0) {
 		w.learntToUsBps, w.learntToUsAgeSec = info.LearntSendBpsToYou, max(info.LearntSendAgeSec, 0)
 	}

@@ -35,7 +35,7 @@ func claimingAdmin(t *testing.T, rttMs float64) string {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/info":
-			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000,"tcp_wmem_max_bytes":4194304,"congestion_control":"cubic"},"capacity_bps":1e8,"congestion_control":"bbr"}`))
+			_, _ = w.Write([]byte(`{"limits":{"window_bytes_approx":160000,"tcp_wmem_max_bytes":4194304,"congestion_control":"cubic"},"capacity_bps":1e8,"congestion_control":"bbr","max_stripes":4}`))
 		case "/v1/probe":
 			_ = json.NewEncoder(w).Encode(map[string]any{"summary": probe.Summary{Samples: 3, MedianMs: rttMs, MinMs: rttMs}})
 		default:
@@ -93,10 +93,11 @@ func TestSurveyDoubtsDestinationClaim(t *testing.T) {
 	// Each relay's windows come from its /v1/info: the receive window it
 	// reports, the send window from its tcp_wmem max; and its declared
 	// capacity caps its segments; it sends with the congestion control
-	// of its relay links, not the system default.
+	// of its relay links, not the system default; it takes striped
+	// segments of as many links as it says.
 	for _, n := range res.Matrix.Nodes {
-		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != hostnet.SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr") {
-			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr", n, hostnet.SendWindowOfWmem(4194304))
+		if n.Relay && (n.WindowBytes != 160000 || n.SendWindowBytes != hostnet.SendWindowOfWmem(4194304) || n.LimitBps != 1e8 || n.CongestionControl != "bbr" || n.MaxStripes != 4) {
+			t.Errorf("relay node %+v: want window 160000, send window %d, limit 1e8 bit/s, bbr, 4 stripes", n, hostnet.SendWindowOfWmem(4194304))
 		}
 	}
 }
