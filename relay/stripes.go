@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -19,44 +20,106 @@ import (
 // Only fleet members can start one (joins and headers are MAC'd).
 const maxPendingStripes = 256
 
+// maxPendingStripesPerPeer bounds the pending groups one peer (stripePeer)
+// has started, so that one fleet member cannot hold every slot of
+// maxPendingStripes with lone joins and stall all striped segments into
+// this relay until the handshake timeout: it takes that many peers.
+const maxPendingStripesPerPeer = 32
+
+// maxAssembledStripes bounds the assembled groups remembered (an id and a
+// time each), whatever the rate segments fill at. Beyond it the oldest is
+// forgotten early: a join for it then starts a pending group, as a lone
+// join does, given up at the handshake timeout and counted against its
+// peer.
+const maxAssembledStripes = 4096
+
 // stripeGroups are the striped segments being assembled, by the nonce of
 // their request: the request's link and the joins arrive in any order, on
 // connections of their own.
 type stripeGroups struct {
 	mu     sync.Mutex
 	groups map[[route.NonceBytes]byte]*stripeGroup
+	// perPeer counts the groups in groups each peer started.
+	perPeer map[netip.Prefix]int
+	// assembled are the groups that filled, until the handshake timeout
+	// after, when they are forgotten; assembledOrder holds the same
+	// groups in the order they filled, the first to be forgotten first.
+	// A group leaves pending when it fills, so without this a join for
+	// a group already running (a duplicate, or a member's mischief)
+	// would start a pending group of its own.
+	assembled      map[[route.NonceBytes]byte]struct{}
+	assembledOrder []assembledGroup
+}
+
+// assembledGroup is a group that filled, remembered until forget.
+type assembledGroup struct {
+	id     [route.NonceBytes]byte
+	forget time.Time
 }
 
 // stripeGroup is one striped segment's links as they arrive.
 type stripeGroup struct {
 	links  []net.Conn    // by index; [0] the request's
 	joined int           // links in
+	peer   netip.Prefix  // the peer whose link started the group
 	full   chan struct{} // closed when every link is in
 	done   chan struct{} // closed when the group ends: its stream is over, or it was given up
 	once   sync.Once
 }
 
 var (
-	errStripesFull  = errors.New("stripes: too many striped segments being assembled")
-	errStripesCount = errors.New("stripes: link count differs from the segment's")
-	errStripesTwice = errors.New("stripes: link joined twice")
+	errStripesFull      = errors.New("stripes: too many striped segments being assembled")
+	errStripesPeerFull  = errors.New("stripes: too many striped segments being assembled from one peer")
+	errStripesCount     = errors.New("stripes: link count differs from the segment's")
+	errStripesTwice     = errors.New("stripes: link joined twice")
+	errStripesAssembled = errors.New("stripes: link joined a segment already assembled")
 )
 
-// add puts link index of a segment of count links into its group, making
-// the group if it is the first to arrive.
-func (gs *stripeGroups) add(id [route.NonceBytes]byte, index, count int, c net.Conn) (*stripeGroup, error) {
+// stripePeer is whom a pending group is counted against: the remote
+// address of the link that started it, an IPv4 address or an IPv6 /64
+// (one host's usual allocation; per address, one host would have 2^64
+// peers). Not the name in the link's certificate: with the fleet secret
+// every member can mint a certificate for any name, and plain links have
+// none, so a name would cost a member nothing to change; an address does.
+// A link without an IP address (a pipe) counts as one peer with all such.
+func stripePeer(c net.Conn) netip.Prefix {
+	a := remoteHost(c).WithZone("")
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits) // the zero Prefix for the zero Addr
+	return p
+}
+
+// add puts link index of a segment of count links, which came from peer,
+// into its group, making the group if it is the first to arrive. A group
+// that fills is remembered for timeout (the handshake timeout), and a link
+// for it refused meanwhile.
+func (gs *stripeGroups) add(id [route.NonceBytes]byte, index, count int, c net.Conn, peer netip.Prefix, timeout time.Duration) (*stripeGroup, error) {
+	now := time.Now()
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	gs.forgetAssembled(now)
 	g := gs.groups[id]
 	if g == nil {
+		if _, ok := gs.assembled[id]; ok {
+			return nil, errStripesAssembled
+		}
 		if len(gs.groups) >= maxPendingStripes {
 			return nil, errStripesFull
 		}
+		if gs.perPeer[peer] >= maxPendingStripesPerPeer {
+			return nil, errStripesPeerFull
+		}
 		if gs.groups == nil {
 			gs.groups = map[[route.NonceBytes]byte]*stripeGroup{}
+			gs.perPeer = map[netip.Prefix]int{}
+			gs.assembled = map[[route.NonceBytes]byte]struct{}{}
 		}
-		g = &stripeGroup{links: make([]net.Conn, count), full: make(chan struct{}), done: make(chan struct{})}
+		g = &stripeGroup{links: make([]net.Conn, count), peer: peer, full: make(chan struct{}), done: make(chan struct{})}
 		gs.groups[id] = g
+		gs.perPeer[peer]++
 	}
 	switch {
 	case len(g.links) != count:
@@ -68,9 +131,37 @@ func (gs *stripeGroups) add(id [route.NonceBytes]byte, index, count int, c net.C
 	g.joined++
 	if g.joined == count {
 		close(g.full)
-		delete(gs.groups, id) // assembled: no longer pending
+		gs.drop(id, g) // assembled: no longer pending
+		if len(gs.assembledOrder) >= maxAssembledStripes {
+			gs.forgetOldest()
+		}
+		gs.assembled[id] = struct{}{}
+		gs.assembledOrder = append(gs.assembledOrder, assembledGroup{id: id, forget: now.Add(timeout)})
 	}
 	return g, nil
+}
+
+// drop takes the pending group g, of id, out of gs. gs.mu held.
+func (gs *stripeGroups) drop(id [route.NonceBytes]byte, g *stripeGroup) {
+	delete(gs.groups, id)
+	if gs.perPeer[g.peer]--; gs.perPeer[g.peer] <= 0 {
+		delete(gs.perPeer, g.peer)
+	}
+}
+
+// forgetAssembled forgets the assembled groups whose time is up. They are
+// in the order they filled, each remembered for the relay's handshake
+// timeout (fixed at start), so those are at the front. gs.mu held.
+func (gs *stripeGroups) forgetAssembled(now time.Time) {
+	for len(gs.assembledOrder) > 0 && !now.Before(gs.assembledOrder[0].forget) {
+		gs.forgetOldest()
+	}
+}
+
+// forgetOldest forgets the group that filled first. gs.mu held.
+func (gs *stripeGroups) forgetOldest() {
+	delete(gs.assembled, gs.assembledOrder[0].id)
+	gs.assembledOrder = gs.assembledOrder[1:]
 }
 
 // wait waits up to timeout for every link of g. On timeout the group is
@@ -91,7 +182,7 @@ func (gs *stripeGroups) wait(id [route.NonceBytes]byte, g *stripeGroup, timeout 
 		return g.joined, true
 	}
 	if gs.groups[id] == g {
-		delete(gs.groups, id)
+		gs.drop(id, g)
 	}
 	g.end()
 	return g.joined, false
@@ -121,7 +212,7 @@ func (s *Server) serveJoin(log *zap.Logger, c net.Conn, br *bufio.Reader, key, b
 		s.handshakeFailed(log, "relay", "join", errors.New("bytes behind a join"))
 		return
 	}
-	g, err := s.stripes.add(j.Group, j.Index, j.Count, c)
+	g, err := s.stripes.add(j.Group, j.Index, j.Count, c, stripePeer(c), s.cfg.Limits.HandshakeTimeout)
 	if err != nil {
 		s.handshakeFailed(log, "relay", "join", err)
 		return
@@ -139,7 +230,7 @@ func (s *Server) awaitStripes(c net.Conn, br *bufio.Reader, req *route.Request) 
 	if br.Buffered() > 0 {
 		return nil, errors.New("stripes: early data on a striped segment")
 	}
-	g, err = s.stripes.add(req.Nonce, 0, req.InStripes, c)
+	g, err = s.stripes.add(req.Nonce, 0, req.InStripes, c, stripePeer(c), s.cfg.Limits.HandshakeTimeout)
 	if err != nil {
 		return nil, err
 	}
