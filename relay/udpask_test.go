@@ -117,6 +117,9 @@ func TestRelayAnswersUDPAsks(t *testing.T) {
 	if err != nil || len(none) != 0 || info == nil || info.Limits.WindowBytesApprox != limits.WindowBytesApprox || info.Limits.TCPWmemMaxBytes != limits.TCPWmemMaxBytes || info.CongestionControl == "" {
 		t.Errorf("the windows: %v, %+v (%v); /v1/info's limits %+v", none, info, err, limits)
 	}
+	if want := s.info(netip.Addr{}).MaxStripes; want < 2 || info == nil || info.MaxStripes != want {
+		t.Errorf("max_stripes over UDP: %+v, /v1/info's %d (want it 2 or more here)", info, want)
+	}
 
 	other, _ := udpask.DeriveKey(testSecret, "another-admin-token-0123")
 	if acked, _ := askOnce(t, other, s.AdminAddr(), []string{ln.Addr().String()}, 300*time.Millisecond); acked {

@@ -124,7 +124,7 @@ func TestInfoRoundTripsUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	planners := func(i adminapi.Info) adminapi.Info {
-		p := adminapi.Info{CapacityBps: i.CapacityBps, CongestionControl: i.CongestionControl,
+		p := adminapi.Info{CapacityBps: i.CapacityBps, CongestionControl: i.CongestionControl, MaxStripes: i.MaxStripes,
 			LearntSendBpsToYou: i.LearntSendBpsToYou, LearntSendAgeSec: i.LearntSendAgeSec,
 			Limits: adminapi.Limits{WindowBytesApprox: i.Limits.WindowBytesApprox, TCPWmemMaxBytes: i.Limits.TCPWmemMaxBytes}}
 		if loss, age, ok := i.LearntLoss(); ok {
@@ -136,7 +136,10 @@ func TestInfoRoundTripsUDP(t *testing.T) {
 	withLoss.SetLearntLoss(0.125, 42) // float32-exact: the wire's
 	zeroLoss := testInfo()
 	zeroLoss.SetLearntLoss(0, 0)
-	for name, info := range map[string]adminapi.Info{"no loss learnt": testInfo(), "a loss learnt": withLoss, "a loss of 0 learnt": zeroLoss} {
+	striping := testInfo()
+	striping.MaxStripes = 8
+	for name, info := range map[string]adminapi.Info{"no loss learnt": testInfo(), "a loss learnt": withLoss, "a loss of 0 learnt": zeroLoss,
+		"stripes allowed": striping} {
 		r, err := key.OpenReply(key.SealReply(udpask.Reply{Nonce: udpask.Nonce{1}, Info: &info}))
 		if err != nil || r.Info == nil {
 			t.Fatalf("%s: %+v, %v", name, r, err)

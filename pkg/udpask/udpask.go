@@ -100,7 +100,7 @@ const DatagramHeaderBytes = 40 + 8
 const FlagInfo = 1
 
 // InfoBytes is the size of a reply's info.
-const InfoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4 + congestionBytes
+const InfoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4 + congestionBytes + 1
 
 const congestionBytes = 16
 
@@ -111,11 +111,13 @@ const noLoss = -1
 var (
 	// The ask's version 2 names the relay; version 3 asks for a reply
 	// whose Info carries the loss learnt of the path to the asker
-	// (reply version 2). An ask of an earlier version is refused as
-	// malformed, and its asker falls back to HTTPS.
-	magicAsk   = [4]byte{'r', 'm', 'A', '3'}
+	// (reply version 2); version 4 for one whose Info also carries the
+	// relay's max_stripes (reply version 3). An ask of an earlier version
+	// is refused as malformed, and its asker falls back to HTTPS; a relay
+	// of an earlier version refuses a later ask the same way.
+	magicAsk   = [4]byte{'r', 'm', 'A', '4'}
 	magicAck   = [4]byte{'r', 'm', 'K', '1'}
-	magicReply = [4]byte{'r', 'm', 'R', '2'}
+	magicReply = [4]byte{'r', 'm', 'R', '3'}
 )
 
 // Key authenticates asks and replies.
@@ -377,7 +379,8 @@ func appendInfo(b []byte, info adminapi.Info) []byte {
 	b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(lossAgeSec)))
 	var cc [congestionBytes]byte
 	copy(cc[:], info.CongestionControl)
-	return append(b, cc[:]...)
+	b = append(b, cc[:]...)
+	return append(b, byte(min(max(info.MaxStripes, 0), math.MaxUint8)))
 }
 
 // parseInfo is the adminapi.Info of appendInfo's bytes: its planner
@@ -392,6 +395,7 @@ func parseInfo(b []byte) *adminapi.Info {
 		LearntSendBpsToYou: math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
 		LearntSendAgeSec:   float64(math.Float32frombits(binary.BigEndian.Uint32(b[32:]))),
 		CongestionControl:  strings.TrimRight(string(b[44:44+congestionBytes]), "\x00"),
+		MaxStripes:         int(b[44+congestionBytes]),
 	}
 	if loss := math.Float32frombits(binary.BigEndian.Uint32(b[36:])); loss >= 0 {
 		info.SetLearntLoss(float64(loss), float64(math.Float32frombits(binary.BigEndian.Uint32(b[40:]))))

@@ -51,7 +51,7 @@ func TestAskAckReplyRoundTrip(t *testing.T) {
 	}
 	// With the relay's windows, for an ask of them that names no target.
 	info := adminapi.Info{Limits: adminapi.Limits{WindowBytesApprox: 3 << 20, TCPWmemMaxBytes: 4 << 20}, CapacityBps: 250e6,
-		LearntSendBpsToYou: 80e6, LearntSendAgeSec: 12.5, CongestionControl: "bbr"}
+		LearntSendBpsToYou: 80e6, LearntSendAgeSec: 12.5, CongestionControl: "bbr", MaxStripes: 8}
 	info.SetLearntLoss(float64(float32(0.0125)), 42) // the wire's float32
 	b, err = k.SealAsk(Ask{Relay: "tokyo-1", Nonce: a.Nonce, At: at, Handshakes: 1, TimeoutMs: 1, Flags: FlagInfo})
 	if err != nil {
