@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/chain"
+	"github.com/relaymesh/relaymesh/pkg/linktls"
 	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/rules"
@@ -50,13 +52,19 @@ var (
 // going to the fewest relays.
 var dstOnlyFlags = []string{"matrix", "save-matrix", "from", "direction", "min-gain", "error-margin", "include", "exclude"}
 
+// connectOptions are relayctl connect's own flags, and the relay
+// configuration its flags fill in.
+type connectOptions struct {
+	rules                         rulesFlags
+	listen, httpListen, logLevel  string
+	every, probeEvery, freshEvery time.Duration
+	cfg                           relay.Config
+	open, pacFallbackDirect       bool
+}
+
 func connectCmd() *cobra.Command {
 	var f planFlags
-	var rf rulesFlags
-	var listen, httpListen, logLevel string
-	var every, probeEvery, freshEvery time.Duration
-	cfg := relay.Defaults()
-	var open, pacFallbackDirect bool
+	o := connectOptions{cfg: relay.Defaults()}
 	cmd := &cobra.Command{
 		Use:   "connect [--dst <region|relay|host:port>]",
 		Short: "Open a local SOCKS5/HTTP proxy that sends connections through planned chains",
@@ -146,134 +154,188 @@ SIGTERM, letting tunnels finish for 5 s.`,
   # every connection through the plan to the Tokyo region
   relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			perDest := f.dst == ""
-			if perDest {
-				for _, name := range dstOnlyFlags {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s applies only with --dst (without it, each destination is planned on its own survey)", name)
-					}
-				}
-				if f.maxHops < 0 {
-					return fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
-				}
-			}
-			identity, hasIdentity := f.reg.identityFiles()
-			secretFile := f.reg.secretPath()
-			if !hasIdentity && secretFile == "" {
-				return errors.New("--identity-cert is required (your certificate from the fleet's operator: relayctl ca issue --name YOU --role client), " +
-					"or --fleet-secret-file for a fleet that shares a secret: the relays accept route headers only from members of the fleet")
-			}
-			cfg.Transport = f.reg.transport
-			log, err := relay.NewLogger(logLevel, "console")
-			if err != nil {
-				return err
-			}
-			defer log.Sync() //nolint:errcheck
-			set, err := rf.load(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			cfg.Name, cfg.SOCKS, cfg.HTTP, cfg.Admin = "connect", listen, httpListen, ""
-			if hasIdentity {
-				// The certificate names this process.
-				cfg.Name, cfg.Identity = "", identity
-			} else {
-				cfg.FleetSecretFile = secretFile
-			}
-			// Destinations are checked by the chain's last relay, with its
-			// own policy; locally, a direct plan reaches what this host
-			// could reach anyway (the listener is loopback unless --socks
-			// says otherwise, and then relay.New wants credentials).
-			cfg.Policy.AllowPrivate = true
-			cfg.Limits.ShutdownGrace = 5 * time.Second
-			cfg.Open = open
-			srv, err := relay.New(cfg, log.Named("connect"))
-			if err != nil {
-				return err
-			}
-			srv.SetLocalHandler(connectPAC(srv, pacFallbackDirect, set))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			if freshEvery < 0 {
-				return fmt.Errorf("--fresh-plan-every %s: want 0 (every plan afresh) or more", freshEvery)
-			}
-			// Replans start from what the last plan of the destination
-			// learnt (shortlist surveys only); 0 = never.
-			f.replans = &survey.Replans{FreshEvery: freshEvery}
-			if freshEvery == 0 {
-				f.replans.FreshEvery = -1
-			}
-			// Plans take what this process's own sockets taught (its
-			// sends to the first relays and to destinations it reaches
-			// directly: rate, loss, the destinations' windows).
-			f.own = srv.Learnt()
-			sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Replans: f.replans, Own: f.own}
-			pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: probeEvery,
-				SlowDial: relay.SlowDial, Log: log.Named("plan")}
-			if perDest {
-				return connectPerDestination(ctx, cmd, srv, &f, sv, pcfg, every, cfg.Limits.ShutdownGrace, set)
-			}
-			r := planroute.NewSingle(pcfg, every, f.planRoute)
-			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			err = r.Apply(pctx, true)
-			cancel()
-			if err != nil {
-				return err
-			}
-			var reg registry.Store
-			if set != nil && len(set.Relays()) > 0 {
-				// Only CHAIN rules need the registry: the plan to --dst
-				// has its relays' addresses.
-				if reg, err = f.reg.open(ctx); err != nil {
-					return err
-				}
-			}
-			router, err := connectRouter(set, r, srv, reg, log.Named("rules"))
-			if err != nil {
-				return err
-			}
-			srv.SetRouter(router)
-			if err := srv.Start(); err != nil {
-				return err
-			}
-			rulesNote(cmd.ErrOrStderr(), set)
-			via := orDirect(r.Chain())
-			if w := r.Awaiting(); len(w) > 0 {
-				via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again in %v (the wait doubling while they have not come, up to --replan)",
-					strings.Join(w, "; "), planroute.AwaitingReplanEvery)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> %s via %s\n",
-				orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv), f.dst, via)
-			go r.Run(ctx)
-			<-ctx.Done()
-			srv.Shutdown(cfg.Limits.ShutdownGrace)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, &f) },
 	}
 	f.register(cmd, false)
-	rf.register(cmd)
+	o.register(cmd)
+	return cmd
+}
+
+// register adds connect's own flags to cmd, after the plan flags.
+func (o *connectOptions) register(cmd *cobra.Command) {
+	o.rules.register(cmd)
 	fl := cmd.Flags()
 	fl.Lookup("dst").Usage = "route every connection by the plan to this region, relay or host:port (default: per destination)"
 	// The names relayd uses for the same settings; the earlier ones stay as
 	// deprecated aliases.
-	fl.StringVar(&listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
-	fl.StringVar(&httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
-	fl.DurationVar(&every, "replan", time.Minute, "plan again this often (without --dst: survey a destination again when its survey is this old)")
-	fl.DurationVar(&freshEvery, "fresh-plan-every", survey.DefaultFreshEvery, "survey a destination afresh at least this often, else from the last survey (0: always afresh)")
-	fl.DurationVar(&probeEvery, "check-every", 2*time.Second, "check a relay marked down this often; 3 passes in a row bring it back")
+	fl.StringVar(&o.listen, "socks", "127.0.0.1:1080", `local SOCKS5 listen address ("" disables)`)
+	fl.StringVar(&o.httpListen, "http", "127.0.0.1:8080", `local HTTP proxy listen address ("" disables)`)
+	fl.DurationVar(&o.every, "replan", time.Minute, "plan again this often (without --dst: survey a destination again when its survey is this old)")
+	fl.DurationVar(&o.freshEvery, "fresh-plan-every", survey.DefaultFreshEvery, "survey a destination afresh at least this often, else from the last survey (0: always afresh)")
+	fl.DurationVar(&o.probeEvery, "check-every", 2*time.Second, "check a relay marked down this often; 3 passes in a row bring it back")
 	for old, now := range map[string]string{"listen": "socks", "http-listen": "http", "probe-every": "check-every"} {
 		f := *fl.Lookup(now)
 		f.Name, f.Shorthand = old, ""
 		fl.AddFlag(&f)
 		_ = fl.MarkDeprecated(old, "use --"+now+", relayd's name for it")
 	}
-	fl.DurationVar(&cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval to relays: a vanished relay's streams end within 10 of these")
-	fl.BoolVar(&open, "open", false, "allow --socks/--http off loopback without credentials (e.g. a container port only you reach)")
-	fl.BoolVar(&cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients before the chain is up; their first bytes ride the route header`)
-	fl.BoolVar(&pacFallbackDirect, "pac-fallback-direct", false, "end the PAC file at --http's /proxy.pac with DIRECT: browsers go unproxied if connect is down")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	return cmd
+	fl.DurationVar(&o.cfg.RelaySocket.KeepAlive, "relay-keepalive", relay.DefaultRelayKeepAlive, "TCP keepalive idle and interval to relays: a vanished relay's streams end within 10 of these")
+	fl.BoolVar(&o.open, "open", false, "allow --socks/--http off loopback without credentials (e.g. a container port only you reach)")
+	fl.BoolVar(&o.cfg.OptimisticData, "optimistic-data", true, `answer SOCKS5 clients before the chain is up; their first bytes ride the route header`)
+	fl.BoolVar(&o.pacFallbackDirect, "pac-fallback-direct", false, "end the PAC file at --http's /proxy.pac with DIRECT: browsers go unproxied if connect is down")
+	fl.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// run checks the flags, starts the local proxy and serves until SIGINT or
+// SIGTERM: by the plan to --dst, or per destination without it.
+func (o *connectOptions) run(cmd *cobra.Command, f *planFlags) error {
+	perDest := f.dst == ""
+	if perDest {
+		if err := checkPerDestinationFlags(cmd, f); err != nil {
+			return err
+		}
+	}
+	identity, hasIdentity := f.reg.identityFiles()
+	secretFile := f.reg.secretPath()
+	if !hasIdentity && secretFile == "" {
+		return errors.New("--identity-cert is required (your certificate from the fleet's operator: relayctl ca issue --name YOU --role client), " +
+			"or --fleet-secret-file for a fleet that shares a secret: the relays accept route headers only from members of the fleet")
+	}
+	o.cfg.Transport = f.reg.transport
+	log, err := relay.NewLogger(o.logLevel, "console")
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	set, err := o.rules.load(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	srv, err := o.newServer(identity, hasIdentity, secretFile, set, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sv, pcfg, err := o.planning(f, srv, log)
+	if err != nil {
+		return err
+	}
+	if perDest {
+		return connectPerDestination(ctx, cmd, srv, f, sv, pcfg, o.every, o.cfg.Limits.ShutdownGrace, set)
+	}
+	return o.serveDst(ctx, cmd, srv, f, pcfg, set, log)
+}
+
+// checkPerDestinationFlags refuses, without --dst, the flags that apply
+// only with it and a negative --max-hops.
+func checkPerDestinationFlags(cmd *cobra.Command, f *planFlags) error {
+	for _, name := range dstOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies only with --dst (without it, each destination is planned on its own survey)", name)
+		}
+	}
+	if f.maxHops < 0 {
+		return fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
+	}
+	return nil
+}
+
+// newServer is the local proxy, not yet started, serving the PAC file of
+// set on its HTTP listener.
+func (o *connectOptions) newServer(identity linktls.Files, hasIdentity bool, secretFile string, set *rules.Set, log *zap.Logger) (*relay.Server, error) {
+	cfg := &o.cfg
+	cfg.Name, cfg.SOCKS, cfg.HTTP, cfg.Admin = "connect", o.listen, o.httpListen, ""
+	if hasIdentity {
+		// The certificate names this process.
+		cfg.Name, cfg.Identity = "", identity
+	} else {
+		cfg.FleetSecretFile = secretFile
+	}
+	// Destinations are checked by the chain's last relay, with its
+	// own policy; locally, a direct plan reaches what this host
+	// could reach anyway (the listener is loopback unless --socks
+	// says otherwise, and then relay.New wants credentials).
+	cfg.Policy.AllowPrivate = true
+	cfg.Limits.ShutdownGrace = 5 * time.Second
+	cfg.Open = o.open
+	srv, err := relay.New(*cfg, log.Named("connect"))
+	if err != nil {
+		return nil, err
+	}
+	srv.SetLocalHandler(connectPAC(srv, o.pacFallbackDirect, set))
+	return srv, nil
+}
+
+// planning is how connect surveys and plans: f's replans and own
+// measurements set, the survey, and the routers' configuration. A
+// negative --fresh-plan-every is refused here.
+func (o *connectOptions) planning(f *planFlags, srv *relay.Server, log *zap.Logger) (survey.Survey, planroute.Config, error) {
+	if o.freshEvery < 0 {
+		return survey.Survey{}, planroute.Config{}, fmt.Errorf("--fresh-plan-every %s: want 0 (every plan afresh) or more", o.freshEvery)
+	}
+	// Replans start from what the last plan of the destination
+	// learnt (shortlist surveys only); 0 = never.
+	f.replans = &survey.Replans{FreshEvery: o.freshEvery}
+	if o.freshEvery == 0 {
+		f.replans.FreshEvery = -1
+	}
+	// Plans take what this process's own sockets taught (its
+	// sends to the first relays and to destinations it reaches
+	// directly: rate, loss, the destinations' windows).
+	f.own = srv.Learnt()
+	sv := survey.Survey{AdminToken: f.token(), Admin: f.reg.admin(10 * time.Second), Replans: f.replans, Own: f.own}
+	pcfg := planroute.Config{Build: srv.Chain, Check: sv.CheckRelay, CheckEvery: o.probeEvery,
+		SlowDial: relay.SlowDial, Log: log.Named("plan")}
+	return sv, pcfg, nil
+}
+
+// serveDst serves srv routing every connection by the plan to --dst
+// until ctx ends: planned once before the listeners open, then again
+// every --replan.
+func (o *connectOptions) serveDst(ctx context.Context, cmd *cobra.Command, srv *relay.Server, f *planFlags,
+	pcfg planroute.Config, set *rules.Set, log *zap.Logger) error {
+	r := planroute.NewSingle(pcfg, o.every, f.planRoute)
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err := r.Apply(pctx, true)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var reg registry.Store
+	if set != nil && len(set.Relays()) > 0 {
+		// Only CHAIN rules need the registry: the plan to --dst
+		// has its relays' addresses.
+		if reg, err = f.reg.open(ctx); err != nil {
+			return err
+		}
+	}
+	router, err := connectRouter(set, r, srv, reg, log.Named("rules"))
+	if err != nil {
+		return err
+	}
+	srv.SetRouter(router)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	rulesNote(cmd.ErrOrStderr(), set)
+	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> %s via %s\n",
+		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv), f.dst, singleVia(r))
+	go r.Run(ctx)
+	<-ctx.Done()
+	srv.Shutdown(o.cfg.Limits.ShutdownGrace)
+	return nil
+}
+
+// singleVia is how connect's start line says r routes: its chain, or
+// direct while the measurements it waits for have not come.
+func singleVia(r *planroute.Single) string {
+	via := orDirect(r.Chain())
+	if w := r.Awaiting(); len(w) > 0 {
+		via = fmt.Sprintf("direct for now: waiting for measurements (%s); planning again in %v (the wait doubling while they have not come, up to --replan)",
+			strings.Join(w, "; "), planroute.AwaitingReplanEvery)
+	}
+	return via
 }
 
 // connectPerDestination serves srv routing each destination by its own
