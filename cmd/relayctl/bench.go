@@ -160,16 +160,21 @@ func appendHistory(path string, v any) error {
 	return errors.Join(err, f.Close())
 }
 
+// benchOptions are relayctl bench's own flags.
+type benchOptions struct {
+	via, history string
+	forced       []string
+	explore      bool
+	bySize       bool
+	size         int64
+	duration     time.Duration
+	streams      int
+	transfers    []string
+}
+
 func benchCmd() *cobra.Command {
 	var f planFlags
-	var via, history string
-	var forced []string
-	explore := true
-	var bySize bool
-	var size int64
-	var duration time.Duration
-	var streams int
-	var transfers []string
+	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "bench --dst <region|relay|host:port>",
 		Short: "Measure throughput and time to first byte, direct and through the planned chain",
@@ -213,163 +218,232 @@ with host:port, a relaymesh traffic service there (GET /bytes/N, POST
 		Example: `  sudo relayctl lab run -t world -- relayctl bench --dst tokyo
   relayctl bench --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo --streams 4 -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch via {
-			case "direct", "plan", "both":
-			default:
-				return fmt.Errorf("--via %q: want direct, plan or both", via)
-			}
-			if streams < 1 || streams > 64 {
-				return fmt.Errorf("--streams %d: want 1..64", streams)
-			}
-			if size <= 0 || size > traffic.MaxBytes {
-				return fmt.Errorf("--size %d: want 1..%d bytes", size, int64(traffic.MaxBytes))
-			}
-			if bySize {
-				if duration > 0 {
-					return errors.New("--plan-for-size plans for --size bytes: not with --duration")
-				}
-				f.sizeBytes = size
-			}
-			if len(forced) > 0 {
-				if len(f.include) > 0 || len(f.exclude) > 0 {
-					return errors.New("--chain names the relays itself: leave out --include and --exclude")
-				}
-				if via == "direct" {
-					return errors.New("--chain measures a chain: not with --via direct")
-				}
-				f.include = forced
-			}
-			ctx := cmd.Context()
-			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			p, err := f.plan(pctx)
-			cancel()
-			if err != nil {
-				return err
-			}
-			if len(forced) > 0 {
-				if err := p.choose(forced); err != nil {
-					return err
-				}
-				// The chain chosen may start at a relay the plan's
-				// window probe did not measure.
-				if f.windowProbeBytes > 0 && via != "direct" {
-					p.probeWindow(ctx, &f, forced)
-					if err := p.choose(forced); err != nil {
-						return err
-					}
-				}
-			}
-			if f.matrixPath != "" {
-				return errors.New("--matrix plans offline; bench measures a live fleet (use --fleet or --consul)")
-			}
-			run := &pathbench.Run{Target: p.Target.Addr, Size: size, Duration: duration, Streams: streams}
-			for _, t := range transfers {
-				switch t {
-				case "down":
-					run.Down = true
-				case "up":
-					run.Up = true
-				case "both":
-					run.Down, run.Up = true, true
-				default:
-					return fmt.Errorf("--transfers %q: want down, up or both", t)
-				}
-			}
-			if p.Target.Relay != "" {
-				run.Prefix, run.Token, run.Relay = "/v1/traffic", f.token(), p.Target.Relay
-				if run.AdminTLS, err = f.reg.adminTLS(); err != nil {
-					return err
-				}
-			}
-			if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) && os.Getenv("TERM") != "dumb" {
-				run.Progress = cmd.ErrOrStderr()
-			}
-			out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Registry: f.reg.id(), Streams: streams, WindowProbes: p.Windows, PlannedForSize: bySize}
-			if duration > 0 {
-				out.DurationS = duration.Seconds()
-			} else {
-				out.SizeBytes = size
-			}
-			b := p.Result.Best
-			out.Predicted.DownBps, out.Predicted.UpBps = b.PredictedDownBps, b.PredictedUpBps
-			out.Predicted.DirectDownBps, out.Predicted.DirectUpBps = p.Result.Direct.PredictedDownBps, p.Result.Direct.PredictedUpBps
-			out.Predicted.Bound, out.Predicted.DirectBound = b.Bound, p.Result.Direct.Bound
-
-			if via != "plan" {
-				var d net.Dialer
-				out.Direct = run.Measure(ctx, pathbench.Path{Name: "direct", Dial: func(ctx context.Context) (net.Conn, error) {
-					return d.DialContext(ctx, "tcp", run.Target)
-				}})
-			}
-			if via != "direct" {
-				dial, err := chainDialer(p, b.Chain, f.reg.secretPath(), f.reg.transport)
-				if err != nil {
-					return err
-				}
-				since := time.Now()
-				out.Chain = run.Measure(ctx, pathbench.Path{Name: "chain", Relays: b.Chain, Dial: dial})
-				out.Segments = benchSegments(ctx, f.reg.admin(5*time.Second), f.token(), b.Chain, p.Relays, out.Chain, since)
-			}
-			// Only a one-stream bench written to the history is read back.
-			if untried := p.Result.KeptOver; explore && len(untried) > 0 && len(forced) == 0 && via != "direct" && streams == 1 && history != "" {
-				// The plan kept a measured path ahead of this chain only
-				// because nobody had measured it: measure it now, so the
-				// next plan compares measurements.
-				dial, err := chainDialer(p, untried, f.reg.secretPath(), f.reg.transport)
-				if err != nil {
-					return err
-				}
-				out.Explored = run.Measure(ctx, pathbench.Path{Name: "untried", Relays: untried, Dial: dial})
-				for _, alt := range p.Result.Alternatives {
-					if slices.Equal(alt.Chain, untried) {
-						out.Predicted.ExploredDownBps, out.Predicted.ExploredUpBps = alt.PredictedDownBps, alt.PredictedUpBps
-					}
-				}
-			}
-			if out.Direct != nil && out.Chain != nil {
-				if out.Direct.DownBps > 0 {
-					out.SpeedupDown = out.Chain.DownBps / out.Direct.DownBps
-				}
-				if out.Direct.UpBps > 0 {
-					out.SpeedupUp = out.Chain.UpBps / out.Direct.UpBps
-				}
-			}
-			modelStreams(&out, p, run.AdminTLS != nil)
-			if history != "" {
-				if err := appendHistory(history, out); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "relayctl bench: history not written: %v\n", err)
-				}
-			}
-			if f.reg.output == "json" {
-				if err := writeJSONTo(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
-			} else {
-				printBench(cmd.OutOrStdout(), &out, p)
-			}
-			// Failed transfers fail the command in either form (the JSON
-			// holds the errors too), so that a script sees them.
-			if errs := slices.Concat(pathErrors(out.Direct), pathErrors(out.Chain), pathErrors(out.Explored)); len(errs) > 0 {
-				return fmt.Errorf("%d transfer(s) failed: %s", len(errs), strings.Join(errs, "; "))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, &f) },
 	}
 	f.register(cmd, true)
 	f.windowProbeFlag(cmd, 4_000_000)
-	fl := cmd.Flags()
-	fl.StringVar(&via, "via", "both", "direct, plan or both")
-	fl.BoolVar(&bySize, "plan-for-size", false, "rank plans by predicted completion time for --size bytes (as plan --size), not steady rate")
-	fl.StringSliceVar(&forced, "chain", nil, "measure this chain (relay names in order, comma-separated) instead of the plan's pick")
-	size = 16 << 20
-	fl.Var(sizeValue{&size}, "size", "bytes per stream and direction (10KB, 1MB, 64MiB: KB/MB/GB decimal, KiB/MiB/GiB binary)")
-	fl.DurationVar(&duration, "duration", 0, "transfer for this long per direction instead of --size")
-	fl.IntVar(&streams, "streams", 1, "parallel TCP connections per direction")
-	fl.StringSliceVar(&transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
-	fl.StringVar(&history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
-	fl.BoolVar(&explore, "explore", true, "also measure an untried chain the plan kept a measured path ahead of, for the next plan")
+	o.register(cmd)
 	return cmd
+}
+
+// register adds bench's own flags to cmd, after the plan flags.
+func (o *benchOptions) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.via, "via", "both", "direct, plan or both")
+	fl.BoolVar(&o.bySize, "plan-for-size", false, "rank plans by predicted completion time for --size bytes (as plan --size), not steady rate")
+	fl.StringSliceVar(&o.forced, "chain", nil, "measure this chain (relay names in order, comma-separated) instead of the plan's pick")
+	o.size = 16 << 20 // the default: sizeValue has none of its own
+	fl.Var(sizeValue{&o.size}, "size", "bytes per stream and direction (10KB, 1MB, 64MiB: KB/MB/GB decimal, KiB/MiB/GiB binary)")
+	fl.DurationVar(&o.duration, "duration", 0, "transfer for this long per direction instead of --size")
+	fl.IntVar(&o.streams, "streams", 1, "parallel TCP connections per direction")
+	fl.StringSliceVar(&o.transfers, "transfers", []string{"down", "up"}, "which transfers to measure: down, up or both (down,up)")
+	fl.StringVar(&o.history, "history", historyPath(), `file the results are appended to, one JSON line per run ("" disables)`)
+	fl.BoolVar(&o.explore, "explore", true, "also measure an untried chain the plan kept a measured path ahead of, for the next plan")
+}
+
+// run plans, measures the paths, records and prints the result.
+func (o *benchOptions) run(cmd *cobra.Command, f *planFlags) error {
+	if err := o.check(f); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	p, err := o.plan(ctx, f)
+	if err != nil {
+		return err
+	}
+	if f.matrixPath != "" {
+		return errors.New("--matrix plans offline; bench measures a live fleet (use --fleet or --consul)")
+	}
+	run, err := o.pathRun(cmd, f, p)
+	if err != nil {
+		return err
+	}
+	out := o.result(f, p, run)
+	if err := o.measure(ctx, f, p, run, &out); err != nil {
+		return err
+	}
+	out.setSpeedups()
+	modelStreams(&out, p, run.AdminTLS != nil)
+	if o.history != "" {
+		if err := appendHistory(o.history, out); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "relayctl bench: history not written: %v\n", err)
+		}
+	}
+	if f.reg.output == "json" {
+		if err := writeJSONTo(cmd.OutOrStdout(), out); err != nil {
+			return err
+		}
+	} else {
+		printBench(cmd.OutOrStdout(), &out, p)
+	}
+	// Failed transfers fail the command in either form (the JSON
+	// holds the errors too), so that a script sees them.
+	if errs := slices.Concat(pathErrors(out.Direct), pathErrors(out.Chain), pathErrors(out.Explored)); len(errs) > 0 {
+		return fmt.Errorf("%d transfer(s) failed: %s", len(errs), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// check refuses flags that are out of range or that contradict each
+// other, before anything is measured; it sets the plan flags that
+// --plan-for-size and --chain imply.
+func (o *benchOptions) check(f *planFlags) error {
+	switch o.via {
+	case "direct", "plan", "both":
+	default:
+		return fmt.Errorf("--via %q: want direct, plan or both", o.via)
+	}
+	if o.streams < 1 || o.streams > 64 {
+		return fmt.Errorf("--streams %d: want 1..64", o.streams)
+	}
+	if o.size <= 0 || o.size > traffic.MaxBytes {
+		return fmt.Errorf("--size %d: want 1..%d bytes", o.size, int64(traffic.MaxBytes))
+	}
+	if o.bySize {
+		if o.duration > 0 {
+			return errors.New("--plan-for-size plans for --size bytes: not with --duration")
+		}
+		f.sizeBytes = o.size
+	}
+	if len(o.forced) > 0 {
+		if len(f.include) > 0 || len(f.exclude) > 0 {
+			return errors.New("--chain names the relays itself: leave out --include and --exclude")
+		}
+		if o.via == "direct" {
+			return errors.New("--chain measures a chain: not with --via direct")
+		}
+		f.include = o.forced
+	}
+	return nil
+}
+
+// plan is the plan to --dst, with --chain as its best when given.
+func (o *benchOptions) plan(ctx context.Context, f *planFlags) (*planned, error) {
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	p, err := f.plan(pctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if len(o.forced) > 0 {
+		if err := p.choose(o.forced); err != nil {
+			return nil, err
+		}
+		// The chain chosen may start at a relay the plan's
+		// window probe did not measure.
+		if f.windowProbeBytes > 0 && o.via != "direct" {
+			p.probeWindow(ctx, f, o.forced)
+			if err := p.choose(o.forced); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// pathRun is how each path is measured, as the flags ask, from the
+// destination's traffic source.
+func (o *benchOptions) pathRun(cmd *cobra.Command, f *planFlags, p *planned) (*pathbench.Run, error) {
+	run := &pathbench.Run{Target: p.Target.Addr, Size: o.size, Duration: o.duration, Streams: o.streams}
+	for _, t := range o.transfers {
+		switch t {
+		case "down":
+			run.Down = true
+		case "up":
+			run.Up = true
+		case "both":
+			run.Down, run.Up = true, true
+		default:
+			return nil, fmt.Errorf("--transfers %q: want down, up or both", t)
+		}
+	}
+	if p.Target.Relay != "" {
+		run.Prefix, run.Token, run.Relay = "/v1/traffic", f.token(), p.Target.Relay
+		var err error
+		if run.AdminTLS, err = f.reg.adminTLS(); err != nil {
+			return nil, err
+		}
+	}
+	if f.reg.output != "json" && isTerminal(cmd.ErrOrStderr()) && os.Getenv("TERM") != "dumb" {
+		run.Progress = cmd.ErrOrStderr()
+	}
+	return run, nil
+}
+
+// result is the bench's record before anything is measured: what ran,
+// and the plan's predictions.
+func (o *benchOptions) result(f *planFlags, p *planned, run *pathbench.Run) benchJSON {
+	out := benchJSON{Time: time.Now().UTC(), Destination: f.dst, Target: run.Target, Registry: f.reg.id(), Streams: o.streams, WindowProbes: p.Windows, PlannedForSize: o.bySize}
+	if o.duration > 0 {
+		out.DurationS = o.duration.Seconds()
+	} else {
+		out.SizeBytes = o.size
+	}
+	b := p.Result.Best
+	out.Predicted.DownBps, out.Predicted.UpBps = b.PredictedDownBps, b.PredictedUpBps
+	out.Predicted.DirectDownBps, out.Predicted.DirectUpBps = p.Result.Direct.PredictedDownBps, p.Result.Direct.PredictedUpBps
+	out.Predicted.Bound, out.Predicted.DirectBound = b.Bound, p.Result.Direct.Bound
+	return out
+}
+
+// measure measures the paths --via names, direct first, into out, then
+// the untried chain --explore asks for.
+func (o *benchOptions) measure(ctx context.Context, f *planFlags, p *planned, run *pathbench.Run, out *benchJSON) error {
+	if o.via != "plan" {
+		var d net.Dialer
+		out.Direct = run.Measure(ctx, pathbench.Path{Name: "direct", Dial: func(ctx context.Context) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", run.Target)
+		}})
+	}
+	if o.via != "direct" {
+		b := p.Result.Best
+		dial, err := chainDialer(p, b.Chain, f.reg.secretPath(), f.reg.transport)
+		if err != nil {
+			return err
+		}
+		since := time.Now()
+		out.Chain = run.Measure(ctx, pathbench.Path{Name: "chain", Relays: b.Chain, Dial: dial})
+		out.Segments = benchSegments(ctx, f.reg.admin(5*time.Second), f.token(), b.Chain, p.Relays, out.Chain, since)
+	}
+	return o.measureUntried(ctx, f, p, run, out)
+}
+
+// measureUntried measures the untried chain the plan kept a measured path
+// ahead of, when --explore asks and the result will be read back: only a
+// one-stream bench written to the history is.
+func (o *benchOptions) measureUntried(ctx context.Context, f *planFlags, p *planned, run *pathbench.Run, out *benchJSON) error {
+	untried := p.Result.KeptOver
+	if !o.explore || len(untried) == 0 || len(o.forced) > 0 || o.via == "direct" || o.streams != 1 || o.history == "" {
+		return nil
+	}
+	// The plan kept a measured path ahead of this chain only
+	// because nobody had measured it: measure it now, so the
+	// next plan compares measurements.
+	dial, err := chainDialer(p, untried, f.reg.secretPath(), f.reg.transport)
+	if err != nil {
+		return err
+	}
+	out.Explored = run.Measure(ctx, pathbench.Path{Name: "untried", Relays: untried, Dial: dial})
+	for _, alt := range p.Result.Alternatives {
+		if slices.Equal(alt.Chain, untried) {
+			out.Predicted.ExploredDownBps, out.Predicted.ExploredUpBps = alt.PredictedDownBps, alt.PredictedUpBps
+		}
+	}
+	return nil
+}
+
+// setSpeedups sets the chain's speed-ups over direct, when both were
+// measured and direct moved bytes.
+func (out *benchJSON) setSpeedups() {
+	if out.Direct == nil || out.Chain == nil {
+		return
+	}
+	if out.Direct.DownBps > 0 {
+		out.SpeedupDown = out.Chain.DownBps / out.Direct.DownBps
+	}
+	if out.Direct.UpBps > 0 {
+		out.SpeedupUp = out.Chain.UpBps / out.Direct.UpBps
+	}
 }
 
 func pathErrors(p *pathbench.Result) []string {
