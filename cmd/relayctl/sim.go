@@ -20,16 +20,20 @@ import (
 	"github.com/relaymesh/relaymesh/planner"
 )
 
+// simOptions are relayctl sim's flags: the simulation's configuration,
+// and how it is run and reported.
+type simOptions struct {
+	sizes    string
+	cfg      fleetsim.Config
+	output   string
+	progress bool
+	churn    bool
+	variants []string
+	profile  string
+}
+
 func simCmd() *cobra.Command {
-	var (
-		sizes    string
-		cfg      fleetsim.Config
-		output   string
-		progress bool
-		churn    bool
-		variants []string
-		profile  string
-	)
+	var o simOptions
 	cmd := &cobra.Command{
 		Use:   "sim [--relays 100,1000,5000]",
 		Short: "Simulate the fleet's measurement and planning on a modelled internet of many relays",
@@ -67,165 +71,236 @@ go doc ./pkg/sim/netsim.`,
   relayctl sim --relays 1000 --variant 'https=--udp-ask=false'
   relayctl sim --relays 5000 --variant 'small=--first-cut 384 --candidates 192' --variant 'rounds-12=--rounds 12'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
-			}
-			if err := cfg.Shortlist.CheckFlags(""); err != nil {
-				return err
-			}
-			for _, v := range variants {
-				variant, err := parseSimVariant(v, cfg.Planning)
-				if err != nil {
-					return err
-				}
-				cfg.Variants = append(cfg.Variants, variant)
-			}
-			var ns []int
-			for _, f := range strings.Split(sizes, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 2 || n > 10000 {
-					return fmt.Errorf("--relays %q: want a comma-separated list of fleet sizes, 2 to 10000 (e.g. 100,1000,5000)", sizes)
-				}
-				ns = append(ns, n)
-			}
-			if churn {
-				// Each relay leaves or fails about once in two hours and
-				// comes back after about two: a lively fleet.
-				cfg.World.JoinPerHour, cfg.World.LeavePerHour, cfg.World.FailPerHour, cfg.World.InitialDownShare = 0.5, 0.25, 0.25, 0.1
-			}
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
-			}
-			var reports []*fleetsim.Report
-			for _, n := range ns {
-				c := cfg
-				c.Relays = n
-				t0 := time.Now()
-				var say func(string)
-				if progress {
-					say = func(s string) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "sim %d relays, %s: %s\n", n, time.Since(t0).Round(time.Second), s)
-					}
-				}
-				rep, err := fleetsim.Run(cmd.Context(), c, say)
-				if err != nil {
-					return fmt.Errorf("%d relays: %w", n, err)
-				}
-				reports = append(reports, rep)
-			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(reports)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			by := func(name string) string { return "" }
-			if len(cfg.Variants) > 0 {
-				by = func(name string) string { return name + "\t" }
-				fmt.Fprint(tw, "planned by\t")
-			}
-			fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t95% CI\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
-			for _, r := range reports {
-				row := func(name string, p fleetsim.Plans) {
-					fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f–%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
-						by(name), r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
-						p.Count, 100*p.Within10, 100*p.Within10CI95[0], 100*p.Within10CI95[1], 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
-						p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
-				}
-				row("the flags", r.Plans)
-				for _, v := range r.Variants {
-					row(v.Name, v.Plans)
-				}
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			how, conns := "from the first plan", "the connections kept"
-			if cfg.ReplanFresh {
-				how = "afresh"
-			}
-			if cfg.ReplanCold {
-				conns = "new connections"
-			}
-			for _, r := range reports {
-				lines := func(name string, p fleetsim.Plans) {
-					fmt.Fprintf(out, "%d relays, %s: rounds of a plan (modelled, medians): the first (landmarks) %.0f ms, the second (the first cut's ends) %.0f ms, each later one %.0f ms\n",
-						r.Relays, name, p.FirstRoundMsMedian, p.SecondRoundMsMedian, p.LaterRoundMsMedian)
-					if p.SettledShare > 0 {
-						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans ended their rounds with a chain measured throughout within --settle of the best on estimates\n", r.Relays, name, 100*p.SettledShare)
-					}
-					if p.DeadlinedShare > 0 {
-						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the deadline\n", r.Relays, name, 100*p.DeadlinedShare)
-					}
-					if p.OutOfBudgetShare > 0 {
-						fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the search budget\n", r.Relays, name, 100*p.OutOfBudgetShare)
-					}
-					if cfg.Replan {
-						fmt.Fprintf(out, "%d relays, %s: each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
-							r.Relays, name, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
-					}
-				}
-				lines("planned by the flags", r.Plans)
-				for _, v := range r.Variants {
-					lines("planned by "+v.Name, v.Plans)
-				}
-			}
-			if cfg.Rejoin > 0 {
-				for _, r := range reports {
-					when := fmt.Sprintf("restarted %s before the plans (new relayds: no coordinate, no measurements)", cfg.RejoinAgo)
-					if r.Rejoined == 0 {
-						when = "not restarted (they measured from the start)"
-					}
-					fmt.Fprintf(out, "%d relays: the %d relays of %d random cities %s; the pairs planned are %d of %d random ones, those whose every chain within 10%% of the optimum goes through one of them\n",
-						r.Relays, r.RejoinedRelays, r.RejoinedCities, when, r.Plans.Count, r.RejoinDrawn)
-				}
-			}
-			if churn {
-				for _, r := range reports {
-					fmt.Fprintf(out, "%d relays: %d alive at the end; %d joined, their coordinate's median error a minute later %.1f%%\n",
-						r.Relays, r.AliveRelays, r.Joined, 100*r.JoinedErrMedian)
-				}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to this file (the plans' samples labelled sim=plan)")
-	fl.StringArrayVar(&variants, "variant", nil, "NAME=FLAGS: also plan the same pairs with these planning flags, side by side; repeatable")
-	fl.StringVar(&sizes, "relays", "1000", "fleet sizes to simulate, comma-separated")
-	fl.IntVar(&cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")
-	fl.DurationVar(&cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
-	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the world and the run")
-	fl.IntVar(&cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
-	fl.DurationVar(&cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate (0: as relayd on Consul, by fleet size)")
-	fl.IntVar(&cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
-	fl.IntVar(&cfg.Coord.Nearest, "nearest", coord.DefaultNearest, "peers each relay keeps probed by lowest RTT, measured or else estimated (relayd probe.nearest)")
-	fl.IntVar(&cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
-	fl.IntVar(&cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "nearest peers taken from each ring of RTT before the rest (relayd probe.per_ring; -1: no rings)")
-	fl.IntVar(&cfg.Coord.Shortcuts, "shortcuts", 0, "peers measured well below estimate each relay keeps publishing (relayd probe.shortcuts; 0: none)")
-	simPlanningFlags(fl, &cfg.Planning, fleetsim.Planning{Shortlist: shortlist.Defaults(), UDPAsk: true, UDPLoss: true})
-	fl.BoolVar(&cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as plan --dst REGION (default: a random server)")
-	fl.BoolVar(&cfg.Replan, "replan", false, "plan each pair again as relayctl connect replans, and report those plans")
-	fl.BoolVar(&cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections), not from the first")
-	fl.BoolVar(&cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections, as a new relayctl plan process does")
-	fl.IntVar(&cfg.Rejoin, "rejoin", 0, "restart at least this many relays (whole cities) before the plans; plan pairs that need them")
-	fl.DurationVar(&cfg.RejoinAgo, "rejoin-ago", time.Minute, "with --rejoin: how long before the plans those relays restart (--warmup or more: never)")
-	fl.BoolVar(&churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
-	fl.Float64Var(&cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
-	fl.Float64Var(&cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
-	fl.BoolVar(&progress, "progress", true, "print each phase to stderr")
-	fl.StringVarP(&output, "output", "o", "text", "text or json")
+	o.register(cmd.Flags())
 	return cmd
+}
+
+// register adds sim's flags to fl.
+func (o *simOptions) register(fl *pflag.FlagSet) {
+	fl.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file (the plans' samples labelled sim=plan)")
+	fl.StringArrayVar(&o.variants, "variant", nil, "NAME=FLAGS: also plan the same pairs with these planning flags, side by side; repeatable")
+	fl.StringVar(&o.sizes, "relays", "1000", "fleet sizes to simulate, comma-separated")
+	fl.IntVar(&o.cfg.Pairs, "pairs", 200, "random (client, destination) pairs planned per fleet size")
+	fl.DurationVar(&o.cfg.Warmup, "warmup", 30*time.Minute, "simulated time the relays measure before planning")
+	fl.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the world and the run")
+	fl.IntVar(&o.cfg.MaxHops, "max-hops", planner.DefaultMaxHops, "most relays in a chain")
+	fl.DurationVar(&o.cfg.FleetViewEvery, "fleet-view-every", 0, "how often each relay reads every relay's coordinate (0: as relayd on Consul, by fleet size)")
+	fl.IntVar(&o.cfg.Coord.ProbesPerMinute, "probes-per-minute", coord.DefaultProbesPerMinute, "each relay's probe budget (relayd probe.per_minute)")
+	fl.IntVar(&o.cfg.Coord.Nearest, "nearest", coord.DefaultNearest, "peers each relay keeps probed by lowest RTT, measured or else estimated (relayd probe.nearest)")
+	fl.IntVar(&o.cfg.Coord.Random, "random", coord.DefaultRandom, "other peers each relay probes besides, drawn again every 5 min (relayd probe.random)")
+	fl.IntVar(&o.cfg.Coord.PerRing, "per-ring", coord.DefaultPerRing, "nearest peers taken from each ring of RTT before the rest (relayd probe.per_ring; -1: no rings)")
+	fl.IntVar(&o.cfg.Coord.Shortcuts, "shortcuts", 0, "peers measured well below estimate each relay keeps publishing (relayd probe.shortcuts; 0: none)")
+	simPlanningFlags(fl, &o.cfg.Planning, fleetsim.Planning{Shortlist: shortlist.Defaults(), UDPAsk: true, UDPLoss: true})
+	fl.BoolVar(&o.cfg.DstRelays, "dst-relays", false, "each pair's destination is a relay's host, as plan --dst REGION (default: a random server)")
+	fl.BoolVar(&o.cfg.Replan, "replan", false, "plan each pair again as relayctl connect replans, and report those plans")
+	fl.BoolVar(&o.cfg.ReplanFresh, "replan-fresh", false, "with --replan: the second plans start afresh (over the kept connections), not from the first")
+	fl.BoolVar(&o.cfg.ReplanCold, "replan-cold", false, "with --replan: the second plans open new connections, as a new relayctl plan process does")
+	fl.IntVar(&o.cfg.Rejoin, "rejoin", 0, "restart at least this many relays (whole cities) before the plans; plan pairs that need them")
+	fl.DurationVar(&o.cfg.RejoinAgo, "rejoin-ago", time.Minute, "with --rejoin: how long before the plans those relays restart (--warmup or more: never)")
+	fl.BoolVar(&o.churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
+	fl.Float64Var(&o.cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
+	fl.Float64Var(&o.cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
+	fl.BoolVar(&o.progress, "progress", true, "print each phase to stderr")
+	fl.StringVarP(&o.output, "output", "o", "text", "text or json")
+}
+
+// run simulates each fleet size in turn and reports them all at the end.
+func (o *simOptions) run(cmd *cobra.Command) error {
+	ns, err := o.configure()
+	if err != nil {
+		return err
+	}
+	if o.profile != "" {
+		stop, err := startCPUProfile(o.profile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer stop()
+	}
+	reports, err := o.simulate(cmd, ns)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	if err := printSimTable(out, reports, len(o.cfg.Variants) > 0); err != nil {
+		return err
+	}
+	for _, r := range reports {
+		o.printRounds(out, r.Relays, "planned by the flags", r.Plans)
+		for _, v := range r.Variants {
+			o.printRounds(out, r.Relays, "planned by "+v.Name, v.Plans)
+		}
+	}
+	if o.cfg.Rejoin > 0 {
+		o.printRejoined(out, reports)
+	}
+	if o.churn {
+		printChurn(out, reports)
+	}
+	return nil
+}
+
+// configure checks the flags and completes the configuration from them
+// (the variants, churn's rates); it returns the fleet sizes to simulate.
+func (o *simOptions) configure() ([]int, error) {
+	if o.output != "text" && o.output != "json" {
+		return nil, fmt.Errorf("-o %q: want text or json", o.output)
+	}
+	if err := o.cfg.Shortlist.CheckFlags(""); err != nil {
+		return nil, err
+	}
+	for _, v := range o.variants {
+		variant, err := parseSimVariant(v, o.cfg.Planning)
+		if err != nil {
+			return nil, err
+		}
+		o.cfg.Variants = append(o.cfg.Variants, variant)
+	}
+	var ns []int
+	for _, f := range strings.Split(o.sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 || n > 10000 {
+			return nil, fmt.Errorf("--relays %q: want a comma-separated list of fleet sizes, 2 to 10000 (e.g. 100,1000,5000)", o.sizes)
+		}
+		ns = append(ns, n)
+	}
+	if o.churn {
+		// Each relay leaves or fails about once in two hours and
+		// comes back after about two: a lively fleet.
+		o.cfg.World.JoinPerHour, o.cfg.World.LeavePerHour, o.cfg.World.FailPerHour, o.cfg.World.InitialDownShare = 0.5, 0.25, 0.25, 0.1
+	}
+	return ns, nil
+}
+
+// startCPUProfile profiles this process's CPU into the file path until
+// stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// simulate runs the simulation for each fleet size of ns.
+func (o *simOptions) simulate(cmd *cobra.Command, ns []int) ([]*fleetsim.Report, error) {
+	var reports []*fleetsim.Report
+	for _, n := range ns {
+		c := o.cfg
+		c.Relays = n
+		rep, err := fleetsim.Run(cmd.Context(), c, o.say(cmd.ErrOrStderr(), n))
+		if err != nil {
+			return nil, fmt.Errorf("%d relays: %w", n, err)
+		}
+		reports = append(reports, rep)
+	}
+	return reports, nil
+}
+
+// say is where a run of n relays says each phase it starts, with the
+// time since the run started: w, with --progress; nil, without.
+func (o *simOptions) say(w io.Writer, n int) func(string) {
+	if !o.progress {
+		return nil
+	}
+	t0 := time.Now()
+	return func(s string) {
+		fmt.Fprintf(w, "sim %d relays, %s: %s\n", n, time.Since(t0).Round(time.Second), s)
+	}
+}
+
+// printSimTable writes the table of the reports: a row per fleet size,
+// and with variants, the variants' rows under it, each named.
+func printSimTable(out io.Writer, reports []*fleetsim.Report, variants bool) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if variants {
+		fmt.Fprint(tw, "planned by\t")
+	}
+	fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t95% CI\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
+	for _, r := range reports {
+		printSimRow(tw, variants, "the flags", r, r.Plans)
+		for _, v := range r.Variants {
+			printSimRow(tw, variants, v.Name, r, v.Plans)
+		}
+	}
+	return tw.Flush()
+}
+
+// printSimRow writes the table's row of the plans p of r's fleet, named
+// in the first column when named.
+func printSimRow(tw io.Writer, named bool, name string, r *fleetsim.Report, p fleetsim.Plans) {
+	by := ""
+	if named {
+		by = name + "\t"
+	}
+	fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f–%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+		by, r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
+		p.Count, 100*p.Within10, 100*p.Within10CI95[0], 100*p.Within10CI95[1], 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+		p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
+}
+
+// printRounds writes how the plans p of a fleet of relays went, planned
+// by name: their rounds, how they ended, and with --replan the replans.
+func (o *simOptions) printRounds(out io.Writer, relays int, name string, p fleetsim.Plans) {
+	fmt.Fprintf(out, "%d relays, %s: rounds of a plan (modelled, medians): the first (landmarks) %.0f ms, the second (the first cut's ends) %.0f ms, each later one %.0f ms\n",
+		relays, name, p.FirstRoundMsMedian, p.SecondRoundMsMedian, p.LaterRoundMsMedian)
+	if p.SettledShare > 0 {
+		fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans ended their rounds with a chain measured throughout within --settle of the best on estimates\n", relays, name, 100*p.SettledShare)
+	}
+	if p.DeadlinedShare > 0 {
+		fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the deadline\n", relays, name, 100*p.DeadlinedShare)
+	}
+	if p.OutOfBudgetShare > 0 {
+		fmt.Fprintf(out, "%d relays, %s: %.0f%% of the plans stopped their rounds at the search budget\n", relays, name, 100*p.OutOfBudgetShare)
+	}
+	if !o.cfg.Replan {
+		return
+	}
+	how, conns := "from the first plan", "the connections kept"
+	if o.cfg.ReplanFresh {
+		how = "afresh"
+	}
+	if o.cfg.ReplanCold {
+		conns = "new connections"
+	}
+	fmt.Fprintf(out, "%d relays, %s: each pair replanned %s over %s: %.0f%% within 10%% (%.0f%% by the model), %.0f probes in %.0f rounds, wall %.0f ms p50, %.0f ms p95 (the first plans: %.0f rounds)\n",
+		relays, name, how, conns, 100*p.ReplanWithin10, 100*p.ReplanModelWithin10, p.ReplanProbesMedian, p.ReplanRoundsMedian, p.ReplanWallMsMedian, p.ReplanWallMsP95, p.RoundsMedian)
+}
+
+// printRejoined writes, per fleet size, which relays --rejoin restarted
+// and which pairs were planned for it.
+func (o *simOptions) printRejoined(out io.Writer, reports []*fleetsim.Report) {
+	for _, r := range reports {
+		when := fmt.Sprintf("restarted %s before the plans (new relayds: no coordinate, no measurements)", o.cfg.RejoinAgo)
+		if r.Rejoined == 0 {
+			when = "not restarted (they measured from the start)"
+		}
+		fmt.Fprintf(out, "%d relays: the %d relays of %d random cities %s; the pairs planned are %d of %d random ones, those whose every chain within 10%% of the optimum goes through one of them\n",
+			r.Relays, r.RejoinedRelays, r.RejoinedCities, when, r.Plans.Count, r.RejoinDrawn)
+	}
+}
+
+// printChurn writes, per fleet size, how --churn left the fleet and how
+// well the relays that joined were placed.
+func printChurn(out io.Writer, reports []*fleetsim.Report) {
+	for _, r := range reports {
+		fmt.Fprintf(out, "%d relays: %d alive at the end; %d joined, their coordinate's median error a minute later %.1f%%\n",
+			r.Relays, r.AliveRelays, r.Joined, 100*r.JoinedErrMedian)
+	}
 }
 
 // simPlanningFlags adds the flags of how pairs are planned to fs, into p,
