@@ -70,93 +70,125 @@ type metrics struct {
 	slots atomic.Pointer[map[string]chan struct{}]
 }
 
+// newMetrics makes the relay's metrics, registered in a registry of their
+// own.
 func newMetrics() *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relaymesh_tunnels_active", Help: "Tunnels currently carrying data.",
-		}, []string{"frontend"}),
-		tunnelsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_tunnel_requests_total", Help: "Tunnel requests by front end and outcome (ok or the failure kind).",
-		}, []string{"frontend", "result"}),
-		tunnelsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_tunnels_closed_total", Help: "Tunnels ended, by how they ended.",
-		}, []string{"frontend", "result"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_tunnel_bytes_total", Help: "Bytes carried by ended tunnels; up is client to destination.",
-		}, []string{"direction"}),
-		dialSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "relaymesh_dial_seconds",
-			Help:    "Time per chain step: hop=direct is a direct dial, otherwise reaching and handshaking with that hop.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"hop", "result"}),
-		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, max_fds, upstream, route_auth, route_replay, ...).",
-		}, []string{"reason"}),
-		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",
-		}, []string{"frontend", "stage"}),
-		poolEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_pool_events_total", Help: "Warm relay connection pool events: hit, miss (dialed cold), expired, broken (peer closed it), dial_error.",
-		}, []string{"event"}),
-		stripedSegments: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_striped_segments_total", Help: "Striped segments received on the relay listener, by how many links each ran over.",
-		}, []string{"links"}),
-		optimisticResets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_optimistic_resets_total",
-			Help: "SOCKS5 tunnels answered \"succeeded\" at once (optimistic_data) whose chain then failed, so the client was reset; by failure kind.",
-		}, []string{"kind"}),
-		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_accept_errors_total", Help: "Accept errors (e.g. out of file descriptors).",
-		}, []string{"frontend"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "relaymesh_handler_panics_total", Help: "Panics recovered in connection handlers.",
-		}),
-		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_probes_total",
-			Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), denied (the relay policy refused the registry's address: never sent), error (timeout, unreachable).",
-		}, []string{"result"}),
-		udpAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_asks_total",
-			Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner; or too short for its answers), misdirected (an ask for another relay: a copy sent on), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
-		}, []string{"result"}),
-		capacityProbes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_capacity_probes_total",
-			Help: "Capacity measurements (probe.capacity) by side (send: this relay measured its sends; receive: a peer's trains to this relay) and result: measured, error, over_budget, expected (a nonce issued), busy.",
-		}, []string{"side", "result"}),
-		capacityDatagrams: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_capacity_datagrams_total",
-			Help: "Datagrams on the capacity probe's UDP port by result: counted (under a nonce this relay issued), unexpected (a nonce it did not issue, expired or complete: ignored), bad (not a train datagram: ignored). None is ever answered.",
-		}, []string{"result"}),
-		udpActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relaymesh_udp_associations_active",
-			Help: "SOCKS5 UDP associations held, by side: entry (this relay holds the client's control connection) and exit (this relay sends the datagrams to their destinations, for a chain's entry).",
-		}, []string{"side"}),
-		udpOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_associations_opened_total",
-			Help: "SOCKS5 UDP associations opened, by side (entry, exit).",
-		}, []string{"side"}),
-		udpClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_associations_closed_total",
-			Help: "SOCKS5 UDP associations ended, by side and reason: client_closed (its control connection), idle_timeout, link_closed (the other relay ended it), link_error, chain_failed (the entry could not reach the exit), shutdown.",
-		}, []string{"side", "reason"}),
-		udpDatagrams: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_datagrams_total",
-			Help: "UDP datagrams carried, by side and direction: at the entry up is taken from the client, down sent to it; at the exit up is sent to a destination, down taken from one.",
-		}, []string{"side", "direction"}),
-		udpBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_bytes_total",
-			Help: "UDP payload bytes carried, by side and direction (as relaymesh_udp_datagrams_total).",
-		}, []string{"side", "direction"}),
-		udpDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relaymesh_udp_drops_total",
-			Help: "UDP datagrams dropped, by side and reason: stranger (not from the association's client), fragmented (FRAG not 0), malformed, queue_full (over limits.udp_buffer_bytes), denied (destination policy; at the entry also a REJECT rule), resolve (name not resolved), unsolicited (from an address the association never sent to), send_error.",
-		}, []string{"side", "reason"}),
-		probeSetSize: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "relaymesh_probe_set_size",
-			Help: "Peer relays this relay probes: every other one in probe mode mesh; its nearest, random and wanted ones in mode coordinates.",
-		}),
-	}
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.makeTunnelMetrics()
+	m.makeProbeMetrics()
+	m.makeUDPMetrics()
+	m.registerCoordinate()
+	m.registerRegistry()
+	m.registerIdentity()
+	m.registerSlots()
+	m.registerFields()
+	m.initSeries()
+	return m
+}
+
+// makeTunnelMetrics makes the metrics of the proxy's own work: tunnels,
+// dials, refusals, failed handshakes, the warm pool, striped segments,
+// optimistic data, accepts and panics. registerFields registers them.
+func (m *metrics) makeTunnelMetrics() {
+	m.active = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "relaymesh_tunnels_active", Help: "Tunnels currently carrying data.",
+	}, []string{"frontend"})
+	m.tunnelsOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_tunnel_requests_total", Help: "Tunnel requests by front end and outcome (ok or the failure kind).",
+	}, []string{"frontend", "result"})
+	m.tunnelsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_tunnels_closed_total", Help: "Tunnels ended, by how they ended.",
+	}, []string{"frontend", "result"})
+	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_tunnel_bytes_total", Help: "Bytes carried by ended tunnels; up is client to destination.",
+	}, []string{"direction"})
+	m.dialSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "relaymesh_dial_seconds",
+		Help:    "Time per chain step: hop=direct is a direct dial, otherwise reaching and handshaking with that hop.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"hop", "result"})
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_denials_total", Help: "Refused clients and destinations by rule (loopback, private, auth, max_conns, max_fds, upstream, route_auth, route_replay, ...).",
+	}, []string{"reason"})
+	m.handshakeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_handshake_failures_total", Help: "Client handshakes that failed (malformed, timeout, unsupported).",
+	}, []string{"frontend", "stage"})
+	m.poolEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_pool_events_total", Help: "Warm relay connection pool events: hit, miss (dialed cold), expired, broken (peer closed it), dial_error.",
+	}, []string{"event"})
+	m.stripedSegments = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_striped_segments_total", Help: "Striped segments received on the relay listener, by how many links each ran over.",
+	}, []string{"links"})
+	m.optimisticResets = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_optimistic_resets_total",
+		Help: "SOCKS5 tunnels answered \"succeeded\" at once (optimistic_data) whose chain then failed, so the client was reset; by failure kind.",
+	}, []string{"kind"})
+	m.acceptErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_accept_errors_total", Help: "Accept errors (e.g. out of file descriptors).",
+	}, []string{"frontend"})
+	m.panics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "relaymesh_handler_panics_total", Help: "Panics recovered in connection handlers.",
+	})
+}
+
+// makeProbeMetrics makes the metrics of measuring the fleet: RTT probes,
+// asks over UDP, capacity probes and the probe set. registerFields
+// registers them.
+func (m *metrics) makeProbeMetrics() {
+	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_probes_total",
+		Help: "RTT probes (TCP handshakes to a peer relay's admin port) by result: ok, refused (the path answered, the relay did not), denied (the relay policy refused the registry's address: never sent), error (timeout, unreachable).",
+	}, []string{"result"})
+	m.udpAsks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_asks_total",
+		Help: "Probe asks over UDP (admin_udp) by result: answered; refused unanswered: bad (no valid MAC: another fleet, a scanner; or too short for its answers), misdirected (an ask for another relay: a copy sent on), stale (outside 30 s of this clock), replay, limits (over /v1/probe's), busy (too many at once).",
+	}, []string{"result"})
+	m.capacityProbes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_capacity_probes_total",
+		Help: "Capacity measurements (probe.capacity) by side (send: this relay measured its sends; receive: a peer's trains to this relay) and result: measured, error, over_budget, expected (a nonce issued), busy.",
+	}, []string{"side", "result"})
+	m.capacityDatagrams = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_capacity_datagrams_total",
+		Help: "Datagrams on the capacity probe's UDP port by result: counted (under a nonce this relay issued), unexpected (a nonce it did not issue, expired or complete: ignored), bad (not a train datagram: ignored). None is ever answered.",
+	}, []string{"result"})
+	m.probeSetSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "relaymesh_probe_set_size",
+		Help: "Peer relays this relay probes: every other one in probe mode mesh; its nearest, random and wanted ones in mode coordinates.",
+	})
+}
+
+// makeUDPMetrics makes the metrics of SOCKS5 UDP associations.
+// registerFields registers them.
+func (m *metrics) makeUDPMetrics() {
+	m.udpActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "relaymesh_udp_associations_active",
+		Help: "SOCKS5 UDP associations held, by side: entry (this relay holds the client's control connection) and exit (this relay sends the datagrams to their destinations, for a chain's entry).",
+	}, []string{"side"})
+	m.udpOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_associations_opened_total",
+		Help: "SOCKS5 UDP associations opened, by side (entry, exit).",
+	}, []string{"side"})
+	m.udpClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_associations_closed_total",
+		Help: "SOCKS5 UDP associations ended, by side and reason: client_closed (its control connection), idle_timeout, link_closed (the other relay ended it), link_error, chain_failed (the entry could not reach the exit), shutdown.",
+	}, []string{"side", "reason"})
+	m.udpDatagrams = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_datagrams_total",
+		Help: "UDP datagrams carried, by side and direction: at the entry up is taken from the client, down sent to it; at the exit up is sent to a destination, down taken from one.",
+	}, []string{"side", "direction"})
+	m.udpBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_bytes_total",
+		Help: "UDP payload bytes carried, by side and direction (as relaymesh_udp_datagrams_total).",
+	}, []string{"side", "direction"})
+	m.udpDrops = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_udp_drops_total",
+		Help: "UDP datagrams dropped, by side and reason: stranger (not from the association's client), fragmented (FRAG not 0), malformed, queue_full (over limits.udp_buffer_bytes), denied (destination policy; at the entry also a REJECT rule), resolve (name not resolved), unsolicited (from an address the association never sent to), send_error.",
+	}, []string{"side", "reason"})
+}
+
+// registerCoordinate registers the metrics read from the coordinate node
+// (probe mode coordinates); they read 0 until one is set.
+func (m *metrics) registerCoordinate() {
 	coordStat := func(name, help string, stat func(coord.Stats) int) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
 			if n := m.coordNode.Load(); n != nil {
@@ -185,6 +217,10 @@ func newMetrics() *metrics {
 			return 0
 		}),
 	)
+}
+
+// registerRegistry registers the gauges of the registry's freshness.
+func (m *metrics) registerRegistry() {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "relaymesh_registry_stale",
@@ -206,6 +242,10 @@ func newMetrics() *metrics {
 			return time.Since(since).Seconds()
 		}),
 	)
+}
+
+// registerIdentity registers the build's and the identity's gauges.
+func (m *metrics) registerIdentity() {
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "relaymesh_build_info", Help: "Always 1: the relayd build, labelled with its version (the release, else dev-<commit>) and Go version.",
 		ConstLabels: prometheus.Labels{"version": buildinfo.Version(), "go": runtime.Version()},
@@ -226,6 +266,10 @@ func newMetrics() *metrics {
 			return 0
 		}),
 	)
+}
+
+// registerSlots registers the connection slot gauges, a pair per pool.
+func (m *metrics) registerSlots() {
 	for _, pool := range []string{"client", "relay"} {
 		slots := func(f func(chan struct{}) int) func() float64 {
 			return func() float64 {
@@ -248,13 +292,16 @@ func newMetrics() *metrics {
 			}, slots(func(c chan struct{}) int { return cap(c) })),
 		)
 	}
+}
+
+// registerFields registers the metrics the make*Metrics methods made, and
+// the Go runtime's and the process's collectors.
+func (m *metrics) registerFields() {
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
 		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.stripedSegments, m.probes, m.probeSetSize, m.udpAsks,
 		m.capacityProbes, m.capacityDatagrams,
 		m.udpActive, m.udpOpened, m.udpClosed, m.udpDatagrams, m.udpBytes, m.udpDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.initSeries()
-	return m
 }
 
 // initSeries exports at 0 the series an alert or a dashboard rates
