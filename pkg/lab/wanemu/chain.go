@@ -73,17 +73,83 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 	}
 	res.Engine = CurrentConfig().String()
 	res.RateMbit = float64(spec.Link.RateBps) / 1e6
-	n := spec.Hops + 1
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s%d", spec.Prefix, i)
-		_ = DelNetns(names[i])
-		if err := AddNetns(names[i]); err != nil {
-			return res, err
-		}
-		defer DelNetns(names[i])
+	c := &chainLab{spec: spec}
+	defer c.close()
+	if err := c.addNamespaces(); err != nil {
+		return res, err
 	}
-	for i, ns := range names {
+	if err := c.configureNodes(); err != nil {
+		return res, err
+	}
+	if err := c.addLinks(); err != nil {
+		return res, err
+	}
+	if err := c.addRoutes(); err != nil {
+		return res, err
+	}
+	if err := c.startServer(); err != nil {
+		return res, err
+	}
+	if err := c.dial(ctx); err != nil {
+		return res, err
+	}
+	n, secs, err := c.download(ctx, &res)
+	if err != nil {
+		return res, err
+	}
+	res.GoodputMbit = float64(n) * 8 / secs / 1e6
+	c.linkStats(&res, secs)
+	return res, nil
+}
+
+// chainLab is the chain MeasureChain builds. Each part is recorded once
+// it exists, so that close removes exactly what was made, the last made
+// first.
+type chainLab struct {
+	spec    ChainSpec
+	names   []string // the namespaces, in chain order
+	links   []*Link  // links[i] joins names[i] and names[i+1]
+	srv     *exec.Cmd
+	srvErr  bytes.Buffer
+	srvAddr string
+	conn    net.Conn // the download, from the first namespace
+}
+
+// close tears down what was built: the download's connection, the
+// server, the links, then the namespaces.
+func (c *chainLab) close() {
+	if c.conn != nil {
+		c.conn.Close()
+	}
+	if c.srv != nil {
+		_ = c.srv.Process.Kill()
+		_ = c.srv.Wait()
+	}
+	for i := len(c.links) - 1; i >= 0; i-- {
+		c.links[i].Close()
+	}
+	for i := len(c.names) - 1; i >= 0; i-- {
+		DelNetns(c.names[i])
+	}
+}
+
+// addNamespaces makes a namespace per node, replacing any of the same
+// name left over from a crash.
+func (c *chainLab) addNamespaces() error {
+	for i := range c.spec.Hops + 1 {
+		name := fmt.Sprintf("%s%d", c.spec.Prefix, i)
+		_ = DelNetns(name)
+		if err := AddNetns(name); err != nil {
+			return err
+		}
+		c.names = append(c.names, name)
+	}
+	return nil
+}
+
+// configureNodes sets every node's TCP and forwarding, and its address.
+func (c *chainLab) configureNodes() error {
+	for i, ns := range c.names {
 		sysctls := map[string]string{
 			"net.ipv4.tcp_congestion_control": "cubic",
 			"net.ipv4.tcp_rmem":               "4096 131072 16777216",
@@ -92,28 +158,35 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 		}
 		for k, v := range sysctls {
 			if err := SetSysctl(ns, k, v); err != nil {
-				return res, err
+				return err
 			}
 		}
 		if err := AddAddr(ns, "lo", chainAddr(i)); err != nil {
-			return res, err
+			return err
 		}
 	}
-	links := make([]*Link, spec.Hops)
-	for i := range links {
-		a := Endpoint{Netns: names[i], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i)}
-		b := Endpoint{Netns: names[i+1], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i + 1)}
-		l, err := NewLink(a, b, spec.Link, spec.Link)
+	return nil
+}
+
+// addLinks joins each node to the next by a shaped link.
+func (c *chainLab) addLinks() error {
+	for i := range c.spec.Hops {
+		a := Endpoint{Netns: c.names[i], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i)}
+		b := Endpoint{Netns: c.names[i+1], Ifname: "ch" + strconv.Itoa(i), Addr: chainAddr(i + 1)}
+		l, err := NewLink(a, b, c.spec.Link, c.spec.Link)
 		if err != nil {
-			return res, err
+			return err
 		}
-		links[i] = l
-		defer l.Close()
+		c.links = append(c.links, l)
 	}
-	// Routes beyond the neighbours: node i reaches nodes after i+1 through
-	// link i and nodes before i-1 through link i-1.
-	for i, ns := range names {
-		for j := range names {
+	return nil
+}
+
+// addRoutes routes beyond the neighbours: node i reaches nodes after i+1
+// through link i and nodes before i-1 through link i-1.
+func (c *chainLab) addRoutes() error {
+	for i, ns := range c.names {
+		for j := range c.names {
 			var dev string
 			switch {
 			case j > i+1:
@@ -124,79 +197,99 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 				continue
 			}
 			if err := run("ip", "-n", ns, "route", "replace", chainAddr(j)+"/32", "dev", dev, "src", chainAddr(i)); err != nil {
-				return res, err
+				return err
 			}
 		}
 	}
-	srvAddr := net.JoinHostPort(chainAddr(n-1), strconv.Itoa(chainPort))
-	argv := append([]string{"netns", "exec", names[n-1]}, spec.ServerCmd...)
-	argv = append(argv, "--listen", srvAddr)
-	srv := exec.Command("ip", argv...)
-	var srvErr bytes.Buffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		return res, fmt.Errorf("server: %w", err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	return nil
+}
 
-	var conn net.Conn
+// startServer starts spec.ServerCmd in the last namespace.
+func (c *chainLab) startServer() error {
+	last := len(c.names) - 1
+	c.srvAddr = net.JoinHostPort(chainAddr(last), strconv.Itoa(chainPort))
+	argv := append([]string{"netns", "exec", c.names[last]}, c.spec.ServerCmd...)
+	argv = append(argv, "--listen", c.srvAddr)
+	srv := exec.Command("ip", argv...)
+	srv.Stderr = &c.srvErr
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	c.srv = srv
+	return nil
+}
+
+// dial connects from the first namespace to the server, retrying for
+// 10 s while it starts.
+func (c *chainLab) dial(ctx context.Context) error {
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		err = InNetns(names[0], func() (err error) {
-			conn, err = net.DialTimeout("tcp", srvAddr, time.Second)
+		var conn net.Conn
+		err := InNetns(c.names[0], func() (err error) {
+			conn, err = net.DialTimeout("tcp", c.srvAddr, time.Second)
 			return err
 		})
 		if err == nil {
-			break
+			c.conn = conn
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return res, fmt.Errorf("server at %s: %w (its stderr: %q)", srvAddr, err, srvErr.String())
+			return fmt.Errorf("server at %s: %w (its stderr: %q)", c.srvAddr, err, c.srvErr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	defer conn.Close()
+}
+
+// download runs the download: spec.Warmup unmeasured, then spec.Duration
+// measured, the engine's CPU time and shard stats into res. It returns
+// the bytes read in the measured span and the span's seconds.
+func (c *chainLab) download(ctx context.Context, res *ChainResult) (int64, float64, error) {
 	// A download longer than any run (the most the traffic service
 	// serves); closing the connection ends it.
-	if _, err := fmt.Fprintf(conn, "GET /bytes/%d HTTP/1.1\r\nHost: chain\r\n\r\n", int64(traffic.MaxBytes)); err != nil {
-		return res, err
+	if _, err := fmt.Fprintf(c.conn, "GET /bytes/%d HTTP/1.1\r\nHost: chain\r\n\r\n", int64(traffic.MaxBytes)); err != nil {
+		return 0, 0, err
 	}
-	rd := &countReader{r: conn}
+	rd := &countReader{r: c.conn}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, rd)
 		errc <- err
 	}()
-	sleepCtx(ctx, spec.Warmup)
-	for _, l := range links {
+	sleepCtx(ctx, c.spec.Warmup)
+	for _, l := range c.links {
 		l.ResetStats()
 	}
 	ResetEngineStats()
-	cpu0 := chainEngineCPU(links)
+	cpu0 := chainEngineCPU(c.links)
 	b0, t0 := rd.n.Load(), time.Now()
-	sleepCtx(ctx, spec.Duration)
+	sleepCtx(ctx, c.spec.Duration)
 	b1, t1 := rd.n.Load(), time.Now()
-	res.EngineCPUNs = chainEngineCPU(links) - cpu0
+	res.EngineCPUNs = chainEngineCPU(c.links) - cpu0
 	res.Shards = EngineStats()
-	conn.Close()
+	c.conn.Close()
 	select {
 	case err := <-errc:
 		if err != nil && !errors.Is(err, net.ErrClosed) && b1 == b0 {
-			return res, fmt.Errorf("download: %w", err)
+			return 0, 0, fmt.Errorf("download: %w", err)
 		}
 	case <-time.After(5 * time.Second):
 	}
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return 0, 0, ctx.Err()
 	}
 	if b1 == b0 {
 		// Not a run at 0 Mbit/s: a run that did not happen (the server
 		// refused the request, the path is broken).
-		return res, fmt.Errorf("download: no bytes in the measured %v (server's stderr: %q)", spec.Duration, srvErr.String())
+		return 0, 0, fmt.Errorf("download: no bytes in the measured %v (server's stderr: %q)", c.spec.Duration, c.srvErr.String())
 	}
-	secs := t1.Sub(t0).Seconds()
-	res.GoodputMbit = float64(b1-b0) * 8 / secs / 1e6
+	return b1 - b0, t1.Sub(t0).Seconds(), nil
+}
+
+// linkStats sets res's link figures over the measured secs, summed over
+// every link direction, and the links' self-check verdict.
+func (c *chainLab) linkStats(res *ChainResult, secs float64) {
 	var bytes, pkts uint64
 	var errs []error
-	for _, l := range links {
+	for _, l := range c.links {
 		ab, ba := l.Stats()
 		for _, st := range []Stats{ab, ba} {
 			bytes += st.Bytes
@@ -216,7 +309,6 @@ func MeasureChain(ctx context.Context, spec ChainSpec) (res ChainResult, err err
 	if err := errors.Join(errs...); err != nil {
 		res.Invalid = err.Error()
 	}
-	return res, nil
 }
 
 // chainEngineCPU is the CPU time of the engine threads serving links.
