@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/relaymesh/relaymesh/pkg/clicheck"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/sim/fleetsim"
@@ -113,5 +115,22 @@ func TestSimExperimentsParse(t *testing.T) {
 	}
 	if experiments < 10 || runs < experiments {
 		t.Fatalf("read %d experiments, %d runs: the test no longer reads the manifest", experiments, runs)
+	}
+}
+
+// A variant starts from the flags as given, so a search budget of 0 (none)
+// on the command line is a variant's none too, not a value it refuses.
+func TestSimVariantKeepsNoSearchBudget(t *testing.T) {
+	var o simOptions
+	fl := pflag.NewFlagSet("sim", pflag.ContinueOnError)
+	o.register(fl)
+	if err := fl.Parse([]string{"--search-budget", "0", "--variant", "r=--rounds 3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.configure(); err != nil {
+		t.Fatalf("configure: %v", err)
+	}
+	if len(o.cfg.Variants) != 1 || o.cfg.Variants[0].Shortlist.SearchBudget != o.cfg.Shortlist.SearchBudget {
+		t.Errorf("variants %+v; the flags' search budget %v", o.cfg.Variants, o.cfg.Shortlist.SearchBudget)
 	}
 }

@@ -153,11 +153,15 @@ func (o *simOptions) configure() ([]int, error) {
 	if o.output != "text" && o.output != "json" {
 		return nil, fmt.Errorf("-o %q: want text or json", o.output)
 	}
+	// The variants start from the flags as given: CheckFlags turns a
+	// search budget of 0 (none) into the Config's none, which a
+	// variant's own check would refuse as a flag's value.
+	given := o.cfg.Planning
 	if err := o.cfg.Shortlist.CheckFlags(""); err != nil {
 		return nil, err
 	}
 	for _, v := range o.variants {
-		variant, err := parseSimVariant(v, o.cfg.Planning)
+		variant, err := parseSimVariant(v, given)
 		if err != nil {
 			return nil, err
 		}
