@@ -37,7 +37,7 @@ const (
 const (
 	EventHit       = "hit"        // Take returned a warm connection
 	EventMiss      = "miss"       // Take found none: the caller dials cold
-	EventExpired   = "expired"    // an idle connection reached IdleTimeout
+	EventExpired   = "expired"    // an idle connection reached IdleTimeout, or was replaced when due for renewal
 	EventBroken    = "broken"     // the peer had closed (or written to) an idle connection
 	EventDialError = "dial_error" // a refill dial failed
 )
@@ -237,9 +237,36 @@ func (pl *Pool) Idle(addr string) int {
 	return 0
 }
 
-// refillLocked starts dials until idle plus in-flight reaches the target.
+// sweepEvery is the janitor's period.
+func (pl *Pool) sweepEvery() time.Duration { return max(pl.idleTimeout()/4, 100*time.Millisecond) }
+
+// renewAge is the age at which an idle connection is renewed: a
+// replacement is dialed while it stays usable, one sweep before it would
+// expire. Without it a connection expired between two sweeps, and a
+// Take in that gap, or during the refill the expiry started, dialed cold:
+// a tunnel every IdleTimeout or so to a peer used less often than that
+// paid the TCP (and TLS) handshakes the pool is there to save.
+func (pl *Pool) renewAge() time.Duration {
+	return max(pl.idleTimeout()-pl.sweepEvery(), pl.idleTimeout()/2)
+}
+
+// fresh counts p's idle connections younger than renewAge: those that
+// count towards the target. The older ones are handed out only when no
+// fresh one is left, and closed once replaced.
+func (pl *Pool) fresh(p *peer, now time.Time) int {
+	n := 0
+	for _, ic := range p.idle {
+		if now.Sub(ic.since) < pl.renewAge() {
+			n++
+		}
+	}
+	return n
+}
+
+// refillLocked starts dials until fresh idle connections plus in-flight
+// dials reach the target.
 func (pl *Pool) refillLocked(addr string, p *peer, now time.Time) {
-	want := p.target(now, pl.useWindow(), pl.maxIdle()) - len(p.idle) - p.dialing
+	want := p.target(now, pl.useWindow(), pl.maxIdle()) - pl.fresh(p, now) - p.dialing
 	for ; want > 0; want-- {
 		p.dialing++
 		pl.wg.Add(1)
@@ -272,17 +299,23 @@ func (pl *Pool) refill(addr string, p *peer) {
 		pl.observe(EventDialError)
 		return
 	}
+	now := pl.now()
+	if !pl.closed && len(p.idle) >= pl.maxIdle() && now.Sub(p.idle[0].since) >= pl.renewAge() {
+		// A renewal: the new connection replaces the oldest.
+		p.idle[0].c.Close()
+		p.idle = append(p.idle[:0], p.idle[1:]...)
+	}
 	if pl.closed || len(p.idle) >= pl.maxIdle() {
 		c.Close()
 		return
 	}
-	p.idle = append(p.idle, idleConn{c: c, since: pl.now()})
+	p.idle = append(p.idle, idleConn{c: c, since: now})
 }
 
 // janitor closes expired connections and forgets unused peers.
 func (pl *Pool) janitor() {
 	defer pl.wg.Done()
-	t := time.NewTicker(max(pl.idleTimeout()/4, 100*time.Millisecond))
+	t := time.NewTicker(pl.sweepEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -294,14 +327,19 @@ func (pl *Pool) janitor() {
 	}
 }
 
+// sweep closes the expired connections, and those due for renewal that
+// fresh ones have replaced; it forgets unused peers and refills the rest,
+// which renews the connections past renewAge.
 func (pl *Pool) sweep() {
 	pl.mu.Lock()
 	now := pl.now()
 	var expired []net.Conn
 	for addr, p := range pl.peers {
+		replaced := pl.fresh(p, now) >= p.target(now, pl.useWindow(), pl.maxIdle())
 		keep := p.idle[:0]
 		for _, ic := range p.idle {
-			if now.Sub(ic.since) >= pl.idleTimeout() {
+			age := now.Sub(ic.since)
+			if age >= pl.idleTimeout() || (replaced && age >= pl.renewAge()) {
 				expired = append(expired, ic.c)
 				continue
 			}

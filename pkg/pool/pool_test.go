@@ -222,3 +222,42 @@ func TestTargetFollowsRecentUse(t *testing.T) {
 		t.Fatalf("10 uses: target %d, want MaxIdle 4", n)
 	}
 }
+
+// fakeClock is a Pool's clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// A warm connection is replaced before it expires: a peer used less often
+// than the idle timeout still finds a warm connection, never a cold dial.
+func TestIdleConnsAreRenewedBeforeTheyExpire(t *testing.T) {
+	srv := newServer(t)
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	p, events := newPool(t, &Pool{IdleTimeout: 30 * time.Second, now: clock.now})
+	p.Warm(srv.addr())
+	waitFor(t, "warm conn", func() bool { return p.Idle(srv.addr()) == 1 })
+
+	clock.advance(25 * time.Second) // due for renewal, not expired
+	p.sweep()
+	waitFor(t, "a replacement dialed before the expiry", func() bool { return srv.accepted.Load() == 2 && p.Idle(srv.addr()) == 2 })
+	p.sweep()
+	waitFor(t, "the replaced conn closed", func() bool { return srv.closed.Load() == 1 && p.Idle(srv.addr()) == 1 })
+
+	clock.advance(6 * time.Second) // past the first conn's expiry
+	c := p.Take(srv.addr())
+	if c == nil {
+		t.Fatal("no warm conn once the first expired: the tunnel dials cold")
+	}
+	c.Close()
+	if n := count(events, EventMiss); n != 0 {
+		t.Errorf("%d misses", n)
+	}
+}
