@@ -75,7 +75,8 @@ func measureTopology(ctx context.Context, c *config, name string) *TopoResult {
 		killStrays(c, []string{b.name})
 	}()
 
-	if out, err := b.relayctl(ctx, "lab", "--state-dir", c.stateRoot, "up", "-t", file, "--transport", c.transport); err != nil {
+	if out, err := b.relayctl(ctx, "lab", "--state-dir", c.stateRoot, "up", "-t", file, "--transport", c.transport,
+		"--window", c.checkWindow().String()); err != nil {
 		tr.Error = fmt.Sprintf("lab up: %v: %s", err, strings.TrimSpace(out))
 		// A lab that came half up is still ours to take down, unless it
 		// is someone else's lab of the same name.

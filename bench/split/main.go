@@ -126,17 +126,20 @@ type TopoResult struct {
 
 // Results is split.json.
 type Results struct {
-	Date      time.Time          `json:"date"`
-	Command   string             `json:"command"`
-	Driver    []string           `json:"driver_argv"`
-	SizeBytes int64              `json:"size_bytes"`
-	Runs      int                `json:"runs"`
-	Machine   Machine            `json:"machine"`
-	Versions  map[string]string  `json:"versions"`
-	Method    string             `json:"method"`
-	Targets   map[string]float64 `json:"targets_ratio"`
-	Published Published          `json:"published"`
-	Topos     []*TopoResult      `json:"topologies"`
+	Date      time.Time `json:"date"`
+	Command   string    `json:"command"`
+	Driver    []string  `json:"driver_argv"`
+	SizeBytes int64     `json:"size_bytes"`
+	// CheckWindow is the self-check's window (a duration), "" in results
+	// from before the driver set one (relayctl lab up's default, 1 s).
+	CheckWindow string             `json:"check_window,omitempty"`
+	Runs        int                `json:"runs"`
+	Machine     Machine            `json:"machine"`
+	Versions    map[string]string  `json:"versions"`
+	Method      string             `json:"method"`
+	Targets     map[string]float64 `json:"targets_ratio"`
+	Published   Published          `json:"published"`
+	Topos       []*TopoResult      `json:"topologies"`
 	// Notes are observations added by hand after a run (rendered in
 	// split.md under the reading; kept by -plot-only).
 	Notes []string `json:"notes,omitempty"`
@@ -218,16 +221,17 @@ func run(c *config) error {
 	defer cancel()
 
 	res := &Results{
-		Date:      time.Now().UTC(),
-		Command:   c.cmdline,
-		Driver:    os.Args,
-		SizeBytes: c.size,
-		Runs:      c.runs,
-		Machine:   labpeer.MachineInfo(),
-		Versions:  versions(c),
-		Method:    methodText(c),
-		Targets:   map[string]float64{},
-		Published: published,
+		Date:        time.Now().UTC(),
+		Command:     c.cmdline,
+		Driver:      os.Args,
+		SizeBytes:   c.size,
+		CheckWindow: c.checkWindow().String(),
+		Runs:        c.runs,
+		Machine:     labpeer.MachineInfo(),
+		Versions:    versions(c),
+		Method:      methodText(c),
+		Targets:     map[string]float64{},
+		Published:   published,
 	}
 	for n, t := range targets {
 		res.Targets[fmt.Sprint(n)] = t
@@ -314,6 +318,18 @@ func loadResults(path string) (*Results, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &r, nil
+}
+
+// peakBps is above every split topology's window-limited bound (split4's
+// is four times the direct ~27 Mbit/s), so size at it is the shortest any
+// download takes.
+const peakBps = 120e6
+
+// checkWindow is the lab self-check's window (relayctl lab up --window):
+// the shortest span a figure here is averaged over, one whole download,
+// against which an emulator stall is weighed.
+func (c *config) checkWindow() time.Duration {
+	return max(time.Duration(float64(c.size)*8/peakBps*float64(time.Second)), time.Millisecond).Round(time.Millisecond)
 }
 
 func methodText(c *config) string {
