@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/configs"
@@ -307,6 +308,20 @@ until ` + "`relayctl lab down`" + `. Its files (fleet, relay configs, service lo
 	return cmd
 }
 
+// labDaemonArgs is the command line of `lab up --foreground` for the lab
+// that cmd (a `lab up`) was asked for: every flag given to cmd, whichever
+// it is, so that none (--transport, the self-check's --window) is lost
+// on the way to the process that runs the lab.
+func labDaemonArgs(cmd *cobra.Command, stateRoot string) []string {
+	args := []string{"lab", "--state-dir", stateRoot, "up", "--foreground", "--ready-fd", "3"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if cmd.LocalFlags().Lookup(fl.Name) != nil { // not lab's --state-dir
+			args = append(args, "--"+fl.Name+"="+fl.Value.String())
+		}
+	})
+	return args
+}
+
 // startLabDaemon re-runs `lab up --foreground` as a detached process and
 // waits for it to report ready (or why not).
 func startLabDaemon(cmd *cobra.Command, stateRoot string, f labFlags, name string) error {
@@ -328,15 +343,7 @@ func startLabDaemon(cmd *cobra.Command, stateRoot string, f labFlags, name strin
 	if err != nil {
 		return err
 	}
-	args := []string{"lab", "--state-dir", stateRoot, "up", "--foreground", "--ready-fd", "3", "-t", f.topoPath, "--log-level", f.logLevel}
-	if f.relaydPath != "" {
-		args = append(args, "--relayd", f.relaydPath)
-	}
-	args = append(args, "--registry", f.registry)
-	if f.consulPath != "" {
-		args = append(args, "--consul", f.consulPath)
-	}
-	d := exec.Command(self, args...)
+	d := exec.Command(self, labDaemonArgs(cmd, stateRoot)...)
 	d.Stdout, d.Stderr = logf, logf
 	d.ExtraFiles = []*os.File{pw}
 	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
