@@ -151,9 +151,9 @@ image-consul: bin/consul
 clean:
 	rm -rf bin bench/.bin
 
-# The split experiment in the lab (needs root; ~40 min): relayd vs dante vs squid.
+# The split experiment in the lab (needs root; ~30 min): relayd vs dante vs squid.
 bench-split:
-	./bench/run-split-bench.sh -runs 5 -size 67108864
+	./bench/run-split-bench.sh -runs 3 -size 67108864
 
 # Time to first byte through a 4-segment 50 ms chain, relayd native (warm and
 # cold) vs nested SOCKS5, dante, glider, squid; native throughput (root; ~5 min).
