@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -470,8 +469,8 @@ func summarize(tr *TopoResult) {
 				ir.Failed++
 			}
 		}
-		ir.MedianFirstByteMs, ir.MedianStreamBps = median(firstByte), median(stream)
-		ir.MedianBps, ir.MinBps, ir.MaxBps = median(ok), 0, 0
+		ir.MedianFirstByteMs, ir.MedianStreamBps = labpeer.Median(firstByte), labpeer.Median(stream)
+		ir.MedianBps, ir.MinBps, ir.MaxBps = labpeer.Median(ok), 0, 0
 		if len(ok) > 0 {
 			ir.MinBps, ir.MaxBps = ok[0], ok[len(ok)-1]
 		}
@@ -483,19 +482,6 @@ func summarize(tr *TopoResult) {
 			ir.Ratio = ir.MedianBps / d.MedianBps
 		}
 	}
-}
-
-// median is the median of xs, 0 for none; it sorts xs.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	sort.Float64s(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return xs[m]
-	}
-	return (xs[m-1] + xs[m]) / 2
 }
 
 // versions records what was measured.

@@ -584,17 +584,6 @@ func quantile(xs []float64, q float64) float64 {
 	return xs[min(max(i, 0), len(xs)-1)]
 }
 
-func median(xs []float64) float64 {
-	n := len(xs)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
-}
-
 func summarize(res *Results) {
 	var direct float64
 	for _, vr := range res.Variants {
@@ -611,7 +600,7 @@ func summarize(res *Results) {
 		}
 		sort.Float64s(tot)
 		sort.Float64s(pre)
-		vr.MedianMs, vr.P90Ms, vr.MedianPre = median(tot), quantile(tot, 0.9), median(pre)
+		vr.MedianMs, vr.P90Ms, vr.MedianPre = labpeer.Median(tot), quantile(tot, 0.9), labpeer.Median(pre)
 		if len(tot) > 0 {
 			vr.MinMs, vr.MaxMs = tot[0], tot[len(tot)-1]
 			vr.ExcessMs = vr.MedianMs - vr.Expected.Ms
@@ -630,7 +619,7 @@ func summarize(res *Results) {
 	for _, tr := range res.Throughput {
 		xs := append([]float64(nil), tr.MbitPerS...)
 		sort.Float64s(xs)
-		tr.Median = median(xs)
+		tr.Median = labpeer.Median(xs)
 		if tr.Name == vDirect {
 			directTput = tr.Median
 		}
