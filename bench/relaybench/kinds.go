@@ -283,6 +283,30 @@ func relaydNativeSpec(name, mode string) *kindSpec {
 	}
 }
 
+// addBaseKinds follows every relayd kind in kinds with its "@base" twin:
+// the same chain with the -relayd-base binary, so two builds of relayd are
+// compared side by side in one run, interleaved like every other kind.
+func addBaseKinds(c *config, kinds []string) []string {
+	var out []string
+	for _, k := range kinds {
+		out = append(out, k)
+		if !strings.HasPrefix(k, "relayd") {
+			continue
+		}
+		twin := *specs[k]
+		twin.name = k + "@base"
+		twin.binary = func(c *config) (string, error) { return checkExec(c.relaydBase) }
+		label := c.baseLabel
+		if label == "" {
+			label = c.relaydBase
+		}
+		twin.note = strings.TrimPrefix(twin.note+"; ", "; ") + "relayd built from " + label
+		specs[twin.name] = &twin
+		out = append(out, twin.name)
+	}
+	return out
+}
+
 // benchRelayName is the name of the relay listening on port.
 func benchRelayName(port int) string { return fmt.Sprintf("r%d", port) }
 

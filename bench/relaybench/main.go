@@ -72,6 +72,8 @@ type config struct {
 	binDir     string
 	paths      map[string]string // kind -> explicit binary path
 	relaydSkip string
+	relaydBase string // a second relayd binary, measured as "<kind>@base"
+	baseLabel  string // what relaydBase was built from, for the report
 	verify     bool
 	cmdline    string
 	keep       bool
@@ -140,6 +142,8 @@ func parseFlags() *config {
 		pathFlags[k] = flag.String(k, "", "path of the "+k+" binary (default: -bin dir, $PATH, /usr/sbin)")
 	}
 	flag.StringVar(&c.relaydSkip, "relayd-skip", "", "skip relayd with this reason (e.g. build failed)")
+	flag.StringVar(&c.relaydBase, "relayd-base", "", "a second relayd binary; every relayd kind also runs with it as <kind>@base")
+	flag.StringVar(&c.baseLabel, "base-label", "", "what -relayd-base was built from (e.g. a commit), for the report")
 	flag.BoolVar(&c.verify, "verify", false, "verify the payload pattern of every measured transfer (costs driver CPU)")
 	flag.StringVar(&c.cmdline, "cmdline", "", "command line to record in the report (default: this process's argv)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory with relay configs and logs")
@@ -161,6 +165,9 @@ func parseFlags() *config {
 			fatalf("unknown kind %q (known: %s)", k, strings.Join(allKinds, ","))
 		}
 		c.kinds = append(c.kinds, k)
+	}
+	if c.relaydBase != "" {
+		c.kinds = addBaseKinds(c, c.kinds)
 	}
 	for _, h := range splitList(*hops) {
 		n, err := strconv.Atoi(h)

@@ -108,6 +108,7 @@ func summarize(c *config, rs []result) []summary {
 
 type meta struct {
 	Date          string            `json:"date"`
+	Commit        string            `json:"commit"` // of the working tree the bench ran from; relayd is built from it by run-relay-bench.sh
 	Command       string            `json:"command"`
 	DriverArgs    string            `json:"driverArgs"`
 	NProc         int               `json:"nproc"`
@@ -129,7 +130,7 @@ func collectMeta(c *config, bins map[string]string) meta {
 		NProc: runtime.NumCPU(), Kernel: readTrim("/proc/sys/kernel/osrelease"),
 		GoVersion: runtime.Version(), SizeBytes: c.sizeBytes, Runs: c.runs, ClockTicksHz: c.clkTck,
 		Sysctls: map[string]string{}, PeerVersions: map[string]string{}, PeerBinaries: bins,
-		VerifyPayload: c.verify,
+		VerifyPayload: c.verify, Commit: gitCommit(),
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -187,7 +188,7 @@ func fmtRatio(v float64) string {
 func renderMarkdown(c *config, m meta, sums []summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Relay loopback benchmark (single TCP stream)\n\n")
-	fmt.Fprintf(&b, "- date: %s\n- command: `%s`\n", m.Date, m.Command)
+	fmt.Fprintf(&b, "- date: %s\n- commit: %s\n- command: `%s`\n", m.Date, m.Commit, m.Command)
 	if m.DriverArgs != m.Command {
 		fmt.Fprintf(&b, "- driver: `%s`\n", m.DriverArgs)
 	}
@@ -245,4 +246,18 @@ func renderMarkdown(c *config, m meta, sums []summary) string {
 			fmtRatio(s.RateRatioToFloor), fmtRatio(s.CPURatioToFloor), runs, note)
 	}
 	return b.String()
+}
+
+// gitCommit is the working tree's commit, marked when it held changes;
+// "unknown" outside a git checkout.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		commit += " with uncommitted changes"
+	}
+	return commit
 }
