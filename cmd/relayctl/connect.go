@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -310,7 +311,23 @@ func (o *connectOptions) serveDst(ctx context.Context, cmd *cobra.Command, srv *
 			return err
 		}
 	}
-	router, err := connectRouter(set, r, srv, reg, log.Named("rules"))
+	if err := startWithRules(cmd.ErrOrStderr(), srv, set, r, reg, log.Named("rules")); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> %s via %s\n",
+		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv), f.dst, singleVia(r))
+	go r.Run(ctx)
+	<-ctx.Done()
+	srv.Shutdown(o.cfg.Limits.ShutdownGrace)
+	return nil
+}
+
+// startWithRules routes srv by plan under set's rules (none: by plan
+// alone; CHAIN rules find their relays in reg), starts its listeners and
+// notes the rules on w: how both of connect's modes start serving, so the
+// rules apply from the first connection either way.
+func startWithRules(w io.Writer, srv *relay.Server, set *rules.Set, plan relay.Router, reg registry.Store, log *zap.Logger) error {
+	router, err := connectRouter(set, plan, srv, reg, log)
 	if err != nil {
 		return err
 	}
@@ -318,12 +335,7 @@ func (o *connectOptions) serveDst(ctx context.Context, cmd *cobra.Command, srv *
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	rulesNote(cmd.ErrOrStderr(), set)
-	fmt.Fprintf(cmd.ErrOrStderr(), "relayctl connect: SOCKS5 on %s, HTTP on %s%s -> %s via %s\n",
-		orNone(srv.SOCKSAddr()), orNone(srv.HTTPAddr()), pacNote(srv), f.dst, singleVia(r))
-	go r.Run(ctx)
-	<-ctx.Done()
-	srv.Shutdown(o.cfg.Limits.ShutdownGrace)
+	rulesNote(w, set)
 	return nil
 }
 
@@ -372,15 +384,9 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 		cancel() // ends its surveys and checks, also when Start failed
 		r.Wait()
 	}()
-	router, err := connectRouter(set, r, srv, reg, pcfg.Log.Named("rules"))
-	if err != nil {
+	if err := startWithRules(cmd.ErrOrStderr(), srv, set, r, reg, pcfg.Log.Named("rules")); err != nil {
 		return err
 	}
-	srv.SetRouter(router)
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	rulesNote(cmd.ErrOrStderr(), set)
 	if set != nil {
 		checkChainRelays(ctx, cmd.ErrOrStderr(), set, reg)
 	}
