@@ -69,6 +69,10 @@ type PerDestinationConfig struct {
 	MaxSurveys int
 	// MaxHops is the most relays after this host in a chain.
 	MaxHops int
+	// MaxStripes is the most TCP connections a segment between two relays
+	// may be striped over (planner.Constraints.MaxStripes): 0 =
+	// planner.DefaultMaxStripes, 1 = no striping.
+	MaxStripes int
 	// Self is this host's name in the registry: left out of plans, as it
 	// is the survey's client node already. "": not in the registry.
 	Self string
@@ -423,7 +427,7 @@ func (r *PerDestination) matrix(ctx context.Context, sr *survey.Result) *planner
 // MaxHops counts this relay too; any gain over direct wins.
 func (r *PerDestination) request(m *planner.Matrix, dst string, down []string) planner.Request {
 	req := planner.Request{Client: userNode, Destination: dst,
-		Constraints: planner.Constraints{MaxHops: r.pc.MaxHops + 1, MinGain: -1}}
+		Constraints: planner.Constraints{MaxHops: r.pc.MaxHops + 1, MinGain: -1, MaxStripes: r.pc.MaxStripes}}
 	if self := r.pc.Self; self != "" && slices.ContainsFunc(m.Nodes, func(n planner.Node) bool { return n.Name == self }) {
 		req.Constraints.Exclude = []string{self} // this relay is the client node already
 	}

@@ -515,3 +515,15 @@ func TestDestinationKey(t *testing.T) {
 		}
 	}
 }
+
+// A PerDestination's plans take its MaxStripes (relayctl connect's
+// --max-stripes): 0 leaves the planner's default, 1 turns striping off.
+func TestPerDestinationMaxStripes(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		r := &PerDestination{pc: PerDestinationConfig{MaxHops: 2, MaxStripes: n}}
+		req := r.request(&planner.Matrix{}, "srv", nil)
+		if req.Constraints.MaxStripes != n || req.Constraints.MaxHops != 3 {
+			t.Errorf("MaxStripes %d: request's constraints %+v", n, req.Constraints)
+		}
+	}
+}
