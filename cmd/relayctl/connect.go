@@ -63,8 +63,11 @@ type connectOptions struct {
 	open, pacFallbackDirect       bool
 }
 
-func connectCmd() *cobra.Command {
-	var f planFlags
+func connectCmd() *cobra.Command { return connectCmdOf(new(planFlags)) }
+
+// connectCmdOf is connectCmd filling in f from its flags: tests read there
+// what the flags hand the planner.
+func connectCmdOf(f *planFlags) *cobra.Command {
 	o := connectOptions{cfg: relay.Defaults()}
 	cmd := &cobra.Command{
 		Use:   "connect [--dst <region|relay|host:port>]",
@@ -155,9 +158,10 @@ SIGTERM, letting tunnels finish for 5 s.`,
   # every connection through the plan to the Tokyo region
   relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, f) },
 	}
 	f.register(cmd, false)
+	f.maxStripesFlag(cmd)
 	o.register(cmd)
 	return cmd
 }
@@ -229,7 +233,8 @@ func (o *connectOptions) run(cmd *cobra.Command, f *planFlags) error {
 }
 
 // checkPerDestinationFlags refuses, without --dst, the flags that apply
-// only with it and a negative --max-hops.
+// only with it, a negative --max-hops and a --max-stripes out of range
+// (with --dst, the plan's request checks those).
 func checkPerDestinationFlags(cmd *cobra.Command, f *planFlags) error {
 	for _, name := range dstOnlyFlags {
 		if cmd.Flags().Changed(name) {
@@ -239,7 +244,7 @@ func checkPerDestinationFlags(cmd *cobra.Command, f *planFlags) error {
 	if f.maxHops < 0 {
 		return fmt.Errorf("--max-hops %d: want 0 (direct only) or more", f.maxHops)
 	}
-	return nil
+	return f.checkMaxStripes()
 }
 
 // newServer is the local proxy, not yet started, serving the PAC file of
@@ -374,12 +379,7 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 	if err != nil {
 		return err
 	}
-	r := planroute.NewPerDestination(ctx, planroute.PerDestinationConfig{
-		Config: pcfg, Survey: sv.Run, TTL: ttl, MaxHops: f.maxHops,
-		// No SurveyWait: an interactive connection never waits for a
-		// survey; it goes direct while its destination is surveyed.
-		Fallback: func() *chain.Chain { return direct },
-	})
+	r := planroute.NewPerDestination(ctx, f.perDestination(pcfg, sv, ttl, direct))
 	defer func() {
 		cancel() // ends its surveys and checks, also when Start failed
 		r.Wait()
@@ -395,6 +395,18 @@ func connectPerDestination(ctx context.Context, cmd *cobra.Command, srv *relay.S
 	<-ctx.Done()
 	srv.Shutdown(grace)
 	return nil
+}
+
+// perDestination is how connect without --dst plans each destination:
+// on sv's surveys, replanned after ttl, within f's --max-hops and
+// --max-stripes, with direct as the fallback.
+func (f *planFlags) perDestination(pcfg planroute.Config, sv survey.Survey, ttl time.Duration, direct *chain.Chain) planroute.PerDestinationConfig {
+	return planroute.PerDestinationConfig{
+		Config: pcfg, Survey: sv.Run, TTL: ttl, MaxHops: f.maxHops, MaxStripes: f.maxStripes,
+		// No SurveyWait: an interactive connection never waits for a
+		// survey; it goes direct while its destination is surveyed.
+		Fallback: func() *chain.Chain { return direct },
+	}
 }
 
 // planRoute is f.plan as connect's router plans: leaving out the relays

@@ -222,8 +222,11 @@ type pacOptions struct {
 	rules          rulesFlags
 }
 
-func pacCmd() *cobra.Command {
-	var f planFlags
+func pacCmd() *cobra.Command { return pacCmdOf(new(planFlags)) }
+
+// pacCmdOf is pacCmd filling in f from its flags: tests read there what the
+// flags hand the planner.
+func pacCmdOf(f *planFlags) *cobra.Command {
 	var o pacOptions
 	cmd := &cobra.Command{
 		Use:   "pac [--dst <region|relay|host:port>] [--proxy HOST:PORT] [--serve ADDR]",
@@ -266,7 +269,7 @@ only, as in connect and relays.`,
   relayctl pac --fleet fleet.yaml --dst tokyo --hosts '*.jp' --serve 127.0.0.1:8088`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, err := o.spec(cmd.Context(), &f)
+			spec, err := o.spec(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -278,6 +281,7 @@ only, as in connect and relays.`,
 		},
 	}
 	f.register(cmd, false)
+	f.maxStripesFlag(cmd)
 	fl := cmd.Flags()
 	fl.Lookup("dst").Usage = "plan to this region, relay or host:port; --hosts go to its first relay (default: no plan)"
 	fl.StringSliceVar(&o.hosts, "hosts", nil, "host patterns (shExpMatch) that take the proxy, e.g. '*.jp' (default: all, or --dst's host)")

@@ -73,9 +73,9 @@ type planFlags struct {
 	// segments a plan leans on that nobody declared or learnt
 	// (--probe-capacity).
 	probeCapacity bool
-	// maxStripes: plan only (--max-stripes), the most connections a
-	// segment between two relays is striped over; 0 = the planner's
-	// default (connect, bench and pac).
+	// maxStripes: plan, connect and pac (maxStripesFlag), the most
+	// connections a segment between two relays is striped over; 0 = the
+	// planner's default (bench).
 	maxStripes int
 }
 
@@ -99,6 +99,22 @@ func (f *planFlags) shortlistConfig() (shortlist.Config, error) {
 func (f *planFlags) windowProbeFlag(cmd *cobra.Command, defaultBytes int64) {
 	f.windowProbeBytes = defaultBytes
 	cmd.Flags().Var(sizeValue{&f.windowProbeBytes}, "window-probe", "bytes to download from the first relay to measure this host's receive window (0: from tcp_rmem)")
+}
+
+// maxStripesFlag registers --max-stripes: one definition for every
+// command that plans and applies what it planned, so the name, default and
+// help cannot drift between them.
+func (f *planFlags) maxStripesFlag(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&f.maxStripes, "max-stripes", planner.DefaultMaxStripes, "most TCP connections a segment between two relays may be striped over (1: no striping)")
+}
+
+// checkMaxStripes refuses a --max-stripes the planner would refuse, in
+// the flag's own terms.
+func (f *planFlags) checkMaxStripes() error {
+	if f.maxStripes < 0 || f.maxStripes > planner.DefaultMaxStripes {
+		return fmt.Errorf("--max-stripes %d: want 1 (no striping) to %d connections", f.maxStripes, planner.DefaultMaxStripes)
+	}
+	return nil
 }
 
 func (f *planFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -205,8 +221,8 @@ func (f *planFlags) request(client, dst string) (planner.Request, error) {
 		req.Model.ErrorMargin = f.errorMargin
 	}
 	req.Constraints.Include, req.Constraints.Exclude = f.include, f.exclude
-	if f.maxStripes < 0 || f.maxStripes > planner.DefaultMaxStripes {
-		return req, fmt.Errorf("--max-stripes %d: want 1 (no striping) to %d connections", f.maxStripes, planner.DefaultMaxStripes)
+	if err := f.checkMaxStripes(); err != nil {
+		return req, err
 	}
 	req.Constraints.MaxStripes = f.maxStripes
 	req.SizeBytes = f.sizeBytes
@@ -509,7 +525,7 @@ finishes at least --min-gain sooner.`,
 	f.windowProbeFlag(cmd, 0)
 	cmd.Flags().Var(sizeValue{&f.sizeBytes}, "size", "rank plans by predicted completion time for this many bytes (e.g. 100KB, 1GiB; 0: steady rate)")
 	cmd.Flags().StringVar(&f.setup, "setup", string(planner.SetupWarm), "with --size: warm (pooled relay links), optimistic (data rides the header) or cold (new TCP+TLS)")
-	cmd.Flags().IntVar(&f.maxStripes, "max-stripes", planner.DefaultMaxStripes, "most TCP connections a segment between two relays may be striped over (1: no striping)")
+	f.maxStripesFlag(cmd)
 	return cmd
 }
 

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/relaymesh/relaymesh/pkg/planroute"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
+	"github.com/relaymesh/relaymesh/pkg/survey"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -138,11 +142,11 @@ func TestPlanJSONKeptOverAndAwaiting(t *testing.T) {
 	}
 }
 
-// A matrix whose relays stripe (max_stripes) across a 200 ms link of a
-// declared 400 Mbit/s, with stock buffers: the plan shows the striped
-// segment as ×3 in its diagram and table, its JSON carries the stripes
-// and one connection's rate, and --max-stripes 1 turns striping off.
-func TestPlanStripes(t *testing.T) {
+// stripesMatrix writes a matrix whose relays stripe (max_stripes) across a
+// 200 ms link of a declared 400 Mbit/s, with stock buffers, and returns its
+// path: one connection over that link barely beats direct, three do.
+func stripesMatrix(t *testing.T) string {
+	t.Helper()
 	relay := `{"relay": true, "window_bytes": 3774873, "send_window_bytes": 4068474, "limit_bps": 4e8, "max_stripes": 8}`
 	matrix := `{"nodes": {"client": {"window_bytes": 3774873}, "r1": ` + relay + `, "r2": ` + relay + `, "srv": {"window_bytes": 3774873}},
 		"rtt_ms": [["client", "r1", 5], ["r1", "r2", 200], ["r2", "srv", 5], ["client", "srv", 210]]}`
@@ -150,6 +154,14 @@ func TestPlanStripes(t *testing.T) {
 	if err := os.WriteFile(path, []byte(matrix), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// On stripesMatrix the plan shows the striped segment as ×3 in its
+// diagram and table, its JSON carries the stripes and one connection's
+// rate, and --max-stripes 1 turns striping off.
+func TestPlanStripes(t *testing.T) {
+	path := stripesMatrix(t)
 	run := func(args ...string) (string, error) {
 		c := rootCmd()
 		var out bytes.Buffer
@@ -184,6 +196,67 @@ func TestPlanStripes(t *testing.T) {
 	for _, bad := range []string{"9", "-1"} {
 		if _, err := run("--max-stripes", bad); err == nil || !strings.Contains(err.Error(), "--max-stripes") {
 			t.Errorf("plan --max-stripes %s: %v", bad, err)
+		}
+	}
+}
+
+// connect and pac take --max-stripes as plan does (one definition: same
+// default, same help), and the number given reaches what they hand the
+// planner: the request of a plan to --dst (connect and pac) and connect's
+// per-destination plans without --dst. pac's file on stripesMatrix shows
+// the plan it changes; a number the planner would refuse is refused as a
+// flag.
+func TestMaxStripesConnectAndPAC(t *testing.T) {
+	plan, _, err := rootCmd().Find([]string{"plan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plan.Flags().Lookup("max-stripes")
+	for name, cmdOf := range map[string]func(*planFlags) *cobra.Command{"connect": connectCmdOf, "pac": pacCmdOf} {
+		var f planFlags
+		cmd := cmdOf(&f)
+		got := cmd.Flags().Lookup("max-stripes")
+		if got == nil || got.Usage != want.Usage || got.DefValue != want.DefValue {
+			t.Fatalf("%s --max-stripes: %+v, want plan's %+v", name, got, want)
+		}
+		for _, tc := range []struct {
+			args []string
+			want int
+		}{{nil, planner.DefaultMaxStripes}, {[]string{"--max-stripes", "1"}, 1}, {[]string{"--max-stripes", "2"}, 2}} {
+			if err := cmd.ParseFlags(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			req, err := f.request("client", "srv")
+			if err != nil || req.Constraints.MaxStripes != tc.want {
+				t.Errorf("%s %v: request's max stripes %d (%v), want %d", name, tc.args, req.Constraints.MaxStripes, err, tc.want)
+			}
+			if name != "connect" {
+				continue
+			}
+			if got := f.perDestination(planroute.Config{}, survey.Survey{}, time.Minute, nil).MaxStripes; got != tc.want {
+				t.Errorf("connect %v without --dst: per-destination max stripes %d, want %d", tc.args, got, tc.want)
+			}
+		}
+	}
+
+	pac := func(args ...string) (string, error) {
+		return runRelayctl(append([]string{"pac", "--matrix", stripesMatrix(t), "--dst", "srv", "--hosts", "*.example", "--proxy", "127.0.0.1:1080"}, args...)...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "// plan: r1 -> r2\n// predicted 384.2 Mbit/s"}, // ×3 over r1→r2
+		{[]string{"--max-stripes", "2"}, "// plan: r1 -> r2\n// predicted 290.0 Mbit/s"},
+		{[]string{"--max-stripes", "1"}, "// plan: direct (no chain beats it)"},
+	} {
+		if out, err := pac(tc.args...); err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("pac %v: %v: no %q in\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	for _, args := range [][]string{{"pac", "--proxy", "127.0.0.1:1080", "--matrix", stripesMatrix(t), "--dst", "srv", "--hosts", "*.example"}, {"connect"}} {
+		if _, err := runRelayctl(append(args, "--max-stripes", "9")...); err == nil || !strings.Contains(err.Error(), "--max-stripes 9: want 1 (no striping) to 8") {
+			t.Errorf("%s --max-stripes 9: %v, want refused", args[0], err)
 		}
 	}
 }
