@@ -156,7 +156,10 @@ SIGTERM, letting tunnels finish for 5 s.`,
   curl -x socks5h://127.0.0.1:1080 https://example.jp/
 
   # every connection through the plan to the Tokyo region
-  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo`,
+  relayctl connect --fleet fleet.yaml --fleet-secret-file fleet.key --dst tokyo
+
+  # every host by its own plan, one TCP connection per relay segment (no striping)
+  relayctl connect --fleet fleet.yaml --identity-cert ~/.relaymesh/alice.crt --max-stripes 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, f) },
 	}

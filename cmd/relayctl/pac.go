@@ -266,7 +266,10 @@ only, as in connect and relays.`,
   relayctl pac --proxy 127.0.0.1:1080 --http-proxy 127.0.0.1:8080 --rules rules.txt
 
   # Japanese hosts through the entry relay of the plan to Tokyo, served for Chromium
-  relayctl pac --fleet fleet.yaml --dst tokyo --hosts '*.jp' --serve 127.0.0.1:8088`,
+  relayctl pac --fleet fleet.yaml --dst tokyo --hosts '*.jp' --serve 127.0.0.1:8088
+
+  # Japanese hosts through the entry relay of a plan to Tokyo that stripes no segment
+  relayctl pac --fleet fleet.yaml --dst tokyo --hosts '*.jp' --max-stripes 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := o.spec(cmd.Context(), f)
