@@ -111,6 +111,10 @@ type Conn struct {
 	endSeq   uint32
 	linksEOF int // links whose reader ended
 	readers  sync.WaitGroup
+
+	// reserved is the Budget share this Conn's chunks are counted
+	// against (NewReserved); Close gives it back. nil: none.
+	reserved *Reservation
 }
 
 type sendItem struct {
@@ -122,24 +126,30 @@ type sendItem struct {
 // order. reorderBytes bounds what this end holds out of order (0:
 // DefaultReorderBytes). The Conn owns the links from the call on.
 func New(links []net.Conn, reorderBytes int) (*Conn, error) {
+	return newConn(links, reorderBytes, nil)
+}
+
+// NewReserved is New within a Budget: the Conn takes r (which must be
+// for len(links) links) and releases it once Close has stopped its
+// goroutines. On error r is still the caller's.
+func NewReserved(links []net.Conn, r *Reservation) (*Conn, error) {
+	if r == nil || r.links != len(links) {
+		return nil, fmt.Errorf("stripe: a reservation for another link count than %d", len(links))
+	}
+	return newConn(links, r.reorderBytes, r)
+}
+
+func newConn(links []net.Conn, reorderBytes int, r *Reservation) (*Conn, error) {
 	if len(links) < 1 || len(links) > MaxLinks {
 		return nil, fmt.Errorf("stripe: %d links (1 to %d)", len(links), MaxLinks)
-	}
-	if reorderBytes <= 0 {
-		reorderBytes = DefaultReorderBytes
-	}
-	// A power of two, so that seq % window stays one slot per seq
-	// across the wrap of the uint32 seq.
-	window := 1
-	for window < max(reorderBytes/ChunkBytes, 2*len(links)) {
-		window *= 2
 	}
 	s := &Conn{
 		links:        links,
 		sendq:        make(chan sendItem, len(links)),
 		closed:       make(chan struct{}),
-		ring:         make([]*chunk, window),
+		ring:         make([]*chunk, windowChunks(len(links), reorderBytes)),
 		writeExpired: make(chan struct{}),
+		reserved:     r,
 	}
 	s.cond = sync.NewCond(&s.mu)
 	for _, l := range links {
@@ -153,6 +163,11 @@ func New(links []net.Conn, reorderBytes int) (*Conn, error) {
 
 // Links is how many links the stream runs over.
 func (s *Conn) Links() int { return len(s.links) }
+
+// NetConns are the links the stream runs over, in order: what carries it,
+// as NetConn is for a conn over one (a relay's hand-off and its learnt
+// rates look through it to the sockets).
+func (s *Conn) NetConns() []net.Conn { return s.links }
 
 // Write queues p's bytes as chunks; it blocks while every link's writer
 // is busy and the queue is full.
@@ -450,6 +465,18 @@ func (s *Conn) Close() error {
 		s.writeTimer.Stop()
 	}
 	s.wdMu.Unlock()
+	// Every reader and writer has stopped: what the window still holds
+	// goes back to the pool, and only then the budget's share, so that a
+	// new Conn on it never overlaps this one's chunks.
+	s.mu.Lock()
+	for i, c := range s.ring {
+		if c != nil {
+			chunkPool.Put(c)
+			s.ring[i] = nil
+		}
+	}
+	s.mu.Unlock()
+	s.reserved.Release()
 	return nil
 }
 
