@@ -24,6 +24,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/probe"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/rules"
+	"github.com/relaymesh/relaymesh/pkg/stripe"
 )
 
 // Config is relayd's configuration. The zero value plus Defaults() is a
@@ -381,6 +382,16 @@ type Limits struct {
 	DialTimeout      time.Duration `yaml:"dial_timeout"`
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`
 	DrainTimeout     time.Duration `yaml:"drain_timeout"`
+
+	// StripeReorderBytes bounds the memory every striped stream of this
+	// relay may hold together (pkg/stripe: the chunks each puts back in
+	// order, and those it queues to send), the segments it receives and
+	// those it opens alike: a stream reserves its whole bound when it is
+	// made, and one the rest cannot cover is refused (docs/protocol.md,
+	// "Striped segments"). With MaxStripes above 1 it must hold one
+	// stream of MaxStripes links.
+	StripeReorderBytes int64 `yaml:"stripe_reorder_bytes"`
+
 	// MaxPreauthConns bounds, on each client listener (SOCKS5, HTTP), the
 	// connections that have not authenticated yet. They take no client
 	// slot (MaxConns) before they do, and must within HandshakeTimeout;
@@ -481,6 +492,12 @@ const (
 	DefaultUDPBufferBytes     = 128 << 10
 )
 
+// A striped stream holds up to about 8.4 MiB (pkg/stripe's reorder window
+// and its send queue): 256 MiB is some 30 at once, each a long crossing
+// at hundreds of Mbit/s, on a relay whose other tunnels cost a few
+// hundred KiB each.
+const DefaultStripeReorderBytes = 256 << 20
+
 // DefaultDenyPorts are the destination ports refused unless policy.deny_ports
 // says otherwise: SMTP, which open relays are found and used for.
 var DefaultDenyPorts = []int{25}
@@ -510,6 +527,8 @@ func Defaults() Config {
 			UDPMaxPerSource:     DefaultUDPMaxPerSource,
 			UDPIdleTimeout:      DefaultUDPIdleTimeout,
 			UDPBufferBytes:      DefaultUDPBufferBytes,
+			// Every striped stream's memory, together.
+			StripeReorderBytes: DefaultStripeReorderBytes,
 		},
 		Log:    LogConfig{Level: "info", Format: "console"},
 		Policy: PolicyConfig{DenyPorts: slices.Clone(DefaultDenyPorts)},
@@ -695,6 +714,9 @@ func (c *Config) checkLimits(add func(format string, args ...any)) {
 	}
 	if l.MaxStripes < 1 || l.MaxStripes > route.MaxStripes {
 		add("limits.max_stripes: want 1 (no striped segments) to %d, got %d", route.MaxStripes, l.MaxStripes)
+	}
+	if need := stripe.HeldBytes(max(l.MaxStripes, 1), 0); l.StripeReorderBytes < 0 || l.MaxStripes > 1 && l.StripeReorderBytes < need {
+		add("limits.stripe_reorder_bytes: must hold one striped stream of limits.max_stripes (%d) links, %d bytes, got %d", l.MaxStripes, need, l.StripeReorderBytes)
 	}
 	if l.MaxPreauthConns < 1 {
 		add("limits.max_preauth_conns: must be at least 1, got %d", l.MaxPreauthConns)

@@ -76,6 +76,7 @@ func TestParseConfig(t *testing.T) {
 		{"bad congestion", "relay_socket: {congestion: BBR!}", "relay_socket.congestion"},
 		{"no links", "limits: {max_stripes: 0}", "limits.max_stripes"},
 		{"too many links", "limits: {max_stripes: 9}", "limits.max_stripes"},
+		{"stripe budget below one stream", "limits: {stripe_reorder_bytes: 1048576}", "limits.stripe_reorder_bytes: must hold one striped stream of limits.max_stripes (8) links"},
 		{"huge buffer", "relay_socket: {recv_buffer_bytes: 2147483647}", "relay_socket.recv_buffer_bytes"},
 		{"no front end", "socks: ''\nhttp: ''", "at least one front end"},
 		{"zero handshake", "limits: {handshake_timeout: 0s}", "limits.handshake_timeout"},

@@ -12,6 +12,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/buildinfo"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/stripe"
 )
 
 // metrics are exposed on the admin listener at /metrics (Prometheus text).
@@ -34,6 +35,12 @@ type metrics struct {
 	// stripedSegments counts the striped segments this relay received
 	// (pkg/stripe), by their links.
 	stripedSegments *prometheus.CounterVec
+	// stripeBudgetRefusals counts the striped streams refused for want of
+	// limits.stripe_reorder_bytes, by side: in (a segment into this
+	// relay, refused at assembly) or out (one it would open);
+	// stripeBudget is the budget the reserved-bytes gauge reads.
+	stripeBudgetRefusals *prometheus.CounterVec
+	stripeBudget         atomic.Pointer[stripe.Budget]
 	// probes counts the RTT probes to peer relays by result; probeSetSize
 	// is how many peers are probed (every one in mode mesh).
 	probes       *prometheus.CounterVec
@@ -81,6 +88,7 @@ func newMetrics() *metrics {
 	m.registerRegistry()
 	m.registerIdentity()
 	m.registerSlots()
+	m.registerStripeBudget()
 	m.registerFields()
 	m.initSeries()
 	return m
@@ -119,6 +127,10 @@ func (m *metrics) makeTunnelMetrics() {
 	m.stripedSegments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relaymesh_striped_segments_total", Help: "Striped segments received on the relay listener, by how many links each ran over.",
 	}, []string{"links"})
+	m.stripeBudgetRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relaymesh_stripe_budget_refusals_total",
+		Help: "Striped streams refused because limits.stripe_reorder_bytes could not cover their reorder memory, by side: in (a segment into this relay) or out (one it would open).",
+	}, []string{"side"})
 	m.optimisticResets = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relaymesh_optimistic_resets_total",
 		Help: "SOCKS5 tunnels answered \"succeeded\" at once (optimistic_data) whose chain then failed, so the client was reset; by failure kind.",
@@ -268,6 +280,27 @@ func (m *metrics) registerIdentity() {
 	)
 }
 
+// registerStripeBudget registers the gauges of the striped streams'
+// memory budget (watchStripeBudget).
+func (m *metrics) registerStripeBudget() {
+	read := func(f func(*stripe.Budget) int64) func() float64 {
+		return func() float64 { return float64(f(m.stripeBudget.Load())) }
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_stripe_reorder_reserved_bytes",
+			Help: "Memory the striped streams open hold reserved of limits.stripe_reorder_bytes (each its whole bound, however little it uses).",
+		}, read((*stripe.Budget).UsedBytes)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relaymesh_stripe_reorder_limit_bytes",
+			Help: "limits.stripe_reorder_bytes: the memory all striped streams may hold together.",
+		}, read((*stripe.Budget).LimitBytes)),
+	)
+}
+
+// watchStripeBudget makes the stripe budget gauges report b.
+func (m *metrics) watchStripeBudget(b *stripe.Budget) { m.stripeBudget.Store(b) }
+
 // registerSlots registers the connection slot gauges, a pair per pool.
 func (m *metrics) registerSlots() {
 	for _, pool := range []string{"client", "relay"} {
@@ -298,7 +331,7 @@ func (m *metrics) registerSlots() {
 // the Go runtime's and the process's collectors.
 func (m *metrics) registerFields() {
 	m.reg.MustRegister(m.active, m.tunnelsOpened, m.tunnelsClosed, m.bytes, m.dialSeconds, m.denials,
-		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.stripedSegments, m.probes, m.probeSetSize, m.udpAsks,
+		m.handshakeFailures, m.acceptErrors, m.panics, m.poolEvents, m.optimisticResets, m.stripedSegments, m.stripeBudgetRefusals, m.probes, m.probeSetSize, m.udpAsks,
 		m.capacityProbes, m.capacityDatagrams,
 		m.udpActive, m.udpOpened, m.udpClosed, m.udpDatagrams, m.udpBytes, m.udpDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -326,6 +359,9 @@ func (m *metrics) initSeries() {
 		m.poolEvents.WithLabelValues(ev)
 	}
 	m.optimisticResets.WithLabelValues("general")
+	for _, side := range []string{stripeIn, stripeOut} {
+		m.stripeBudgetRefusals.WithLabelValues(side)
+	}
 	for _, r := range []string{"ok", "refused", "denied", "error"} {
 		m.probes.WithLabelValues(r)
 	}

@@ -71,16 +71,19 @@ func (s *Server) serveRelay(tc *net.TCPConn) {
 		if req.InStripes > s.cfg.Limits.MaxStripes {
 			err = fmt.Errorf("stripes: this relay takes at most %d links a segment (limits.max_stripes), asked %d", s.cfg.Limits.MaxStripes, req.InStripes)
 		} else {
-			striped, err = s.awaitStripes(c, br, req)
+			striped, err = s.awaitStripes(log, c, br, req)
 		}
 		if err != nil {
 			s.handshakeFailed(log, "relay", "stripes", err)
 			// The wait may have used up the header's deadline.
 			_ = c.SetWriteDeadline(time.Now().Add(s.cfg.Limits.HandshakeTimeout))
 			s.answerRoute(log, c, key, req, err)
+			if striped != nil { // assembled, then refused: let its joins go
+				striped.finish()
+			}
 			return
 		}
-		defer striped.end()
+		defer striped.finish()
 		s.metrics.stripedSegments.WithLabelValues(strconv.Itoa(req.InStripes)).Inc()
 		log = log.WithLazy(zap.Int("stripes", req.InStripes))
 	}
@@ -145,11 +148,12 @@ func (s *Server) routeChain(log *zap.Logger, req *route.Request) (*chain.Chain, 
 	// hop, and the last applies its destination policy to the destination.
 	base := s.chain.Load()
 	ch := &chain.Chain{
-		Base:    s.relayHopDialer(),
-		Direct:  base.Direct,
-		Warm:    base.Warm,
-		Link:    s.linkFunc(),
-		Observe: s.metrics.observeDial,
+		Base:         s.relayHopDialer(),
+		Direct:       base.Direct,
+		Warm:         base.Warm,
+		Link:         s.linkFunc(),
+		Observe:      s.metrics.observeDial,
+		StripeBudget: s.stripeBudget,
 	}
 	if len(req.Hops) > 0 {
 		if host, _, err := net.SplitHostPort(req.Hops[0]); err != nil || s.relayPol.CheckHost(host) != nil {

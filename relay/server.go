@@ -24,6 +24,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/policy"
 	"github.com/relaymesh/relaymesh/pkg/pool"
 	"github.com/relaymesh/relaymesh/pkg/route"
+	"github.com/relaymesh/relaymesh/pkg/stripe"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
@@ -83,7 +84,12 @@ type Server struct {
 	replay *route.ReplayGuard // remembers route header nonces (relay listener)
 	// stripes are the striped segments being assembled (relay listener).
 	stripes stripeGroups
-	warm    *pool.Pool // warm conns to peer relays; nil when pool.max_idle is 0
+	// stripeBudget is the memory every striped stream of this server
+	// reserves from, those it receives and those it opens
+	// (limits.stripe_reorder_bytes).
+	stripeBudget *stripe.Budget
+
+	warm *pool.Pool // warm conns to peer relays; nil when pool.max_idle is 0
 	// waiting holds relay-listener conns still waiting for their first
 	// header byte (a peer's warm pool): shutdown closes them at once.
 	waiting  map[net.Conn]struct{}
@@ -141,7 +147,10 @@ func newServer(cfg Config, p *preflight, log *zap.Logger) (*Server, error) {
 		waiting:    map[net.Conn]struct{}{},
 		link:       p.link,
 		connBudget: p.connBudget,
+		// Before any chain: buildChain hands it to them.
+		stripeBudget: stripe.NewBudget(cfg.Limits.StripeReorderBytes),
 	}
+	s.metrics.watchStripeBudget(s.stripeBudget)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.link != nil && s.link.Issued() {
 		s.cfg.Name = s.link.Name
@@ -183,10 +192,11 @@ func newServer(cfg Config, p *preflight, log *zap.Logger) (*Server, error) {
 func (s *Server) buildChain(next []string) (*chain.Chain, error) {
 	direct := net.Dialer{Timeout: s.cfg.Limits.DialTimeout, KeepAlive: 30 * time.Second}
 	c := &chain.Chain{
-		Base:    s.relayHopDialer(),
-		Direct:  s.policy.Dialer(direct),
-		Link:    s.linkFunc(),
-		Observe: s.metrics.observeDial,
+		Base:         s.relayHopDialer(),
+		Direct:       s.policy.Dialer(direct),
+		Link:         s.linkFunc(),
+		Observe:      s.metrics.observeDial,
+		StripeBudget: s.stripeBudget,
 	}
 	if s.warm != nil {
 		c.Warm = s.warm
@@ -641,6 +651,9 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 	}
 	if err == nil {
 		return up, nil
+	}
+	if errors.Is(err, stripe.ErrBudget) {
+		s.stripeBudgetRefused(log, stripeOut, err)
 	}
 	kind := chain.Classify(err)
 	fields := []zap.Field{zap.String("kind", kind.Label()), zap.Error(err)}

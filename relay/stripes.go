@@ -65,7 +65,18 @@ type stripeGroup struct {
 	full   chan struct{} // closed when every link is in
 	done   chan struct{} // closed when the group ends: its stream is over, or it was given up
 	once   sync.Once
+	// res is the group's share of the stripe budget, from its assembly
+	// until its stream takes it (stream); the header's handler alone
+	// touches it.
+	res *stripe.Reservation
 }
+
+// The sides of a striped stream, for the budget's refusals: a segment into
+// this relay, or one it opens.
+const (
+	stripeIn  = "in"
+	stripeOut = "out"
+)
 
 var (
 	errStripesFull      = errors.New("stripes: too many striped segments being assembled")
@@ -223,10 +234,12 @@ func (s *Server) serveJoin(log *zap.Logger, c net.Conn, br *bufio.Reader, key, b
 }
 
 // awaitStripes gathers the other links of the striped segment req came in
-// on (link c, read through br), within the handshake timeout. The caller
-// answers on c, then reads the stream from stripeConn, and calls end when
-// the stream is over.
-func (s *Server) awaitStripes(c net.Conn, br *bufio.Reader, req *route.Request) (g *stripeGroup, err error) {
+// on (link c, read through br), within the handshake timeout, and reserves
+// its stream's memory. The caller answers on c, then reads the stream from
+// stream, and calls finish when its handler is done with the group. A group
+// that assembled but was refused its memory comes back with the error: the
+// caller finishes it too.
+func (s *Server) awaitStripes(log *zap.Logger, c net.Conn, br *bufio.Reader, req *route.Request) (g *stripeGroup, err error) {
 	if br.Buffered() > 0 {
 		return nil, errors.New("stripes: early data on a striped segment")
 	}
@@ -237,13 +250,58 @@ func (s *Server) awaitStripes(c net.Conn, br *bufio.Reader, req *route.Request) 
 	if joined, ok := s.stripes.wait(req.Nonce, g, s.cfg.Limits.HandshakeTimeout); !ok {
 		return nil, fmt.Errorf("stripes: %d of %d links joined within %s", joined, req.InStripes, s.cfg.Limits.HandshakeTimeout)
 	}
+	// The stream's memory is reserved whole, now that the group is
+	// complete (a pending group holds none), and before the route goes
+	// on. A stream the budget cannot cover is refused rather than given
+	// a smaller window: a window shrunk to what is left would cap the
+	// segment at window/RTT across the very crossing it was striped for,
+	// silently, so the plan that asked for it would predict a rate that
+	// never comes and nobody would be told; and those that came first
+	// would keep their full windows anyway. Refused, the sender hears
+	// why, and the operator sees it counted. The budget covers the
+	// chunks a stream can hold at most (stripe.HeldBytes), so what all
+	// streams hold together can never pass it.
+	if g.res, err = s.stripeBudget.Reserve(req.InStripes, 0); err != nil {
+		s.stripeBudgetRefused(log, stripeIn, err, zap.Int("links", req.InStripes))
+		return g, fmt.Errorf("stripes: refused: this relay's memory for striped streams (limits.stripe_reorder_bytes) is in use: %w", err)
+	}
 	return g, nil
 }
 
-// stream is the striped stream over g's links, their deadlines cleared.
+// stripeBudgetRefused counts a striped stream refused for want of budget
+// (err, a *stripe.BudgetError) on side (stripeIn, stripeOut), and logs it,
+// sampled: a fleet member decides how often this runs.
+func (s *Server) stripeBudgetRefused(log *zap.Logger, side string, err error, fields ...zap.Field) {
+	s.metrics.stripeBudgetRefusals.WithLabelValues(side).Inc()
+	n, ok := s.refusals.allow("stripe_budget_" + side)
+	if !ok {
+		return
+	}
+	fields = append(fields, zap.String("side", side), zap.Int("not_logged_since_last", n))
+	var be *stripe.BudgetError
+	if errors.As(err, &be) {
+		fields = append(fields, zap.Int64("need_bytes", be.NeedBytes), zap.Int64("free_bytes", be.FreeBytes), zap.Int64("limit_bytes", be.LimitBytes))
+	}
+	log.Warn("striped stream refused: limits.stripe_reorder_bytes in use", fields...)
+}
+
+// stream is the striped stream over g's links, their deadlines cleared,
+// made on g's reservation, which it then owns (Close releases it).
 func (g *stripeGroup) stream() (*stripe.Conn, error) {
 	for _, l := range g.links {
 		_ = l.SetDeadline(time.Time{})
 	}
-	return stripe.New(g.links, 0)
+	sc, err := stripe.NewReserved(g.links, g.res)
+	if err == nil {
+		g.res = nil
+	}
+	return sc, err
+}
+
+// finish is the header's handler done with g: the reservation goes back
+// unless a stream took it, and the joins' handlers are released (end).
+func (g *stripeGroup) finish() {
+	g.res.Release()
+	g.res = nil
+	g.end()
 }

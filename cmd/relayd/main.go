@@ -93,6 +93,9 @@ func flagOverlay(f, cfg *relay.Config) map[string]func() {
 		"max-conns":         func() { cfg.Limits.MaxConns = f.Limits.MaxConns },
 		"max-relay-conns":   func() { cfg.Limits.MaxRelayConns = f.Limits.MaxRelayConns },
 		"max-stripes":       func() { cfg.Limits.MaxStripes = f.Limits.MaxStripes },
+		"stripe-reorder-bytes": func() {
+			cfg.Limits.StripeReorderBytes = f.Limits.StripeReorderBytes
+		},
 		"max-preauth-conns": func() { cfg.Limits.MaxPreauthConns = f.Limits.MaxPreauthConns },
 		"max-preauth-per-source": func() {
 			cfg.Limits.MaxPreauthPerSource = f.Limits.MaxPreauthPerSource
@@ -388,6 +391,7 @@ func (st *settings) addFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&st.f.Limits.MaxConns, "max-conns", relay.DefaultMaxConns, "concurrent client connections (SOCKS5 and HTTP together); 0: from the file limit")
 	fl.IntVar(&st.f.Limits.MaxRelayConns, "max-relay-conns", relay.DefaultMaxConns, "concurrent connections on the relay listener, apart from clients'; 0: from the file limit")
 	fl.IntVar(&st.f.Limits.MaxStripes, "max-stripes", route.MaxStripes, "most links a striped segment into this relay may run over; 1: refuse striped segments")
+	fl.Int64Var(&st.f.Limits.StripeReorderBytes, "stripe-reorder-bytes", relay.DefaultStripeReorderBytes, "memory all striped streams may hold together (~8.4 MiB each); one beyond it is refused")
 	fl.IntVar(&st.f.Limits.MaxPreauthConns, "max-preauth-conns", relay.DefaultMaxPreauthConns, "connections not yet authenticated per client listener; more are closed at once")
 	fl.IntVar(&st.f.Limits.MaxPreauthPerSource, "max-preauth-per-source", relay.DefaultMaxPreauthPerSource, "connections not yet authenticated per source address (loopback exempt); more are closed at once")
 	fl.DurationVar(&st.f.Limits.HandshakeTimeout, "handshake-timeout", relay.DefaultHandshakeTimeout, "a client must finish its SOCKS5/HTTP request within this")

@@ -14,6 +14,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/stripe"
 )
 
 // Dialer is the one contract every hop and chain implements. The returned conn
@@ -270,6 +272,12 @@ type Chain struct {
 	// Observe, when set, is told how long each step took: hop 0 is a direct
 	// dial, hop i >= 1 is connecting to hop 1 (i == 1) plus hop i's handshake.
 	Observe func(hop int, name string, d time.Duration, err error)
+
+	// StripeBudget, when set, is what a striped first hop's stream
+	// (Hop.Stripes) reserves its reorder memory from, before any link is
+	// dialed: a dial it cannot cover fails at once, as this end's own
+	// failure (HopError hop 0, errors.Is stripe.ErrBudget). Nil: no bound.
+	StripeBudget *stripe.Budget
 }
 
 func (c *Chain) observe(hop int, name string, start time.Time, err error) {
@@ -303,6 +311,27 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 		}
 		return conn, nil
 	}
+	var res *stripe.Reservation
+	if c.Hops[0].Stripes > 1 {
+		var err error
+		if res, err = c.StripeBudget.Reserve(c.Hops[0].Stripes, 0); err != nil {
+			// This end's own memory: nothing was sent, no hop is to blame.
+			return nil, &HopError{Hop: 0, Target: c.Hops[0].Addr, Kind: KindGeneral, Err: err}
+		}
+	}
+	conn, err := c.dialHops(ctx, addr, early, start, res)
+	if err != nil {
+		// A stream made on res released it when it was closed; else it
+		// is still ours (a no-op for a nil res).
+		res.Release()
+	}
+	return conn, err
+}
+
+// dialHops is DialEarly through at least one hop; res is the striped first
+// hop's reservation (nil when it is not striped), which a stream made on
+// it takes.
+func (c *Chain) dialHops(ctx context.Context, addr string, early []byte, start time.Time, res *stripe.Reservation) (net.Conn, error) {
 	first := c.Hops[0]
 	var conn net.Conn
 	if c.Warm != nil && first.Routed() {
@@ -310,7 +339,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 	}
 	if conn != nil {
 		pooledStart := start
-		out, err := c.handshake(ctx, conn, addr, early, start)
+		out, err := c.handshake(ctx, conn, addr, early, start, res)
 		// A warm conn the peer closed a moment before we used it (its
 		// header wait ran out, it restarted) fails before any answer;
 		// the peer read nothing, so one cold retry is safe. Not with
@@ -329,7 +358,7 @@ func (c *Chain) DialEarly(ctx context.Context, addr string, early []byte) (net.C
 		// We could not reach hop 1 ourselves: the failure is hop 1's.
 		return nil, &HopError{Hop: 1, HopName: first.Name(), Target: first.Addr, Kind: Classify(err), Err: fmt.Errorf("connect to hop: %w", err)}
 	}
-	return c.handshake(ctx, conn, addr, early, start)
+	return c.handshake(ctx, conn, addr, early, start, res)
 }
 
 // closedSilently: the hop closed or reset the connection without a word.
@@ -340,7 +369,7 @@ func closedSilently(err error) bool {
 
 // handshake runs every hop's handshake over conn, connected to hop 1, and
 // returns the tunnel to addr. It owns conn: closed on failure.
-func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early []byte, start time.Time) (net.Conn, error) {
+func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early []byte, start time.Time, res *stripe.Reservation) (net.Conn, error) {
 	var err error
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
@@ -378,7 +407,7 @@ func (c *Chain) handshake(ctx context.Context, conn net.Conn, addr string, early
 			switch {
 			case err != nil:
 			case i == 0 && c.Hops[0].Stripes > 1:
-				conn, err = c.stripeFirst(ctx, conn, via, target)
+				conn, err = c.stripeFirst(ctx, conn, via, target, res)
 				if j == len(c.Hops) {
 					// The striped stream carries the early bytes
 					// once up (written below).

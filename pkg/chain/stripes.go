@@ -17,8 +17,10 @@ import (
 // died unseen would hold the relay's request until its handshake timeout,
 // while a new one fails at its dial. On success the returned conn is the
 // striped stream, with no deadline left on any link; on failure every
-// link is closed, link0 included.
-func (c *Chain) stripeFirst(ctx context.Context, link0 net.Conn, via []Hop, target string) (net.Conn, error) {
+// link is closed, link0 included. The stream is made on res (the
+// reservation of its reorder memory, DialEarly's), which it releases when
+// closed.
+func (c *Chain) stripeFirst(ctx context.Context, link0 net.Conn, via []Hop, target string, res *stripe.Reservation) (net.Conn, error) {
 	first := c.Hops[0]
 	sd, ok := first.Client.(StripedRouteHopDialer)
 	if !ok {
@@ -50,7 +52,7 @@ func (c *Chain) stripeFirst(ctx context.Context, link0 net.Conn, via []Hop, targ
 	for _, l := range links {
 		_ = l.SetDeadline(time.Time{})
 	}
-	s, err := stripe.New(links, 0)
+	s, err := stripe.NewReserved(links, res)
 	if err != nil { // cannot happen: 2 ≤ Stripes ≤ MaxLinks was checked
 		closeAll()
 		return link0, err

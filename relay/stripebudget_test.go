@@ -1,0 +1,136 @@
+package relay
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/relaymesh/relaymesh/pkg/route"
+	"github.com/relaymesh/relaymesh/pkg/stripe"
+)
+
+// stripedRelay is a relay listener on plain links, keyed by testSecret,
+// whose striped streams share budgetBytes.
+func stripedRelay(t *testing.T, budgetBytes int64) *Server {
+	t.Helper()
+	cfg := Defaults()
+	cfg.SOCKS, cfg.HTTP, cfg.Admin = "", "", ""
+	cfg.Relay = "127.0.0.1:0"
+	cfg.FleetSecret = testSecret
+	cfg.Transport = TransportPlain
+	cfg.Policy.AllowPrivate = true
+	cfg.Limits.MaxStripes = 2
+	cfg.Limits.StripeReorderBytes = budgetBytes
+	s, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(time.Second) })
+	return s
+}
+
+// openStriped asks relay for dst over a segment striped across two links,
+// as a relay before it would: the header on one, a join on the other. It
+// returns the relay's answer and, when it is OK, the stream.
+func openStriped(t *testing.T, relay, dst string) (route.Response, *stripe.Conn) {
+	t.Helper()
+	key := []byte(testSecret)
+	req, err := route.NewRequest(nil, dst, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.InStripes = 2
+	hdr, err := req.Marshal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := route.NewJoin(req.Nonce, 1, 2, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	join, err := j.Marshal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := make([]net.Conn, 2)
+	for i, b := range [][]byte{hdr, join} {
+		if links[i], err = net.Dial("tcp", relay); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := links[i].Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = links[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := route.ReadResponse(links[0], key, req.Nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != route.StatusOK {
+		for _, l := range links {
+			l.Close()
+		}
+		return *resp, nil
+	}
+	_ = links[0].SetReadDeadline(time.Time{})
+	sc, err := stripe.New(links, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *resp, sc
+}
+
+// The relay's striped streams share limits.stripe_reorder_bytes: with room
+// for one stream, a second segment is refused at assembly with a reason
+// that names the limit, and counted, while the first holds its share; once
+// the first ends, its share is free and a segment is taken again.
+func TestStripeBudgetRefusesBeyondIt(t *testing.T) {
+	one := stripe.HeldBytes(2, 0)
+	s := stripedRelay(t, one+one/2)
+	dst := echoServer(t)
+
+	resp, first := openStriped(t, s.RelayAddr(), dst)
+	if first == nil {
+		t.Fatalf("first striped segment: status %v %q, want OK", resp.Status, resp.Reason)
+	}
+	roundTrip(t, "first striped segment", first)
+	if got := s.stripeBudget.UsedBytes(); got != one {
+		t.Fatalf("budget holds %d bytes with one stream open, want %d", got, one)
+	}
+
+	resp, second := openStriped(t, s.RelayAddr(), dst)
+	if second != nil {
+		second.Close()
+		t.Fatal("second striped segment taken beyond the budget")
+	}
+	if resp.Status == route.StatusOK || !strings.Contains(resp.Reason, "limits.stripe_reorder_bytes") {
+		t.Fatalf("second striped segment: status %v %q, want a failure naming limits.stripe_reorder_bytes", resp.Status, resp.Reason)
+	}
+	if n := testutil.ToFloat64(s.metrics.stripeBudgetRefusals.WithLabelValues(stripeIn)); n != 1 {
+		t.Fatalf("refusals counted: %v, want 1", n)
+	}
+	roundTrip(t, "first striped segment, after the refusal", first)
+
+	// The first ends: the relay's stream closes and gives its share back.
+	first.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.stripeBudget.UsedBytes() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget still holds %d bytes after the only stream ended", s.stripeBudget.UsedBytes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, third := openStriped(t, s.RelayAddr(), dst)
+	if third == nil {
+		t.Fatalf("striped segment after the first ended: status %v %q, want OK", resp.Status, resp.Reason)
+	}
+	defer third.Close()
+	roundTrip(t, "striped segment after the first ended", third)
+}
