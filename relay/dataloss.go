@@ -64,11 +64,21 @@ func peerOf(c net.Conn, relays []registry.Relay) string {
 // resent, when the tunnel sent enough to count, by relay name when c is a
 // link to a peer relay of the fleet, else by c's remote host (a client, a
 // destination; relayctl connect: the first relay of a chain too); and the
-// window c's remote host advertised, by host.
-func (s *Server) learnFrom(c net.Conn, w *learnt.Socket, st tunnel.SocketStats) {
+// window c's remote host advertised, by host. links, for a striped stream,
+// are its links' last readings (st is then none): each link is a TCP
+// connection to that host with a window of its own, so each counts as
+// one; what the stream sent and resent is theirs together.
+func (s *Server) learnFrom(c net.Conn, w *learnt.Socket, st tunnel.SocketStats, links []tunnel.SocketStats) {
+	if links == nil {
+		links = []tunnel.SocketStats{st}
+	} else {
+		st = sentOver(links)
+	}
 	host, ok := learnt.HostOf(c)
 	if ok {
-		s.learnt.AddWindow(host, time.Now(), st, w)
+		for _, l := range links {
+			s.learnt.AddWindow(host, time.Now(), l, w)
+		}
 	}
 	if !learnt.Counts(st) {
 		return
@@ -90,3 +100,15 @@ func (s *Server) learnFrom(c net.Conn, w *learnt.Socket, st tunnel.SocketStats) 
 // Learnt is what this server's sockets taught of the hosts they sent to:
 // relayctl connect's surveys read its own sends from it (survey.Survey.Own).
 func (s *Server) Learnt() *learnt.Record { return &s.learnt }
+
+// sentOver is what links sent and resent together, as one socket's
+// reading for the loss learnt; not Valid unless every link's reading is.
+func sentOver(links []tunnel.SocketStats) tunnel.SocketStats {
+	sum := tunnel.SocketStats{Valid: len(links) > 0}
+	for _, l := range links {
+		sum.Valid = sum.Valid && l.Valid
+		sum.SentBytes += l.SentBytes
+		sum.RetransmittedBytes += l.RetransmittedBytes
+	}
+	return sum
+}

@@ -676,7 +676,8 @@ func (s *Server) dialVia(ctx context.Context, log *zap.Logger, ch *chain.Chain, 
 
 // pipe runs the tunnel client↔up and accounts for it when it ends. The
 // tunnel is handed off to goroutines of its own (tunnel.Start) when it can
-// take over the conn its frontend accepted (handOff), so the handler
+// take over the conns its frontend accepted (handOff: one, or a striped
+// segment's links), so the handler
 // returns and its stack, grown by the handshake and the dial, is freed;
 // otherwise it runs in the handler's goroutine until it ends.
 func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
@@ -691,7 +692,7 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	if accepted, ok := s.handOff(client); ok {
 		tunnel.Start(client, up, o, func(res tunnel.Result) {
 			defer s.tunnelDone(accepted)
-			defer s.recoverConn(frontend, accepted)
+			defer s.recoverConn(frontend, accepted[0])
 			t.ended(res)
 		})
 		return
@@ -731,36 +732,48 @@ func (t *tunnelRun) ended(res tunnel.Result) {
 	}
 	s.metrics.tunnelsClosed.WithLabelValues(t.frontend, result).Inc()
 	s.recent.add(tunnelRecord(t.frontend, result, t.start, res))
-	s.learnFrom(t.client, t.wc, res.A)
-	s.learnFrom(t.up, t.wu, res.B)
+	s.learnFrom(t.client, t.wc, res.A, res.ALinks)
+	s.learnFrom(t.up, t.wu, res.B, res.BLinks)
 	t.log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
 		zap.Duration("duration", time.Since(t.start)), zap.String("result", result), zap.NamedError("cause", res.Err))
 }
 
-// handOff lets a tunnel take over the conn its frontend accepted, the TCP
-// conn under client (client itself, or a TLS link over it): from now on
-// the tunnel's end releases it (tunnelDone), not the handler's return
-// (handlerDone), and Shutdown waits for the tunnel. False when client is
-// not over a conn this server tracks, or shutdown is closing the conns.
-func (s *Server) handOff(client net.Conn) (net.Conn, bool) {
-	tc, ok := tunnel.TCPUnder(client)
+// handOff lets a tunnel take over the conns its frontend accepted, the TCP
+// conn under client (client itself, or a TLS link over it), or under each
+// of its links (a striped segment, each link accepted by a handler of its
+// own): from now on the tunnel's end releases them (tunnelDone), not their
+// handlers' return (handlerDone), and Shutdown waits for the tunnel. False
+// when some conn is not one this server tracks, or shutdown is closing
+// the conns.
+func (s *Server) handOff(client net.Conn) ([]net.Conn, bool) {
+	tcs, ok := tunnel.TCPsUnder(client)
 	if !ok {
 		return nil, false
 	}
-	accepted := net.Conn(tc)
+	accepted := make([]net.Conn, len(tcs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, tracked := s.conns[accepted]; !tracked || s.closing {
+	if s.closing {
 		return nil, false
 	}
-	s.tunnels[accepted] = struct{}{}
+	for i, tc := range tcs {
+		if _, tracked := s.conns[tc]; !tracked {
+			return nil, false
+		}
+		accepted[i] = tc
+	}
+	for _, c := range accepted {
+		s.tunnels[c] = struct{}{}
+	}
 	s.wg.Add(1)
 	return accepted, true
 }
 
-// tunnelDone is a handed-off tunnel's end: it releases the accepted conn.
-func (s *Server) tunnelDone(accepted net.Conn) {
-	s.release(accepted)
+// tunnelDone is a handed-off tunnel's end: it releases the accepted conns.
+func (s *Server) tunnelDone(accepted []net.Conn) {
+	for _, c := range accepted {
+		s.release(c)
+	}
 	s.wg.Done()
 }
 

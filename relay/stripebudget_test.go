@@ -2,6 +2,7 @@ package relay
 
 import (
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +134,50 @@ func TestStripeBudgetRefusesBeyondIt(t *testing.T) {
 	}
 	defer third.Close()
 	roundTrip(t, "striped segment after the first ended", third)
+}
+
+// A striped tunnel is handed off as any other: the handlers of its header
+// and of its join return while it carries bytes, its links stay tracked
+// (active) until it ends, and its end gives the budget back.
+func TestStripedTunnelOutlivesItsHandlers(t *testing.T) {
+	s := stripedRelay(t, DefaultStripeReorderBytes)
+	resp, sc := openStriped(t, s.RelayAddr(), echoServer(t))
+	if sc == nil {
+		t.Fatalf("striped segment: status %v %q, want OK", resp.Status, resp.Reason)
+	}
+	roundTrip(t, "striped segment", sc)
+	var held []string
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		held = relayHandlersHeld()
+		if len(held) == 0 {
+			break
+		}
+	}
+	if len(held) > 0 {
+		t.Fatalf("with a striped tunnel open, its handlers are still running:\n%s", strings.Join(held, "\n\n"))
+	}
+	if n := s.active(); n != 2 {
+		t.Errorf("active conns with a striped tunnel of 2 links open: %d, want 2", n)
+	}
+	roundTrip(t, "striped segment after its handlers returned", sc)
+	sc.Close()
+	for deadline := time.Now().Add(5 * time.Second); s.active() != 0 || s.stripeBudget.UsedBytes() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the tunnel ended: %d conns active, %d bytes reserved, want none", s.active(), s.stripeBudget.UsedBytes())
+		}
+	}
+}
+
+// relayHandlersHeld is the stacks of goroutines inside a relay listener's
+// handler.
+func relayHandlersHeld() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var held []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "(*Server).serveRelay") || strings.Contains(g, "(*Server).serveJoin") {
+			held = append(held, g)
+		}
+	}
+	return held
 }

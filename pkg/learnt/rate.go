@@ -69,31 +69,41 @@ const (
 	rateWatchedMax     = 1024
 )
 
-// Socket is one watched sending socket of a live tunnel.
+// Socket is one watched sending side of a live tunnel: one socket, or
+// the links of a striped stream (tunnel.LinksUnder), each its own TCP
+// connection to the same host.
 type Socket struct {
-	stats  *tunnel.StatsReader
+	links  []*sendLink
 	host   netip.Addr
-	prev   tunnel.SocketStats
 	prevAt time.Time
 	// run holds the current run's last rates, bits/s; bestBps is the best
 	// sustained rate so far (0 = none yet).
 	run     []float64
 	bestBps float64
+	// peerWindowBytes is the largest receive window the peer advertised
+	// in the readings (TCP_INFO snd_wnd), on any one link: a window is
+	// one connection's.
+	peerWindowBytes uint32
+}
+
+// sendLink is one socket of a Socket.
+type sendLink struct {
+	stats *tunnel.StatsReader
+	prev  tunnel.SocketStats
 	// lossBased: the socket's congestion control is bound by random loss;
 	// resentAt is when it last sent data again (zero: never).
 	lossBased bool
 	resentAt  time.Time
-	// peerWindowBytes is the largest receive window the peer advertised
-	// in the readings (TCP_INFO snd_wnd).
-	peerWindowBytes uint32
 }
 
 // Rates is the per-host record of sustained send rates, and the watcher
 // of the sockets that teach them. The zero value is ready; Run samples.
 type Rates struct {
-	mu    sync.Mutex
-	live  map[*Socket]struct{}
-	hosts series[netip.Addr, float64]
+	mu   sync.Mutex
+	live map[*Socket]struct{}
+	// liveLinks is the sockets of live's members, rateWatchedMax at most.
+	liveLinks int
+	hosts     series[netip.Addr, float64]
 }
 
 // HostOf is c's remote host, IPv4 in IPv6 unmapped; ok false when c's
@@ -108,28 +118,34 @@ func HostOf(c net.Conn) (netip.Addr, bool) {
 
 // Watch starts sampling c, the sending side of a tunnel towards its
 // remote host; nil (nothing to do) when c is not TCP or rateWatchedMax
-// sockets are watched already.
+// sockets are watched already. A striped stream is watched over its links
+// (tunnel.LinksUnder), all of which must be TCP: its rate is theirs
+// together, what the tunnel moved, as for any other tunnel.
 func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 	host, ok := HostOf(c)
 	if !ok {
 		return nil
 	}
-	stats := tunnel.NewStatsReader(c)
-	st := stats.Read()
-	if !st.Valid {
-		return nil
+	w := &Socket{host: host, prevAt: now}
+	for _, l := range tunnel.LinksUnder(c) {
+		stats := tunnel.NewStatsReader(l)
+		st := stats.Read()
+		if !st.Valid {
+			return nil
+		}
+		w.links = append(w.links, &sendLink{stats: stats, prev: st, lossBased: !planner.LossTolerant(tunnel.Congestion(l))})
+		w.peerWindowBytes = max(w.peerWindowBytes, st.PeerWindowBytes)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.live == nil {
 		r.live = map[*Socket]struct{}{}
 	}
-	if len(r.live) >= rateWatchedMax {
+	if r.liveLinks+len(w.links) > rateWatchedMax {
 		return nil
 	}
-	w := &Socket{stats: stats, host: host, prev: st, prevAt: now, peerWindowBytes: st.PeerWindowBytes,
-		lossBased: !planner.LossTolerant(tunnel.Congestion(c))}
 	r.live[w] = struct{}{}
+	r.liveLinks += len(w.links)
 	return w
 }
 
@@ -139,37 +155,42 @@ func (r *Rates) Sample(now time.Time) {
 	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
-		st := w.stats.Read() // outside the lock: a syscall each
+		sts := make([]tunnel.SocketStats, len(w.links))
+		for i, l := range w.links {
+			sts[i] = l.stats.Read() // outside the lock: a syscall each
+		}
 		r.mu.Lock()
 		if _, ok := r.live[w]; ok {
-			w.add(st, now)
+			w.add(sts, now)
 		}
 		r.mu.Unlock()
 	}
 }
 
-// add takes one reading: an interval that qualifies extends the run, any
-// other ends it.
-func (w *Socket) add(st tunnel.SocketStats, now time.Time) {
-	prev, dtMs := w.prev, float64(now.Sub(w.prevAt).Milliseconds())
-	w.prev, w.prevAt = st, now
-	w.peerWindowBytes = max(w.peerWindowBytes, st.PeerWindowBytes)
-	if !st.Valid || dtMs <= 0 || st.SentBytes < prev.SentBytes || st.BusyMs < prev.BusyMs {
+// add takes one reading of each link: an interval that qualifies on every
+// link extends the run, at the links' rate together; any other ends it. A
+// striped stream's links share its bytes, so one link's rate alone is a
+// share of what the path carried, not a bound on it; and a link idle or
+// held while the others ran means the stream, not the path, set the pace.
+func (w *Socket) add(sts []tunnel.SocketStats, now time.Time) {
+	dtMs := float64(now.Sub(w.prevAt).Milliseconds())
+	w.prevAt = now
+	counts := len(sts) == len(w.links) && len(sts) > 0
+	var sentBytes uint64
+	for i, l := range w.links {
+		if i >= len(sts) {
+			break
+		}
+		w.peerWindowBytes = max(w.peerWindowBytes, sts[i].PeerWindowBytes)
+		sent, ok := l.interval(sts[i], now, dtMs)
+		counts = counts && ok
+		sentBytes += sent
+	}
+	if !counts {
 		w.run = w.run[:0]
 		return
 	}
-	busyMs := float64(st.BusyMs - prev.BusyMs)
-	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
-	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	if st.RetransmittedBytes > prev.RetransmittedBytes {
-		w.resentAt = now
-	}
-	lossHeld := w.lossBased && !queued && !w.resentAt.IsZero() && now.Sub(w.resentAt) < rateLossRecovery
-	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
-		w.run = w.run[:0]
-		return
-	}
-	w.run = append(w.run, float64(st.SentBytes-prev.SentBytes)*8*1000/dtMs)
+	w.run = append(w.run, float64(sentBytes)*8*1000/dtMs)
 	if len(w.run) > rateRunSamples {
 		w.run = w.run[1:]
 	}
@@ -180,6 +201,27 @@ func (w *Socket) add(st tunnel.SocketStats, now time.Time) {
 	}
 }
 
+// interval takes l's reading st, dtMs after its last: what it sent since,
+// and whether the path set its rate throughout (the rules above).
+func (l *sendLink) interval(st tunnel.SocketStats, now time.Time, dtMs float64) (sentBytes uint64, counts bool) {
+	prev := l.prev
+	l.prev = st
+	if !st.Valid || dtMs <= 0 || st.SentBytes < prev.SentBytes || st.BusyMs < prev.BusyMs {
+		return 0, false
+	}
+	busyMs := float64(st.BusyMs - prev.BusyMs)
+	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
+	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
+	if st.RetransmittedBytes > prev.RetransmittedBytes {
+		l.resentAt = now
+	}
+	lossHeld := l.lossBased && !queued && !l.resentAt.IsZero() && now.Sub(l.resentAt) < rateLossRecovery
+	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
+		return 0, false
+	}
+	return st.SentBytes - prev.SentBytes, true
+}
+
 // Done stops watching w and records its tunnel's sustained rate, if any.
 // w's readings stay readable (PeerWindowBytes).
 func (r *Rates) Done(w *Socket, now time.Time) {
@@ -188,7 +230,10 @@ func (r *Rates) Done(w *Socket, now time.Time) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.live, w)
+	if _, ok := r.live[w]; ok {
+		delete(r.live, w)
+		r.liveLinks -= len(w.links)
+	}
 	if w.bestBps <= 0 {
 		return
 	}

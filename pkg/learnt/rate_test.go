@@ -26,7 +26,7 @@ func feed(steps []interval) float64 { return feedCC(steps, true).bestBps }
 // feedCC is feed for a loss-based sender or not, returning the socket.
 func feedCC(steps []interval, lossBased bool) *Socket {
 	t0 := time.Unix(1000, 0)
-	w := &Socket{prev: tunnel.SocketStats{Valid: true}, prevAt: t0, lossBased: lossBased}
+	w := &Socket{links: []*sendLink{{prev: tunnel.SocketStats{Valid: true}, lossBased: lossBased}}, prevAt: t0}
 	st := tunnel.SocketStats{Valid: true}
 	for i, s := range steps {
 		st.SentBytes += s.sentBytes
@@ -36,7 +36,7 @@ func feedCC(steps []interval, lossBased bool) *Socket {
 		st.AppLimited = s.appLimited
 		st.MinRTTMs, st.RTTMs = 20, max(s.rttMs, 20)
 		st.PeerWindowBytes = s.peerWindow
-		w.add(st, t0.Add(time.Duration(i+1)*rateSampleEvery))
+		w.add([]tunnel.SocketStats{st}, t0.Add(time.Duration(i+1)*rateSampleEvery))
 	}
 	return w
 }
@@ -133,5 +133,32 @@ func TestLearntHostsBounded(t *testing.T) {
 	}
 	if _, _, ok := r.Learnt(netip.AddrFrom4([4]byte{10, 0, 0, 0}), now); ok {
 		t.Errorf("the oldest host was kept over newer ones")
+	}
+}
+
+// A striped stream's rate is its links' together, in the intervals every
+// link's path set its pace; a link app-limited (the stream had less to
+// send) ends the run however busy the others were.
+func TestSustainedRateOverLinks(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	feedLinks := func(appLimitedLink int) float64 {
+		w := &Socket{links: []*sendLink{{prev: tunnel.SocketStats{Valid: true}}, {prev: tunnel.SocketStats{Valid: true}}}, prevAt: t0}
+		sts := make([]tunnel.SocketStats, 2)
+		for i := range 4 {
+			for l := range sts {
+				st := &sts[l]
+				st.Valid, st.SentBytes, st.BusyMs = true, st.SentBytes+500_000, st.BusyMs+500
+				st.AppLimited = l == appLimitedLink && i == 2
+			}
+			w.add(sts, t0.Add(time.Duration(i+1)*rateSampleEvery))
+		}
+		return w.bestBps
+	}
+	// 2 × 500 kB in 500 ms is 16 Mbit/s; one link alone 8.
+	if got := feedLinks(-1); got != 16e6 {
+		t.Errorf("two links at 8 Mbit/s each: best %v bits/s, want 16e6", got)
+	}
+	if got := feedLinks(1); got != 0 {
+		t.Errorf("one link app-limited in one interval of four: best %v bits/s, want none", got)
 	}
 }

@@ -32,7 +32,9 @@ const recvMinTunnelBytes = 1 << 20
 // Inflow is one watched tunnel's socket from its destination, and the
 // socket the relay forwards on.
 type Inflow struct {
-	from, onward *tunnel.StatsReader
+	// from and onward are the sockets' readers: one each, or a striped
+	// stream's links (tunnel.LinksUnder), read together (joinReadings).
+	from, onward []*tunnel.StatsReader
 	host         netip.Addr
 	prevRecv     uint64
 	prevAt       time.Time
@@ -58,9 +60,9 @@ func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 	if !ok {
 		return nil
 	}
-	fromStats, onwardStats := tunnel.NewStatsReader(from), tunnel.NewStatsReader(onward)
-	st := fromStats.Read()
-	if !st.Valid || !onwardStats.Read().Valid {
+	fromStats, onwardStats := readersOf(from), readersOf(onward)
+	st := joinReadings(fromStats)
+	if !st.Valid || !joinReadings(onwardStats).Valid {
 		return nil
 	}
 	r.mu.Lock()
@@ -83,13 +85,49 @@ func (r *Received) Sample(now time.Time) {
 	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
-		from, onward := w.from.Read(), w.onward.Read() // outside the lock
+		from, onward := joinReadings(w.from), joinReadings(w.onward) // outside the lock
 		r.mu.Lock()
 		if _, ok := r.live[w]; ok {
 			w.add(from, onward, now)
 		}
 		r.mu.Unlock()
 	}
+}
+
+// readersOf reads c's socket, or each of its links' (tunnel.LinksUnder).
+func readersOf(c net.Conn) []*tunnel.StatsReader {
+	links := tunnel.LinksUnder(c)
+	rs := make([]*tunnel.StatsReader, len(links))
+	for i, l := range links {
+		rs[i] = tunnel.NewStatsReader(l)
+	}
+	return rs
+}
+
+// joinReadings reads rs as one socket, for what Received asks of it: the
+// bytes received in all; app-limited only when every link is (the stream
+// had less to send than any link could take); and a link whose unread
+// bytes reach its window stands for all (its sender is held back, and a
+// striped sender waits for its slowest link), else the sums, whose unread
+// stay below their windows. Not Valid unless every link is.
+func joinReadings(rs []*tunnel.StatsReader) tunnel.SocketStats {
+	j := tunnel.SocketStats{Valid: len(rs) > 0, AppLimited: true}
+	held := false
+	for _, r := range rs {
+		st := r.Read()
+		j.Valid = j.Valid && st.Valid
+		j.ReceivedBytes += st.ReceivedBytes
+		j.AppLimited = j.AppLimited && st.AppLimited
+		switch {
+		case held:
+		case st.UnreadBytes >= int(st.WindowBytes):
+			held, j.UnreadBytes, j.WindowBytes = true, st.UnreadBytes, st.WindowBytes
+		default:
+			j.UnreadBytes += st.UnreadBytes
+			j.WindowBytes += st.WindowBytes
+		}
+	}
+	return j
 }
 
 // add takes one reading of the receiving and the onward socket: an

@@ -47,6 +47,10 @@ type Result struct {
 	// ended (before they were closed); Valid is false for a conn not
 	// over TCP.
 	A, B SocketStats
+	// ALinks and BLinks, for a conn carried over several links (a
+	// striped stream: LinksUnder), are each link's socket, in order; its
+	// A or B is then not Valid: no one socket is the conn's.
+	ALinks, BLinks []SocketStats
 	// Err is the first error that ended the tunnel (nil for a clean close on
 	// both sides): ErrIdle, ErrDrain, or an I/O error.
 	Err error
@@ -381,7 +385,9 @@ func (p *pipeState) check() {
 // closes both. p.mu held.
 func (p *pipeState) end() {
 	if !p.read {
-		p.res.A, p.res.B, p.read = Stats(p.a), Stats(p.b), true
+		p.res.A, p.res.ALinks = statsOf(p.a)
+		p.res.B, p.res.BLinks = statsOf(p.b)
+		p.read = true
 	}
 	closeBoth(p.a, p.b)
 }
@@ -432,6 +438,45 @@ func activity(c net.Conn) (func() time.Duration, net.Conn) {
 	s := &stamped{Conn: c}
 	s.last.Store(time.Now().UnixNano())
 	return func() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }, s
+}
+
+// statsOf reads c's socket, or (nil for one) each of its links'.
+func statsOf(c net.Conn) (SocketStats, []SocketStats) {
+	links := LinksUnder(c)
+	if len(links) == 1 && links[0] == c {
+		return Stats(c), nil
+	}
+	sts := make([]SocketStats, len(links))
+	for i, l := range links {
+		sts[i] = Stats(l)
+	}
+	return SocketStats{}, sts
+}
+
+// LinksUnder are the conns c is carried over: the links of a stream cut
+// across several (one that offers NetConns, as pkg/stripe's does), else c
+// itself. Each link's socket is its own TCP connection, with its own
+// window and its own share of the stream's bytes.
+func LinksUnder(c net.Conn) []net.Conn {
+	if m, ok := c.(interface{ NetConns() []net.Conn }); ok {
+		return m.NetConns()
+	}
+	return []net.Conn{c}
+}
+
+// TCPsUnder finds the TCP conn under each of c's links (LinksUnder, then
+// TCPUnder); false unless every link has one.
+func TCPsUnder(c net.Conn) ([]*net.TCPConn, bool) {
+	links := LinksUnder(c)
+	tcs := make([]*net.TCPConn, len(links))
+	for i, l := range links {
+		tc, ok := TCPUnder(l)
+		if !ok {
+			return nil, false
+		}
+		tcs[i] = tc
+	}
+	return tcs, true
 }
 
 // TCPUnder finds the TCP conn c is or is layered over (through NetConn,

@@ -324,3 +324,38 @@ func TestLastDirectionsErrorReported(t *testing.T) {
 		t.Fatalf("result %+v: the reset after a clean half-close went unreported", res)
 	}
 }
+
+// linked is a conn carried over several links, as a striped stream is.
+type linked struct {
+	net.Conn
+	links []net.Conn
+}
+
+func (l linked) NetConns() []net.Conn { return l.links }
+
+// A conn over several links (NetConns) is read link by link as the tunnel
+// ends: no one socket is the conn's.
+func TestResultReadsEachLink(t *testing.T) {
+	a1, b1 := tcpPair(t)
+	a2, b2 := tcpPair(t)
+	defer b1.Close()
+	defer b2.Close()
+	c, up := net.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, up); up.Close() }()
+	a := linked{Conn: c, links: []net.Conn{a1, a2}}
+	other, far := tcpPair(t)
+	defer far.Close()
+	done := make(chan Result, 1)
+	Start(a, other, Options{}, func(r Result) { done <- r })
+	far.Close() // ends b→a; a's copy ends when the pipe closes
+	c.Close()
+	res := <-done
+	if res.A.Valid || len(res.ALinks) != 2 || !res.ALinks[0].Valid || !res.ALinks[1].Valid {
+		t.Fatalf("A %+v, ALinks %+v: want A invalid and both links read", res.A, res.ALinks)
+	}
+	if !res.B.Valid || res.BLinks != nil {
+		t.Fatalf("B valid %v, BLinks %v: want B read as one socket", res.B.Valid, res.BLinks)
+	}
+	a1.Close()
+	a2.Close()
+}
