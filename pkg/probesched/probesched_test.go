@@ -1,0 +1,114 @@
+package probesched
+
+import (
+	"testing"
+	"time"
+)
+
+// A relay's request goes over UDP while the plan has no HTTPS connection
+// to it: beside the connection it opens until an ask is acknowledged,
+// alone after. A relay with a connection is asked over it, a second
+// request beside the first over another.
+func TestRoute(t *testing.T) {
+	cases := []struct {
+		name          string
+		udp, proven   bool
+		link          Link
+		second        bool
+		want          Route
+		wantUDP, open bool
+	}{
+		{"udp, not proven, first ask", true, false, LinkNone, false, UDPOpening, true, true},
+		{"udp, not proven, second request", true, false, LinkNone, true, HTTPSSecond, false, false},
+		{"udp, not proven, read opening", true, false, LinkReading, true, UDPBesideRead, true, false},
+		{"udp, not proven, connection up", true, false, LinkUp, false, HTTPSKept, false, false},
+		{"udp, proven, no connection", true, true, LinkNone, false, UDPAlone, true, false},
+		{"udp, proven, no connection, second", true, true, LinkNone, true, UDPAlone, true, false},
+		{"udp, proven, connection up", true, true, LinkUp, false, HTTPSKept, false, false},
+		{"udp, proven, read opening", true, true, LinkReading, false, HTTPSKept, false, false},
+		{"https only, first", false, false, LinkNone, false, HTTPSNew, false, true},
+		{"https only, second", false, false, LinkUp, true, HTTPSSecond, false, false},
+		{"https only, kept", false, false, LinkUp, false, HTTPSKept, false, false},
+	}
+	for _, c := range cases {
+		s := New(c.udp)
+		if c.proven {
+			s.Acked(10 * time.Millisecond)
+		}
+		got := s.Route(c.link, c.second)
+		if got != c.want || got.UDP() != c.wantUDP || got.Opens() != c.open {
+			t.Errorf("%s: %v (udp %v, opens %v), want %v (udp %v, opens %v)", c.name, got, got.UDP(), got.Opens(), c.want, c.wantUDP, c.open)
+		}
+	}
+}
+
+// An ask beside a read waits for the read; one alone for AckWait. Not
+// acknowledged, only an ask alone is asked again over UDP; a reply
+// overdue always is.
+func TestRouteResends(t *testing.T) {
+	for _, r := range []Route{UDPOpening, UDPBesideRead} {
+		if !r.AckAwaitsRead() || r.AgainOverUDP(false) || !r.AgainOverUDP(true) {
+			t.Errorf("route %v: awaits read %v, again unacked %v, acked %v; want true, false, true", r, r.AckAwaitsRead(), r.AgainOverUDP(false), r.AgainOverUDP(true))
+		}
+	}
+	if UDPAlone.AckAwaitsRead() || !UDPAlone.AgainOverUDP(false) || !UDPAlone.AgainOverUDP(true) {
+		t.Error("an ask alone waits for no read and is asked again over UDP either way")
+	}
+}
+
+// This host's probe opens the connection to a relay only while nothing
+// else will, and is answered by a round's ask only for one handshake of
+// a relay asked over UDP.
+func TestProbesFromHere(t *testing.T) {
+	s := New(true)
+	if !s.OpensBeside(LinkNone, false, false) {
+		t.Error("a probe of a relay nothing has gone to does not open its connection")
+	}
+	if s.OpensBeside(LinkNone, true, false) || s.OpensBeside(LinkNone, false, true) || s.OpensBeside(LinkUp, false, false) {
+		t.Error("a probe opens a connection to the destination, to a relay asked in the round, or to one with a connection")
+	}
+	s.Acked(time.Millisecond)
+	if s.OpensBeside(LinkNone, false, false) {
+		t.Error("a probe opens a connection once UDP is proven")
+	}
+	if !ByAck(1, false, true) || ByAck(3, false, true) || ByAck(1, true, true) || ByAck(1, false, false) {
+		t.Error("ByAck: want only a one-handshake probe of a relay asked over UDP")
+	}
+}
+
+// An ask's waits follow what the plan knows: the acknowledgement's this
+// host's RTT to the relay, the reply's its probes' expected time.
+func TestWaits(t *testing.T) {
+	s := New(true)
+	const timeout = 2 * time.Second
+	s.Acked(300 * time.Millisecond)
+	s.Measured("near", 20*time.Millisecond)
+	if got, want := s.AckWait("near", timeout), 100*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay 20 ms away: %v, want %v (the floor)", got, want)
+	}
+	s.Measured("mid", 80*time.Millisecond)
+	if got, want := s.AckWait("mid", timeout), 210*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay 80 ms away: %v, want %v", got, want)
+	}
+	if got, want := s.AckWait("unknown", timeout), 650*time.Millisecond; got != want {
+		t.Errorf("ack wait of a relay not measured: %v, want %v (the plan's slowest's)", got, want)
+	}
+	bound := 4 * time.Second
+	if got := s.ReplyWait(3, 0, bound); got != bound {
+		t.Errorf("reply wait with nothing known: %v, want the bound %v", got, bound)
+	}
+	if got, want := s.ReplyWait(0, 0, bound), 100*time.Millisecond; got != want {
+		t.Errorf("reply wait of an ask for windows alone: %v, want %v", got, want)
+	}
+	if got, want := s.ReplyWait(3, Expected(60, 2), bound), 290*time.Millisecond; got != want {
+		t.Errorf("reply wait of two handshakes expected at 60 ms: %v, want %v", got, want)
+	}
+	s.Replied(400 * time.Millisecond)
+	s.Replied(100 * time.Millisecond)
+	if got, want := s.ReplyWait(3, 0, bound), 850*time.Millisecond; got != want {
+		t.Errorf("reply wait with no expectation, the plan's slowest reply 400 ms: %v, want %v", got, want)
+	}
+	if got := OverdueAfter(time.Second, 300*time.Millisecond); got != 300*time.Millisecond {
+		t.Errorf("OverdueAfter past its bound: %v, want the bound", got)
+	}
+}
