@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/probesched"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/sim/netsim"
 	"github.com/relaymesh/relaymesh/pkg/survey"
@@ -45,23 +45,25 @@ type prober struct {
 	// request's round trip (AdminSetupRTTs, or AdminSetupRTTsFastOpen).
 	setupRTTs float64
 	// udpAsk: relays are asked in one datagram (Planning.UDPAsk);
-	// proven once an ask of the plan has been (after its first round
-	// with one). Until then each ask opens the HTTPS connection beside
-	// it; after, none is opened.
-	udpAsk, proven bool
 	// udpLoss: asks over UDP are lost as the path's packets are
-	// (Planning.UDPLoss); maxAckMs is the plan's slowest acknowledgement
-	// so far, ms, which sets how long an ask alone waits for its own.
-	udpLoss  bool
-	maxAckMs float64
-	// maxReplyMs is the plan's slowest reply after its acknowledgement
-	// so far, ms: how long a reply may take before it is overdue, when
-	// the plan expects nothing of its probes.
-	maxReplyMs float64
-	// knownMs is this host's RTT to each relay as the plan has seen it
-	// (an acknowledgement, or this host's probe), ms: how long an ask to
-	// it alone waits for its acknowledgement.
-	knownMs map[string]float64
+	// (Planning.UDPLoss).
+	udpAsk, udpLoss bool
+	// sched decides how each request travels and how long its answers
+	// are waited for, as it does for the survey's prober; a plan's own,
+	// made by its first round (nil till then).
+	sched *probesched.Scheduler
+	// learnt are this host's RTTs to relays the round has seen so far
+	// (its own probes', then its acknowledgements'), in that order, for
+	// sched once the round has ended: the survey's prober sets a wait
+	// when it asks, which the model takes as the round's start, so a
+	// round's waits stand on what the plan knew before it.
+	learnt []learntRTT
+}
+
+// learntRTT is this host's RTT to a relay, ms.
+type learntRTT struct {
+	relay string
+	rttMs float64
 }
 
 // lateAnswer is a pending probe's value and when it answers, on the clock.
@@ -74,9 +76,7 @@ type lateAnswer struct {
 // connections stay, up.
 func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
-	p.proven = false // a new plan's asks prove UDP again
-	p.maxAckMs, p.maxReplyMs = 0, 0
-	p.knownMs = nil
+	p.sched = nil // a new plan's asks prove UDP again, and learn its waits afresh
 	for name := range p.readyMs {
 		p.readyMs[name] = 0
 	}
@@ -139,10 +139,10 @@ type simRequest struct {
 	// over it, readMs more, in its slot.
 	opens           string
 	setupMs, readMs float64
-	// udp: the request is an ask over UDP, whose slot is free once its
-	// acknowledgement is in (one round trip), the relay's probes going on
-	// without it.
-	udp bool
+	// route is how a relay's request travels (sched.Route): over UDP, its
+	// slot is free once its acknowledgement is in (one round trip), the
+	// relay's probes going on without it.
+	route probesched.Route
 	// ackOf: this host's probe of that relay is answered by the
 	// acknowledgement of its ask over UDP in the same round; it takes no
 	// slot and no handshake of its own.
@@ -152,8 +152,10 @@ type simRequest struct {
 	// made again for either is lost too.
 	lostAsk, lostReply, lostAgain bool
 	// expectMs is the probes' longest RTT as the plan expects it
-	// (shortlist.Probe.ExpectMs) times their handshakes, 0: none.
-	expectMs float64
+	// (shortlist.Probe.ExpectMs), 0: none; handshakes their handshakes'
+	// count.
+	expectMs   float64
+	handshakes int
 }
 
 // Probe answers one round: its requests are made from the model
@@ -161,12 +163,10 @@ type simRequest struct {
 // round ends once the quorum has answered (endRound).
 func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, error) {
 	out := make([]float64, len(probes))
-	if p.knownMs == nil {
-		p.knownMs = map[string]float64{}
+	if p.sched == nil {
+		p.sched = probesched.New(p.udpAsk)
 	}
-	// What the plan knew before this round sets its waits (the round's
-	// own answers come in as it goes, after its asks start).
-	c := p.newRoundClock(maps.Clone(p.knownMs))
+	c := p.newRoundClock()
 	reqs := p.requests(probes, out)
 	if len(reqs) == 0 {
 		return out, nil
@@ -176,55 +176,100 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 	}
 	ends := c.run(reqs)
 	p.endRound(probes, reqs, out, ends)
-	p.proven = p.proven || c.acked
-	p.maxReplyMs = c.slowestReplyMs
+	p.learnRound(c)
 	return out, nil
 }
 
+// learnRound tells sched what the round has learnt (see learnt): this
+// host's RTTs, and its slowest reply after its acknowledgement.
+func (p *prober) learnRound(c *roundClock) {
+	for _, l := range p.learnt {
+		p.sched.Measured(l.relay, duration(l.rttMs))
+	}
+	p.learnt = p.learnt[:0]
+	p.sched.Replied(duration(c.slowestReplyMs))
+}
+
+// duration is ms milliseconds as a time.Duration (to the nanosecond
+// below), as the survey's prober has its figures.
+func duration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// ms is d in milliseconds, the model clock's unit.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // requests are the round's requests, each probe sampled from the model
-// into out and each request's transport chosen.
+// into out and each request's transport chosen (sched.Route for a
+// relay's, fromHere for this host's probes).
 func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest {
 	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
 		_, okB := p.point(pr.To)
 		return okA && okB
 	})
+	routes, udpAsked := p.routes(groups)
 	asking := map[string]bool{} // relays with a request of their own in this round
 	for _, g := range groups {
 		asking[g.From] = true
 	}
-	// udpAsked: relays of this round whose first request of it goes over
-	// UDP (no HTTPS connection to them up or opening).
-	udpAsked := map[string]bool{}
-	for _, g := range groups {
-		if _, kept := p.readyMs[g.From]; g.From != "client" && p.udpAsk && !kept {
-			udpAsked[g.From] = true
-		}
-	}
 	var reqs []*simRequest
-	asked := map[string]bool{} // relays whose request of this round has started
-	for _, g := range groups {
-		r := &simRequest{at: g.At, from: g.From}
+	for i, g := range groups {
+		r := &simRequest{at: g.At, from: g.From, handshakes: g.Handshakes}
 		p.sample(r, probes, out)
-		to := probes[g.At[0]].To
-		if g.From == "client" && udpAsked[to] && g.Handshakes <= 1 {
-			r.ackOf = to
-		}
-		if g.From == "client" && to != "destination" && !asking[to] && !(p.udpAsk && p.proven) {
-			if _, ok := p.readyMs[to]; !ok {
-				b, _ := p.point(to)
-				r.opens = to
-				r.setupMs = p.setupRTTs * p.world.RTTMs(p.client, b)
-				r.readMs = p.world.RTTMs(p.client, b)
-			}
-		}
-		if g.From != "client" {
-			p.route(r, asked[g.From])
-			asked[g.From] = true
+		if to := probes[g.At[0]].To; g.From == "client" {
+			p.fromHere(r, to, udpAsked[to], asking[to])
+		} else {
+			p.route(r, routes[i])
 		}
 		reqs = append(reqs, r)
 	}
 	return reqs
+}
+
+// routes are how the relays' requests of groups travel, by index (this
+// host's are left at the zero Route), and the relays whose first request
+// of the round is an ask over UDP (udpAsked).
+func (p *prober) routes(groups []shortlist.Request) (routes []probesched.Route, udpAsked map[string]bool) {
+	routes = make([]probesched.Route, len(groups))
+	udpAsked = map[string]bool{}
+	routed := map[string]bool{} // relays with a request of the round routed
+	for i, g := range groups {
+		if g.From == "client" {
+			continue
+		}
+		routes[i] = p.sched.Route(p.link(g.From), routed[g.From])
+		if !routed[g.From] {
+			udpAsked[g.From] = routes[i].UDP()
+		}
+		routed[g.From] = true
+	}
+	return routes, udpAsked
+}
+
+// link is the plan's HTTPS link to relay for sched: up (or opening)
+// once a request has opened it. The model opens a connection at once, so
+// no relay is ever probesched.LinkReading in it.
+func (p *prober) link(relay string) probesched.Link {
+	if _, ok := p.readyMs[relay]; ok {
+		return probesched.LinkUp
+	}
+	return probesched.LinkNone
+}
+
+// fromHere sets how this host's probe r of relay to travels: answered by
+// the acknowledgement of the round's ask to it (udpAsked; sched's ByAck),
+// and opening the connection to it beside it (sched's OpensBeside), over
+// which it reads the relay's windows.
+func (p *prober) fromHere(r *simRequest, to string, udpAsked, asking bool) {
+	toDst := to == "destination"
+	if probesched.ByAck(r.handshakes, toDst, udpAsked) {
+		r.ackOf = to
+	}
+	if p.sched.OpensBeside(p.link(to), toDst, asking) {
+		b, _ := p.point(to)
+		r.opens = to
+		r.setupMs = p.setupRTTs * p.world.RTTMs(p.client, b)
+		r.readMs = p.world.RTTMs(p.client, b)
+	}
 }
 
 // synRetransmitMs is Linux's initial retransmission timeout of a SYN
@@ -275,40 +320,39 @@ func (p *prober) sample(r *simRequest, probes []shortlist.Probe, out []float64) 
 		if len(samples) > 0 {
 			out[k] = quantile(samples, 0.5)
 			if r.from == "client" && pr.To != "destination" {
-				p.knownMs[pr.To] = out[k]
+				p.learnt = append(p.learnt, learntRTT{pr.To, out[k]})
 			}
 		}
 		r.probeMs = max(r.probeMs, probeMs)
-		r.expectMs = max(r.expectMs, float64(count)*pr.ExpectMs)
+		r.expectMs = max(r.expectMs, pr.ExpectMs)
 	}
 }
 
-// route chooses how the request to relay r.from travels: over UDP (alone
-// once proven, else beside the HTTPS connection it opens), over a second
-// connection beside the round's first request to it (second), over the
-// connection kept, or over a new one.
-func (p *prober) route(r *simRequest, second bool) {
+// route sets how the request r to relay r.from travels, as sched routed
+// it: over UDP (alone once proven, else beside the HTTPS connection it
+// opens), over a second connection beside the round's first request to
+// it, over the connection kept, or over a new one.
+func (p *prober) route(r *simRequest, route probesched.Route) {
 	a, _ := p.point(r.from)
 	r.askMs = p.world.RTTMs(p.client, a)
-	_, kept := p.readyMs[r.from]
-	switch {
-	case p.udpAsk && !kept && p.proven:
-		// Asked in one datagram, alone.
-		r.udp = true
+	r.route = route
+	switch route {
+	case probesched.UDPAlone:
 		r.lostAsk, r.lostReply, r.lostAgain = p.udpLost(r.from, a)
-	case p.udpAsk && !kept && !second:
-		// Asked in one datagram; the connection opens beside it and the
-		// windows are read over it.
-		r.udp = true
+	case probesched.UDPOpening:
+		// The connection opens beside the ask and the windows are read
+		// over it.
 		r.opens, r.setupMs, r.readMs = r.from, p.setupRTTs*r.askMs, r.askMs
 		r.lostAsk, r.lostReply, r.lostAgain = p.udpLost(r.from, a)
-	case second: // a second connection beside the first
+	case probesched.HTTPSSecond:
 		r.connectMs = p.setupRTTs * r.askMs
-	case kept:
+	case probesched.HTTPSKept:
 		r.via = r.from
-	default:
+	case probesched.HTTPSNew:
 		r.opens, r.setupMs = r.from, p.setupRTTs*r.askMs
 		r.connectMs = r.setupMs
+	default:
+		panic(fmt.Sprintf("fleetsim: route %d for a relay the model never has a read in flight to", route))
 	}
 }
 
@@ -316,9 +360,6 @@ func (p *prober) route(r *simRequest, second bool) {
 // clock, as the survey's prober waits for them.
 type roundClock struct {
 	p *prober
-	// knownBefore is this host's RTT to each relay as the plan knew it
-	// before the round (prober.knownMs).
-	knownBefore map[string]float64
 	// bound is the longest a reply may take after its acknowledgement
 	// (the survey's timeout for each of the probes' handshakes and the
 	// ask).
@@ -326,59 +367,39 @@ type roundClock struct {
 	// startMs: when each relay's ask over UDP started; failMs: when it
 	// was given up for want of an acknowledgement.
 	startMs, failMs map[string]float64
-	// slowestReplyMs is the plan's slowest reply after its
-	// acknowledgement, this round's included; acked: an ask of this
-	// round was acknowledged, so UDP is proven.
+	// slowestReplyMs is the round's slowest reply after its
+	// acknowledgement (for sched, once the round has ended).
 	slowestReplyMs float64
-	acked          bool
 }
 
-func (p *prober) newRoundClock(knownBefore map[string]float64) *roundClock {
+func (p *prober) newRoundClock() *roundClock {
 	return &roundClock{
-		p: p, knownBefore: knownBefore,
+		p:       p,
 		bound:   survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes)),
 		startMs: map[string]float64{}, failMs: map[string]float64{},
-		slowestReplyMs: p.maxReplyMs,
 	}
-}
-
-// overdueMs is survey.OverdueAfter in ms.
-func overdueMs(expectMs float64, bound time.Duration) float64 {
-	d := survey.OverdueAfter(time.Duration(expectMs*float64(time.Millisecond)), bound)
-	return float64(d) / float64(time.Millisecond)
 }
 
 // ackWaitMs is how long an ask to relay alone waits for its
-// acknowledgement: twice this host's RTT to the relay and 50 ms, or for a
-// relay not measured the slowest acknowledgement before this round's, as
-// the survey's prober has them when it asks.
+// acknowledgement (sched.AckWait, within the survey's timeout), by what
+// the plan knew before this round, but for its slowest acknowledgement
+// so far, as the survey's prober has them when it asks.
 func (c *roundClock) ackWaitMs(relay string) float64 {
-	rtt, ok := c.knownBefore[relay]
-	if !ok {
-		rtt = c.p.maxAckMs
-	}
-	return overdueMs(rtt, survey.DefaultTimeout)
+	return ms(c.p.sched.AckWait(relay, survey.DefaultTimeout))
 }
 
-// replyWaitMs is how long after its acknowledgement r's reply is overdue:
-// twice its probes' expected time and 50 ms, or without one, twice the
-// slowest reply before this round's.
+// replyWaitMs is how long after its acknowledgement r's reply is overdue
+// (sched.ReplyWait).
 func (c *roundClock) replyWaitMs(r *simRequest) float64 {
-	switch {
-	case r.expectMs > 0:
-		return overdueMs(r.expectMs, c.bound)
-	case c.p.maxReplyMs > 0:
-		return overdueMs(c.p.maxReplyMs, c.bound)
-	}
-	return float64(c.bound) / float64(time.Millisecond)
+	return ms(c.p.sched.ReplyWait(len(r.at), probesched.Expected(r.expectMs, r.handshakes), c.bound))
 }
 
-// askedAgainAtMs is when a request given up at fail is answered: asked again over
-// UDP (one round trip, unless lost too) and over HTTPS (setupMs first,
-// for a new connection) at once.
-func askedAgainAtMs(r *simRequest, fail, setupMs float64) float64 {
+// askedAgainAtMs is when a request given up at fail is answered: asked
+// over HTTPS (setupMs first, for a new connection) and, when again, over
+// UDP in a new datagram (one round trip, unless lost too) at once.
+func askedAgainAtMs(r *simRequest, fail, setupMs float64, again bool) float64 {
 	at := fail + setupMs + r.askMs + r.probeMs
-	if !r.lostAgain {
+	if again && !r.lostAgain {
 		at = min(at, fail+r.askMs+r.probeMs)
 	}
 	return at
@@ -424,7 +445,7 @@ func (c *roundClock) start(r *simRequest) {
 	}
 	r.atMs = start + r.connectMs + r.askMs + r.probeMs
 	p.free[slot] = r.atMs
-	if r.udp {
+	if r.route.UDP() {
 		p.free[slot] = start + r.askMs
 		if _, first := c.startMs[r.from]; !first {
 			c.startMs[r.from] = start
@@ -437,24 +458,24 @@ func (c *roundClock) start(r *simRequest) {
 	switch {
 	case r.lostAsk:
 		// Given up when the read beside it has answered (then asked over
-		// that connection), or after the wait (then asked again over UDP
-		// and over HTTPS), the slot held throughout.
-		var fail float64
-		if r.opens != "" {
+		// that connection, up), or after the wait (then asked again as
+		// the route says), the slot held throughout.
+		var fail, setup float64
+		if r.route.AckAwaitsRead() {
 			fail = start + r.setupMs + r.readMs
-			r.atMs = fail + r.askMs + r.probeMs
 		} else {
 			fail = start + c.ackWaitMs(r.from)
-			p.readyMs[r.from] = fail + p.setupRTTs*r.askMs
-			r.atMs = askedAgainAtMs(r, fail, p.setupRTTs*r.askMs)
+			setup = p.setupRTTs * r.askMs
+			p.readyMs[r.from] = fail + setup
 		}
+		r.atMs = askedAgainAtMs(r, fail, setup, r.route.AgainOverUDP(false))
 		if _, first := c.failMs[r.from]; !first {
 			c.failMs[r.from] = fail
 		}
 		p.free[slot] = r.atMs
 	case r.lostReply:
 		// Acknowledged; the reply waited for till it is overdue, then
-		// asked again over UDP and over HTTPS.
+		// asked again as the route says.
 		c.ackedBy(r)
 		overdue := start + r.askMs + c.replyWaitMs(r)
 		setup := p.setupRTTs * r.askMs
@@ -463,18 +484,20 @@ func (c *roundClock) start(r *simRequest) {
 		} else {
 			p.readyMs[r.from] = overdue + setup
 		}
-		r.atMs = askedAgainAtMs(r, overdue, setup)
-	case r.udp:
+		r.atMs = askedAgainAtMs(r, overdue, setup, r.route.AgainOverUDP(true))
+	case r.route.UDP():
 		c.ackedBy(r)
 		c.slowestReplyMs = max(c.slowestReplyMs, r.probeMs)
 	}
 }
 
-// ackedBy records the acknowledgement of r's ask: one round trip.
+// ackedBy records the acknowledgement of r's ask: one round trip, which
+// proves UDP and may be the plan's slowest acknowledgement at once (the
+// next round's routes are made after this one's), and this host's RTT to
+// the relay once the round has ended (learnt).
 func (c *roundClock) ackedBy(r *simRequest) {
-	c.acked = true
-	c.p.maxAckMs = max(c.p.maxAckMs, r.askMs)
-	c.p.knownMs[r.from] = r.askMs
+	c.p.sched.Acked(duration(r.askMs))
+	c.p.learnt = append(c.p.learnt, learntRTT{r.from, r.askMs})
 }
 
 // endRound ends the round once the quorum (RoundNeedsAt) has answered,
