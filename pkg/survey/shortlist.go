@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/probesched"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
@@ -392,28 +393,19 @@ type surveyProber struct {
 	// whose probes each relay then made (see Probe).
 	fellBack int
 	// ask asks relays for their probes over UDP (Survey.AskKey); nil:
-	// none. A relay is asked over it until an HTTPS connection to it is
-	// up or opening (https: a read of its windows, or a request over
-	// HTTPS). Until an ask of the plan has been acknowledged (proven),
-	// each opens the HTTPS connection beside it, which tells a relay
-	// whose asks do not get through; after, an ask goes alone and waits
-	// ackWait for its acknowledgement. asked are the relays asked over
-	// UDP, unacked those of them then asked over HTTPS, successfully:
-	// their acknowledgement had not come.
-	ask       *udpask.Client
-	https     map[string]bool
-	proven    bool
-	maxAckRTT time.Duration // the slowest acknowledgement of the plan
-	// rttTo is this host's RTT to each relay as the plan has seen it
-	// (an acknowledgement's round trip, or this host's probe of it),
-	// which sets how long an ask to it waits for its acknowledgement
-	// (ackWait).
-	rttTo map[string]time.Duration
-	// maxReply is the longest a reply of the plan came after its
-	// acknowledgement (the relay's probes, mostly); see replyWait.
-	maxReply time.Duration
-	asked    map[string]bool
-	unacked  map[string]bool
+	// none. sched decides how each request travels (over UDP, or over
+	// HTTPS on which connection) and how long its answers are waited
+	// for, from what the plan has learnt (its acknowledgements, RTTs and
+	// replies), under mu. https are the relays with an HTTPS connection
+	// up or opening (a read of its windows, or a request over HTTPS): a
+	// relay is asked over UDP until it has one. asked are the relays
+	// asked over UDP, unacked those of them then asked over HTTPS,
+	// successfully: their acknowledgement had not come.
+	ask     *udpask.Client
+	sched   *probesched.Scheduler
+	https   map[string]bool
+	asked   map[string]bool
+	unacked map[string]bool
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
 	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
@@ -452,11 +444,12 @@ func newSurveyProber(s *Survey, relays map[string]registry.Relay, target Target,
 	p := &surveyProber{s: s, relays: relays, target: target, dst: dst,
 		sem:   make(chan struct{}, s.Shortlist.InFlightProbes()),
 		infos: map[string]knownInfo{}, reads: map[string]chan struct{}{},
-		https: map[string]bool{}, asked: map[string]bool{}, unacked: map[string]bool{}, rttTo: map[string]time.Duration{}}
+		https: map[string]bool{}, asked: map[string]bool{}, unacked: map[string]bool{}}
 	if s.AskKey != nil {
 		// No socket: every request goes over HTTPS, as without a key.
 		p.ask, _ = udpask.NewClient(*s.AskKey)
 	}
+	p.sched = probesched.New(p.ask != nil)
 	return p
 }
 
@@ -526,8 +519,10 @@ func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
 		p.mu.Unlock()
 		return
 	}
+	// A read alone goes as a request would: over UDP once that is
+	// proven, to a relay with no HTTPS connection.
+	udp := p.sched.Route(p.linkLocked(r.Name), false) == probesched.UDPAlone
 	done := p.startReadLocked(r.Name)
-	udp := p.ask != nil && p.proven && !p.https[r.Name]
 	p.https[r.Name] = p.https[r.Name] || !udp
 	p.mu.Unlock()
 	go func() {
@@ -655,11 +650,12 @@ type surveyRequest struct {
 	expectMs float64 // its probes' longest ExpectMs (see replyWait)
 	toDst    bool    // this host's probe of the destination
 	withInfo bool    // the relay's first request: it asks for its windows
-	// udp: asked over UDP (p.ask), no HTTPS connection to the relay being
-	// up. Until UDP is proven the connection opens beside the ask (opens,
-	// or a read of the relay's windows in flight already): readDone is
-	// closed once that read has ended; nil: the ask waits ackWait.
-	udp      bool
+	// route is how a relay's request travels (p.sched.Route). Asked
+	// over UDP before UDP is proven, the connection opens beside the ask
+	// (opens, or a read of the relay's windows in flight already):
+	// readDone is closed once that read has ended; nil: the ask waits
+	// ackWait.
+	route    probesched.Route
 	readDone chan struct{}
 	// acked is closed once the ask over UDP has been acknowledged (ackRTT
 	// its round trip) or has failed (ackRTT negative).
@@ -691,8 +687,12 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	// once it has ended, and one whose request has not started yet is
 	// pending, not unasked.
 	p.mu.Lock()
+	routed := map[string]bool{} // relays with a request of this round routed
 	for _, rq := range rd.reqs {
-		p.routeLocked(rq, probes[rq.At[0]].To, asking)
+		p.routeLocked(rq, probes[rq.At[0]].To, asking, routed[rq.relay.Name])
+		if rq.From != ClientNode {
+			routed[rq.relay.Name] = true
+		}
 	}
 	p.mu.Unlock()
 	rd.pairAcks()
@@ -731,42 +731,56 @@ func (rd *proberRound) requests() (asking map[string]bool) {
 	return asking
 }
 
-// routeLocked chooses how rq travels: a relay's request over UDP (beside
-// the HTTPS connection it opens, or a read opening it, until UDP is
-// proven; alone after) or over HTTPS, with the relay's windows on its
-// first; this host's probe of a relay (to) that no request of the plan
-// has gone to opens the connection beside it. p.mu held.
-func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[string]bool) {
+// routeLocked chooses how rq travels (p.sched.Route; second: a request
+// to its relay was routed before in this round): a relay's request over
+// UDP (beside the HTTPS connection it opens, or a read opening it, until
+// UDP is proven; alone after) or over HTTPS, with the relay's windows on
+// its first; this host's probe of a relay (to) opens the connection
+// beside it when p.sched.OpensBeside says so. p.mu held.
+func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[string]bool, second bool) {
+	if rq.From == ClientNode {
+		if p.sched.OpensBeside(p.linkLocked(to), rq.toDst, asking[to]) {
+			rq.opens, rq.read = to, p.startReadLocked(to)
+			p.https[to] = true
+		}
+		return
+	}
 	name := rq.relay.Name
-	switch {
-	case rq.From != ClientNode && p.ask != nil && !p.proven && p.infos[name].state == infoUnasked:
-		rq.udp = true
+	reading := p.readingLocked(name)
+	rq.route = p.sched.Route(p.linkLocked(name), second)
+	switch rq.route {
+	case probesched.UDPOpening:
 		rq.opens, rq.read = name, p.startReadLocked(name)
 		rq.readDone = rq.read
 		p.https[name] = true
-	case rq.From != ClientNode && p.ask != nil && !p.proven && p.readingLocked(name) != nil:
-		// A read of its windows (readLater) is opening the connection.
-		rq.udp, rq.readDone = true, p.readingLocked(name)
-	case rq.From != ClientNode && p.ask != nil && p.proven && !p.https[name]:
-		rq.udp = true
+	case probesched.UDPBesideRead:
+		rq.readDone = reading
+	case probesched.UDPAlone:
 		if p.infos[name].state == infoUnasked {
 			// The windows come with the reply.
 			rq.withInfo = true
 			p.infos[name] = knownInfo{state: infoPending}
 		}
-	case rq.From != ClientNode && p.infos[name].state == infoUnasked:
+	case probesched.HTTPSNew:
 		rq.withInfo = true
 		p.infos[name] = knownInfo{state: infoPending}
 		p.https[name] = true
-	case rq.From != ClientNode:
+	default:
 		p.https[name] = true
-	case !rq.toDst && !asking[to] && p.infos[to].state == infoUnasked && !(p.ask != nil && p.proven):
-		// Its later requests then go over a connection up since, not a
-		// new one: over TLS two round trips fewer. (Once asks over UDP
-		// are proven, they go that way instead.)
-		rq.opens, rq.read = to, p.startReadLocked(to)
-		p.https[to] = true
 	}
+}
+
+// linkLocked is the plan's HTTPS link to relay, for p.sched: none until
+// a request or a read over HTTPS has gone to it, reading while a read of
+// its windows opening it is in flight. p.mu held.
+func (p *surveyProber) linkLocked(relay string) probesched.Link {
+	switch {
+	case !p.https[relay]:
+		return probesched.LinkNone
+	case p.readingLocked(relay) != nil:
+		return probesched.LinkReading
+	}
+	return probesched.LinkUp
 }
 
 // pairAcks answers this host's probe of a relay asked over UDP in this
@@ -776,7 +790,7 @@ func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[stri
 func (rd *proberRound) pairAcks() {
 	udpOf := map[string]*surveyRequest{}
 	for _, rq := range rd.reqs {
-		if rq.udp {
+		if rq.route.UDP() {
 			if _, ok := udpOf[rq.relay.Name]; !ok {
 				udpOf[rq.relay.Name] = rq
 				rq.acked = make(chan struct{})
@@ -784,8 +798,11 @@ func (rd *proberRound) pairAcks() {
 		}
 	}
 	for _, rq := range rd.reqs {
-		if rq.From == ClientNode && !rq.toDst && rq.Handshakes <= 1 {
-			rq.ackOf = udpOf[rd.probes[rq.At[0]].To]
+		if rq.From != ClientNode {
+			continue
+		}
+		if ask := udpOf[rd.probes[rq.At[0]].To]; probesched.ByAck(rq.Handshakes, rq.toDst, ask != nil) {
+			rq.ackOf = ask
 		}
 	}
 }
@@ -809,7 +826,7 @@ func (rd *proberRound) answer(rq *surveyRequest, sums []probe.Summary, info *adm
 			ms = sums[j].MedianMs
 		}
 		if to := rd.probes[k].To; rq.From == ClientNode && ms > 0 && to != p.dst {
-			p.rttTo[to] = time.Duration(ms * float64(time.Millisecond))
+			p.sched.Measured(to, time.Duration(ms*float64(time.Millisecond)))
 		}
 		if rd.closed {
 			p.late = append(p.late, shortlist.Answer{Probe: rd.probes[k], RTTMs: ms})
@@ -865,7 +882,7 @@ func (rd *proberRound) run(ctx context.Context, rq *surveyRequest) {
 	var sums []probe.Summary
 	var info *adminapi.Info
 	var err error
-	if rq.udp {
+	if rq.route.UDP() {
 		var read sync.WaitGroup
 		defer read.Wait()
 		sums, info, err = rd.askOverUDP(ctx, rq, &read, release)
@@ -873,7 +890,7 @@ func (rd *proberRound) run(ctx context.Context, rq *surveyRequest) {
 	// Over HTTPS: a relay not asked over UDP, and one whose ask was not
 	// acknowledged or could not be sent (not one asked over HTTPS
 	// already, beside a reply overdue).
-	if !rq.udp || err != nil && !errors.Is(err, errAskedBoth) {
+	if !rq.route.UDP() || err != nil && !errors.Is(err, errAskedBoth) {
 		sums, info, err = rd.askOverHTTPS(ctx, rq, errors.Is(err, errNoAck))
 	}
 	if err != nil && rq.From == p.dst {
@@ -936,10 +953,11 @@ func (rd *proberRound) askOverUDP(ctx context.Context, rq *surveyRequest, read *
 	return sums, info, err
 }
 
-// askOverHTTPS asks rq's relay over HTTPS. One asked alone over UDP whose
-// ask or acknowledgement was lost (noAck: or UDP to it is filtered) is
-// asked again over UDP beside the request over HTTPS, which costs two
-// round trips more; a relay not acknowledged that answers is counted so.
+// askOverHTTPS asks rq's relay over HTTPS. One asked over UDP whose ask
+// or acknowledgement was lost (noAck: or UDP to it is filtered) is asked
+// again over UDP beside the request over HTTPS when its route says so
+// (an ask alone: the request over HTTPS costs two round trips more); a
+// relay not acknowledged that answers is counted so.
 func (rd *proberRound) askOverHTTPS(ctx context.Context, rq *surveyRequest, noAck bool) ([]probe.Summary, *adminapi.Info, error) {
 	p := rd.p
 	overHTTPS := func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
@@ -948,7 +966,7 @@ func (rd *proberRound) askOverHTTPS(ctx context.Context, rq *surveyRequest, noAc
 	var sums []probe.Summary
 	var info *adminapi.Info
 	var err error
-	if noAck && rq.readDone == nil {
+	if noAck && rq.route.AgainOverUDP(false) {
 		sums, info, err = p.firstOf(ctx, overHTTPS, func(ctx context.Context) ([]probe.Summary, *adminapi.Info, error) {
 			return p.askAgain(ctx, rq.relay, rq.addrs, rq.Handshakes, rq.withInfo)
 		})
@@ -993,27 +1011,11 @@ func (rd *proberRound) await(ctx context.Context, need int) ([]float64, error) {
 // read beside it, or within ackWait.
 var errNoAck = errors.New("no acknowledgement of the ask over UDP")
 
-// ackWait is how long an ask to relay alone waits for its
-// acknowledgement, once UDP is proven: twice this host's RTT to it and
-// 50 ms, within 100 ms and the survey's timeout; for a relay the plan
-// has no RTT to yet, twice the slowest acknowledgement of the plan (the
-// first asks are the landmarks', spread over the world) and 50 ms. The
-// plan's slowest alone would hold an ask to a near relay whose datagram
-// was lost for the round trip of the farthest, twice. p.mu held.
+// ackWaitLocked is how long an ask to relay alone waits for its
+// acknowledgement (p.sched.AckWait), within the survey's timeout. p.mu
+// held.
 func (p *surveyProber) ackWaitLocked(relay string) time.Duration {
-	rtt, ok := p.rttTo[relay]
-	if !ok {
-		rtt = p.maxAckRTT
-	}
-	return OverdueAfter(rtt, p.s.timeout())
-}
-
-// OverdueAfter is how long an answer over UDP expected in expect is
-// waited for before it counts as lost: twice expect and 50 ms, within
-// 100 ms and bound. The simulator (pkg/sim/fleetsim) models the survey's
-// waits by it.
-func OverdueAfter(expect, bound time.Duration) time.Duration {
-	return min(max(2*expect+50*time.Millisecond, 100*time.Millisecond), bound)
+	return p.sched.AckWait(relay, p.s.timeout())
 }
 
 // askUDP asks relay for its probes of addrs in one datagram (p.ask), and
@@ -1061,9 +1063,8 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 		return nil, nil, ctx.Err()
 	}
 	p.mu.Lock()
-	p.proven = true
-	p.maxAckRTT = max(p.maxAckRTT, pend.AckRTT())
-	p.rttTo[relay.Name] = pend.AckRTT()
+	p.sched.Acked(pend.AckRTT())
+	p.sched.Measured(relay.Name, pend.AckRTT())
 	p.mu.Unlock()
 	if onAck != nil {
 		onAck(pend.AckRTT())
@@ -1071,26 +1072,12 @@ func (p *surveyProber) askUDP(ctx context.Context, relay registry.Relay, addrs [
 	return p.reply(ctx, pend, relay, addrs, handshakes, withInfo, expectMs)
 }
 
-// replyWait is how long after its acknowledgement an ask's reply may take
-// before the same probes are asked again: twice the relay's probes'
-// expected time (expectMs, their longest RTT by the best figure the plan
-// knows, times handshakes; none for an ask for windows alone) and 50 ms,
-// within 100 ms and the relay's probes' bound. Without an expectation,
-// twice the plan's slowest reply and 50 ms; that bound until a reply of
-// the plan has come. p.mu held.
+// replyWaitLocked is how long after its acknowledgement an ask's reply
+// may take before the same probes are asked again (p.sched.ReplyWait):
+// expectMs is its probes' longest expected RTT (none for an ask for
+// windows alone, targets 0), the bound the relay's probes'. p.mu held.
 func (p *surveyProber) replyWaitLocked(handshakes int, expectMs float64, targets int) time.Duration {
-	bound := p.s.relayProbesTimeout(handshakes, 0)
-	var expect time.Duration
-	switch {
-	case targets == 0:
-	case expectMs > 0:
-		expect = time.Duration(expectMs * float64(max(handshakes, 1)) * float64(time.Millisecond))
-	case p.maxReply == 0:
-		return bound
-	default:
-		expect = p.maxReply
-	}
-	return OverdueAfter(expect, bound)
+	return p.sched.ReplyWait(targets, probesched.Expected(expectMs, handshakes), p.s.relayProbesTimeout(handshakes, 0))
 }
 
 // errAskedBoth is a relay's probes asked over UDP and over HTTPS, and
@@ -1117,7 +1104,7 @@ func (p *surveyProber) reply(ctx context.Context, pend *udpask.Pending, relay re
 				return nil, nil, err
 			}
 			p.mu.Lock()
-			p.maxReply = max(p.maxReply, time.Since(acked))
+			p.sched.Replied(time.Since(acked))
 			p.mu.Unlock()
 			return p.udpSums(rtts, recv, handshakes), got, nil
 		},

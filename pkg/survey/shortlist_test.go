@@ -596,7 +596,7 @@ func udpPair(t *testing.T, lose00, lose01 func(n int) (ask, reply bool), broken0
 	for _, name := range []string{"r00", "r01"} {
 		if name == "r01" {
 			p.mu.Lock()
-			p.proven = true
+			p.sched.Acked(0)
 			p.mu.Unlock()
 		}
 		got, err := p.Probe(ctx, []shortlist.Probe{{From: name, To: planeDst, Handshakes: 1, ExpectMs: 60}})
@@ -666,11 +666,12 @@ func TestProberAsksAgainWhenAnAskIsLost(t *testing.T) {
 func TestProberWaitsByWhatItKnows(t *testing.T) {
 	s := &Survey{Timeout: 2 * time.Second}
 	p := newSurveyProber(s, nil, Target{}, "dst")
-	p.maxAckRTT, p.rttTo["near"] = 300*time.Millisecond, 20*time.Millisecond
+	p.sched.Acked(300 * time.Millisecond)
+	p.sched.Measured("near", 20*time.Millisecond)
 	if got, want := p.ackWaitLocked("near"), 100*time.Millisecond; got != want {
 		t.Errorf("ack wait of a relay 20 ms away: %v, want %v (the floor)", got, want)
 	}
-	p.rttTo["mid"] = 80 * time.Millisecond
+	p.sched.Measured("mid", 80*time.Millisecond)
 	if got, want := p.ackWaitLocked("mid"), 210*time.Millisecond; got != want {
 		t.Errorf("ack wait of a relay 80 ms away: %v, want %v", got, want)
 	}
@@ -687,7 +688,7 @@ func TestProberWaitsByWhatItKnows(t *testing.T) {
 	if got, want := p.replyWaitLocked(2, 60, 3), 290*time.Millisecond; got != want {
 		t.Errorf("reply wait of two handshakes expected at 60 ms: %v, want %v", got, want)
 	}
-	p.maxReply = 400 * time.Millisecond
+	p.sched.Replied(400 * time.Millisecond)
 	if got, want := p.replyWaitLocked(1, 0, 3), 850*time.Millisecond; got != want {
 		t.Errorf("reply wait with no expectation, the plan's slowest reply 400 ms: %v, want %v", got, want)
 	}
