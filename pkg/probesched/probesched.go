@@ -118,13 +118,47 @@ func (s *Scheduler) UDP() bool { return s.udp }
 // Proven says whether an ask of the plan has been acknowledged.
 func (s *Scheduler) Proven() bool { return s.proven }
 
-// Route is how a request to a relay travels, given the plan's link to it
-// and whether another request to it in the same round was routed before
-// (second). Before UDP is proven a relay's first ask opens the HTTPS
-// connection beside it; after, asks go alone to every relay the plan has
-// no HTTPS connection to. A relay with a connection is asked over it: a
-// second request in flight beside the first opens another.
-func (s *Scheduler) Route(link Link, second bool) Route {
+// Round routes one round's requests, in their order
+// (shortlist.Requests'): asked are the relays with a request of their own
+// in it. It keeps which relays it has routed a request to, and whether
+// each one's first went over UDP.
+func (s *Scheduler) Round(asked []string) *Round {
+	r := &Round{s: s, asked: map[string]bool{}, firstUDP: map[string]bool{}}
+	for _, relay := range asked {
+		r.asked[relay] = true
+	}
+	return r
+}
+
+// Round is one round's routing (Scheduler.Round).
+type Round struct {
+	s     *Scheduler
+	asked map[string]bool // relays with a request of their own in the round
+	// firstUDP: whether each relay routed so far had its first request of
+	// the round go over UDP (absent: none routed yet).
+	firstUDP map[string]bool
+}
+
+// Route is how the round's next request to relay travels, given the
+// plan's link to it (as its prober knows it now: a request routed before
+// may have changed it). Before UDP is proven a relay's first ask opens
+// the HTTPS connection beside it; after, asks go alone to every relay the
+// plan has no HTTPS connection to. A relay with a connection is asked
+// over it: a second request of the round, in flight beside the first,
+// opens another.
+func (r *Round) Route(relay string, link Link) Route {
+	udp, second := r.firstUDP[relay]
+	route := r.s.route(link, second)
+	if !second {
+		udp = route.UDP()
+	}
+	r.firstUDP[relay] = udp
+	return route
+}
+
+// route is Round.Route's rule; second: a request to the relay was routed
+// before in the round.
+func (s *Scheduler) route(link Link, second bool) Route {
 	switch {
 	case s.udp && !s.proven && link == LinkNone && !second:
 		return UDPOpening
@@ -140,25 +174,26 @@ func (s *Scheduler) Route(link Link, second bool) Route {
 	return HTTPSNew
 }
 
-// OpensBeside says whether this host's probe of a relay opens the HTTPS
+// OpensBeside says whether this host's probe of relay opens the HTTPS
 // connection to it beside the probe (and reads its windows over it): the
 // plan has no link to it, the relay has no request of its own in the
-// round (asked), and asks over UDP are not proven (once they are, the
-// relay's later requests go that way, not over a connection). Its later
-// requests then go over a connection up since, two round trips fewer
-// over TLS. toDst: the probe is of the destination, which has no admin
-// API.
-func (s *Scheduler) OpensBeside(link Link, toDst, asked bool) bool {
-	return !toDst && !asked && link == LinkNone && !(s.udp && s.proven)
+// round, and asks over UDP are not proven (once they are, the relay's
+// later requests go that way, not over a connection). Its later requests
+// then go over a connection up since, two round trips fewer over TLS.
+// toDst: the probe is of the destination, which has no admin API.
+func (r *Round) OpensBeside(relay string, link Link, toDst bool) bool {
+	s := r.s
+	return !toDst && !r.asked[relay] && link == LinkNone && !(s.udp && s.proven)
 }
 
-// ByAck says whether this host's probe of a relay is answered by the
-// acknowledgement of an ask over UDP to that relay in the same round
-// (its round trip stands for the handshake's, and takes no slot of its
-// own): a probe of one handshake, of a relay (not the destination) whose
-// first request of the round is such an ask (askedOverUDP).
-func ByAck(handshakes int, toDst, askedOverUDP bool) bool {
-	return handshakes <= 1 && !toDst && askedOverUDP
+// ByAck says whether this host's probe of relay, of handshakes
+// handshakes, is answered by the acknowledgement of the round's ask over
+// UDP to that relay (its round trip stands for the handshake's, and takes
+// no slot of its own): a probe of one handshake, of a relay (not the
+// destination) whose first request of the round is such an ask. Asked
+// once the round's relays' requests are routed.
+func (r *Round) ByAck(relay string, handshakes int, toDst bool) bool {
+	return handshakes <= 1 && !toDst && r.firstUDP[relay]
 }
 
 // Acked records an acknowledgement of an ask of the plan, its round trip

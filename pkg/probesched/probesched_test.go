@@ -35,7 +35,7 @@ func TestRoute(t *testing.T) {
 		if c.proven {
 			s.Acked(10 * time.Millisecond)
 		}
-		got := s.Route(c.link, c.second)
+		got := s.route(c.link, c.second)
 		if got != c.want || got.UDP() != c.wantUDP || got.Opens() != c.open {
 			t.Errorf("%s: %v (udp %v, opens %v), want %v (udp %v, opens %v)", c.name, got, got.UDP(), got.Opens(), c.want, c.wantUDP, c.open)
 		}
@@ -56,23 +56,42 @@ func TestRouteResends(t *testing.T) {
 	}
 }
 
-// This host's probe opens the connection to a relay only while nothing
-// else will, and is answered by a round's ask only for one handshake of
-// a relay asked over UDP.
-func TestProbesFromHere(t *testing.T) {
+// A round routes a relay's second request by its first; this host's
+// probe opens the connection to a relay only while nothing else will, and
+// is answered by the round's ask only for one handshake of a relay whose
+// first request went over UDP.
+func TestRound(t *testing.T) {
 	s := New(true)
-	if !s.OpensBeside(LinkNone, false, false) {
+	rd := s.Round([]string{"a", "a", "b"})
+	if got := rd.Route("a", LinkNone); got != UDPOpening {
+		t.Errorf("a's first request: %v, want UDPOpening", got)
+	}
+	// The survey's prober has a read opening a's connection now; the
+	// model has nothing yet.
+	if got := rd.Route("a", LinkReading); got != UDPBesideRead {
+		t.Errorf("a's second request, its read opening: %v, want UDPBesideRead", got)
+	}
+	if got := rd.Route("a", LinkNone); got != HTTPSSecond {
+		t.Errorf("a's third request, no link yet: %v, want HTTPSSecond", got)
+	}
+	if got := rd.Route("b", LinkUp); got != HTTPSKept {
+		t.Errorf("b's request over its connection: %v, want HTTPSKept", got)
+	}
+	if !rd.ByAck("a", 1, false) || rd.ByAck("a", 3, false) || rd.ByAck("b", 1, false) || rd.ByAck("c", 1, false) {
+		t.Error("ByAck: want only a one-handshake probe of a relay whose first request went over UDP")
+	}
+	if !rd.OpensBeside("c", LinkNone, false) {
 		t.Error("a probe of a relay nothing has gone to does not open its connection")
 	}
-	if s.OpensBeside(LinkNone, true, false) || s.OpensBeside(LinkNone, false, true) || s.OpensBeside(LinkUp, false, false) {
+	if rd.OpensBeside("c", LinkNone, true) || rd.OpensBeside("a", LinkNone, false) || rd.OpensBeside("c", LinkUp, false) {
 		t.Error("a probe opens a connection to the destination, to a relay asked in the round, or to one with a connection")
 	}
 	s.Acked(time.Millisecond)
-	if s.OpensBeside(LinkNone, false, false) {
+	if s.Round(nil).OpensBeside("c", LinkNone, false) {
 		t.Error("a probe opens a connection once UDP is proven")
 	}
-	if !ByAck(1, false, true) || ByAck(3, false, true) || ByAck(1, true, true) || ByAck(1, false, false) {
-		t.Error("ByAck: want only a one-handshake probe of a relay asked over UDP")
+	if got := s.Round(nil).Route("c", LinkNone); got != UDPAlone {
+		t.Errorf("once UDP is proven, a relay without a connection: %v, want UDPAlone", got)
 	}
 }
 

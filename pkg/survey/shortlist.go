@@ -521,7 +521,7 @@ func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
 	}
 	// A read alone goes as a request would: over UDP once that is
 	// proven, to a relay with no HTTPS connection.
-	udp := p.sched.Route(p.linkLocked(r.Name), false) == probesched.UDPAlone
+	udp := p.sched.Round(nil).Route(r.Name, p.linkLocked(r.Name)) == probesched.UDPAlone
 	done := p.startReadLocked(r.Name)
 	p.https[r.Name] = p.https[r.Name] || !udp
 	p.mu.Unlock()
@@ -680,28 +680,25 @@ type surveyRequest struct {
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
 	rd := &proberRound{p: p, probes: probes, out: make([]float64, len(probes))}
-	asking := rd.requests()
+	asked := rd.requests()
 	need := p.s.Shortlist.RoundNeedsAt(p.rounds, len(rd.reqs))
 	p.rounds++
 	// Marked before Probe returns: the plan describes the round's relays
 	// once it has ended, and one whose request has not started yet is
 	// pending, not unasked.
 	p.mu.Lock()
-	routed := map[string]bool{} // relays with a request of this round routed
+	round := p.sched.Round(asked)
 	for _, rq := range rd.reqs {
-		p.routeLocked(rq, probes[rq.At[0]].To, asking, routed[rq.relay.Name])
-		if rq.From != ClientNode {
-			routed[rq.relay.Name] = true
-		}
+		p.routeLocked(round, rq, probes[rq.At[0]].To)
 	}
 	p.mu.Unlock()
-	rd.pairAcks()
+	rd.pairAcks(round)
 	go rd.start(ctx)
 	return rd.await(ctx, need)
 }
 
 // requests are the round's requests, and the relays asked in it.
-func (rd *proberRound) requests() (asking map[string]bool) {
+func (rd *proberRound) requests() (asked []string) {
 	p := rd.p
 	addrOf := func(to string) (string, bool) {
 		if to == p.dst {
@@ -710,7 +707,6 @@ func (rd *proberRound) requests() (asking map[string]bool) {
 		r, ok := p.relays[to]
 		return r.Admin, ok
 	}
-	asking = map[string]bool{}
 	for _, g := range shortlist.Requests(rd.probes, ClientNode, probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okTo := addrOf(pr.To)
 		_, okFrom := p.relayOf(pr.From)
@@ -719,7 +715,7 @@ func (rd *proberRound) requests() (asking map[string]bool) {
 		rq := &surveyRequest{Request: g, toDst: g.From == ClientNode && rd.probes[g.At[0]].To == p.dst}
 		if g.From != ClientNode {
 			rq.relay, _ = p.relayOf(g.From)
-			asking[rq.relay.Name] = true
+			asked = append(asked, rq.relay.Name)
 		}
 		for _, k := range g.At {
 			addr, _ := addrOf(rd.probes[k].To)
@@ -728,18 +724,17 @@ func (rd *proberRound) requests() (asking map[string]bool) {
 		}
 		rd.reqs = append(rd.reqs, rq)
 	}
-	return asking
+	return asked
 }
 
-// routeLocked chooses how rq travels (p.sched.Route; second: a request
-// to its relay was routed before in this round): a relay's request over
-// UDP (beside the HTTPS connection it opens, or a read opening it, until
-// UDP is proven; alone after) or over HTTPS, with the relay's windows on
-// its first; this host's probe of a relay (to) opens the connection
-// beside it when p.sched.OpensBeside says so. p.mu held.
-func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[string]bool, second bool) {
+// routeLocked chooses how rq travels, as round routes it: a relay's
+// request over UDP (beside the HTTPS connection it opens, or a read
+// opening it, until UDP is proven; alone after) or over HTTPS, with the
+// relay's windows on its first; this host's probe of a relay (to) opens
+// the connection beside it when round.OpensBeside says so. p.mu held.
+func (p *surveyProber) routeLocked(round *probesched.Round, rq *surveyRequest, to string) {
 	if rq.From == ClientNode {
-		if p.sched.OpensBeside(p.linkLocked(to), rq.toDst, asking[to]) {
+		if round.OpensBeside(to, p.linkLocked(to), rq.toDst) {
 			rq.opens, rq.read = to, p.startReadLocked(to)
 			p.https[to] = true
 		}
@@ -747,7 +742,7 @@ func (p *surveyProber) routeLocked(rq *surveyRequest, to string, asking map[stri
 	}
 	name := rq.relay.Name
 	reading := p.readingLocked(name)
-	rq.route = p.sched.Route(p.linkLocked(name), second)
+	rq.route = round.Route(name, p.linkLocked(name))
 	switch rq.route {
 	case probesched.UDPOpening:
 		rq.opens, rq.read = name, p.startReadLocked(name)
@@ -784,10 +779,11 @@ func (p *surveyProber) linkLocked(relay string) probesched.Link {
 }
 
 // pairAcks answers this host's probe of a relay asked over UDP in this
-// round by that ask's acknowledgement: one round trip to the relay, as
-// its handshake would be (and the relay's reading the ask, under a
-// millisecond), without a connection of its own.
-func (rd *proberRound) pairAcks() {
+// round by that ask's acknowledgement, when round.ByAck says so: one
+// round trip to the relay, as its handshake would be (and the relay's
+// reading the ask, under a millisecond), without a connection of its
+// own.
+func (rd *proberRound) pairAcks(round *probesched.Round) {
 	udpOf := map[string]*surveyRequest{}
 	for _, rq := range rd.reqs {
 		if rq.route.UDP() {
@@ -801,7 +797,10 @@ func (rd *proberRound) pairAcks() {
 		if rq.From != ClientNode {
 			continue
 		}
-		if ask := udpOf[rd.probes[rq.At[0]].To]; probesched.ByAck(rq.Handshakes, rq.toDst, ask != nil) {
+		// The relay's first request of the round is the ask, when it went
+		// over UDP.
+		to := rd.probes[rq.At[0]].To
+		if ask := udpOf[to]; ask != nil && round.ByAck(to, rq.Handshakes, rq.toDst) {
 			rq.ackOf = ask
 		}
 	}

@@ -206,17 +206,13 @@ func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest
 		_, okB := p.point(pr.To)
 		return okA && okB
 	})
-	routes, udpAsked := p.routes(groups)
-	asking := map[string]bool{} // relays with a request of their own in this round
-	for _, g := range groups {
-		asking[g.From] = true
-	}
+	round, routes := p.routes(groups)
 	var reqs []*simRequest
 	for i, g := range groups {
 		r := &simRequest{at: g.At, from: g.From, handshakes: g.Handshakes}
 		p.sample(r, probes, out)
 		if to := probes[g.At[0]].To; g.From == "client" {
-			p.fromHere(r, to, udpAsked[to], asking[to])
+			p.fromHere(round, r, to)
 		} else {
 			p.route(r, routes[i])
 		}
@@ -225,24 +221,26 @@ func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest
 	return reqs
 }
 
-// routes are how the relays' requests of groups travel, by index (this
-// host's are left at the zero Route), and the relays whose first request
-// of the round is an ask over UDP (udpAsked).
-func (p *prober) routes(groups []shortlist.Request) (routes []probesched.Route, udpAsked map[string]bool) {
-	routes = make([]probesched.Route, len(groups))
-	udpAsked = map[string]bool{}
-	routed := map[string]bool{} // relays with a request of the round routed
-	for i, g := range groups {
-		if g.From == "client" {
-			continue
+// routes routes the relays' requests of groups as the round does, and
+// returns how each travels, by index (this host's are left at the zero
+// Route). The model's links change as the requests run, not as they are
+// routed, so all of them are routed first: this host's probes' routes
+// then see the whole round's (Round.ByAck).
+func (p *prober) routes(groups []shortlist.Request) (*probesched.Round, []probesched.Route) {
+	var asked []string
+	for _, g := range groups {
+		if g.From != "client" {
+			asked = append(asked, g.From)
 		}
-		routes[i] = p.sched.Route(p.link(g.From), routed[g.From])
-		if !routed[g.From] {
-			udpAsked[g.From] = routes[i].UDP()
-		}
-		routed[g.From] = true
 	}
-	return routes, udpAsked
+	round := p.sched.Round(asked)
+	routes := make([]probesched.Route, len(groups))
+	for i, g := range groups {
+		if g.From != "client" {
+			routes[i] = round.Route(g.From, p.link(g.From))
+		}
+	}
+	return round, routes
 }
 
 // link is the plan's HTTPS link to relay for sched: up (or opening)
@@ -255,16 +253,16 @@ func (p *prober) link(relay string) probesched.Link {
 	return probesched.LinkNone
 }
 
-// fromHere sets how this host's probe r of relay to travels: answered by
-// the acknowledgement of the round's ask to it (udpAsked; sched's ByAck),
-// and opening the connection to it beside it (sched's OpensBeside), over
+// fromHere sets how this host's probe r of relay to travels, as round
+// says: answered by the acknowledgement of the round's ask to it
+// (ByAck), and opening the connection to it beside it (OpensBeside), over
 // which it reads the relay's windows.
-func (p *prober) fromHere(r *simRequest, to string, udpAsked, asking bool) {
+func (p *prober) fromHere(round *probesched.Round, r *simRequest, to string) {
 	toDst := to == "destination"
-	if probesched.ByAck(r.handshakes, toDst, udpAsked) {
+	if round.ByAck(to, r.handshakes, toDst) {
 		r.ackOf = to
 	}
-	if p.sched.OpensBeside(p.link(to), toDst, asking) {
+	if round.OpensBeside(to, p.link(to), toDst) {
 		b, _ := p.point(to)
 		r.opens = to
 		r.setupMs = p.setupRTTs * p.world.RTTMs(p.client, b)
