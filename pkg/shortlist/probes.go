@@ -33,8 +33,7 @@ func (r *planRun) record(b Probe, ms float64) {
 		r.pending[k] = true
 		return
 	case ms > 0:
-		verified := r.cfg.VerifyHandshakes > r.cfg.Handshakes && b.Handshakes >= r.cfg.VerifyHandshakes
-		r.l.update(b.From, b.To, func(f *sources) { f.measuredMs, f.verified = ms, verified })
+		r.l.update(b.From, b.To, func(f *sources) { f.measuredMs = ms })
 	default:
 		r.l.update(b.From, b.To, func(f *sources) { f.failed = true })
 		if b.From == r.client && b.To != r.dst {
@@ -73,7 +72,7 @@ func (r *planRun) roundMs(batch []Probe) float64 {
 		if r.pending[key(pr.From, pr.To)] {
 			continue
 		}
-		pr.Handshakes = max(pr.Handshakes, r.cfg.Handshakes)
+		pr.Handshakes = r.cfg.Handshakes
 		if ms := r.lengthMs(pr); pr.From == r.client {
 			reqs = append(reqs, ms)
 		} else {
@@ -99,8 +98,7 @@ func (r *planRun) probe(batch []Probe) error {
 		return nil
 	}
 	for i := range batch {
-		// A probe verify makes comes with more handshakes.
-		batch[i].Handshakes = max(batch[i].Handshakes, r.cfg.Handshakes)
+		batch[i].Handshakes = r.cfg.Handshakes
 		if r.ready {
 			batch[i].ExpectMs, _, _ = r.rtt(batch[i].From, batch[i].To)
 		}
