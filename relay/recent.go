@@ -52,6 +52,7 @@ func tunnelRecord(frontend, result string, start time.Time, res tunnel.Result) a
 	if res.B.Valid {
 		rec.Next = &res.B
 	}
+	rec.ClientLinks, rec.NextLinks = res.ALinks, res.BLinks
 	return rec
 }
 

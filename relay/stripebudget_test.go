@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/route"
 	"github.com/relaymesh/relaymesh/pkg/stripe"
 )
@@ -180,4 +181,34 @@ func relayHandlersHeld() []string {
 		}
 	}
 	return held
+}
+
+// A striped side has no one socket: /v1/tunnels records each of its links.
+func TestStripedTunnelRecordShowsEachLink(t *testing.T) {
+	s := stripedRelay(t, DefaultStripeReorderBytes)
+	resp, sc := openStriped(t, s.RelayAddr(), echoServer(t))
+	if sc == nil {
+		t.Fatalf("striped segment: status %v %q, want OK", resp.Status, resp.Reason)
+	}
+	roundTrip(t, "striped segment", sc)
+	sc.Close()
+	var recs []adminapi.TunnelRecord
+	for deadline := time.Now().Add(5 * time.Second); len(recs) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no tunnel recorded 5 s after the striped tunnel closed")
+		}
+		recs = s.recent.newestFirst()
+	}
+	rec := recs[0]
+	if rec.Client != nil || len(rec.ClientLinks) != 2 {
+		t.Fatalf("striped side recorded as socket %+v and links %+v: want no socket and 2 links", rec.Client, rec.ClientLinks)
+	}
+	for i, l := range rec.ClientLinks {
+		if l.SentBytes == 0 && l.ReceivedBytes == 0 {
+			t.Errorf("link %d recorded %+v: want its socket's bytes", i, l)
+		}
+	}
+	if rec.Next == nil || len(rec.NextLinks) != 0 {
+		t.Errorf("the destination's side recorded as socket %v and links %v: want one socket", rec.Next, rec.NextLinks)
+	}
 }

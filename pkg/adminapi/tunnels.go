@@ -29,5 +29,10 @@ type TunnelRecord struct {
 	// client), Next the one towards the next relay or the destination.
 	Client *tunnel.SocketStats `json:"client,omitempty"`
 	Next   *tunnel.SocketStats `json:"next,omitempty"`
-	Result string              `json:"result"`
+	// ClientLinks and NextLinks replace Client and Next for a side carried
+	// over several connections (a striped segment): each link's socket, in
+	// stripe order.
+	ClientLinks []tunnel.SocketStats `json:"client_links,omitempty"`
+	NextLinks   []tunnel.SocketStats `json:"next_links,omitempty"`
+	Result      string               `json:"result"`
 }
