@@ -66,27 +66,61 @@ func write(w io.Writer, path, cmdline string) error {
 	fmt.Fprintf(w, "interval. The registry read before a plan is not in it.\n\n")
 	fmt.Fprintf(w, "| seed | relays | alive | plans | within 10 %% | 95 %% interval | quality p5 | wall ms p50 | 95 %% interval | wall ms p95 |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---:|---:|---|---:|\n")
-	within, count := 0, 0
-	var medians []float64
+	pooled := map[string]*pool{}
+	var order []string
 	for _, name := range names {
 		for _, r := range runs[name].Report {
-			p := r.Plans
-			fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f %% | %.1f–%.1f %% | %.2f | %.0f | %.0f–%.0f | %.0f |\n",
-				strings.TrimPrefix(name, "seed_"), r.Relays, r.AliveRelays, p.Count, 100*p.Within10,
-				100*p.Within10CI95[0], 100*p.Within10CI95[1], p.QualityP5, p.WallMsMedian,
-				p.WallMsMedianCI95[0], p.WallMsMedianCI95[1], p.WallMsP95)
-			within += int(math.Round(p.Within10 * float64(p.Count)))
-			count += p.Count
-			medians = append(medians, p.WallMsMedian)
+			seed := strings.TrimPrefix(name, "seed_")
+			sets := append([]fleetsim.VariantPlans{{Plans: r.Plans}}, r.Variants...)
+			for _, v := range sets {
+				label := seed
+				if v.Name != "" {
+					label += ", " + v.Name
+				}
+				p := v.Plans
+				fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f %% | %.1f–%.1f %% | %.2f | %.0f | %.0f–%.0f | %.0f |\n",
+					label, r.Relays, r.AliveRelays, p.Count, 100*p.Within10,
+					100*p.Within10CI95[0], 100*p.Within10CI95[1], p.QualityP5, p.WallMsMedian,
+					p.WallMsMedianCI95[0], p.WallMsMedianCI95[1], p.WallMsP95)
+				if pooled[v.Name] == nil {
+					pooled[v.Name] = &pool{}
+					order = append(order, v.Name)
+				}
+				pooled[v.Name].add(p)
+			}
 		}
 	}
-	ci := fleetsim.Wilson95(within, count)
-	slices.Sort(medians)
-	fmt.Fprintf(w, "\nPooled: %d of %d plans within 10 %% (%.1f %%, 95 %% interval %.1f–%.1f %%); the seeds' median wall times %.0f–%.0f ms.\n",
-		within, count, 100*float64(within)/float64(count), 100*ci[0], 100*ci[1], medians[0], medians[len(medians)-1])
+	for _, name := range order {
+		pooled[name].write(w, name)
+	}
 	fmt.Fprintf(w, "\nCommands:\n\n")
 	for _, name := range names {
 		fmt.Fprintf(w, "- %s: `%s`\n", name, runs[name].Command)
 	}
 	return nil
+}
+
+// pool is the plans of one way of planning (the flags', or a variant's)
+// over every seed.
+type pool struct {
+	within, count int
+	medians       []float64
+}
+
+func (p *pool) add(pl fleetsim.Plans) {
+	p.within += int(math.Round(pl.Within10 * float64(pl.Count)))
+	p.count += pl.Count
+	p.medians = append(p.medians, pl.WallMsMedian)
+}
+
+// write is the pooled line, named for a variant (none: the flags').
+func (p *pool) write(w io.Writer, variant string) {
+	ci := fleetsim.Wilson95(p.within, p.count)
+	slices.Sort(p.medians)
+	label := "Pooled"
+	if variant != "" {
+		label = "Pooled, " + variant + " (the same pairs)"
+	}
+	fmt.Fprintf(w, "\n%s: %d of %d plans within 10 %% (%.1f %%, 95 %% interval %.1f–%.1f %%); the seeds' median wall times %.0f–%.0f ms.\n",
+		label, p.within, p.count, 100*float64(p.within)/float64(p.count), 100*ci[0], 100*ci[1], p.medians[0], p.medians[len(p.medians)-1])
 }

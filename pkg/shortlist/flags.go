@@ -18,6 +18,7 @@ func Defaults() Config {
 		FirstQuorum: DefaultFirstQuorum, Quorum: DefaultQuorum, LaterQuorum: DefaultLaterQuorum,
 		Caution: DefaultCaution, YoungFor: DefaultYoungFor, YoungOptimism: DefaultYoungOptimism,
 		SearchBudget: DefaultSearchBudget, Handshakes: DefaultHandshakes,
+		VerifyHandshakes: DefaultVerifyHandshakes,
 	}
 }
 
@@ -79,6 +80,8 @@ var flagFields = []flagField{
 		help: "make no round of targeted probes ending this long after the first cut's ends (0: none)"},
 	{name: "handshakes", int: func(c *Config) *int { return &c.Handshakes },
 		help: "TCP handshakes each probe times, their median its RTT"},
+	{name: "verify-handshakes", int: func(c *Config) *int { return &c.VerifyHandshakes },
+		help: "handshakes of the re-probes of the deciding bottlenecks, their median (1: no re-probes)"},
 	{name: "caution", float: func(c *Config) *float64 { return &c.Caution },
 		help: "estimated relay pairs count this many times their estimate in the second ranking (1: as is)"},
 }

@@ -29,6 +29,9 @@ type sources struct {
 	earlierMs  float64 // the Prior's
 	exactMs    float64 // published by a relay
 	failed     bool    // a probe of it failed in this plan
+	// verified says measuredMs is the median of Config.VerifyHandshakes
+	// handshakes or more (see verify).
+	verified bool
 }
 
 func newLedger() *ledger {

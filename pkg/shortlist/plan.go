@@ -37,6 +37,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	if err := r.answer(); err != nil {
 		return nil, nil, r.st, err
 	}
+	if err := r.verify(); err != nil {
+		return nil, nil, r.st, err
+	}
 	r.tally()
 	return r.res, r.m, r.st, nil
 }

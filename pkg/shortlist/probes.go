@@ -33,7 +33,8 @@ func (r *planRun) record(b Probe, ms float64) {
 		r.pending[k] = true
 		return
 	case ms > 0:
-		r.l.update(b.From, b.To, func(f *sources) { f.measuredMs = ms })
+		verified := r.cfg.VerifyHandshakes > r.cfg.Handshakes && b.Handshakes >= r.cfg.VerifyHandshakes
+		r.l.update(b.From, b.To, func(f *sources) { f.measuredMs, f.verified = ms, verified })
 	default:
 		r.l.update(b.From, b.To, func(f *sources) { f.failed = true })
 		if b.From == r.client && b.To != r.dst {
@@ -72,7 +73,7 @@ func (r *planRun) roundMs(batch []Probe) float64 {
 		if r.pending[key(pr.From, pr.To)] {
 			continue
 		}
-		pr.Handshakes = r.cfg.Handshakes
+		pr.Handshakes = max(pr.Handshakes, r.cfg.Handshakes)
 		if ms := r.lengthMs(pr); pr.From == r.client {
 			reqs = append(reqs, ms)
 		} else {
@@ -98,7 +99,8 @@ func (r *planRun) probe(batch []Probe) error {
 		return nil
 	}
 	for i := range batch {
-		batch[i].Handshakes = r.cfg.Handshakes
+		// A probe verify makes comes with more handshakes.
+		batch[i].Handshakes = max(batch[i].Handshakes, r.cfg.Handshakes)
 		if r.ready {
 			batch[i].ExpectMs, _, _ = r.rtt(batch[i].From, batch[i].To)
 		}

@@ -103,7 +103,7 @@ func (r *planRun) round(round int) (done bool, err error) {
 	added := r.nextBatch(necks)
 	// A round that would end past the deadline or the search
 	// budget is not made.
-	if r.overBudget() {
+	if r.overBudget(r.batch) {
 		return true, nil
 	}
 	// The new candidates are described while the round's probes run.
@@ -247,14 +247,24 @@ func (r *planRun) optimistic(seen map[[2]string]bool) {
 	}
 }
 
-// overBudget says a round of r.batch would end past the deadline or the
+// overBudget says a round of batch would end past the deadline or the
 // search budget, and which (Stats.Deadlined, Stats.OutOfBudget).
-func (r *planRun) overBudget() bool {
+func (r *planRun) overBudget(batch []Probe) bool {
 	if !(r.cfg.Deadline > 0 || r.cfg.SearchBudget > 0) {
 		return false
 	}
-	ends := r.elapsed() + time.Duration(r.roundMs(r.batch)*float64(time.Millisecond))
+	ends := r.endsAt(batch)
 	r.st.Deadlined = r.cfg.Deadline > 0 && ends > r.cfg.Deadline
 	r.st.OutOfBudget = r.cfg.SearchBudget > 0 && ends-r.searchFrom > r.cfg.SearchBudget
 	return r.st.Deadlined || r.st.OutOfBudget
+}
+
+// pastDeadline says a round of batch would end past the deadline.
+func (r *planRun) pastDeadline(batch []Probe) bool {
+	return r.cfg.Deadline > 0 && r.endsAt(batch) > r.cfg.Deadline
+}
+
+// endsAt is when a round of batch would end, foreseen (roundMs).
+func (r *planRun) endsAt(batch []Probe) time.Duration {
+	return r.elapsed() + time.Duration(r.roundMs(batch)*float64(time.Millisecond))
 }

@@ -143,6 +143,10 @@ const (
 	// for its slowest probe once per round
 	// (docs/defaults.md#handshakes-a-probe).
 	DefaultHandshakes = 1
+	// DefaultVerifyHandshakes: the median of three handshakes stands
+	// when one of them read low and another met a queue
+	// (docs/defaults.md#verifying-the-answer).
+	DefaultVerifyHandshakes = 3
 	// DefaultNeighbours: the relays nearest each end of the best plan's
 	// bottleneck tried in its place; more planned no better, for more
 	// probes a plan (docs/defaults.md#neighbours).
@@ -275,6 +279,11 @@ type Config struct {
 	// Handshakes is how many TCP handshakes each probe times (its RTT is
 	// their median); default DefaultHandshakes.
 	Handshakes int
+	// VerifyHandshakes is how many handshakes a probe times when the
+	// plan re-measures the bottlenecks it was chosen on (verify); 0 =
+	// DefaultVerifyHandshakes, no more than Handshakes (e.g. -1) = none
+	// are re-measured.
+	VerifyHandshakes int
 	// Deadline, when positive, bounds a plan's wall time from Plan's
 	// start: a shortlist round that would end past it is not made, and
 	// the plan is the best of the chains measured throughout, as when the
@@ -358,6 +367,7 @@ func (c Config) withDefaults() Config {
 	c.YoungOptimism = cmp.Or(c.YoungOptimism, DefaultYoungOptimism)
 	c.ExplorePerRound = cmp.Or(c.ExplorePerRound, DefaultExplorePerRound)
 	c.Handshakes = cmp.Or(c.Handshakes, DefaultHandshakes)
+	c.VerifyHandshakes = cmp.Or(c.VerifyHandshakes, DefaultVerifyHandshakes)
 	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
 	c.Caution = cmp.Or(c.Caution, DefaultCaution)
 	c.PerSite = cmp.Or(c.PerSite, DefaultPerSite)
@@ -544,6 +554,9 @@ type Stats struct {
 	Deadlined, OutOfBudget bool
 	// Settled says Config.Settle stopped the rounds.
 	Settled bool
+	// Verified counts the probes that re-measured the bottlenecks the
+	// plan was chosen on (Config.VerifyHandshakes).
+	Verified int
 	// Unreachable are the relays this host's probe could not reach, left
 	// out of the plan; sorted.
 	Unreachable []string
