@@ -21,15 +21,16 @@ import (
 // (smoothed RTT at least rateQueuedRTT × the socket's least) shows that
 // the bottleneck link was busy all the same: a loss-based sender fills a
 // deep buffer until the receiver's window stops it, and the rate it then
-// sees is the bottleneck's. Nor does an interval of a loss-based sender
-// (CUBIC, Reno: not planner.LossTolerant) without a standing queue that
-// sent data again, or followed one that did by less than
-// rateLossRecovery: loss cut its window then, and the rate is its
-// climb back, not the path's capacity. The planner prices that loss apart
-// (the Mathis bound on the loss learnt, loss.go); counted here too, it
-// would be charged twice, and at its worst, since a run keeps its slowest
-// interval. With a queue, a loss is the queue's overflow, the capacity's
-// own, and the interval counts. A
+// sees is the bottleneck's. A loss-based sender (CUBIC, Reno: not
+// planner.LossTolerant) counts only over a standing queue: without one
+// the bottleneck had room, so its rate was its window's climb, back from
+// a loss or up from slow start, not the path's capacity, and the least of
+// such a run is a random draw below what the path carries. Where random
+// loss is what held it, the planner prices that loss apart (the Mathis
+// bound on the loss learnt, loss.go); counted here too, it would be
+// charged twice. With a queue, a loss is the queue's overflow, the
+// capacity's own, and the interval counts. A loss-tolerant sender (BBR)
+// paces at its estimate of the bottleneck's rate, queue or not. A
 // tunnel's rate to its peer is the best it sustained over rateRunSamples
 // such intervals in a row (the least of the run, so one fast interval
 // counts for nothing, and slow start's intervals do not pull it down),
@@ -52,10 +53,6 @@ const (
 	// flight, and at most rateHeldShare held by a window or a buffer.
 	rateBusyShare = 0.9
 	rateHeldShare = 0.1
-	// rateLossRecovery is how long after a loss a loss-based sender's
-	// rate is its recovery from it: CUBIC regains its window in about
-	// (W × 0.3 / 0.4)^(1/3) s, ~2 s at a window of 30 segments.
-	rateLossRecovery = 2 * time.Second
 	// rateQueuedRTT: a smoothed RTT this many times the least seen is a
 	// standing queue (the lab's 30 Mbit/s link: 92 ms against 20).
 	rateQueuedRTT = 1.5
@@ -90,10 +87,8 @@ type Socket struct {
 type sendLink struct {
 	stats *tunnel.StatsReader
 	prev  tunnel.SocketStats
-	// lossBased: the socket's congestion control is bound by random loss;
-	// resentAt is when it last sent data again (zero: never).
+	// lossBased: the socket's congestion control is bound by random loss.
 	lossBased bool
-	resentAt  time.Time
 }
 
 // Rates is the per-host record of sustained send rates, and the watcher
@@ -182,7 +177,7 @@ func (w *Socket) add(sts []tunnel.SocketStats, now time.Time) {
 			break
 		}
 		w.peerWindowBytes = max(w.peerWindowBytes, sts[i].PeerWindowBytes)
-		sent, ok := l.interval(sts[i], now, dtMs)
+		sent, ok := l.interval(sts[i], dtMs)
 		counts = counts && ok
 		sentBytes += sent
 	}
@@ -203,7 +198,7 @@ func (w *Socket) add(sts []tunnel.SocketStats, now time.Time) {
 
 // interval takes l's reading st, dtMs after its last: what it sent since,
 // and whether the path set its rate throughout (the rules above).
-func (l *sendLink) interval(st tunnel.SocketStats, now time.Time, dtMs float64) (sentBytes uint64, counts bool) {
+func (l *sendLink) interval(st tunnel.SocketStats, dtMs float64) (sentBytes uint64, counts bool) {
 	prev := l.prev
 	l.prev = st
 	if !st.Valid || dtMs <= 0 || st.SentBytes < prev.SentBytes || st.BusyMs < prev.BusyMs {
@@ -212,11 +207,7 @@ func (l *sendLink) interval(st tunnel.SocketStats, now time.Time, dtMs float64) 
 	busyMs := float64(st.BusyMs - prev.BusyMs)
 	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
 	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	if st.RetransmittedBytes > prev.RetransmittedBytes {
-		l.resentAt = now
-	}
-	lossHeld := l.lossBased && !queued && !l.resentAt.IsZero() && now.Sub(l.resentAt) < rateLossRecovery
-	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || lossHeld || st.SentBytes == prev.SentBytes {
+	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || (l.lossBased && !queued) || st.SentBytes == prev.SentBytes {
 		return 0, false
 	}
 	return st.SentBytes - prev.SentBytes, true
