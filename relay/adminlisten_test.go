@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/linktls"
 )
@@ -34,15 +32,7 @@ func startAdminWith(t *testing.T, set func(*Config)) *Server {
 	cfg.FleetSecret = testSecret
 	cfg.AdminToken = "admin-token-0123456789"
 	set(&cfg)
-	s, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(time.Second) })
-	return s
+	return startServer(t, cfg)
 }
 
 // One admin port answers HTTPS (verified with the fleet CA, naming the

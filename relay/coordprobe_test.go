@@ -279,15 +279,7 @@ func TestCoordinatesModeOnAFleet(t *testing.T) {
 		} else {
 			cfg.Probe.Mode, cfg.Probe.PerMinute = ProbeCoordinates, perMinute
 		}
-		s, err := New(cfg, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Shutdown(time.Second) })
-		relays[n] = s
+		relays[n] = startServer(t, cfg)
 	}
 
 	// Every relay in mode coordinates has measured every peer (the probe

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/net/proxy"
 )
 
@@ -24,14 +23,7 @@ func TestTunnelOutlivesItsHandler(t *testing.T) {
 	cfg := Defaults()
 	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", ""
 	cfg.Policy.AllowPrivate = true
-	s, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(time.Second)
+	s := startServer(t, cfg)
 
 	d, err := proxy.SOCKS5("tcp", s.SOCKSAddr(), nil, proxy.Direct)
 	if err != nil {

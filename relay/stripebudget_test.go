@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/zap"
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/route"
@@ -27,15 +26,7 @@ func stripedRelay(t *testing.T, budgetBytes int64) *Server {
 	cfg.Policy.AllowPrivate = true
 	cfg.Limits.MaxStripes = 2
 	cfg.Limits.StripeReorderBytes = budgetBytes
-	s, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(time.Second) })
-	return s
+	return startServer(t, cfg)
 }
 
 // openStriped asks relay for dst over a segment striped across two links,

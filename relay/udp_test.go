@@ -249,17 +249,11 @@ func startUDPAssociation(t *testing.T, setup func(*Server)) (*Server, net.Conn, 
 	cfg := Defaults()
 	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
 	cfg.Policy.AllowPrivate = true
-	s, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	var setups []func(*Server)
 	if setup != nil {
-		setup(s)
+		setups = append(setups, setup)
 	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(time.Second) })
+	s := startServer(t, cfg, setups...)
 	ctrl, err := net.Dial("tcp", s.SOCKSAddr())
 	if err != nil {
 		t.Fatal(err)
