@@ -151,6 +151,11 @@ func newConn(links []net.Conn, reorderBytes int, r *Reservation) (*Conn, error) 
 		writeExpired: make(chan struct{}),
 		reserved:     r,
 	}
+	for _, l := range links {
+		if err := boundUnsent(l); err != nil {
+			return nil, fmt.Errorf("stripe: link send queue: %w", err)
+		}
+	}
 	s.cond = sync.NewCond(&s.mu)
 	for _, l := range links {
 		s.writers.Add(1)
