@@ -27,8 +27,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
 const (
@@ -90,8 +93,12 @@ type Conn struct {
 	closed     chan struct{} // closed once the stream is broken or closed
 	brokenOnce sync.Once
 	linksOnce  sync.Once
-	errMu      sync.Mutex
-	err        error // the first error that broke the stream
+	// closedStats is each link's TCP_INFO as closeLinks closed it (nil
+	// before): what the stream's sockets did outlives them (LinkStats).
+	statsMu     sync.Mutex
+	closedStats []tunnel.SocketStats
+	errMu       sync.Mutex
+	err         error // the first error that broke the stream
 
 	// Deadlines: readDeadline under mu (a timer wakes Read when it
 	// passes); writeExpired is closed when the write deadline passes.
@@ -416,10 +423,36 @@ func (s *Conn) breakLocked(err error) {
 // may wait for its peer, and nobody else should wait for that.
 func (s *Conn) closeLinks() {
 	s.linksOnce.Do(func() {
+		sts := make([]tunnel.SocketStats, len(s.links))
+		for i, l := range s.links {
+			sts[i] = tunnel.Stats(l)
+		}
+		s.statsMu.Lock()
+		s.closedStats = sts
+		s.statsMu.Unlock()
 		for _, l := range s.links {
 			l.Close()
 		}
 	})
+}
+
+// LinkStats is each link's TCP_INFO in link order: read now, or as the
+// links were closed once they are. A stream that broke (a link ended
+// first) closes its links before its tunnel ends, and a reading of a
+// closed socket is none: the tunnel's record and the loss its relay
+// learns would lose every link's.
+func (s *Conn) LinkStats() []tunnel.SocketStats {
+	s.statsMu.Lock()
+	closed := s.closedStats
+	s.statsMu.Unlock()
+	if closed != nil {
+		return slices.Clone(closed)
+	}
+	sts := make([]tunnel.SocketStats, len(s.links))
+	for i, l := range s.links {
+		sts[i] = tunnel.Stats(l)
+	}
+	return sts
 }
 
 func (s *Conn) brokenErr() error {

@@ -402,3 +402,40 @@ func TestSeqWraps(t *testing.T) {
 		t.Fatalf("window of %d chunks: not a power of two", w)
 	}
 }
+
+// A stream that broke has closed its links, and a closed socket reads as
+// nothing: LinkStats still gives what each link did, as it was closed.
+func TestLinkStatsOutliveABrokenStream(t *testing.T) {
+	sa, sb := pair(t, 2, 0, nil)
+	if _, err := sa.Write(randomBytes(t, 4*ChunkBytes)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, ChunkBytes)
+	if _, err := io.ReadFull(sb, buf); err != nil {
+		t.Fatal(err)
+	}
+	sb.Close() // with bytes unread: its links reset, and sa's next writes fail
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := sa.Write(buf); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes into a stream whose peer closed still succeed after 5 s")
+		}
+	}
+	sa.linksOnce.Do(func() {}) // returns once closeLinks has run
+	if _, err := sa.links[0].Write([]byte{0}); err == nil {
+		t.Fatal("a broken stream's link still takes writes: want it closed")
+	}
+	sts := sa.LinkStats()
+	var sent uint64
+	for i, st := range sts {
+		if !st.Valid {
+			t.Fatalf("link %d of a broken stream: no reading, want the one taken as it closed", i)
+		}
+		sent += st.SentBytes
+	}
+	if len(sts) != 2 || sent < 4*ChunkBytes {
+		t.Errorf("%d links sent %d bytes together: want 2 links, at least %d", len(sts), sent, 4*ChunkBytes)
+	}
+}

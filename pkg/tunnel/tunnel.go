@@ -440,8 +440,13 @@ func activity(c net.Conn) (func() time.Duration, net.Conn) {
 	return func() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }, s
 }
 
-// statsOf reads c's socket, or (nil for one) each of its links'.
+// statsOf reads c's socket, or (nil for one) each of its links': a
+// striped stream's own record of them (LinkStats), which outlives their
+// sockets, where it keeps one.
 func statsOf(c net.Conn) (SocketStats, []SocketStats) {
+	if m, ok := c.(interface{ LinkStats() []SocketStats }); ok {
+		return SocketStats{}, m.LinkStats()
+	}
 	links := LinksUnder(c)
 	if len(links) == 1 && links[0] == c {
 		return Stats(c), nil
