@@ -12,34 +12,52 @@
 # of each N is a fresh lab; the Ns alternate within a run so that drift on
 # this shared machine hits them alike. Writes bench/results/stripe.md and
 # stripe.jsonl.
-# Usage: sudo bench/run-stripe-bench.sh [RUNS] [SIZE_BYTES] [STRIPES...]
+# STRIPE_TOPO names another lab of the same shape (configs/lab/NAME.yaml:
+# r1 declares its capacity, r1 -> r2 the crossing), and the results are
+# then bench/results/NAME.md and NAME.jsonl: stripe-lossy is the crossing
+# under random loss.
+# SIZE may be a duration instead (60s): each download then runs that long
+# and its steady rate is its second half's, in time; a lossy crossing
+# needs it, as a fixed size that one connection moves in a minute is, over
+# eight, mostly their slow start.
+# Usage: sudo [STRIPE_TOPO=stripe-lossy] bench/run-stripe-bench.sh [RUNS] [SIZE_BYTES|SECONDSs] [STRIPES...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 runs=${1:-3}
 size=${2:-600000000}
+size_arg=$size
+seconds=0
+case $size in *s) seconds=${size%s} size=0 ;; esac
 shift $(( $# > 2 ? 2 : $# ))
 stripes=("$@")
 [ ${#stripes[@]} -gt 0 ] || stripes=(1 3 4)
 out=bench/results
+name=${STRIPE_TOPO:-stripe}
+topo=configs/lab/$name.yaml
+[ -f "$topo" ] || { echo "run-stripe-bench.sh: no lab $topo" >&2; exit 1; }
 lab_bench_start run-stripe-bench.sh
-jsonl=$out/stripe.jsonl
+jsonl=$out/$name.jsonl
 : > "$jsonl"
 topo_dir=$(mktemp -d)
 trap 'rm -rf "$topo_dir"' EXIT
 # The lab writes r1's chain from its next:; a relayd overlay replaces it
 # with the striped hop.
 for n in "${stripes[@]}"; do
-  sed "/^  r1: /s|relayd: {capacity_mbit: 400}|relayd: {capacity_mbit: 400, next: [\"relaymesh://r2:7000?stripes=$n\"]}|" \
-    configs/lab/stripe.yaml > "$topo_dir/stripe-x$n.yaml"
+  sed "/^  r1: /s|relayd: {capacity_mbit: \([0-9]*\)}|relayd: {capacity_mbit: \1, next: [\"relaymesh://r2:7000?stripes=$n\"]}|" \
+    "$topo" > "$topo_dir/stripe-x$n.yaml"
   grep -q "stripes=$n" "$topo_dir/stripe-x$n.yaml" || { echo "run-stripe-bench.sh: could not set r1's chain" >&2; exit 1; }
 done
-# download.py SIZE: GET /bytes/SIZE from server:8000 through r1's SOCKS5
-# listener; prints JSON: bytes received, seconds to the first byte of the
-# body, to its half and to its end.
+# download.py SIZE SECONDS: GET /bytes/SIZE from server:8000 through r1's
+# SOCKS5 listener, or with SECONDS > 0 a body too large to end and stop
+# reading SECONDS after its first byte; prints JSON: bytes received,
+# seconds to the first byte of the body, to its half (of the bytes, or of
+# the time) and to its end.
 cat > "$topo_dir/download.py" <<'PY'
 import json, socket, sys, time
-size = int(sys.argv[1])
+size, seconds = int(sys.argv[1]), float(sys.argv[2])
+if seconds > 0:
+    size = 16 << 30  # the lab server's most (pkg/traffic MaxBytes)
 t0 = time.monotonic()
 s = socket.create_connection(('r1', 1080))
 s.sendall(b'\x05\x01\x00')
@@ -63,8 +81,11 @@ while True:
     if n == 0:
         break
     body += n
-    if t_half is None and body >= size // 2:
-        t_half, half = time.monotonic(), body
+    now = time.monotonic()
+    if t_half is None and (body >= size // 2 if seconds == 0 else now - t_first >= seconds / 2):
+        t_half, half = now, body
+    if seconds > 0 and now - t_first >= seconds:
+        break
 t_end = time.monotonic()
 print(json.dumps({'bytes': body, 'first_s': t_first - t0, 'half_s': t_half - t0, 'half_bytes': half, 'end_s': t_end - t0}))
 PY
@@ -72,23 +93,29 @@ stripe_script() {
   cat <<SCRIPT
 sleep 8
 relayctl plan --dst server:8000 -o json > $1/plan.json &&
-python3 $topo_dir/download.py $size > $1/download.json
+python3 $topo_dir/download.py $size $seconds > $1/download.json &&
+sleep 5 &&
+relayctl plan --dst server:8000 -o json > $1/plan-after.json
 SCRIPT
 }
 stripe_collect() {
-  python3 - "$1" "$n" "$run" "$2" "$size" >> "$jsonl" <<'PY'
+  python3 - "$1" "$n" "$run" "$2" "$size" "$seconds" >> "$jsonl" <<'PY'
 import json, sys
-d, n, run, valid, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == 'true', int(sys.argv[5])
+d, n, run, valid, size, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == 'true', int(sys.argv[5]), float(sys.argv[6])
 dl = json.load(open(d + '/download.json'))
-if dl['bytes'] != size:
+if seconds == 0 and dl['bytes'] != size:
     sys.exit('run-stripe-bench.sh: short download: %d of %d bytes' % (dl['bytes'], size))
 plan = json.load(open(d + '/plan.json'))
 seg = next((s for s in plan.get('segments', []) if s['from'] == 'r1' and s['to'] == 'r2'), {})
-print(json.dumps({'stripes': n, 'run': run, 'valid': valid, 'size_bytes': size, 'download': dl,
-                  'mbit_s': (size - dl['half_bytes']) * 8 / 1e6 / (dl['end_s'] - dl['half_s']),
-                  'average_mbit_s': size * 8 / 1e6 / (dl['end_s'] - dl['first_s']),
+after = json.load(open(d + '/plan-after.json'))
+aseg = next((s for s in after.get('segments', []) if s['from'] == 'r1' and s['to'] == 'r2'), {})
+print(json.dumps({'stripes': n, 'run': run, 'valid': valid, 'size_bytes': size, 'seconds': seconds, 'download': dl,
+                  'mbit_s': (dl['bytes'] - dl['half_bytes']) * 8 / 1e6 / (dl['end_s'] - dl['half_s']),
+                  'average_mbit_s': dl['bytes'] * 8 / 1e6 / (dl['end_s'] - dl['first_s']),
                   'plan_chain': plan.get('chain'), 'plan_stripes': seg.get('stripes', 1),
-                  'plan_predicted_bps': plan.get('predicted_bps'), 'plan_one_link_bps': seg.get('one_link_bps') or seg.get('rate_bps')}))
+                  'plan_predicted_bps': plan.get('predicted_bps'), 'plan_one_link_bps': seg.get('one_link_bps') or seg.get('rate_bps'),
+                  'after_chain': after.get('chain'), 'after_stripes': aseg.get('stripes', 1), 'after_predicted_bps': after.get('predicted_bps'),
+                  'after_one_link_bps': aseg.get('one_link_bps') or aseg.get('rate_bps'), 'after_loss': aseg.get('loss'), 'after_bound': after.get('bound')}))
 PY
 }
 for run in $(seq 1 "$runs"); do
@@ -96,9 +123,15 @@ for run in $(seq 1 "$runs"); do
     lab_try run-stripe-bench.sh "$topo_dir/stripe-x$n.yaml" stripe_script stripe_collect
   done
 done
-python3 - "$jsonl" "$out/stripe.md" "$runs $size ${stripes[*]}" <<'PY'
-import json, sys, subprocess, statistics, datetime
+python3 - "$jsonl" "$out/$name.md" "$runs $size_arg ${stripes[*]}" "$topo" <<'PY'
+import json, re, sys, subprocess, statistics, datetime
 rows = [json.loads(l) for l in open(sys.argv[1])]
+topo = open(sys.argv[4]).read()
+capacity = float(re.search(r'^  r1: .*capacity_mbit: (\d+)', topo, re.M).group(1))
+crossing = re.search(r'between: \[r1, r2\], (.*)\}', topo).group(1)
+run = ('sudo STRIPE_TOPO=%s bench/run-stripe-bench.sh %s' % (sys.argv[4].split('/')[-1][:-5], sys.argv[3])
+       if not sys.argv[4].endswith('/stripe.yaml') else 'sudo bench/run-stripe-bench.sh %s' % sys.argv[3])
+jsonl = sys.argv[1].split('/')[-1]
 commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
 date = datetime.date.today().isoformat()
 by = {}
@@ -106,19 +139,21 @@ for r in rows:
     by.setdefault(r['stripes'], []).append(r)
 base = statistics.median(r['mbit_s'] for r in by.get(1, [])) if 1 in by else None
 with open(sys.argv[2], 'w') as f:
-    f.write('# Striped segments: one download over a 200 ms, 400 Mbit/s crossing\n\n')
-    f.write('Made by `sudo bench/run-stripe-bench.sh %s` on %s at commit %s; raw: [`stripe.jsonl`](stripe.jsonl).\n' % (sys.argv[3], date, commit))
-    f.write('The lab is `configs/lab/stripe.yaml` (relays on stock buffers: 4 MiB `tcp_wmem`, 6 MiB `tcp_rmem`; CUBIC). '
-            'a SOCKS5 client in the client namespace downloads %d MB through r1, whose chain is `relaymesh://r2:7000?stripes=N`; '
-            'the steady rate is the second half of the bytes over the time they took (slow start over 200 ms is in the first half); '
-            'the whole download\'s rate is from its first byte to its last. Each run is a fresh lab.\n\n' % (rows[0]['size_bytes'] // 1000000 if rows else 0))
-    f.write('| links on r1 → r2 | runs | steady Mbit/s, each run | median | × one link | of 400 Mbit/s | whole download, median Mbit/s | self-check |\n|---:|---:|---|---:|---:|---:|---:|---|\n')
+    f.write('# Striped segments: one download over the crossing r1 → r2 (%s)\n\n' % crossing)
+    f.write('Made by `%s` on %s at commit %s; raw: [`%s`](%s).\n' % (run, date, commit, jsonl, jsonl))
+    f.write('The lab is `%s` (its header says what the relays\' buffers and congestion control are). '
+            'A SOCKS5 client in the client namespace downloads %s through r1, whose chain is `relaymesh://r2:7000?stripes=N`; '
+            'the steady rate is %s (slow start over the crossing is in the first half); '
+            'the whole download\'s rate is from its first byte to its last. Each run is a fresh lab.\n\n' % (
+                sys.argv[4], ('for %g s' % rows[0]['seconds']) if rows and rows[0].get('seconds') else '%d MB' % (rows[0]['size_bytes'] // 1000000 if rows else 0),
+                'the bytes of the second half of that time over it' if rows and rows[0].get('seconds') else 'the second half of the bytes over the time they took'))
+    f.write('| links on r1 → r2 | runs | steady Mbit/s, each run | median | × one link | of %g Mbit/s | whole download, median Mbit/s | self-check |\n|---:|---:|---|---:|---:|---:|---:|---|\n' % capacity)
     for n in sorted(by):
         rs = by[n]
         med = statistics.median(r['mbit_s'] for r in rs)
         f.write('| %d | %d | %s | %.1f | %s | %.0f %% | %.1f | %s |\n' % (
             n, len(rs), ', '.join('%.1f' % r['mbit_s'] for r in rs), med,
-            '%.2f×' % (med / base) if base else '–', 100 * med / 400, statistics.median(r['average_mbit_s'] for r in rs),
+            '%.2f×' % (med / base) if base else '–', 100 * med / capacity, statistics.median(r['average_mbit_s'] for r in rs),
             'held' if all(r['valid'] for r in rs) else 'failed in %d: indicative only' % sum(not r['valid'] for r in rs)))
     f.write('\nWhat `relayctl plan --dst server:8000` said in each lab before the downloads (the plan does not depend on r1\'s configured chain):\n\n')
     f.write('| lab (links on r1 → r2) | run | chain | links it stripes r1 → r2 over | predicted Mbit/s | one link, predicted Mbit/s | measured at its N / predicted |\n|---:|---:|---|---:|---:|---:|---:|\n')
@@ -129,5 +164,14 @@ with open(sys.argv[2], 'w') as f:
         f.write('| %d | %d | %s | %s | %.1f | %.1f | %s |\n' % (
             r['stripes'], r['run'], ' → '.join(r['plan_chain'] or []) or 'direct', r['plan_stripes'], pred,
             (r['plan_one_link_bps'] or 0) / 1e6, '%.2f' % (meas / pred) if meas and pred else '– (not measured)'))
+    f.write('\nWhat `relayctl plan --dst server:8000` said 5 s after the download, once the relays had learnt from its traffic (the loss of r1 → r2 among it):\n\n')
+    f.write('| lab (links on r1 → r2) | run | chain | links it stripes r1 → r2 over | loss it learnt | predicted Mbit/s | one link, predicted Mbit/s | a bound | measured at its N / predicted |\n|---:|---:|---|---:|---:|---:|---:|---|---:|\n')
+    for r in rows:
+        at = by.get(r['after_stripes'])
+        meas = statistics.median(x['mbit_s'] for x in at) if at else None
+        pred = (r['after_predicted_bps'] or 0) / 1e6
+        f.write('| %d | %d | %s | %s | %.3f %% | %.1f | %.1f | %s | %s |\n' % (
+            r['stripes'], r['run'], ' → '.join(r['after_chain'] or []) or 'direct', r['after_stripes'], 100 * (r['after_loss'] or 0), pred,
+            (r['after_one_link_bps'] or 0) / 1e6, 'yes' if r['after_bound'] else 'no', '%.2f' % (meas / pred) if meas and pred else '– (not measured)'))
 print(open(sys.argv[2]).read())
 PY
