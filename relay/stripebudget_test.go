@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/proxy"
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/route"
@@ -202,4 +203,49 @@ func TestStripedTunnelRecordShowsEachLink(t *testing.T) {
 	if rec.Next == nil || len(rec.NextLinks) != 0 {
 		t.Errorf("the destination's side recorded as socket %v and links %v: want one socket", rec.Next, rec.NextLinks)
 	}
+}
+
+// The streams a relay opens toward its next hop share the same budget: with
+// room for one, a second tunnel through a striped next hop is refused
+// before any link is dialed, counted on the out side, and the first keeps
+// carrying bytes.
+func TestStripeBudgetRefusesAnOutgoingStream(t *testing.T) {
+	one := stripe.HeldBytes(2, 0)
+	next := stripedRelay(t, DefaultStripeReorderBytes)
+	cfg := Defaults()
+	cfg.SOCKS, cfg.HTTP, cfg.Admin = "127.0.0.1:0", "", ""
+	cfg.FleetSecret = testSecret
+	cfg.Transport = TransportPlain
+	cfg.Policy.AllowPrivate = true
+	cfg.Next = []string{"relaymesh://" + next.RelayAddr() + "?stripes=2"}
+	cfg.Limits.MaxStripes = 2
+	cfg.Limits.StripeReorderBytes = one + one/2
+	s := startServer(t, cfg)
+	dst := echoServer(t)
+	d, err := proxy.SOCKS5("tcp", s.SOCKSAddr(), nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := d.Dial("tcp", dst)
+	if err != nil {
+		t.Fatalf("first tunnel through the striped next hop: %v", err)
+	}
+	defer first.Close()
+	roundTrip(t, "first tunnel", first)
+	if got := s.stripeBudget.UsedBytes(); got != one {
+		t.Fatalf("budget holds %d bytes with one outgoing stream, want %d", got, one)
+	}
+
+	if second, err := d.Dial("tcp", dst); err == nil {
+		second.Close()
+		t.Fatal("second tunnel opened a striped stream beyond the budget")
+	}
+	if n := testutil.ToFloat64(s.metrics.stripeBudgetRefusals.WithLabelValues(stripeOut)); n != 1 {
+		t.Errorf("outgoing refusals counted: %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(next.metrics.stripedSegments.WithLabelValues("2")); n != 1 {
+		t.Errorf("striped segments the next hop received: %v, want the first only", n)
+	}
+	roundTrip(t, "first tunnel, after the refusal", first)
 }
