@@ -138,6 +138,23 @@ by = {}
 for r in rows:
     by.setdefault(r['stripes'], []).append(r)
 base = statistics.median(r['mbit_s'] for r in by.get(1, [])) if 1 in by else None
+def plan_table(f, when, p, by):
+    """One row a lab: what relayctl plan said (p: 'plan' before the download, 'after' after it)."""
+    after = p == 'after'
+    cols = ['lab (links on r1 → r2)', 'run', 'chain', 'links it stripes r1 → r2 over'] + (['loss it learnt'] if after else []) + \
+        ['predicted Mbit/s', 'one link, predicted Mbit/s'] + (['a bound'] if after else []) + ['measured at its N / predicted']
+    f.write('\nWhat `relayctl plan --dst server:8000` said %s:\n\n' % when)
+    f.write('| %s |\n|%s|\n' % (' | '.join(cols), '|'.join('---' if c in ('chain', 'a bound') else '---:' for c in cols)))
+    for r in rows:
+        at = by.get(r[p + '_stripes'])
+        meas = statistics.median(x['mbit_s'] for x in at) if at else None
+        pred = (r[p + '_predicted_bps'] or 0) / 1e6
+        cells = ['%d' % r['stripes'], '%d' % r['run'], ' → '.join(r[p + '_chain'] or []) or 'direct', '%s' % r[p + '_stripes']]
+        cells += ['%.3f %%' % (100 * (r['after_loss'] or 0))] if after else []
+        cells += ['%.1f' % pred, '%.1f' % ((r[p + '_one_link_bps'] or 0) / 1e6)]
+        cells += ['yes' if r['after_bound'] else 'no'] if after else []
+        cells += ['%.2f' % (meas / pred) if meas and pred else '– (not measured)']
+        f.write('| %s |\n' % ' | '.join(cells))
 with open(sys.argv[2], 'w') as f:
     f.write('# Striped segments: one download over the crossing r1 → r2 (%s)\n\n' % crossing)
     f.write('Made by `%s` on %s at commit %s; raw: [`%s`](%s).\n' % (run, date, commit, jsonl, jsonl))
@@ -155,23 +172,7 @@ with open(sys.argv[2], 'w') as f:
             n, len(rs), ', '.join('%.1f' % r['mbit_s'] for r in rs), med,
             '%.2f×' % (med / base) if base else '–', 100 * med / capacity, statistics.median(r['average_mbit_s'] for r in rs),
             'held' if all(r['valid'] for r in rs) else 'failed in %d: indicative only' % sum(not r['valid'] for r in rs)))
-    f.write('\nWhat `relayctl plan --dst server:8000` said in each lab before the downloads (the plan does not depend on r1\'s configured chain):\n\n')
-    f.write('| lab (links on r1 → r2) | run | chain | links it stripes r1 → r2 over | predicted Mbit/s | one link, predicted Mbit/s | measured at its N / predicted |\n|---:|---:|---|---:|---:|---:|---:|\n')
-    for r in rows:
-        at = by.get(r['plan_stripes'])
-        meas = statistics.median(x['mbit_s'] for x in at) if at else None
-        pred = (r['plan_predicted_bps'] or 0) / 1e6
-        f.write('| %d | %d | %s | %s | %.1f | %.1f | %s |\n' % (
-            r['stripes'], r['run'], ' → '.join(r['plan_chain'] or []) or 'direct', r['plan_stripes'], pred,
-            (r['plan_one_link_bps'] or 0) / 1e6, '%.2f' % (meas / pred) if meas and pred else '– (not measured)'))
-    f.write('\nWhat `relayctl plan --dst server:8000` said 5 s after the download, once the relays had learnt from its traffic (the loss of r1 → r2 among it):\n\n')
-    f.write('| lab (links on r1 → r2) | run | chain | links it stripes r1 → r2 over | loss it learnt | predicted Mbit/s | one link, predicted Mbit/s | a bound | measured at its N / predicted |\n|---:|---:|---|---:|---:|---:|---:|---|---:|\n')
-    for r in rows:
-        at = by.get(r['after_stripes'])
-        meas = statistics.median(x['mbit_s'] for x in at) if at else None
-        pred = (r['after_predicted_bps'] or 0) / 1e6
-        f.write('| %d | %d | %s | %s | %.3f %% | %.1f | %.1f | %s | %s |\n' % (
-            r['stripes'], r['run'], ' → '.join(r['after_chain'] or []) or 'direct', r['after_stripes'], 100 * (r['after_loss'] or 0), pred,
-            (r['after_one_link_bps'] or 0) / 1e6, 'yes' if r['after_bound'] else 'no', '%.2f' % (meas / pred) if meas and pred else '– (not measured)'))
+    plan_table(f, 'in each lab before the downloads (the plan does not depend on r1\'s configured chain)', 'plan', by)
+    plan_table(f, '5 s after the download, once the relays had learnt from its traffic (the loss of r1 → r2 among it)', 'after', by)
 print(open(sys.argv[2]).read())
 PY

@@ -81,6 +81,19 @@ func openStriped(t *testing.T, relay, dst string) (route.Response, *stripe.Conn)
 	return *resp, sc
 }
 
+// stripedEcho is a striped relay (the default budget) and a striped
+// segment through it to an echo server, one round trip made.
+func stripedEcho(t *testing.T) (*Server, *stripe.Conn) {
+	t.Helper()
+	s := stripedRelay(t, DefaultStripeReorderBytes)
+	resp, sc := openStriped(t, s.RelayAddr(), echoServer(t))
+	if sc == nil {
+		t.Fatalf("striped segment: status %v %q, want OK", resp.Status, resp.Reason)
+	}
+	roundTrip(t, "striped segment", sc)
+	return s, sc
+}
+
 // The relay's striped streams share limits.stripe_reorder_bytes: with room
 // for one stream, a second segment is refused at assembly with a reason
 // that names the limit, and counted, while the first holds its share; once
@@ -133,12 +146,7 @@ func TestStripeBudgetRefusesBeyondIt(t *testing.T) {
 // and of its join return while it carries bytes, its links stay tracked
 // (active) until it ends, and its end gives the budget back.
 func TestStripedTunnelOutlivesItsHandlers(t *testing.T) {
-	s := stripedRelay(t, DefaultStripeReorderBytes)
-	resp, sc := openStriped(t, s.RelayAddr(), echoServer(t))
-	if sc == nil {
-		t.Fatalf("striped segment: status %v %q, want OK", resp.Status, resp.Reason)
-	}
-	roundTrip(t, "striped segment", sc)
+	s, sc := stripedEcho(t)
 	var held []string
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		held = relayHandlersHeld()
@@ -177,12 +185,7 @@ func relayHandlersHeld() []string {
 
 // A striped side has no one socket: /v1/tunnels records each of its links.
 func TestStripedTunnelRecordShowsEachLink(t *testing.T) {
-	s := stripedRelay(t, DefaultStripeReorderBytes)
-	resp, sc := openStriped(t, s.RelayAddr(), echoServer(t))
-	if sc == nil {
-		t.Fatalf("striped segment: status %v %q, want OK", resp.Status, resp.Reason)
-	}
-	roundTrip(t, "striped segment", sc)
+	s, sc := stripedEcho(t)
 	sc.Close()
 	var recs []adminapi.TunnelRecord
 	for deadline := time.Now().Add(5 * time.Second); len(recs) == 0; time.Sleep(10 * time.Millisecond) {
