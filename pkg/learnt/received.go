@@ -105,19 +105,18 @@ func readersOf(c net.Conn) []*tunnel.StatsReader {
 }
 
 // joinReadings reads rs as one socket, for what Received asks of it: the
-// bytes received in all; app-limited only when every link is (the stream
-// had less to send than any link could take); and a link whose unread
+// bytes received and the bytes not yet sent, in all; and a link whose unread
 // bytes reach its window stands for all (its sender is held back, and a
 // striped sender waits for its slowest link), else the sums, whose unread
 // stay below their windows. Not Valid unless every link is.
 func joinReadings(rs []*tunnel.StatsReader) tunnel.SocketStats {
-	j := tunnel.SocketStats{Valid: len(rs) > 0, AppLimited: true}
+	j := tunnel.SocketStats{Valid: len(rs) > 0}
 	held := false
 	for _, r := range rs {
 		st := r.Read()
 		j.Valid = j.Valid && st.Valid
 		j.ReceivedBytes += st.ReceivedBytes
-		j.AppLimited = j.AppLimited && st.AppLimited
+		j.NotsentBytes += st.NotsentBytes
 		switch {
 		case held:
 		case st.UnreadBytes >= int(st.WindowBytes):
@@ -149,18 +148,31 @@ func (w *Inflow) add(from, onward tunnel.SocketStats, now time.Time) {
 }
 
 // keptUp says the relay was not holding its sender back at the reading:
-// either it forwarded everything as it came (the onward socket's latest
-// rate sample is app-limited: it had less to send than its window
-// allowed), or it had read what arrived (less sits unread in the receiving
-// socket than the window that socket last advertised). A relay held back
-// by what comes after it stops reading, its buffer fills and its window
-// closes, which the second test catches; the first alone also dropped
-// every interval in which the onward socket was briefly window-limited
-// while its send buffer absorbed the burst (the burst a loss repair
-// releases; the onward socket's slow start), which holds nobody back.
+// it had read what arrived (less sits unread in the receiving socket than
+// the window that socket last advertised) and passed it on (less than
+// backlogBytes sits unsent in the onward socket). A relay held back by
+// what comes after it stops reading, and what arrives piles up unread;
+// where its receive buffer is small (autotuned to what it is read at), the
+// pile is in its onward socket instead.
+//
+// The onward socket's app-limited flag says nothing here: the kernel sets
+// it whenever the socket has nothing unsent, and a socket whose send
+// buffer is all in flight (a long segment on a stock 4 MiB buffer) has
+// nothing unsent while the relay behind it cannot write another byte. In
+// the stripe lab such a relay left 5.5 MB unread from the server at every
+// reading with its onward socket "app-limited", and learnt the one
+// connection's 114 Mbit/s as the server's rate to it.
 func keptUp(from, onward tunnel.SocketStats) bool {
-	return onward.AppLimited || from.UnreadBytes < int(from.WindowBytes)
+	readAll := from.UnreadBytes < int(from.WindowBytes)
+	if from.WindowBytes == 0 { // a kernel before 6.2 does not report it
+		readAll = from.UnreadBytes < backlogBytes
+	}
+	return readAll && onward.NotsentBytes < backlogBytes
 }
+
+// backlogBytes is what may sit unread, or unsent, in a socket of a relay
+// that keeps up: two of its reads (a splice pipe, a copy buffer: 64 KiB).
+const backlogBytes = 128 << 10
 
 // Done stops watching w and records its tunnel's rate, if any, when the
 // tunnel received enough to count.

@@ -97,7 +97,13 @@ type SocketStats struct {
 	// yet (SIOCINQ): a relay that keeps up with its sender leaves next to
 	// nothing here; one held back by what it forwards to fills its buffer,
 	// and the window it advertises shrinks below this.
-	UnreadBytes     int    `json:"unread_bytes"`
+	UnreadBytes int `json:"unread_bytes"`
+	// NotsentBytes is what the socket's owner wrote that it has not sent
+	// yet (tcpi_notsent_bytes): a relay that keeps up with its onward
+	// socket leaves at most a read's worth here; one that its onward
+	// socket holds back (its window, its congestion window) fills its send
+	// buffer with it.
+	NotsentBytes    uint32 `json:"notsent_bytes"`
 	DeliveryRateBps uint64 `json:"delivery_rate_bps"` // the kernel's most recent rate sample, bits/s
 	// AppLimited says the most recent rate sample was taken while the
 	// socket had less to send than its congestion window allowed: the
@@ -176,6 +182,7 @@ func (r *StatsReader) Read() SocketStats {
 		AppLimited:      appLimited(info),
 		SendBufferBytes: r.sndbuf,
 		UnreadBytes:     int(r.unread),
+		NotsentBytes:    info.Notsent_bytes,
 	}
 }
 
