@@ -423,12 +423,8 @@ func (s *Conn) breakLocked(err error) {
 // may wait for its peer, and nobody else should wait for that.
 func (s *Conn) closeLinks() {
 	s.linksOnce.Do(func() {
-		sts := make([]tunnel.SocketStats, len(s.links))
-		for i, l := range s.links {
-			sts[i] = tunnel.Stats(l)
-		}
 		s.statsMu.Lock()
-		s.closedStats = sts
+		s.closedStats = s.readLinks()
 		s.statsMu.Unlock()
 		for _, l := range s.links {
 			l.Close()
@@ -442,12 +438,18 @@ func (s *Conn) closeLinks() {
 // closed socket is none: the tunnel's record and the loss its relay
 // learns would lose every link's.
 func (s *Conn) LinkStats() []tunnel.SocketStats {
+	// Under statsMu, so that closeLinks cannot close the links between
+	// this finding no record and reading them.
 	s.statsMu.Lock()
-	closed := s.closedStats
-	s.statsMu.Unlock()
-	if closed != nil {
-		return slices.Clone(closed)
+	defer s.statsMu.Unlock()
+	if s.closedStats != nil {
+		return slices.Clone(s.closedStats)
 	}
+	return s.readLinks()
+}
+
+// readLinks reads each link's TCP_INFO, in link order.
+func (s *Conn) readLinks() []tunnel.SocketStats {
 	sts := make([]tunnel.SocketStats, len(s.links))
 	for i, l := range s.links {
 		sts[i] = tunnel.Stats(l)
