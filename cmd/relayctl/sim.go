@@ -102,6 +102,7 @@ func (o *simOptions) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&o.churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
 	fl.Float64Var(&o.cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
 	fl.Float64Var(&o.cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
+	fl.Float64Var(&o.cfg.World.DriftShare, "drift", 0, "share of routes on a worse path (up to 30 % longer) at any moment, redrawn hourly (0: none)")
 	fl.BoolVar(&o.progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&o.output, "output", "o", "text", "text or json")
 }
@@ -133,6 +134,8 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	for _, r := range reports {
+		fmt.Fprintf(out, "%d relays: before each plan, reading the registry of %d alive relays takes %.0f ms (not in wall ms; as relayctl's read of a Consul agent on its own host)\n",
+			r.Relays, r.AliveRelays, r.RegistryReadMs)
 		o.printRounds(out, r.Relays, "planned by the flags", r.Plans)
 		for _, v := range r.Variants {
 			o.printRounds(out, r.Relays, "planned by "+v.Name, v.Plans)

@@ -234,6 +234,10 @@ type Report struct {
 	CoordErrMedian float64 `json:"coord_rel_err_median"`
 	CoordErrP90    float64 `json:"coord_rel_err_p90"`
 	TIVShare       float64 `json:"tiv_share"` // pairs with a shorter detour through a relay
+	// RegistryReadMs is a planner's read of the registry before each
+	// plan (RegistryReadMs of the alive relays), ms; a plan's wall time
+	// does not include it.
+	RegistryReadMs float64 `json:"registry_read_ms"`
 	// Joined counts the relays that joined (churn, World's JoinPerHour)
 	// early enough to be checked a minute later; JoinedErrMedian is the
 	// median, over them, of their published coordinate's median relative

@@ -29,6 +29,10 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	if err := s.warmUp(ctx); err != nil {
 		return nil, err
 	}
+	// The plans, and the report on the fleet, are at the warm-up's end:
+	// with drift, the relays' coordinates were learnt on the RTTs of
+	// earlier moments.
+	s.world = s.world.At(cfg.Warmup)
 	rep, alive, err := s.fleetReport()
 	if err != nil {
 		return nil, err
@@ -256,7 +260,7 @@ func (s *simulation) churn(at time.Duration) error {
 func (s *simulation) judgeJoined(at time.Duration) {
 	for len(s.checks) > 0 && s.checks[0].at <= at {
 		if c := s.checks[0]; s.relays[c.relay].alive {
-			s.joinedErrs = append(s.joinedErrs, coordErrOf(s.world, s.relays, c.relay, s.rnd))
+			s.joinedErrs = append(s.joinedErrs, coordErrOf(s.world.At(at), s.relays, c.relay, s.rnd))
 		}
 		s.checks = s.checks[1:]
 	}
@@ -284,7 +288,8 @@ func (s *simulation) probeOnce(i int, at time.Duration) {
 		r.node.Observe(now, coord.Peer{Name: peer, Coord: s.relays[j].coord}, 0, true)
 		return
 	}
-	ms, lost := s.world.Sample(s.world.Relay(i), s.world.Relay(j), s.rnd)
+	w := s.world.At(at)
+	ms, lost := w.Sample(w.Relay(i), w.Relay(j), s.rnd)
 	r.node.Observe(now, coord.Peer{Name: peer, Coord: s.relays[j].coord}, ms, lost)
 }
 
@@ -302,6 +307,7 @@ func (s *simulation) fleetReport() (*Report, []int, error) {
 		}
 	}
 	rep.AliveRelays = len(alive)
+	rep.RegistryReadMs = RegistryReadMs(len(alive))
 	if len(alive) < 2 {
 		return nil, nil, errors.New("fewer than 2 relays alive at the end of the warm-up: nothing to plan over")
 	}

@@ -112,6 +112,17 @@ type Config struct {
 	UnderShare   float64
 	UnderMaxFrac float64 // default 0.1
 
+	// DriftShare is the share of routes (pairs of (city, provider)) on a
+	// worse route at any moment: a route change that moves its traffic
+	// to a longer path for a while. Each route redraws its state every
+	// DriftHours, with its own phase; when on a worse route, its
+	// propagation is longer by up to DriftMaxFrac (uniform, drawn afresh
+	// each time). A World with drift answers for the moment World.At
+	// sets (time 0 unless set). Zero, the default: none, RTTs are static.
+	DriftShare   float64
+	DriftMaxFrac float64 // default 0.3
+	DriftHours   float64 // default 1
+
 	// LossBase and LossPer100Ms give a path's packet loss rate per
 	// direction from its true RTT: LossBase + LossPer100Ms·RTT/100 ms,
 	// times a lognormal route factor with σ LossSigma, plus
@@ -164,6 +175,8 @@ func Defaults() Config {
 		JitterMinMs:         0.1,
 		NoiseTailShape:      1.5,
 		UnderMaxFrac:        0.1,
+		DriftMaxFrac:        0.3,
+		DriftHours:          1,
 		LossBase:            0.0001,
 		LossPer100Ms:        0.0025,
 		LossSigma:           0.5,
@@ -209,6 +222,8 @@ func (c Config) WithDefaults() Config {
 	set(&c.JitterMinMs, d.JitterMinMs)
 	set(&c.NoiseTailShape, d.NoiseTailShape)
 	set(&c.UnderMaxFrac, d.UnderMaxFrac)
+	set(&c.DriftMaxFrac, d.DriftMaxFrac)
+	set(&c.DriftHours, d.DriftHours)
 	set(&c.LossBase, d.LossBase)
 	set(&c.LossPer100Ms, d.LossPer100Ms)
 	set(&c.LossSigma, d.LossSigma)
@@ -261,6 +276,9 @@ func (c Config) Validate() error {
 		{"NoiseTailShape", c.NoiseTailShape, 0.5, 10},
 		{"UnderShare", c.UnderShare, 0, 1},
 		{"UnderMaxFrac", c.UnderMaxFrac, 0, 0.9},
+		{"DriftShare", c.DriftShare, 0, 1},
+		{"DriftMaxFrac", c.DriftMaxFrac, 0, 10},
+		{"DriftHours", c.DriftHours, 1.0 / 60, 1e4},
 		{"LossBase", c.LossBase, neg, 1},
 		{"LossPer100Ms", c.LossPer100Ms, neg, 1},
 		{"LossSigma", c.LossSigma, neg, 3},

@@ -171,11 +171,21 @@
 // own schedule (cost: its events before t). Times are simulated durations
 // since the start.
 //
+// # Drift
+//
+// With DriftShare set (zero by default: RTTs are static), routes change
+// over time: each route, a pair of (city, provider), redraws its state
+// every DriftHours (1 h) from its own phase, and is on a worse route with
+// probability DriftShare, its propagation longer by up to DriftMaxFrac
+// (30 %, uniform). World.At(t) is the world at time t; a World answers
+// for time 0 unless made by At. The numbers are chosen, not measured.
+//
 // # Limits
 //
-//   - RTTs are static: no diurnal load, no route changes over time (real
-//     TIVs come and go), no congestion beyond the per-sample queueing
-//     delay; loss is independent per packet, not bursty.
+//   - RTTs drift only by whole routes taking a worse path and back (with
+//     DriftShare): no diurnal load, no better routes appearing, no
+//     congestion beyond the per-sample queueing delay; loss is
+//     independent per packet, not bursty.
 //   - The hub graph is coarse: 27 hubs and 31 links stand for the world's
 //     submarine and long-haul systems; cities far from their region's hubs
 //     (Novosibirsk, Anchorage) and pairs near region borders can be routed

@@ -16,6 +16,9 @@ const (
 	tagBadRouteMs
 	tagLoss
 	tagChurn
+	tagDriftPhase
+	tagDrift
+	tagDriftFrac
 )
 
 // badRouteWeight multiplies Config.BadRouteShare for routes touching a
@@ -55,10 +58,14 @@ type Path struct {
 	// zero distance).
 	Inflation  float64
 	BadRouteMs float64 // extra RTT of a bad route; 0 if the route is good
-	AccessMs   float64 // both ends' access delays, both ways
-	ConstMs    float64 // the per-pair constant
-	RTTMs      float64 // the true (minimum) RTT
-	LossRate   float64 // packet loss rate, each direction
+	// DriftMs is the extra RTT of the worse route the pair's traffic
+	// takes at the World's moment (Config.DriftShare); 0 on its usual
+	// route. It is part of PropagationMs.
+	DriftMs  float64
+	AccessMs float64 // both ends' access delays, both ways
+	ConstMs  float64 // the per-pair constant
+	RTTMs    float64 // the true (minimum) RTT
+	LossRate float64 // packet loss rate, each direction
 }
 
 // RTTMs is the true RTT between two points: the least any probe can
@@ -158,7 +165,8 @@ func (w *World) path(a, b Point, withLoss bool) Path {
 		prop *= cfg.SameProviderFactor
 		badShare /= 4
 	}
-	p.PropagationMs = max(prop, gcMs)
+	p.DriftMs = w.driftFrac(routeA, routeB) * max(prop, gcMs)
+	p.PropagationMs = max(prop, gcMs) + p.DriftMs
 	p.Inflation = 1
 	if gcMs > 0 {
 		p.Inflation = p.PropagationMs / gcMs
@@ -182,6 +190,25 @@ func (w *World) path(a, b Point, withLoss bool) Path {
 		p.LossRate = min(loss, 1)
 	}
 	return p
+}
+
+// driftFrac is how much longer the route between two (city, provider)
+// pairs is at the World's moment than usual, as a fraction of its
+// propagation (Config.DriftShare): 0 on its usual route. The route's
+// state holds for DriftHours, each route starting its periods at its own
+// phase, and is drawn afresh (by hash) for each period.
+func (w *World) driftFrac(routeA, routeB uint64) float64 {
+	cfg := &w.cfg
+	if cfg.DriftShare <= 0 {
+		return 0
+	}
+	phase := w.uniformHash(tagDriftPhase, routeA, routeB)
+	period := uint64(math.Floor(w.atHours/cfg.DriftHours + phase))
+	key := mix(routeB, period)
+	if w.uniformHash(tagDrift, routeA, key) >= cfg.DriftShare {
+		return 0
+	}
+	return cfg.DriftMaxFrac * w.uniformHash(tagDriftFrac, routeA, key)
 }
 
 // uniformHash is a uniform number in (0, 1) fixed by the seed, the tag

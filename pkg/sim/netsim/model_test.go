@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // cityRTTs returns the true RTTs between a data-centre host in city a and
@@ -221,5 +222,70 @@ func TestSampleTailAndUnderReads(t *testing.T) {
 	}
 	if math.Abs(float64(far)-wantFar) > 5*math.Sqrt(wantFar) {
 		t.Errorf("%d samples beyond 20 mean queueing delays, want %.0f", far, wantFar)
+	}
+}
+
+// With drift, a share DriftShare of pairs is on a worse route at any
+// moment, longer by at most DriftMaxFrac of its usual propagation; a
+// pair's state holds for DriftHours and changes between moments further
+// apart; without drift, At changes nothing.
+func TestDrift(t *testing.T) {
+	base := Config{Relays: 400, LossBase: -1, LossPer100Ms: -1}
+	still := newTestWorld(t, base, 8)
+	drifting := base
+	drifting.DriftShare = 0.2
+	w := newTestWorld(t, drifting, 8)
+	cfg := w.Config()
+	const pairs = 4000
+	shifted := func(at time.Duration) []bool {
+		now := w.At(at)
+		out := make([]bool, pairs)
+		for k := range pairs {
+			i, j := k%200, 200+k/20
+			usual, p := still.RelayRTTMs(i, j), now.Path(now.Relay(i), now.Relay(j))
+			if still.At(at).RelayRTTMs(i, j) != usual {
+				t.Fatalf("a world without drift changed pair %d–%d at %v", i, j, at)
+			}
+			extra := p.RTTMs - usual
+			if math.Abs(extra-p.DriftMs) > 1e-9 || extra < 0 || p.DriftMs > cfg.DriftMaxFrac*(p.PropagationMs-p.DriftMs)+1e-9 {
+				t.Fatalf("pair %d–%d at %v: %.3f ms over its usual %.3f, drift %.3f of propagation %.3f", i, j, at, extra, usual, p.DriftMs, p.PropagationMs)
+			}
+			out[k] = p.DriftMs > 0
+		}
+		return out
+	}
+	count := func(s []bool) (n int) {
+		for _, b := range s {
+			if b {
+				n++
+			}
+		}
+		return n
+	}
+	changed := func(a, b []bool) (n int) {
+		for k := range a {
+			if a[k] != b[k] {
+				n++
+			}
+		}
+		return n
+	}
+	// Routes are pairs of (city, provider), fewer than the relay pairs,
+	// so the share is loose: most of the 4,000 pairs are distinct routes.
+	now, minute, later := shifted(0), shifted(time.Minute), shifted(5*time.Hour)
+	share := float64(count(now)) / pairs
+	t.Logf("on a worse route: %.3f now, %.3f five hours later; changed in a minute %d, in five hours %d",
+		share, float64(count(later))/pairs, changed(now, minute), changed(now, later))
+	if share < 0.15 || share > 0.25 {
+		t.Errorf("%.3f of pairs on a worse route, want about %.2f", share, cfg.DriftShare)
+	}
+	// A minute is 1/60 of a period: about 1/60 of the pairs start a new
+	// one, and of those about 2·0.2·0.8 change state.
+	if c := changed(now, minute); c > pairs/60 {
+		t.Errorf("%d pairs changed state in a minute, want under %d", c, pairs/60)
+	}
+	// Five periods on, every pair has redrawn: 2·0.2·0.8 = 32 % differ.
+	if c := float64(changed(now, later)) / pairs; c < 0.25 || c > 0.40 {
+		t.Errorf("%.3f of pairs changed state in five hours, want about 0.32", c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"time"
 )
 
 // earthRadiusKm is the mean Earth radius.
@@ -82,6 +83,7 @@ type World struct {
 	cityCum []float64 // cumulative city weights
 	provCum []float64 // cumulative provider weights
 	bb      *backbone
+	atHours float64 // the moment the world answers for (At), hours since the start
 }
 
 // NewWorld builds the world cfg (after WithDefaults) describes, every
@@ -114,6 +116,15 @@ func NewWorld(cfg Config, seed uint64) (*World, error) {
 		w.relays[i] = w.newPoint(uint64(i), city, pick(w.provCum, rnd), true, rnd)
 	}
 	return w, nil
+}
+
+// At is the world at simulated time t since the start: the same relays,
+// whose RTTs and loss are those of that moment (they differ from time 0's
+// only with Config.DriftShare). It is cheap: a copy of a few words.
+func (w *World) At(t time.Duration) *World {
+	at := *w
+	at.atHours = t.Hours()
+	return &at
 }
 
 // Config is the world's configuration, defaults filled in.
