@@ -20,7 +20,8 @@ lab_bench_start() {
 # self-check fails (lab run exits 3). Then `COLLECT_FN DIR VALID`, VALID
 # true or false: whether the last attempt's self-check held. Any other
 # failure of the lab run exits the calling script. NAME prefixes the
-# messages.
+# messages. With LAB_RELAYD set, the relays run that relayd binary instead
+# of bin/relayd (another build, to compare).
 lab_try() {
   local name=$1 topo=$2 script_fn=$3 collect_fn=$4 attempt tmp code valid path
   path=configs/lab/$topo.yaml
@@ -28,7 +29,7 @@ lab_try() {
   for attempt in 1 2 3; do
     tmp=$(mktemp -d)
     set +e
-    ./bin/relayctl lab run -t "$path" -- sh -c "export PATH=$PWD/bin:\$PATH
+    ./bin/relayctl lab run ${LAB_RELAYD:+--relayd "$LAB_RELAYD"} -t "$path" -- sh -c "export PATH=$PWD/bin:\$PATH
 $("$script_fn" "$tmp")"
     code=$?
     set -e
