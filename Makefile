@@ -16,7 +16,7 @@ FUZZ_TARGETS = ./pkg/socks5:FuzzReadGreeting ./pkg/socks5:FuzzReadRequest ./pkg/
 	./pkg/fleet:FuzzParse ./relay:FuzzHTTPFrontend ./pkg/route:FuzzReadFrame ./pkg/socks5:FuzzParseUDPDatagram \
 	./pkg/rules:FuzzParse
 
-.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt bench-consul-costs bench-rules bench-stripe bench-stripe-lossy
+.PHONY: reliability-full chaos image image-consul all build test test-deps vet vulncheck unit fuzz fuzz-long demo bench-relay bench-split bench-ttfb bench-lab-engine consul-outage-full clean bench-planner bench-sim bench-sizes bench-lossy bench-learnt bench-consul-costs bench-rules bench-stripe bench-stripe-lossy bench-detour-fit
 
 all: build
 
@@ -211,6 +211,11 @@ bench-sim-%:
 # against the pinned Consul (~3 min, no root): bench/results/consul-costs.md.
 bench-consul-costs:
 	./bench/run-consul-costs.sh
+
+# The modelled internet's bad routes and route spread fitted to the share of
+# one-hop detours published for the King data set (~20 s; no root).
+bench-detour-fit:
+	$(GO) run ./bench/detourfit -commit $$(git rev-parse --short HEAD) > bench/results/detour-fit.md
 
 # Planner search time per plan on random complete matrices of 1000 and 5000
 # relays, MaxHops 4 (targets: 100 ms and 1 s; ~15 s, 2.5 GB of memory).

@@ -28,6 +28,7 @@ type simOptions struct {
 	output   string
 	progress bool
 	churn    bool
+	detours  string
 	variants []string
 	profile  string
 }
@@ -102,6 +103,7 @@ func (o *simOptions) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&o.churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
 	fl.Float64Var(&o.cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
 	fl.Float64Var(&o.cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
+	fl.StringVar(&o.detours, "detours", "model", "model (netsim's own routing effects) or king (fitted to the King data set's detours)")
 	fl.Float64Var(&o.cfg.World.DriftShare, "drift", 0, "share of routes on a worse path (up to 30 % longer) at any moment, redrawn hourly (0: none)")
 	fl.BoolVar(&o.progress, "progress", true, "print each phase to stderr")
 	fl.StringVarP(&o.output, "output", "o", "text", "text or json")
@@ -177,6 +179,13 @@ func (o *simOptions) configure() ([]int, error) {
 			return nil, fmt.Errorf("--relays %q: want a comma-separated list of fleet sizes, 2 to 10000 (e.g. 100,1000,5000)", o.sizes)
 		}
 		ns = append(ns, n)
+	}
+	switch o.detours {
+	case "model":
+	case "king":
+		o.cfg.World = o.cfg.World.WithKingDetours()
+	default:
+		return nil, fmt.Errorf("--detours %q: want model (netsim's routing effects) or king (fitted to the King data set's detours)", o.detours)
 	}
 	if o.churn {
 		// Each relay leaves or fails about once in two hours and

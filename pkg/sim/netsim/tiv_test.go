@@ -53,3 +53,17 @@ func TestTIVShare(t *testing.T) {
 		}
 	}
 }
+
+// The world fitted to the King data set's detours (WithKingDetours) has
+// about its shares on each seed the fit averaged: a shorter one-hop
+// detour for 85 % of pairs, one at least 20 % shorter for 22 %.
+func TestKingDetours(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		w := newTestWorld(t, Config{Relays: 500}.WithKingDetours(), seed)
+		s := w.TIVStats(500, rand.New(rand.NewPCG(seed, 1)))
+		t.Logf("seed %d: any shorter detour %.3f, ≥20%% shorter %.3f", seed, s.Share, s.Share20)
+		if s.Share < 0.75 || s.Share > 0.92 || s.Share20 < 0.16 || s.Share20 > 0.28 {
+			t.Errorf("seed %d: shorter detour for %.3f of pairs, ≥20%% shorter for %.3f; want about 0.85 and 0.22", seed, s.Share, s.Share20)
+		}
+	}
+}
