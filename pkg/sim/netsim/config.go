@@ -151,8 +151,8 @@ type Config struct {
 // The routing effects fitted to the King data set's detours
 // (WithKingDetours).
 const (
-	KingBadRouteShare = 0.10
-	KingRouteSigma    = 0.07
+	KingBadRouteShare = 0.04
+	KingRouteSigma    = 0.08
 )
 
 // WithKingDetours returns c with its bad routes and route spread fitted
