@@ -103,6 +103,7 @@ func (o *simOptions) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&o.churn, "churn", false, "relays leave, fail and join; report how placed a joining relay is a minute later")
 	fl.Float64Var(&o.cfg.World.NoiseTailShare, "noise-tail", 0, "share of probes whose queueing delay is heavy-tailed (Pareto, α 1.5; 0: none)")
 	fl.Float64Var(&o.cfg.World.UnderShare, "under-reads", 0, "share of probes that read up to 10 % below the true RTT (0: none)")
+	fl.BoolVar(&o.cfg.MixedWindows, "mixed-windows", false, "relays' windows differ (6, 16 or 64 MiB tcp_rmem): judge plans in throughput too")
 	fl.StringVar(&o.detours, "detours", "model", "model (netsim's own routing effects) or king (fitted to the King data set's detours)")
 	fl.Float64Var(&o.cfg.World.DriftShare, "drift", 0, "share of routes on a worse path (up to 30 % longer) at any moment, redrawn hourly (0: none)")
 	fl.BoolVar(&o.progress, "progress", true, "print each phase to stderr")

@@ -84,11 +84,18 @@ type Config struct {
 	// coord.FleetViewEvery(Relays), as relayd on Consul reads them.
 	FleetViewEvery time.Duration
 	MaxHops        int // default planner.DefaultMaxHops
-	// WindowBytes is every node's receive window; default
-	// planner.DefaultWindowBytes (the plans depend on RTTs only).
+	// WindowBytes is the client's and the destination's receive window,
+	// and every relay's unless MixedWindows; default
+	// planner.DefaultWindowBytes (with equal windows the plans depend on
+	// RTTs only).
 	WindowBytes int64
-	Coord       coord.Config
-	World       netsim.Config // Relays is set from Relays
+	// MixedWindows gives each relay the receive window of one of three
+	// hosts' buffers (mixedRmem), as the planner learns them from
+	// /v1/info: the chain fastest in throughput is then not always the
+	// one with the lowest bottleneck RTT, and plans are judged by both.
+	MixedWindows bool
+	Coord        coord.Config
+	World        netsim.Config // Relays is set from Relays
 	// Planning is how the pairs are planned (Variants plan them other
 	// ways too).
 	Planning
@@ -374,6 +381,8 @@ type relay struct {
 	// since is when its relayd started, simulated time: its coordinate
 	// has been measured since (shortlist.Relay.MeasuredFor).
 	since time.Duration
+	// windowBytes is its receive window (Config.MixedWindows).
+	windowBytes int64
 }
 
 // pairCase is one (client, destination) pair as the model has it: the
@@ -390,7 +399,11 @@ type pairCase struct {
 	maxHops     int
 	optMs       float64 // the optimum's bottleneck RTT
 	optRate     float64 // the optimum's rate by the planner's model
-	hosting     int     // the relay whose host is the destination (Config.DstRelays), else -1
+	// recvScale is, by relay index, the client's window over the
+	// relay's: a segment's RTT times its receiver's scale is the RTT of a
+	// segment as fast with the client's window (all 1 with equal windows).
+	recvScale []float64
+	hosting   int // the relay whose host is the destination (Config.DstRelays), else -1
 }
 
 // pairResult is what one configuration's plan of a pair did.
@@ -431,9 +444,27 @@ func (pc *pairCase) trueMs(chain []string) float64 {
 	return ms
 }
 
-// modelQuality is a chain's model rate over the best's.
+// windowedMs is a chain's bottleneck in throughput, as the RTT of the
+// segment as slow with the client's window: each segment's true RTT times
+// its receiver's recvScale (the client-side end's, for a download). It is
+// trueMs with equal windows.
+func (pc *pairCase) windowedMs(chain []string) float64 {
+	if len(chain) == 0 {
+		return pc.directMs
+	}
+	n, last := len(pc.relays), pc.index[chain[len(chain)-1]]
+	ms := math.Max(pc.to[pc.index[chain[0]]], pc.from[last]*pc.recvScale[last])
+	for h := 1; h < len(chain); h++ {
+		u := pc.index[chain[h-1]]
+		ms = math.Max(ms, float64(pc.truth.rtt[u*n+pc.index[chain[h]]])*pc.recvScale[u])
+	}
+	return ms
+}
+
+// modelQuality is a chain's model rate (its throughput, with each relay's
+// window) over the best's.
 func (pc *pairCase) modelQuality(chain []string) float64 {
-	return modelRate(pc.trueMs(chain), len(chain), planner.DefaultRelayOverhead) / pc.optRate
+	return modelRate(pc.windowedMs(chain), len(chain), planner.DefaultRelayOverhead) / pc.optRate
 }
 
 // plan plans the pair as v says (and replans it, with cfg.Replan), its

@@ -28,7 +28,7 @@ func newTrueMatrix(n int, rttMs func(a, b int) float64) *trueMatrix {
 // direct path's. With equal windows a chain's rate is window/bottleneck,
 // so this is the optimum every plan is judged against.
 func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) float64 {
-	byHops := m.bestByHopsMs(alive, toRelayMs, fromRelayMs, directMs, maxHops)
+	byHops := m.bestByHopsMs(alive, toRelayMs, fromRelayMs, directMs, maxHops, nil)
 	return byHops[len(byHops)-1]
 }
 
@@ -42,7 +42,12 @@ func (m *trueMatrix) bestBottleneckMs(alive []bool, toRelayMs, fromRelayMs []flo
 // bottleneck of a path from the client that ends at relay v after k
 // relays. A path that repeats a relay is never better than the one that
 // skips the loop, so allowing repeats does not change the optimum.
-func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int) []float64 {
+//
+// With recvScale (by relay; nil: all 1) each segment's RTT counts times
+// its receiving relay's scale (pairCase.recvScale: the segment's
+// client-side end receives a download), so the bottleneck is in
+// throughput: the optimum with each relay's window.
+func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64, directMs float64, maxHops int, recvScale []float64) []float64 {
 	n := m.n
 	best := make([]float64, n)
 	next := make([]float64, n)
@@ -54,10 +59,16 @@ func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64
 			best[v] = toRelayMs[v]
 		}
 	}
+	scale := func(v int) float64 {
+		if recvScale == nil {
+			return 1
+		}
+		return recvScale[v]
+	}
 	for k := 1; ; k++ {
 		for v := 0; v < n; v++ {
 			if alive[v] {
-				opt = math.Min(opt, math.Max(best[v], fromRelayMs[v]))
+				opt = math.Min(opt, math.Max(best[v], fromRelayMs[v]*scale(v)))
 			}
 		}
 		out = append(out, opt)
@@ -75,7 +86,7 @@ func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64
 				// lead to a better one.
 				if b := best[u]; b < next[v] && b < opt {
 					if alive[u] {
-						next[v] = math.Min(next[v], math.Max(b, float64(row[u])))
+						next[v] = math.Min(next[v], math.Max(b, float64(row[u])*scale(u)))
 					}
 				}
 			}

@@ -11,17 +11,29 @@ import (
 
 // bruteBottleneckMs tries every chain of distinct relays up to maxHops.
 func bruteBottleneckMs(m *trueMatrix, alive []bool, to, from []float64, directMs float64, maxHops int) float64 {
+	return bruteWindowedMs(m, alive, to, from, directMs, maxHops, nil)
+}
+
+// bruteWindowedMs is bruteBottleneckMs with each segment's RTT times its
+// client-side relay's scale (nil: 1), as bestByHopsMs counts it.
+func bruteWindowedMs(m *trueMatrix, alive []bool, to, from []float64, directMs float64, maxHops int, scale []float64) float64 {
+	sc := func(v int) float64 {
+		if scale == nil {
+			return 1
+		}
+		return scale[v]
+	}
 	best := directMs
 	var walk func(last int, used []bool, hops int, worst float64)
 	walk = func(last int, used []bool, hops int, worst float64) {
-		best = math.Min(best, math.Max(worst, from[last]))
+		best = math.Min(best, math.Max(worst, from[last]*sc(last)))
 		if hops == maxHops {
 			return
 		}
 		for v := 0; v < m.n; v++ {
 			if alive[v] && !used[v] {
 				used[v] = true
-				walk(v, used, hops+1, math.Max(worst, float64(m.rtt[last*m.n+v])))
+				walk(v, used, hops+1, math.Max(worst, float64(m.rtt[last*m.n+v])*sc(last)))
 				used[v] = false
 			}
 		}
@@ -72,6 +84,24 @@ func TestBestBottleneckIsTheBruteForceOptimum(t *testing.T) {
 	}
 }
 
+// With each relay's window, the optimum in throughput is still the brute
+// force's, each segment counted at its receiver's scale.
+func TestWindowedOptimumIsTheBruteForceOptimum(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 9))
+	for trial := 0; trial < 300; trial++ {
+		in := randomInstance(rnd)
+		scale := make([]float64, in.m.n)
+		for v := range scale {
+			scale[v] = 0.05 + rnd.Float64()
+		}
+		byHops := in.m.bestByHopsMs(in.alive, in.to, in.from, in.directMs, in.hops, scale)
+		got := byHops[len(byHops)-1]
+		if want := bruteWindowedMs(in.m, in.alive, in.to, in.from, in.directMs, in.hops, scale); got != want {
+			t.Fatalf("trial %d (n %d, hops %d): dynamic program %v, brute force %v", trial, in.m.n, in.hops, got, want)
+		}
+	}
+}
+
 // TestBestByHopsIsTheBruteForceOptimumOfEachLength checks each entry that
 // can win against brute force, and the model's best rate against the best
 // of brute force's.
@@ -81,7 +111,7 @@ func TestBestByHopsIsTheBruteForceOptimumOfEachLength(t *testing.T) {
 		in := randomInstance(rnd)
 		m, alive, to, from, direct, hops := in.m, in.alive, in.to, in.from, in.directMs, in.hops
 		n := m.n
-		got := m.bestByHopsMs(alive, to, from, direct, hops)
+		got := m.bestByHopsMs(alive, to, from, direct, hops, nil)
 		if len(got) != hops+1 {
 			t.Fatalf("trial %d: %d entries for %d hops", trial, len(got), hops)
 		}

@@ -72,6 +72,8 @@ type simulation struct {
 	rejoin                  []int
 	rejoinCities, restarted int
 	rejoinAt                time.Duration
+	// recvScale is pairCase.recvScale, the same for every pair.
+	recvScale []float64
 }
 
 // joinCheck is a joined relay to judge at at.
@@ -100,8 +102,15 @@ func newSimulation(cfg Config, progress func(string)) (*simulation, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.relays[i] = &relay{name: name, node: node, alive: s.world.Alive(i, 0)}
+		s.relays[i] = &relay{name: name, node: node, alive: s.world.Alive(i, 0), windowBytes: cfg.WindowBytes}
 		s.index[name] = i
+	}
+	s.recvScale = make([]float64, n)
+	for i, r := range s.relays {
+		if cfg.MixedWindows {
+			r.windowBytes = mixedWindowBytes(rand.New(rand.NewPCG(cfg.Seed, 0x77696e+uint64(i))))
+		}
+		s.recvScale[i] = float64(cfg.WindowBytes) / float64(r.windowBytes)
 	}
 	s.start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return s, nil
@@ -356,7 +365,7 @@ func (s *simulation) planInput(alive []int) shortlist.Input {
 	for _, i := range alive {
 		r := s.relays[i]
 		in.Relays = append(in.Relays, shortlist.Relay{
-			Node: planner.Node{Name: r.name, Relay: true, WindowBytes: cfg.WindowBytes}, Coord: r.coord,
+			Node: planner.Node{Name: r.name, Relay: true, WindowBytes: r.windowBytes}, Coord: r.coord,
 			MeasuredFor: cfg.Warmup - r.since})
 		for _, m := range r.measured {
 			if m.Samples > 0 && s.relays[s.index[m.Peer]].alive {
@@ -442,13 +451,16 @@ func (s *simulation) drawPair(rep *Report, pairRnd *rand.Rand, truth *trueMatrix
 		mask[hosting] = false
 	}
 	pc = pairCase{world: s.world, relays: s.relays, index: s.index, truth: truth, client: client, dst: dst,
-		to: make([]float64, n), from: make([]float64, n), maxHops: cfg.MaxHops, hosting: hosting}
+		to: make([]float64, n), from: make([]float64, n), maxHops: cfg.MaxHops, hosting: hosting, recvScale: s.recvScale}
 	for _, i := range alive {
 		pc.to[i], pc.from[i] = s.world.RTTMs(client, s.world.Relay(i)), s.world.RTTMs(s.world.Relay(i), dst)
 	}
 	pc.directMs = s.world.RTTMs(client, dst)
-	byHops := truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops)
+	byHops := truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops, nil)
 	pc.optMs, pc.optRate = byHops[len(byHops)-1], bestModelRate(byHops, planner.DefaultRelayOverhead)
+	if cfg.MixedWindows {
+		pc.optRate = bestModelRate(truth.bestByHopsMs(mask, pc.to, pc.from, pc.directMs, cfg.MaxHops, s.recvScale), planner.DefaultRelayOverhead)
+	}
 	if len(s.rejoin) == 0 {
 		return pc, pin, true, nil
 	}
