@@ -74,8 +74,7 @@
 // own window and its own Mathis share, so those two bounds are n times one
 // connection's; limit_bps and send_bps are not (send_bps is what tunnels
 // reached, however many connections carried them). n is chosen only where
-// the capacity is known (limit_bps, or a send_bps the sender's capacity
-// probe measured), as the least n whose window and Mathis bounds reach
+// limit_bps is known, as the least n whose window and Mathis bounds reach
 // 90 % of it (or of a send_bps below it), up to the lower max_stripes of
 // the two relays and Constraints.MaxStripes (DefaultMaxStripes), and only
 // when that gains 10 % over one connection; otherwise n is 1.

@@ -254,8 +254,8 @@ func (s *search) mirror() {
 					inf := math.Inf(1)
 					var wu, wv way
 					if k := s.pairOf[src]; k > 0 {
-						wu = way{windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), inf, inf}
-						wv = way{windowBps(flightBytes(s.windows[v], s.sends[u]), rtt), inf, inf}
+						wu = way{windowBps(flightBytes(s.windows[u], s.sends[v]), rtt), inf}
+						wv = way{windowBps(flightBytes(s.windows[v], s.sends[u]), rtt), inf}
 						if s.prior.ok() {
 							lu, _ := s.sendLoss(v, rtt, 0, "")
 							lv, _ := s.sendLoss(u, rtt, 0, "")
@@ -265,7 +265,8 @@ func (s *search) mirror() {
 						p := &s.m.Pairs[-k-1]
 						lu, _ := s.pairLoss(v, p)
 						lv, _ := s.pairLoss(u, p)
-						wu, wv = s.pairWay(v, u, p, s.lossBps(v, rtt, lu)), s.pairWay(u, v, p, s.lossBps(u, rtt, lv))
+						wu = way{min(s.flightBps(v, u, p), s.lossBps(v, rtt, lu)), s.learntBps(v, p)}
+						wv = way{min(s.flightBps(u, v, p), s.lossBps(u, rtt, lv)), s.learntBps(u, p)}
 					}
 					// The connections of u→v and of v→u; a call only
 					// for the few cells between relays that stripe.
@@ -314,16 +315,6 @@ func (s *search) learntBps(sender int, p *Pair) float64 {
 		return math.Inf(1)
 	}
 	return bps
-}
-
-// learntSource is who learnt learntBps(sender, p): one of the
-// LearntFrom sources, LearntFromTunnels where the pair does not say.
-func (s *search) learntSource(sender int, p *Pair) string {
-	src := p.BSendSource
-	if s.name(sender) == p.A {
-		src = p.ASendSource
-	}
-	return cmp.Or(src, LearntFromTunnels)
 }
 
 // capBps is capBps for the pair p between dense nodes u and v.
@@ -808,7 +799,8 @@ func (s *search) segment(u, v int) Segment {
 	lossU, sourceU := s.pairLoss(v, pair) // v's sends to u
 	lossV, sourceV := s.pairLoss(u, pair)
 	lu, lv := s.lossBps(v, pair.RTTMs, lossU), s.lossBps(u, pair.RTTMs, lossV)
-	from, to := s.pairWay(v, u, pair, lu), s.pairWay(u, v, pair, lv)
+	from := way{min(s.flightBps(v, u, pair), lu), s.learntBps(v, pair)}
+	to := way{min(s.flightBps(u, v, pair), lv), s.learntBps(u, pair)}
 	n := s.segmentStripes(u, v, from, to, c)
 	wu, wv := from.boundBps(n), to.boundBps(n)
 	seg := Segment{
@@ -830,9 +822,12 @@ func (s *search) segment(u, v int) Segment {
 	}
 	if learnt := w.learntBps; !math.IsInf(learnt, 1) {
 		seg.LearntBps = learnt
-		seg.LearntAgeSec, seg.LearntSource = pair.BSendAgeSec, s.learntSource(send, pair)
+		seg.LearntAgeSec, seg.LearntSource = pair.BSendAgeSec, pair.BSendSource
 		if s.name(send) == pair.A {
-			seg.LearntAgeSec = pair.ASendAgeSec
+			seg.LearntAgeSec, seg.LearntSource = pair.ASendAgeSec, pair.ASendSource
+		}
+		if seg.LearntSource == "" {
+			seg.LearntSource = LearntFromTunnels
 		}
 	}
 	seg.Receiver, seg.Sender = s.name(recv), s.name(send)

@@ -16,9 +16,8 @@ import (
 // from traffic (measured per tunnel, whatever carried it).
 //
 // chooseStripes decides n, and only where the capacity is known (a
-// declared limit_bps, or the capacity a relay's probe measured of its
-// sends): with it unknown, nothing says how much of the link more
-// connections would find, and the gain would be a guess. The client's
+// declared limit_bps): with it unknown, nothing says how much of the link
+// more connections would find, and the gain would be a guess. The client's
 // segment and the destination's are never striped: only relays put a
 // striped stream back together.
 
@@ -44,10 +43,6 @@ type way struct {
 	// learntBps is the rate the sender's traffic was learnt to reach;
 	// +Inf = unknown. Striping does not multiply it.
 	learntBps float64
-	// probedBps is learntBps where the sender's capacity probe learnt it
-	// (LearntFromProbe): the bottleneck's capacity, which striping may
-	// fill as it may a declared limit; +Inf otherwise.
-	probedBps float64
 }
 
 // boundBps is what n connections carry this way before the capacity.
@@ -60,10 +55,8 @@ func (w way) rateBps(n int, capBps float64) float64 { return min(w.boundBps(n), 
 // the plan counts is w and whose capacity is capBps (+Inf = unknown)
 // runs: the least n whose n × one connection's bound reaches stripeTarget
 // of what no n passes (else maxN), kept at 1 unless it gains stripeMinGain
-// over one connection, or when the capacity (capBps, or the way's probed
-// capacity) is unknown.
+// over one connection, or when the capacity is unknown.
 func chooseStripes(w way, capBps float64, maxN int) int {
-	capBps = min(capBps, w.probedBps)
 	if maxN < 2 || !(capBps > 0) || math.IsInf(capBps, 1) {
 		return 1
 	}
@@ -76,18 +69,6 @@ func chooseStripes(w way, capBps float64, maxN int) int {
 		return 1
 	}
 	return n
-}
-
-// pairWay is the way data flows from dense node sender to receiver over
-// the measured pair p: one connection's window bound and the sender's
-// loss bound lossBps, and what the sender's traffic or probe was learnt
-// to reach.
-func (s *search) pairWay(sender, receiver int, p *Pair, lossBps float64) way {
-	w := way{connBps: min(s.flightBps(sender, receiver, p), lossBps), learntBps: s.learntBps(sender, p), probedBps: math.Inf(1)}
-	if s.learntSource(sender, p) == LearntFromProbe {
-		w.probedBps = w.learntBps
-	}
-	return w
 }
 
 // maxStripes is the most connections the segment between dense nodes u
@@ -119,8 +100,7 @@ func (s *search) dirWay(from, to way) way {
 	case Up:
 		return to
 	case Both:
-		return way{connBps: min(from.connBps, to.connBps), learntBps: min(from.learntBps, to.learntBps),
-			probedBps: min(from.probedBps, to.probedBps)}
+		return way{connBps: min(from.connBps, to.connBps), learntBps: min(from.learntBps, to.learntBps)}
 	}
 	return from
 }
@@ -152,27 +132,17 @@ func stripeWhy(seg Segment, maxN int) string {
 			reach += fmt.Sprintf(", the most both ends and the request allow (%d)", maxN)
 		}
 		return fmt.Sprintf("striped ×%d: one connection's %s holds it to %s of a %s link; %s",
-			seg.Stripes, connTerm(seg.OneLinkLimitedBy), fmtBps(seg.OneLinkBps), fmtBps(seg.capacityBps()), reach)
+			seg.Stripes, connTerm(seg.OneLinkLimitedBy), fmtBps(seg.OneLinkBps), fmtBps(seg.LimitBps), reach)
 	}
 	switch {
-	case seg.capacityBps() <= 0:
-		return "not striped: its capacity is unknown (no limit_bps at either end, no capacity probed), so what more connections would find of the link is a guess"
-	case seg.LimitedBy == limitedByLearnt && seg.LearntSource != LearntFromProbe:
+	case seg.LimitBps <= 0:
+		return "not striped: its capacity is unknown (no limit_bps at either end), so what more connections would find of the link is a guess"
+	case seg.LimitedBy == limitedByLearnt:
 		return fmt.Sprintf("not striped: the rate its traffic was learnt to reach holds it (%s), measured per tunnel, which more connections do not raise", fmtBps(seg.LearntBps))
-	case seg.LimitedBy == limitedByLimit || seg.LimitedBy == limitedByLearnt:
-		return fmt.Sprintf("not striped: one connection reaches the %s link", fmtBps(seg.capacityBps()))
+	case seg.LimitedBy == limitedByLimit:
+		return fmt.Sprintf("not striped: one connection reaches the %s link", fmtBps(seg.LimitBps))
 	}
 	return fmt.Sprintf("not striped: more connections would gain less than %s over one's %s", fmtPct(stripeMinGain), fmtBps(seg.RateBps))
-}
-
-// capacityBps is the capacity that striping fills: the limit declared,
-// or the capacity the sender's probe measured where that is lower or
-// none is declared; 0 = unknown.
-func (seg Segment) capacityBps() float64 {
-	if seg.LearntSource == LearntFromProbe && (seg.LimitBps <= 0 || seg.LearntBps < seg.LimitBps) {
-		return seg.LearntBps
-	}
-	return seg.LimitBps
 }
 
 // connTerm names a per-connection bound (Segment.OneLinkLimitedBy).
