@@ -407,13 +407,16 @@ func TestSeqWraps(t *testing.T) {
 // nothing: LinkStats still gives what each link did, as it was closed.
 func TestLinkStatsOutliveABrokenStream(t *testing.T) {
 	sa, sb := pair(t, 2, 0, nil)
-	if _, err := sa.Write(randomBytes(t, 4*ChunkBytes)); err != nil {
+	if _, err := sa.Write(randomBytes(t, 8*ChunkBytes)); err != nil {
+		t.Fatal(err)
+	}
+	// The links surely sent what the peer read: 4 chunks. (A Write
+	// returns once its chunks are queued to the links' writers, which
+	// the close below may stop before they sent the rest.)
+	if _, err := io.ReadFull(sb, make([]byte, 4*ChunkBytes)); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, ChunkBytes)
-	if _, err := io.ReadFull(sb, buf); err != nil {
-		t.Fatal(err)
-	}
 	sb.Close() // with bytes unread: its links reset, and sa's next writes fail
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, err := sa.Write(buf); err != nil {
