@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/packettrain"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 )
@@ -170,17 +171,7 @@ func (s *Server) listenCapacity() *capacityProbes {
 // (SO_TIMESTAMPNS): a receiver woken late by the scheduler still reads
 // when each came.
 func setTimestamps(conn *net.UDPConn) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return hostnet.SetIntOn(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 }
 
 // start reads datagrams until close.

@@ -34,6 +34,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 )
 
 // ListenQueue is how many Fast Open connections a listener may have
@@ -55,15 +57,10 @@ func Dial(_, _ string, rc syscall.RawConn) error {
 	return setInt(rc, unix.TCP_FASTOPEN_CONNECT, 1, "TCP_FASTOPEN_CONNECT")
 }
 
+// setInt sets the TCP option opt, named name in its error.
 func setInt(rc syscall.RawConn, opt, value int, name string) error {
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, opt, value)
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("%s: %w", name, serr)
+	if err := hostnet.SetInt(rc, unix.IPPROTO_TCP, opt, value); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 )
 
 // Conn is a relay link: a TLS 1.3 connection that moves bulk data in
@@ -511,13 +513,7 @@ func (c *rawConn) holdPartial(on bool) error {
 	if on {
 		v = 1
 	}
-	var serr error
-	if err := c.rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return hostnet.SetInt(c.rc, unix.IPPROTO_TCP, unix.TCP_CORK, v)
 }
 
 // flush writes what cork held, in one write, and uncorks.

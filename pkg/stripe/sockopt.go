@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
@@ -25,15 +26,5 @@ func boundUnsent(l net.Conn) error {
 	if !ok {
 		return nil
 	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, LinkUnsentBytes)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return hostnet.SetIntOn(tc, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, LinkUnsentBytes)
 }
