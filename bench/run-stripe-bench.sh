@@ -49,7 +49,7 @@ result=$name
 if [ -n "$base" ]; then
   base=$(git rev-parse --short "$base^{commit}")
   git worktree add -q --detach "$topo_dir/base" "$base"
-  trap 'git worktree remove --force "$topo_dir/base" 2>/dev/null; rm -rf "$topo_dir"' EXIT
+  trap 'git worktree remove --force "$topo_dir/base" 2>/dev/null; rm -rf "$topo_dir"; git worktree prune' EXIT
   (cd "$topo_dir/base" && go build -o "$topo_dir/relayd-base" ./cmd/relayd)
   builds=(head "$base")
   result=$name-base
@@ -154,6 +154,9 @@ envs = ('STRIPE_TOPO=%s ' % sys.argv[4].split('/')[-1][:-5] if not sys.argv[4].e
 run = 'sudo %sbench/run-stripe-bench.sh %s' % (envs, sys.argv[3])
 jsonl = sys.argv[1].split('/')[-1]
 commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+# A tree with changes outside the results is not the commit: say so.
+if subprocess.run(['git', 'diff', '--quiet', 'HEAD', '--', '.', ':!bench/results']).returncode != 0:
+    commit += ' with uncommitted changes'
 date = datetime.date.today().isoformat()
 by = {}  # (relayd build, links) -> that lab's rows
 for r in rows:

@@ -64,7 +64,7 @@ func write(w io.Writer, path, cmdline string) error {
 	fmt.Fprintf(w, "planner's hops through the relays alive, every relay's windows equal), with its 95 %% Wilson interval over the pairs. Wall time: the\n")
 	fmt.Fprintf(w, "plan's rounds as the model times them plus its measured compute, median with its distribution-free 95 %%\n")
 	fmt.Fprintf(w, "interval. With the read: the same, plus the registry read before the plan (relayctl's read of a Consul\n")
-	fmt.Fprintf(w, "agent on its own host, as measured at these fleet sizes: a floor for a real fleet).\n\n")
+	fmt.Fprintf(w, "agent on its own host, interpolated between the fleet sizes it was measured at: a floor for a real fleet).\n\n")
 	fmt.Fprintf(w, "| seed | relays | alive | plans | within 10 %% | 95 %% interval | quality p5 | wall ms p50 | 95 %% interval | wall ms p95 | registry read ms | with the read, ms p50 | 95 %% interval |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|\n")
 	pooled := map[string]*pool{}

@@ -53,8 +53,8 @@ bottleneck (its longest segment) against the best any chain of at most
 wall time each plan took; "15%" and "20%" are the shares within those of the
 optimum (do the misses miss by little or by much). "By the model" judges the
 chosen chain as the planner ranks chains: its bottleneck's rate less 2 % for
-each relay (the measured cost of a relay), against the best any chain has by
-that rule; the planner takes the chain with fewer relays among those within
+each relay (the measured cost of a relay; with --mixed-windows each segment's
+rate at its receiver's window), against the best any chain has by that rule; the planner takes the chain with fewer relays among those within
 its tie margin of the best (relayctl plan --error-margin, 2 %). "Candidates within 10%" is the share of pairs whose
 candidates held a chain within 10 % of the optimum; "the planner on true RTTs"
 the share for which the planner, given the true RTT of every pair among its

@@ -1,8 +1,9 @@
 // Package hostnet is this host's TCP facts, as the planner's model needs
 // them: the sysctl socket limits of the network namespace the process runs
 // in (what a relay reports as /v1/info's limits, what a planner assumes of
-// its own host), the windows autotuning reaches with them, and one
-// socket's TCP_INFO. Writing sysctls (the lab) is not here.
+// its own host), the windows autotuning reaches with them, one socket's
+// TCP_INFO, and the one setter of integer socket options (SetInt).
+// Writing sysctls (the lab) is not here.
 package hostnet
 
 import (

@@ -87,7 +87,7 @@ type Config struct {
 	// WindowBytes is the client's and the destination's receive window,
 	// and every relay's unless MixedWindows; default
 	// planner.DefaultWindowBytes (with equal windows the plans depend on
-	// RTTs only).
+	// RTTs only), or with MixedWindows a stock host's (mixedRmem's first).
 	WindowBytes int64
 	// MixedWindows gives each relay the receive window of one of three
 	// hosts' buffers (mixedRmem), as the planner learns them from
@@ -203,6 +203,11 @@ func (c Config) withDefaults() (Config, error) {
 	c.FleetViewEvery = cmp.Or(c.FleetViewEvery, coord.FleetViewEvery(c.Relays))
 	c.MaxHops = cmp.Or(c.MaxHops, planner.DefaultMaxHops)
 	c.RejoinAgo = cmp.Or(c.RejoinAgo, time.Minute)
+	if c.MixedWindows && c.WindowBytes == 0 {
+		// The ends are hosts on a stock kernel, as half the relays are:
+		// one ratio of window to buffer throughout.
+		c.WindowBytes = mixedRmem[0].windowBytes()
+	}
 	c.WindowBytes = cmp.Or(c.WindowBytes, planner.DefaultWindowBytes)
 	var err error
 	if c.Coord, err = c.Coord.WithDefaults(); err != nil {

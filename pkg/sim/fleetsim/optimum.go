@@ -95,9 +95,11 @@ func (m *trueMatrix) bestByHopsMs(alive []bool, toRelayMs, fromRelayMs []float64
 	}
 }
 
-// modelRate is a path's rate by the planner's model with equal windows,
-// in windows per ms: the bottleneck's, times (1 − overhead) for each
-// relay (planner.Model.RelayOverhead: the throughput each relay costs).
+// modelRate is a path's rate by the planner's model, in client windows
+// per ms: its bottleneck's (bottleneckMs an RTT, or with windows that
+// differ the windowed RTT of pairCase.windowedMs), times (1 − overhead)
+// for each relay (planner.Model.RelayOverhead: the throughput each relay
+// costs).
 func modelRate(bottleneckMs float64, relays int, overhead float64) float64 {
 	return math.Pow(1-overhead, float64(relays)) / bottleneckMs
 }

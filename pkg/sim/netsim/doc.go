@@ -134,9 +134,9 @@
 // 0.02–0.12 (median gain) and 0.03–0.15 (triangles).
 //
 // Config.WithKingDetours is a world whose route spread (RouteSigma) is
-// fitted so that its shares match the King data set's as that paper
-// reports them, 85% (any) and 22% (at least 20% shorter): bench/detourfit
-// and docs/defaults.md#the-modelled-internet.
+// fitted towards the King data set's shares as that paper reports them,
+// 85% (any) and 22% (at least 20% shorter); it reaches about 83% and 21%:
+// bench/detourfit and docs/defaults.md#the-modelled-internet.
 //
 // # Typical RTTs
 //

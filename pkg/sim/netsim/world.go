@@ -120,7 +120,7 @@ func NewWorld(cfg Config, seed uint64) (*World, error) {
 
 // At is the world at simulated time t since the start: the same relays,
 // whose RTTs and loss are those of that moment (they differ from time 0's
-// only with Config.DriftShare). It is cheap: a copy of a few words.
+// only with Config.DriftShare). It is a shallow copy of w: its slices are shared.
 func (w *World) At(t time.Duration) *World {
 	at := *w
 	at.atHours = t.Hours()
