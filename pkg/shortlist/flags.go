@@ -18,7 +18,7 @@ func Defaults() Config {
 		FirstQuorum: DefaultFirstQuorum, Quorum: DefaultQuorum, LaterQuorum: DefaultLaterQuorum,
 		Caution: DefaultCaution, YoungFor: DefaultYoungFor, YoungOptimism: DefaultYoungOptimism,
 		SearchBudget: DefaultSearchBudget, Handshakes: DefaultHandshakes,
-		VerifyHandshakes: DefaultVerifyHandshakes,
+		VerifyHandshakes: DefaultVerifyHandshakes, VerifyPasses: DefaultVerifyPasses,
 	}
 }
 
@@ -82,6 +82,8 @@ var flagFields = []flagField{
 		help: "TCP handshakes each probe times, their median its RTT"},
 	{name: "verify-handshakes", int: func(c *Config) *int { return &c.VerifyHandshakes },
 		help: "handshakes of the re-probes of the deciding bottlenecks, their median (1: no re-probes)"},
+	{name: "verify-passes", plan: true, int: func(c *Config) *int { return &c.VerifyPasses },
+		help: "most passes of re-probes of the answer and its close runners-up"},
 	{name: "caution", float: func(c *Config) *float64 { return &c.Caution },
 		help: "estimated relay pairs count this many times their estimate in the second ranking (1: as is)"},
 }

@@ -16,7 +16,7 @@ func TestFlagsBothWays(t *testing.T) {
 	for _, tc := range []struct {
 		prefix string
 		flags  int
-	}{{FlagPrefixPlan, 11}, {"", len(flagFields)}} {
+	}{{FlagPrefixPlan, 12}, {"", len(flagFields)}} {
 		var c Config
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		AddFlags(fs, tc.prefix, &c, Defaults())

@@ -65,16 +65,22 @@ func (r *planRun) lengthMs(pr Probe) float64 {
 
 // roundMs foresees how long a round of batch lasts (Config.Deadline):
 // the quorum's longest of its requests, a relay's probes one request
-// as long as its longest.
+// as long as its longest, or an awaited probe's (Probe.Awaited) if
+// longer.
 func (r *planRun) roundMs(batch []Probe) float64 {
 	byMaker := map[string]float64{}
 	var reqs []float64
+	awaitedMs := 0.0
 	for _, pr := range batch {
 		if r.pending[key(pr.From, pr.To)] {
 			continue
 		}
 		pr.Handshakes = max(pr.Handshakes, r.cfg.Handshakes)
-		if ms := r.lengthMs(pr); pr.From == r.client {
+		ms := r.lengthMs(pr)
+		if pr.Awaited {
+			awaitedMs = max(awaitedMs, ms)
+		}
+		if pr.From == r.client {
 			reqs = append(reqs, ms)
 		} else {
 			byMaker[pr.From] = max(byMaker[pr.From], ms)
@@ -85,7 +91,7 @@ func (r *planRun) roundMs(batch []Probe) float64 {
 		return 0
 	}
 	slices.Sort(reqs)
-	return reqs[r.cfg.RoundNeedsAt(2, len(reqs))-1]
+	return max(reqs[r.cfg.RoundNeedsAt(2, len(reqs))-1], awaitedMs)
 }
 
 // probe makes one round of batch's probes and records their values.

@@ -11,6 +11,9 @@ type Request struct {
 	Handshakes int
 	// At are the probes' indices in the round, in order.
 	At []int
+	// Awaited says one of them is (Probe.Awaited): the round waits for
+	// this request's answer, whatever its quorum.
+	Awaited bool
 }
 
 // Requests groups a round's probes into requests, in the order of each
@@ -32,7 +35,7 @@ func Requests(probes []Probe, client string, maxTargets int, makeable func(Probe
 			continue
 		}
 		if pr.From == client {
-			reqs = append(reqs, Request{From: pr.From, Handshakes: pr.Handshakes, At: []int{i}})
+			reqs = append(reqs, Request{From: pr.From, Handshakes: pr.Handshakes, At: []int{i}, Awaited: pr.Awaited})
 			continue
 		}
 		k := key{pr.From, pr.Handshakes}
@@ -43,6 +46,7 @@ func Requests(probes []Probe, client string, maxTargets int, makeable func(Probe
 			reqs = append(reqs, Request{From: pr.From, Handshakes: pr.Handshakes})
 		}
 		reqs[j].At = append(reqs[j].At, i)
+		reqs[j].Awaited = reqs[j].Awaited || pr.Awaited
 	}
 	return reqs
 }

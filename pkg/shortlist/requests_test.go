@@ -32,3 +32,23 @@ func TestRequestsGroupARelaysProbes(t *testing.T) {
 		t.Fatalf("no limit, everything makeable: %d requests, want 5 (r1's 3-handshake probes in one)", n)
 	}
 }
+
+// A request is awaited when any of its probes is: the round waits for the
+// whole request, which answers once all its probes have.
+func TestRequestsCarryAwaited(t *testing.T) {
+	probes := []Probe{
+		{From: "r1", To: "r2", Handshakes: 3},
+		{From: "r1", To: "r3", Handshakes: 3, Awaited: true},
+		{From: "client", To: "r1", Handshakes: 3, Awaited: true},
+		{From: "client", To: "r2", Handshakes: 3},
+	}
+	got := Requests(probes, "client", 0, nil)
+	want := []Request{
+		{From: "r1", Handshakes: 3, At: []int{0, 1}, Awaited: true},
+		{From: "client", Handshakes: 3, At: []int{2}, Awaited: true},
+		{From: "client", Handshakes: 3, At: []int{3}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Requests:\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -147,6 +147,9 @@ const (
 	// when one of them read low and another met a queue
 	// (docs/defaults.md#verifying-the-answer).
 	DefaultVerifyHandshakes = 3
+	// DefaultVerifyPasses: each pass is a round as long as its longest
+	// probe's handshakes (docs/defaults.md#verifying-the-answer).
+	DefaultVerifyPasses = 3
 	// DefaultNeighbours: the relays nearest each end of the best plan's
 	// bottleneck tried in its place; more planned no better, for more
 	// probes a plan (docs/defaults.md#neighbours).
@@ -284,6 +287,10 @@ type Config struct {
 	// DefaultVerifyHandshakes, no more than Handshakes (e.g. -1) = none
 	// are re-measured.
 	VerifyHandshakes int
+	// VerifyPasses bounds verify's passes: a pass re-measures the
+	// segments of the plans in contention, the next those of the plan
+	// the pass before promoted, if any; 0 = DefaultVerifyPasses.
+	VerifyPasses int
 	// Deadline, when positive, bounds a plan's wall time from Plan's
 	// start: a shortlist round that would end past it is not made, and
 	// the plan is the best of the chains measured throughout, as when the
@@ -368,6 +375,7 @@ func (c Config) withDefaults() Config {
 	c.ExplorePerRound = cmp.Or(c.ExplorePerRound, DefaultExplorePerRound)
 	c.Handshakes = cmp.Or(c.Handshakes, DefaultHandshakes)
 	c.VerifyHandshakes = cmp.Or(c.VerifyHandshakes, DefaultVerifyHandshakes)
+	c.VerifyPasses = cmp.Or(c.VerifyPasses, DefaultVerifyPasses)
 	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
 	c.Caution = cmp.Or(c.Caution, DefaultCaution)
 	c.PerSite = cmp.Or(c.PerSite, DefaultPerSite)
@@ -497,6 +505,10 @@ type Probe struct {
 	// asks (an estimate, until measured), ms; 0: none. A Prober can tell
 	// by it an answer that is lost from one that is slow.
 	ExpectMs float64
+	// Awaited says the round is not over until this probe has answered,
+	// whatever its quorum: a figure the plan's answer stands on (verify),
+	// which a quorum would otherwise leave out as the round's longest.
+	Awaited bool
 }
 
 // Prober measures RTTs, milliseconds. It answers one value per probe, in

@@ -1304,3 +1304,65 @@ func TestPlanVerifiesTheBottleneckItChoseOn(t *testing.T) {
 	}
 	t.Logf("%d of %d liars decided the unverified plan", fooled, len(in.Relays)-len(want))
 }
+
+// lateReprobes is underReading as a LateProber whose quorum leaves every
+// probe of three handshakes or more behind unless it is awaited, and hands
+// the held ones over only to a Late that waits: a verify pass's longest
+// probe, the bottleneck it is made for, is its round's last.
+type lateReprobes struct {
+	underReading
+	held []Answer
+}
+
+func (l *lateReprobes) Probe(ctx context.Context, probes []Probe) ([]float64, error) {
+	out, err := l.underReading.Probe(ctx, probes)
+	for i, pr := range probes {
+		if pr.Handshakes >= 3 && !pr.Awaited && out[i] > 0 {
+			l.held = append(l.held, Answer{Probe: pr, RTTMs: out[i]})
+			out[i] = math.NaN()
+		}
+	}
+	return out, err
+}
+
+func (l *lateReprobes) Late(_ context.Context, wait bool) ([]Answer, error) {
+	if !wait {
+		return nil, nil
+	}
+	out := l.held
+	l.held = nil
+	return out, nil
+}
+
+// verify waits for its own re-probes, whatever the round's quorum: the
+// chain a low reading put first is measured again before it is the
+// answer, even where a quorum would have left that re-probe late.
+func TestPlanWaitsForItsReprobes(t *testing.T) {
+	p, in := newPlane(30, 5)
+	want := p.oracle(t, in).Best.Chain
+	fooled := 0
+	for _, rl := range in.Relays {
+		liar := rl.Node.Name
+		if slices.Contains(want, liar) {
+			continue
+		}
+		blind, _, _, err := Plan(context.Background(), Config{VerifyHandshakes: 1}, in, &underReading{&plane{pos: p.pos}, liar})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(blind.Best.Chain, liar) {
+			continue
+		}
+		fooled++
+		res, _, _, err := Plan(context.Background(), Config{}, in, &lateReprobes{underReading: underReading{&plane{pos: p.pos}, liar}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Best.Chain, want) {
+			t.Errorf("liar %s: chose %v, want the oracle's %v: the re-probes were not waited for", liar, res.Best.Chain, want)
+		}
+	}
+	if fooled == 0 {
+		t.Fatal("no low reading decided a plan: the test shows nothing")
+	}
+}

@@ -2,12 +2,6 @@ package shortlist
 
 import "github.com/relaymesh/relaymesh/planner"
 
-// verifyPasses bounds the re-probes of verify: a pass re-measures the
-// segments of the plans in contention, and the next those of the plan the
-// pass before promoted, if any. Each pass is a round as long as its
-// longest probe's handshakes.
-const verifyPasses = 3
-
 // verifyMargin is how close to the best plan a runner-up must predict for
 // its bottleneck to be re-measured too: the share a plan is judged by
 // ("within 10 % of the optimum"), so that a chain one reading put just out
@@ -32,7 +26,7 @@ func (r *planRun) verify() error {
 	if hasEstimate(r.res.Best) {
 		return nil
 	}
-	for pass := 0; pass < verifyPasses; pass++ {
+	for pass := 0; pass < r.cfg.VerifyPasses; pass++ {
 		batch := r.deciding()
 		if len(batch) == 0 || r.pastDeadline(batch) {
 			return nil
@@ -40,8 +34,8 @@ func (r *planRun) verify() error {
 		if err := r.probe(batch); err != nil {
 			return err
 		}
-		// What has not answered by the round's quorum keeps its first
-		// figure: the plan does not wait on a straggler for this.
+		// The pass's own probes are awaited; a straggler of an
+		// earlier round that has answered by now joins too.
 		if err := r.late(false); err != nil {
 			return err
 		}
@@ -71,6 +65,9 @@ func (r *planRun) deciding() []Probe {
 		seen[k] = true
 		pr := r.orient(s.From, s.To)
 		pr.Handshakes = r.cfg.VerifyHandshakes
+		// The pass waits for each: the longest, which a quorum
+		// would leave out, is the bottleneck it is made for.
+		pr.Awaited = true
 		batch = append(batch, pr)
 	}
 	for _, s := range r.res.Best.Segments {
@@ -78,7 +75,9 @@ func (r *planRun) deciding() []Probe {
 	}
 	for _, pl := range r.res.Alternatives {
 		if pl.Bottleneck >= 0 && within(pl, r.res.Best, verifyMargin) {
-			add(pl.Segments[pl.Bottleneck])
+			for _, s := range pl.Segments {
+				add(s)
+			}
 		}
 	}
 	return batch

@@ -639,6 +639,9 @@ type proberRound struct {
 	out    []float64
 	done   int  // requests answered
 	closed bool // Probe returned: later answers are late
+	// awaiting are the awaited requests (shortlist.Request.Awaited) not
+	// answered yet: the round does not end before they are.
+	awaiting int
 }
 
 // surveyRequest is one request of a round (shortlist.Requests): its
@@ -675,8 +678,8 @@ type surveyRequest struct {
 
 // Probe makes one round's requests (roundRequests, each's transport
 // chosen by route), starts them in order as slots free up (start), and
-// returns once the round's quorum has answered (await); the rest answer
-// late.
+// returns once the round's quorum and its awaited requests have answered
+// (await); the rest answer late.
 func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]float64, error) {
 	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
 	rd := &proberRound{p: p, probes: probes, out: make([]float64, len(probes))}
@@ -723,6 +726,9 @@ func (rd *proberRound) requests() (asked []string) {
 			rq.expectMs = max(rq.expectMs, rd.probes[k].ExpectMs)
 		}
 		rd.reqs = append(rd.reqs, rq)
+		if g.Awaited {
+			rd.awaiting++
+		}
 	}
 	return asked
 }
@@ -838,6 +844,9 @@ func (rd *proberRound) answer(rq *surveyRequest, sums []probe.Summary, info *adm
 		p.flying--
 	} else {
 		rd.done++
+		if rq.Awaited {
+			rd.awaiting--
+		}
 	}
 	p.signal()
 }
@@ -988,7 +997,7 @@ func (rd *proberRound) await(ctx context.Context, need int) ([]float64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var err error
-	for rd.done < need && err == nil {
+	for (rd.done < need || rd.awaiting > 0) && err == nil {
 		err = p.wait(ctx)
 	}
 	rd.closed = true

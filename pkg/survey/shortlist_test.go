@@ -493,6 +493,33 @@ func TestProberEndsARoundAtItsQuorum(t *testing.T) {
 	}
 }
 
+// An awaited request holds its round past the quorum: the slow relay's
+// probe that verify waits for answers in the round, not late.
+func TestProberWaitsForAnAwaitedRequest(t *testing.T) {
+	f := newPlaneFleet(t, 3)
+	s := f.survey(ModeShortlist)
+	s.Shortlist.FirstQuorum = 0.5
+	relays := map[string]registry.Relay{}
+	for _, r := range f.reg.relays {
+		relays[r.Name] = r
+	}
+	f.delay = map[string]time.Duration{relays["r02"].Admin: 300 * time.Millisecond}
+	p := newSurveyProber(s, relays, Target{Addr: planeDst}, planeDst)
+	probes := []shortlist.Probe{{From: "r02", To: planeDst, Awaited: true}, {From: "r00", To: planeDst}, {From: "r01", To: planeDst}}
+	got, err := p.Probe(context.Background(), probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ms := range got {
+		if shortlist.Pending(ms) || ms <= 0 {
+			t.Errorf("probe %d (%s): %v, want answered in the round: the awaited request held it", i, probes[i].From, ms)
+		}
+	}
+	if late, _ := p.Late(context.Background(), false); len(late) != 0 {
+		t.Errorf("late answers %+v: want none", late)
+	}
+}
+
 // From a plan's third round on, the prober ends a round at the later
 // quorum: the slow relay holds the first two rounds (quorum 1), not the
 // third (0.5).

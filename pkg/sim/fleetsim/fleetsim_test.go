@@ -501,3 +501,71 @@ func TestALaterQuorumShortensTheLaterRounds(t *testing.T) {
 			later.FirstRoundMsMedian, later.SecondRoundMsMedian, base.FirstRoundMsMedian, base.SecondRoundMsMedian)
 	}
 }
+
+// A round waits for an awaited probe whatever its quorum, and a pair
+// probed again draws handshakes of its own.
+func TestProberAwaitsAndDrawsAfresh(t *testing.T) {
+	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	client, dst := world.RandomEndpoint(rnd), world.RandomServer(rnd)
+	relays := []*relay{{name: "r0", alive: true}, {name: "r1", alive: true}, {name: "r2", alive: true}}
+	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
+	newProber := func() *prober {
+		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
+			inFlight: 3, seed: 1, readyMs: map[string]float64{}, setupRTTs: AdminSetupRTTs,
+			shortlist: shortlist.Config{FirstQuorum: 0.3}}
+		for _, r := range relays {
+			p.readyMs[r.name] = 0
+		}
+		return p
+	}
+	longest, shortest := 0, 0
+	for i := range relays {
+		if world.RTTMs(client, world.Relay(i)) > world.RTTMs(client, world.Relay(longest)) {
+			longest = i
+		}
+		if world.RTTMs(client, world.Relay(i)) < world.RTTMs(client, world.Relay(shortest)) {
+			shortest = i
+		}
+	}
+	probes := func(awaited bool) []shortlist.Probe {
+		var out []shortlist.Probe
+		for i, r := range relays {
+			out = append(out, shortlist.Probe{From: "client", To: r.name, Awaited: awaited && i == longest})
+		}
+		return out
+	}
+	for _, awaited := range []bool{false, true} {
+		p := newProber()
+		got, err := p.Probe(context.Background(), probes(awaited))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending := shortlist.Pending(got[longest]); pending == awaited {
+			t.Errorf("awaited %v: the longest probe pending %v, want %v", awaited, pending, !awaited)
+		}
+		want := world.RTTMs(client, world.Relay(shortest)) // the quorum: one of three
+		if awaited {
+			want = world.RTTMs(client, world.Relay(longest))
+		}
+		if math.Abs(p.wallMs-want) > 1e-9 {
+			t.Errorf("awaited %v: the round ended at %.3f ms, want %.3f", awaited, p.wallMs, want)
+		}
+	}
+	p := newProber()
+	one := []shortlist.Probe{{From: "client", To: "r0", Awaited: true}}
+	first, err := p.Probe(context.Background(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.Probe(context.Background(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0] == again[0] {
+		t.Errorf("r0 probed twice read %.4f ms both times: a probe again drew the first one's handshake", first[0])
+	}
+}

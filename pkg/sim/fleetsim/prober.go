@@ -58,6 +58,10 @@ type prober struct {
 	// when it asks, which the model takes as the round's start, so a
 	// round's waits stand on what the plan knew before it.
 	learnt []learntRTT
+	// probed counts the plan's probes of each pair (from, to) so far: a
+	// pair probed again draws handshakes of its own, not its first
+	// probe's over again.
+	probed map[[2]string]int
 }
 
 // learntRTT is this host's RTT to a relay, ms.
@@ -77,6 +81,7 @@ type lateAnswer struct {
 func (p *prober) restart() {
 	p.wallMs, p.free, p.late, p.roundEndsMs = 0, nil, nil, nil
 	p.sched = nil // a new plan's asks prove UDP again, and learn its waits afresh
+	p.probed = nil
 	for name := range p.readyMs {
 		p.readyMs[name] = 0
 	}
@@ -156,6 +161,8 @@ type simRequest struct {
 	// count.
 	expectMs   float64
 	handshakes int
+	// awaited: the round waits for it (shortlist.Request.Awaited).
+	awaited bool
 }
 
 // Probe answers one round: its requests are made from the model
@@ -209,7 +216,7 @@ func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest
 	round, routes := p.routes(groups)
 	var reqs []*simRequest
 	for i, g := range groups {
-		r := &simRequest{at: g.At, from: g.From, handshakes: g.Handshakes}
+		r := &simRequest{at: g.At, from: g.From, handshakes: g.Handshakes, awaited: g.Awaited}
 		p.sample(r, probes, out)
 		if to := probes[g.At[0]].To; g.From == "client" {
 			p.fromHere(round, r, to)
@@ -291,9 +298,17 @@ func (p *prober) sample(r *simRequest, probes []shortlist.Probe, out []float64) 
 		var samples []float64
 		// A probe's noise comes from its pair, not its place in the batch:
 		// plans that order or batch their probes differently see the same
-		// samples.
+		// samples. A pair probed again (a re-probe of verify, say) draws
+		// afresh, as a real probe's new handshakes would.
 		h := fnv.New64a()
 		h.Write([]byte(pr.From + "\x00" + pr.To))
+		if p.probed == nil {
+			p.probed = map[[2]string]int{}
+		}
+		if n := p.probed[[2]string{pr.From, pr.To}]; n > 0 {
+			fmt.Fprintf(h, "\x00%d", n)
+		}
+		p.probed[[2]string{pr.From, pr.To}]++
 		rnd := rand.New(rand.NewPCG(p.seed, h.Sum64()))
 		rttMs, probeMs := p.world.RTTMs(a, b), 0.0
 		for range count {
@@ -498,12 +513,18 @@ func (c *roundClock) ackedBy(r *simRequest) {
 	c.p.learnt = append(c.p.learnt, learntRTT{r.from, r.askMs})
 }
 
-// endRound ends the round once the quorum (RoundNeedsAt) has answered,
-// moves the clock there, and keeps the requests answered after as late
-// answers (NaN in out).
+// endRound ends the round once the quorum (RoundNeedsAt) and every
+// awaited request (shortlist.Request.Awaited) have answered, moves the
+// clock there, and keeps the requests answered after as late answers
+// (NaN in out).
 func (p *prober) endRound(probes []shortlist.Probe, reqs []*simRequest, out, ends []float64) {
 	slices.Sort(ends)
 	end := ends[p.shortlist.RoundNeedsAt(len(p.roundEndsMs), len(ends))-1]
+	for _, r := range reqs {
+		if r.awaited {
+			end = max(end, r.atMs)
+		}
+	}
 	for _, r := range reqs {
 		if r.atMs <= end {
 			continue
