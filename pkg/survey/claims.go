@@ -2,6 +2,7 @@ package survey
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -65,7 +66,11 @@ func (r *recordingProber) recorded() []shortlist.Answer {
 // the witnesses (this host, client, and the relays: their answers and
 // their published measurements, pairs), drops from m each claim not
 // believed (the measured pair of that value) and from prior (what a
-// replan starts from; may be nil), and returns a note for each.
+// replan starts from; may be nil), and returns a note for each. A relay
+// with one claim not believed has lied: its other claims are dropped too,
+// believed or not. The triangle cannot refute a claim between two relays
+// at about the same RTT from every witness, and a liar's word on those is
+// worth no more than on the rest.
 func dropDoubtedClaims(m *planner.Matrix, prior *shortlist.Prior, answers []shortlist.Answer, pairs []registry.Pair, client string) []string {
 	own := ownRTTs(pairs)
 	claims := map[[2]string]float64{}
@@ -86,6 +91,8 @@ func dropDoubtedClaims(m *planner.Matrix, prior *shortlist.Prior, answers []shor
 		witnesses[k[0]] = true
 	}
 	var notes []string
+	liars := map[string]bool{}
+	dropped := map[[2]string]bool{}
 	for _, k := range order {
 		from, to, claimMs := k[0], k[1], claims[k]
 		var ws []witness
@@ -97,13 +104,26 @@ func dropDoubtedClaims(m *planner.Matrix, prior *shortlist.Prior, answers []shor
 			continue
 		}
 		notes = append(notes, bad.note())
-		same := func(a, b string, ms float64) bool {
-			return ms == claimMs && (a == from && b == to || a == to && b == from)
-		}
-		m.Pairs = slices.DeleteFunc(m.Pairs, func(p planner.Pair) bool { return !p.Estimated && same(p.A, p.B, p.RTTMs) })
-		if prior != nil {
-			prior.Pairs = slices.DeleteFunc(prior.Pairs, func(p shortlist.Measured) bool { return same(p.A, p.B, p.RTTMs) })
+		liars[from], dropped[k] = true, true
+		dropClaim(m, prior, from, to, claimMs)
+	}
+	for _, k := range order {
+		if from, to := k[0], k[1]; liars[from] && !dropped[k] {
+			notes = append(notes, fmt.Sprintf("%s -> %s: %s claims %.2f ms; dropped with the rest of %s's claims, one of which was not believed", from, to, from, claims[k], from))
+			dropClaim(m, prior, from, to, claims[k])
 		}
 	}
 	return notes
+}
+
+// dropClaim removes from m, and from prior (may be nil), the measured
+// pair {from, to} whose figure is claimMs: the claim's.
+func dropClaim(m *planner.Matrix, prior *shortlist.Prior, from, to string, claimMs float64) {
+	same := func(a, b string, ms float64) bool {
+		return ms == claimMs && (a == from && b == to || a == to && b == from)
+	}
+	m.Pairs = slices.DeleteFunc(m.Pairs, func(p planner.Pair) bool { return !p.Estimated && same(p.A, p.B, p.RTTMs) })
+	if prior != nil {
+		prior.Pairs = slices.DeleteFunc(prior.Pairs, func(p shortlist.Measured) bool { return same(p.A, p.B, p.RTTMs) })
+	}
 }

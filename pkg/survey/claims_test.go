@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaymesh/relaymesh/pkg/registry"
+	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/planner"
 )
 
@@ -89,5 +90,34 @@ func publishNearest(f *planeFleet, k int, scale float64) {
 		for _, b := range near[1 : k+1] {
 			f.reg.pairs = append(f.reg.pairs, registry.Pair{From: a.Name, To: b.Name, RTTMs: f.distance(a.Admin, b.Admin) * scale, Samples: 5, UpdatedAt: now})
 		}
+	}
+}
+
+// A relay caught in one lie loses its other claims too: here its claim to
+// the destination is refuted by two witnesses, and its claim to a relay at
+// about the same RTT from both, which no triangle can refute, is dropped
+// with it.
+func TestDoubtedRelayLosesItsOtherClaims(t *testing.T) {
+	answer := func(from, to string, ms float64) shortlist.Answer {
+		return shortlist.Answer{Probe: shortlist.Probe{From: from, To: to}, RTTMs: ms}
+	}
+	answers := []shortlist.Answer{
+		answer(ClientNode, "liar", 10), answer(ClientNode, "y", 12), answer(ClientNode, "dst", 100),
+		answer("w", "liar", 10), answer("w", "y", 12), answer("w", "dst", 100),
+		answer("liar", "dst", 1), // both witnesses allow no less than 40 ms
+		answer("liar", "y", 1),   // both allow 0 ms: believable alone
+	}
+	m := &planner.Matrix{}
+	for _, a := range answers {
+		m.Pairs = append(m.Pairs, planner.Pair{A: a.Probe.From, B: a.Probe.To, RTTMs: a.RTTMs})
+	}
+	notes := dropDoubtedClaims(m, nil, answers, nil, ClientNode)
+	for _, p := range m.Pairs {
+		if p.A == "liar" {
+			t.Errorf("the liar's claim %s -> %s (%v ms) is in the matrix; notes:\n%s", p.A, p.B, p.RTTMs, strings.Join(notes, "\n"))
+		}
+	}
+	if len(m.Pairs) != 6 || len(notes) != 2 {
+		t.Errorf("%d pairs left (want the 6 witnesses' own), %d notes (want 2): %v", len(m.Pairs), len(notes), notes)
 	}
 }
