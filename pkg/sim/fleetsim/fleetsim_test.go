@@ -217,6 +217,21 @@ func TestRunRejoinRestartsRelays(t *testing.T) {
 	}
 }
 
+// threeRelays is a world of three relays, all alive, with a client and a
+// destination drawn from it, and the relays' index by name.
+func threeRelays(t *testing.T) (world *netsim.World, client, dst netsim.Point, relays []*relay, index map[string]int) {
+	t.Helper()
+	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	client, dst = world.RandomEndpoint(rnd), world.RandomServer(rnd)
+	relays = []*relay{{name: "r0", alive: true}, {name: "r1", alive: true}, {name: "r2", alive: true}}
+	index = map[string]int{"r0": 0, "r1": 1, "r2": 2}
+	return world, client, dst, relays, index
+}
+
 // A round's modelled time: its requests start in order, at most inFlight
 // at a time, and the round ends with the last; the first request to a
 // relay's admin API pays for its connection (TCP and TLS handshakes); a
@@ -224,14 +239,7 @@ func TestRunRejoinRestartsRelays(t *testing.T) {
 // it has no connection to opens one, and holds its slot till the relay's
 // windows are read over it.
 func TestProberWallCountsWavesAndConnections(t *testing.T) {
-	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rnd := rand.New(rand.NewPCG(5, 5))
-	client, dst := world.RandomEndpoint(rnd), world.RandomServer(rnd)
-	relays := []*relay{{name: "r0", alive: true}, {name: "r1", alive: true}, {name: "r2", alive: true}}
-	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
+	world, client, dst, relays, index := threeRelays(t)
 	newProber := func(inFlight int) *prober {
 		return &prober{world: world, relays: relays, index: index, client: client, dst: dst,
 			inFlight: inFlight, seed: 1, readyMs: map[string]float64{}, setupRTTs: AdminSetupRTTs}
@@ -505,14 +513,7 @@ func TestALaterQuorumShortensTheLaterRounds(t *testing.T) {
 // A round waits for an awaited probe whatever its quorum, and a pair
 // probed again draws handshakes of its own.
 func TestProberAwaitsAndDrawsAfresh(t *testing.T) {
-	world, err := netsim.NewWorld(netsim.Config{Relays: 3}, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rnd := rand.New(rand.NewPCG(5, 5))
-	client, dst := world.RandomEndpoint(rnd), world.RandomServer(rnd)
-	relays := []*relay{{name: "r0", alive: true}, {name: "r1", alive: true}, {name: "r2", alive: true}}
-	index := map[string]int{"r0": 0, "r1": 1, "r2": 2}
+	world, client, dst, relays, index := threeRelays(t)
 	newProber := func() *prober {
 		p := &prober{world: world, relays: relays, index: index, client: client, dst: dst,
 			inFlight: 3, seed: 1, readyMs: map[string]float64{}, setupRTTs: AdminSetupRTTs,
