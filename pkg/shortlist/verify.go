@@ -3,7 +3,7 @@ package shortlist
 import "github.com/relaymesh/relaymesh/planner"
 
 // verifyMargin is how close to the best plan a runner-up must predict for
-// its bottleneck to be re-measured too: the share a plan is judged by
+// its segments to be re-measured too: the share a plan is judged by
 // ("within 10 % of the optimum"), so that a chain one reading put just out
 // of reach gets a second look.
 const verifyMargin = 0.10
@@ -47,9 +47,9 @@ func (r *planRun) verify() error {
 	return nil
 }
 
-// deciding are the probes verify makes: every segment of the best plan,
-// each of which could be its bottleneck once the others read true, and
-// the bottleneck of each runner-up within verifyMargin of it, where those
+// deciding are the probes verify makes, each awaited: every segment of
+// the best plan, each of which could be its bottleneck once the others
+// read true, and every segment of each runner-up within verifyMargin of it, where those
 // figures are measurements (this plan's or its Prior's) not yet verified.
 func (r *planRun) deciding() []Probe {
 	if r.cfg.VerifyHandshakes <= r.cfg.Handshakes || r.res == nil {
