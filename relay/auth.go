@@ -96,19 +96,57 @@ func (g *guessLimiter) blocked(a netip.Addr, now time.Time) bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.blockedLocked(src, now)
+}
+
+// authVerdict is the outcome of one authentication from a source.
+type authVerdict int
+
+const (
+	authOK      authVerdict = iota // the credentials are right
+	authWrong                      // wrong, counted
+	authBlocks                     // wrong, counted, and the failure that blocks the source
+	authBlocked                    // the source is blocked: the credentials were not looked at
+)
+
+// attempt decides one authentication from a: authBlocked without check
+// running while a's source is blocked; otherwise check runs and a wrong
+// answer is counted before attempt returns. The lock is held over check
+// (a constant-time comparison, well under a microsecond), so the count
+// always precedes the answer the caller then writes, and guesses sent in
+// parallel cannot all pass the block before any of them is counted: a
+// source is answered on at most max wrong guesses per block.
+func (g *guessLimiter) attempt(a netip.Addr, now time.Time, check func() bool) authVerdict {
+	src, limited := guessSource(a)
+	if g == nil || !limited {
+		if check() {
+			return authOK
+		}
+		return authWrong
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.blockedLocked(src, now) {
+		return authBlocked
+	}
+	if check() {
+		return authOK
+	}
+	if g.failedLocked(src, now) {
+		return authBlocks
+	}
+	return authWrong
+}
+
+// blockedLocked says whether src is refused now; g.mu is held.
+func (g *guessLimiter) blockedLocked(src netip.Prefix, now time.Time) bool {
 	x := g.sources[src]
 	return x != nil && x.failed >= g.max && now.Sub(x.last) < g.block
 }
 
-// failed counts a failure from a; true when it is the one that blocks
-// the source.
-func (g *guessLimiter) failed(a netip.Addr, now time.Time) bool {
-	src, ok := guessSource(a)
-	if g == nil || !ok {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// failedLocked counts a failure from src; true when it is the one that
+// blocks the source. g.mu is held.
+func (g *guessLimiter) failedLocked(src netip.Prefix, now time.Time) bool {
 	x := g.sources[src]
 	if x == nil {
 		if len(g.sources) >= maxGuessSources {

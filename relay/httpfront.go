@@ -91,6 +91,21 @@ type httpFrontend struct {
 	hijacked sync.Map
 }
 
+// authenticateHTTP decides a request's Proxy-Authorization from src.
+// A request without one is asking to be asked (a browser's first
+// request), not guessing: it is refused uncounted, unless src is blocked.
+func (s *Server) authenticateHTTP(log *zap.Logger, src netip.Addr, header string) authVerdict {
+	if header == "" {
+		if s.guessBlocked(log, src) {
+			return authBlocked
+		}
+		s.authDenied(log, "http", "missing Proxy-Authorization")
+		return authWrong
+	}
+	check := func() bool { return s.auth.checkProxyAuthorization(header) }
+	return s.authenticate(log, "http", "wrong Proxy-Authorization", src, check)
+}
+
 func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	defer func() {
@@ -119,25 +134,21 @@ func (h *httpFrontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		src = ap.Addr()
 	}
-	if s.auth.enabled() && s.guessBlocked(log, src) {
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.AuthBlock.Seconds())))
-		http.Error(w, "relaymesh: too many failed authentications from this address", http.StatusTooManyRequests)
-		return
-	}
-	if s.auth.enabled() && !s.auth.checkProxyAuthorization(r.Header.Get("Proxy-Authorization")) {
-		s.authDenied(log, "http", "missing or wrong Proxy-Authorization")
-		if r.Header.Get("Proxy-Authorization") != "" {
-			// Without credentials a client is asking to be asked (a
-			// browser's first request), not guessing.
-			s.guessFailed(log, src)
+	if s.auth.enabled() {
+		switch s.authenticateHTTP(log, src, r.Header.Get("Proxy-Authorization")) {
+		case authBlocked:
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.AuthBlock.Seconds())))
+			http.Error(w, "relaymesh: too many failed authentications from this address", http.StatusTooManyRequests)
+			return
+		case authWrong, authBlocks:
+			w.Header().Set("Proxy-Authenticate", `Basic realm="relaymesh"`)
+			// Not kept alive: a stranger could keep its connection by
+			// asking again, unauthenticated, forever.
+			w.Header().Set("Connection", "close")
+			http.Error(w, "proxy authentication required", http.StatusProxyAuthRequired)
+			return
 		}
-		w.Header().Set("Proxy-Authenticate", `Basic realm="relaymesh"`)
-		// Not kept alive: a stranger could keep its connection by
-		// asking again, unauthenticated, forever.
-		w.Header().Set("Connection", "close")
-		http.Error(w, "proxy authentication required", http.StatusProxyAuthRequired)
-		return
 	}
 	if c := clientConn(r.Context()); c != nil && !s.takeSlot(log, c) {
 		w.Header().Set("Connection", "close")

@@ -47,15 +47,9 @@ func (s *Server) serveSOCKS(c *net.TCPConn) {
 			s.handshakeFailed(log, "socks5", "auth", err)
 			return
 		}
-		src := remoteHost(c)
-		if s.guessBlocked(log, src) {
+		check := func() bool { return s.auth.check(user, pass) }
+		if s.authenticate(log, "socks5", "wrong username or password", remoteHost(c), check) != authOK {
 			_, _ = c.Write(socks5.MarshalAuthStatus(false))
-			return
-		}
-		if !s.auth.check(user, pass) {
-			_, _ = c.Write(socks5.MarshalAuthStatus(false))
-			s.authDenied(log, "socks5", "wrong username or password")
-			s.guessFailed(log, src)
 			return
 		}
 		if !s.takeSlot(log, c) {
@@ -220,27 +214,43 @@ func (s *Server) authDenied(log *zap.Logger, frontend, why string) {
 }
 
 // guessBlocked says whether src may not authenticate now, for having
-// failed too often (limits.max_auth_failures); a refusal is counted
-// (reason auth_blocked) and logged sampled. The credentials are not
-// looked at: a right guess must not tell.
+// failed too often (limits.max_auth_failures); a refusal is counted and
+// logged (blockedRefused). For a request that offers no credentials, which
+// is not a guess and is not counted.
 func (s *Server) guessBlocked(log *zap.Logger, src netip.Addr) bool {
 	if !s.auth.guesses.blocked(src, time.Now()) {
 		return false
 	}
-	s.refused(log, "auth_blocked", "client refused: too many failed authentications from its source",
-		zap.Int("max_auth_failures", s.cfg.Limits.MaxAuthFailures), zap.Duration("auth_block", s.cfg.Limits.AuthBlock))
+	s.blockedRefused(log)
 	return true
 }
 
-// guessFailed counts a failed authentication from src, and logs (sampled)
-// when it blocks the source.
-func (s *Server) guessFailed(log *zap.Logger, src netip.Addr) {
-	if s.auth.guesses.failed(src, time.Now()) {
+// authenticate decides one authentication from src (guessLimiter.attempt:
+// a blocked source's credentials are not looked at, a right guess must not
+// tell) and counts and logs, sampled, what it decided. A wrong answer is
+// counted before authenticate returns: the caller answers the client after.
+func (s *Server) authenticate(log *zap.Logger, frontend, why string, src netip.Addr, check func() bool) authVerdict {
+	v := s.auth.guesses.attempt(src, time.Now(), check)
+	switch v {
+	case authBlocked:
+		s.blockedRefused(log)
+	case authWrong, authBlocks:
+		s.authDenied(log, frontend, why)
+	}
+	if v == authBlocks {
 		if n, ok := s.refusals.allow("auth_block_start"); ok {
 			log.Warn("source blocked: too many failed authentications", zap.Int("max_auth_failures", s.cfg.Limits.MaxAuthFailures),
 				zap.Duration("auth_block", s.cfg.Limits.AuthBlock), zap.Int("not_logged_since_last", n))
 		}
 	}
+	return v
+}
+
+// blockedRefused counts (reason auth_blocked) and logs, sampled, a client
+// refused because its source is blocked.
+func (s *Server) blockedRefused(log *zap.Logger) {
+	s.refused(log, "auth_blocked", "client refused: too many failed authentications from its source",
+		zap.Int("max_auth_failures", s.cfg.Limits.MaxAuthFailures), zap.Duration("auth_block", s.cfg.Limits.AuthBlock))
 }
 
 // takeSlot gives c, a client that has just authenticated, its client
