@@ -105,6 +105,8 @@ type Scheduler struct {
 	// rtt is this host's RTT to each relay as the plan has seen it: an
 	// acknowledgement's round trip, or this host's probe of it.
 	rtt map[string]time.Duration
+	// rounds counts the plan's rounds with a request (Round.Index).
+	rounds int
 }
 
 // New is a plan's Scheduler; udp: relays may be asked over UDP.
@@ -120,19 +122,30 @@ func (s *Scheduler) Proven() bool { return s.proven }
 
 // Round routes one round's requests, in their order
 // (shortlist.Requests'): asked are the relays with a request of their own
-// in it. It keeps which relays it has routed a request to, and whether
-// each one's first went over UDP.
-func (s *Scheduler) Round(asked []string) *Round {
-	r := &Round{s: s, asked: map[string]bool{}, firstUDP: map[string]bool{}}
+// in it, requests how many requests it has (this host's too). It keeps
+// which relays it has routed a request to, and whether each one's first
+// went over UDP. A round of no request is not one of the plan's rounds
+// (Index): nothing was asked, nothing is waited for.
+func (s *Scheduler) Round(asked []string, requests int) *Round {
+	r := &Round{s: s, index: s.rounds, asked: map[string]bool{}, firstUDP: map[string]bool{}}
 	for _, relay := range asked {
 		r.asked[relay] = true
+	}
+	if requests > 0 {
+		s.rounds++
 	}
 	return r
 }
 
+// Index is the round's place among the plan's rounds that made requests,
+// from 0 (the landmarks'): what sets the share of its requests it waits
+// for (shortlist.Config.RoundNeedsAt).
+func (r *Round) Index() int { return r.index }
+
 // Round is one round's routing (Scheduler.Round).
 type Round struct {
 	s     *Scheduler
+	index int             // Index
 	asked map[string]bool // relays with a request of their own in the round
 	// firstUDP: whether each relay routed so far had its first request of
 	// the round go over UDP (absent: none routed yet).
@@ -252,6 +265,16 @@ func (s *Scheduler) ReplyWait(targets int, expect, bound time.Duration) time.Dur
 // shortlist.Probe.ExpectMs, 0: none) times their handshakes.
 func Expected(expectMs float64, handshakes int) time.Duration {
 	return time.Duration(expectMs * float64(max(handshakes, 1)) * float64(time.Millisecond))
+}
+
+// ProbesTimeout bounds a relay's answer to a request of handshakes
+// handshakes a target (at least one), gap apart: the ask (timeout), then
+// the handshakes, each up to timeout (a handshake lost after timeout, as
+// the relay is asked to time it). It is the bound on an ask's reply
+// (ReplyWait) as well as on a request over HTTPS.
+func ProbesTimeout(timeout time.Duration, handshakes int, gap time.Duration) time.Duration {
+	handshakes = max(handshakes, 1)
+	return timeout + time.Duration(handshakes)*timeout + time.Duration(handshakes-1)*gap
 }
 
 // OverdueAfter is how long an answer over UDP expected in expect is

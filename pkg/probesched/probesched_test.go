@@ -62,7 +62,7 @@ func TestRouteResends(t *testing.T) {
 // first request went over UDP.
 func TestRound(t *testing.T) {
 	s := New(true)
-	rd := s.Round([]string{"a", "a", "b"})
+	rd := s.Round([]string{"a", "a", "b"}, 3)
 	if got := rd.Route("a", LinkNone); got != UDPOpening {
 		t.Errorf("a's first request: %v, want UDPOpening", got)
 	}
@@ -87,10 +87,10 @@ func TestRound(t *testing.T) {
 		t.Error("a probe opens a connection to the destination, to a relay asked in the round, or to one with a connection")
 	}
 	s.Acked(time.Millisecond)
-	if s.Round(nil).OpensBeside("c", LinkNone, false) {
+	if s.Round(nil, 0).OpensBeside("c", LinkNone, false) {
 		t.Error("a probe opens a connection once UDP is proven")
 	}
-	if got := s.Round(nil).Route("c", LinkNone); got != UDPAlone {
+	if got := s.Round(nil, 0).Route("c", LinkNone); got != UDPAlone {
 		t.Errorf("once UDP is proven, a relay without a connection: %v, want UDPAlone", got)
 	}
 }
@@ -129,5 +129,36 @@ func TestWaits(t *testing.T) {
 	}
 	if got := OverdueAfter(time.Second, 300*time.Millisecond); got != 300*time.Millisecond {
 		t.Errorf("OverdueAfter past its bound: %v, want the bound", got)
+	}
+}
+
+// A request's bound is the ask and each of its handshakes up to the
+// timeout, gap apart: a re-probe of three handshakes is waited for longer
+// than a probe of one, by either prober.
+func TestProbesTimeout(t *testing.T) {
+	for _, c := range []struct {
+		handshakes int
+		gap, want  time.Duration
+	}{
+		{0, 0, 2 * time.Second},
+		{1, 0, 2 * time.Second},
+		{3, 0, 4 * time.Second},
+		{3, 50 * time.Millisecond, 4*time.Second + 100*time.Millisecond},
+	} {
+		if got := ProbesTimeout(time.Second, c.handshakes, c.gap); got != c.want {
+			t.Errorf("ProbesTimeout(1s, %d, %v) = %v, want %v", c.handshakes, c.gap, got, c.want)
+		}
+	}
+}
+
+// A round's index counts the plan's rounds that made requests: one of
+// none (a read routed alone, say) waits for nothing and is not one, so
+// the next round with requests is still the landmarks' or the ends'.
+func TestRoundIndexCountsRoundsWithRequests(t *testing.T) {
+	s := New(true)
+	for i, c := range []struct{ requests, want int }{{0, 0}, {5, 0}, {0, 1}, {3, 1}, {1, 2}} {
+		if got := s.Round(nil, c.requests).Index(); got != c.want {
+			t.Errorf("call %d, a round of %d requests: index %d, want %d", i, c.requests, got, c.want)
+		}
 	}
 }

@@ -408,7 +408,6 @@ type surveyProber struct {
 	unacked map[string]bool
 
 	sem     chan struct{} // the slots, InFlightProbes of them, across rounds
-	rounds  int           // Probe calls so far: the plan's rounds (Shortlist.RoundNeedsAt)
 	mu      sync.Mutex
 	late    []shortlist.Answer // answered after their round ended
 	flying  int                // requests of ended rounds still in flight
@@ -521,7 +520,7 @@ func (p *surveyProber) readLater(ctx context.Context, r registry.Relay) {
 	}
 	// A read alone goes as a request would: over UDP once that is
 	// proven, to a relay with no HTTPS connection.
-	udp := p.sched.Round(nil).Route(r.Name, p.linkLocked(r.Name)) == probesched.UDPAlone
+	udp := p.sched.Round(nil, 0).Route(r.Name, p.linkLocked(r.Name)) == probesched.UDPAlone
 	done := p.startReadLocked(r.Name)
 	p.https[r.Name] = p.https[r.Name] || !udp
 	p.mu.Unlock()
@@ -684,13 +683,12 @@ func (p *surveyProber) Probe(ctx context.Context, probes []shortlist.Probe) ([]f
 	probes = slices.Clone(probes) // late answers name them after Probe returns; the caller reuses its slice
 	rd := &proberRound{p: p, probes: probes, out: make([]float64, len(probes))}
 	asked := rd.requests()
-	need := p.s.Shortlist.RoundNeedsAt(p.rounds, len(rd.reqs))
-	p.rounds++
 	// Marked before Probe returns: the plan describes the round's relays
 	// once it has ended, and one whose request has not started yet is
 	// pending, not unasked.
 	p.mu.Lock()
-	round := p.sched.Round(asked)
+	round := p.sched.Round(asked, len(rd.reqs))
+	need := p.s.Shortlist.RoundNeedsAt(round.Index(), len(rd.reqs))
 	for _, rq := range rd.reqs {
 		p.routeLocked(round, rq, probes[rq.At[0]].To)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/adminapi"
 	"github.com/relaymesh/relaymesh/pkg/hostnet"
 	"github.com/relaymesh/relaymesh/pkg/probe"
+	"github.com/relaymesh/relaymesh/pkg/probesched"
 	"github.com/relaymesh/relaymesh/pkg/registry"
 	"github.com/relaymesh/relaymesh/pkg/shortlist"
 	"github.com/relaymesh/relaymesh/pkg/udpask"
@@ -745,14 +746,13 @@ func (s *Survey) probeQuery(addrs []string, count int, gap time.Duration) url.Va
 }
 
 // relayProbesTimeout bounds a /v1/probe request of count handshakes a
-// target (0: Count), gap apart: asking (Timeout), then the relay's
-// handshakes, each up to Timeout (probeQuery). A request given up on
+// target (0: Count), gap apart (probesched.ProbesTimeout of Timeout, as
+// probeQuery asks the relay to time them). A request given up on
 // sooner loses every target's answer for one that does not answer. Its
 // connection is bounded apart (adminapi.ConnectWithin): a relay that does
 // not answer at all should not hold a plan that long.
 func (s *Survey) relayProbesTimeout(count int, gap time.Duration) time.Duration {
-	count = cmp.Or(count, s.count())
-	return s.timeout() + time.Duration(count)*s.timeout() + time.Duration(count-1)*gap
+	return probesched.ProbesTimeout(s.timeout(), cmp.Or(count, s.count()), gap)
 }
 
 // relayProbes asks the relay for its RTT to each of addrs in one request

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -174,7 +175,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		p.sched = probesched.New(p.udpAsk)
 	}
 	c := p.newRoundClock()
-	reqs := p.requests(probes, out)
+	reqs, round := p.requests(probes, out)
 	if len(reqs) == 0 {
 		return out, nil
 	}
@@ -182,7 +183,7 @@ func (p *prober) Probe(_ context.Context, probes []shortlist.Probe) ([]float64, 
 		p.free = make([]float64, max(p.inFlight, 1))
 	}
 	ends := c.run(reqs)
-	p.endRound(probes, reqs, out, ends)
+	p.endRound(round.Index(), probes, reqs, out, ends)
 	p.learnRound(c)
 	return out, nil
 }
@@ -206,8 +207,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // requests are the round's requests, each probe sampled from the model
 // into out and each request's transport chosen (sched.Route for a
-// relay's, fromHere for this host's probes).
-func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest {
+// relay's, fromHere for this host's probes), and the round that routed
+// them.
+func (p *prober) requests(probes []shortlist.Probe, out []float64) ([]*simRequest, *probesched.Round) {
 	groups := shortlist.Requests(probes, "client", probe.MaxTargets, func(pr shortlist.Probe) bool {
 		_, okA := p.point(pr.From)
 		_, okB := p.point(pr.To)
@@ -225,7 +227,7 @@ func (p *prober) requests(probes []shortlist.Probe, out []float64) []*simRequest
 		}
 		reqs = append(reqs, r)
 	}
-	return reqs
+	return reqs, round
 }
 
 // routes routes the relays' requests of groups as the round does, and
@@ -240,7 +242,7 @@ func (p *prober) routes(groups []shortlist.Request) (*probesched.Round, []probes
 			asked = append(asked, g.From)
 		}
 	}
-	round := p.sched.Round(asked)
+	round := p.sched.Round(asked, len(groups))
 	routes := make([]probesched.Route, len(groups))
 	for i, g := range groups {
 		if g.From != "client" {
@@ -373,10 +375,6 @@ func (p *prober) route(r *simRequest, route probesched.Route) {
 // clock, as the survey's prober waits for them.
 type roundClock struct {
 	p *prober
-	// bound is the longest a reply may take after its acknowledgement
-	// (the survey's timeout for each of the probes' handshakes and the
-	// ask).
-	bound time.Duration
 	// startMs: when each relay's ask over UDP started; failMs: when it
 	// was given up for want of an acknowledgement.
 	startMs, failMs map[string]float64
@@ -388,7 +386,6 @@ type roundClock struct {
 func (p *prober) newRoundClock() *roundClock {
 	return &roundClock{
 		p:       p,
-		bound:   survey.DefaultTimeout * time.Duration(1+max(1, p.shortlist.Handshakes)),
 		startMs: map[string]float64{}, failMs: map[string]float64{},
 	}
 }
@@ -402,9 +399,12 @@ func (c *roundClock) ackWaitMs(relay string) float64 {
 }
 
 // replyWaitMs is how long after its acknowledgement r's reply is overdue
-// (sched.ReplyWait).
+// (sched.ReplyWait), bounded as the survey's prober bounds it: the ask and
+// each of r's handshakes up to the survey's timeout.
 func (c *roundClock) replyWaitMs(r *simRequest) float64 {
-	return ms(c.p.sched.ReplyWait(len(r.at), probesched.Expected(r.expectMs, r.handshakes), c.bound))
+	handshakes := cmp.Or(r.handshakes, c.p.shortlist.Handshakes)
+	bound := probesched.ProbesTimeout(survey.DefaultTimeout, handshakes, 0)
+	return ms(c.p.sched.ReplyWait(len(r.at), probesched.Expected(r.expectMs, r.handshakes), bound))
 }
 
 // askedAgainAtMs is when a request given up at fail is answered: asked
@@ -513,13 +513,13 @@ func (c *roundClock) ackedBy(r *simRequest) {
 	c.p.learnt = append(c.p.learnt, learntRTT{r.from, r.askMs})
 }
 
-// endRound ends the round once the quorum (RoundNeedsAt) and every
+// endRound ends the plan's round-th round once the quorum (RoundNeedsAt) and every
 // awaited request (shortlist.Request.Awaited) have answered, moves the
 // clock there, and keeps the requests answered after as late answers
 // (NaN in out).
-func (p *prober) endRound(probes []shortlist.Probe, reqs []*simRequest, out, ends []float64) {
+func (p *prober) endRound(round int, probes []shortlist.Probe, reqs []*simRequest, out, ends []float64) {
 	slices.Sort(ends)
-	end := ends[p.shortlist.RoundNeedsAt(len(p.roundEndsMs), len(ends))-1]
+	end := ends[p.shortlist.RoundNeedsAt(round, len(ends))-1]
 	for _, r := range reqs {
 		if r.awaited {
 			end = max(end, r.atMs)
