@@ -58,8 +58,10 @@ rate at its receiver's window), against the best any chain has by that rule; the
 its tie margin of the best (relayctl plan --error-margin, 2 %). "Candidates within 10%" is the share of pairs whose
 candidates held a chain within 10 % of the optimum; "the planner on true RTTs"
 the share for which the planner, given the true RTT of every pair among its
-candidates, chooses one (by its rule): the gap from the first to the second is
-the rule's, from the second to the plans the measured figures'.
+candidates, chooses one (by its rule), "on measured pairs" given those of the
+pairs the plan measured alone: the gap from the first to the second is the
+rule's, from the second to the third the pairs not measured, from the third to
+the plans the probes' noise.
 How it works and what it found: docs/planning.md; the model and its limits:
 go doc ./pkg/sim/netsim.`,
 		Example: `  relayctl sim --relays 1000
@@ -247,7 +249,7 @@ func printSimTable(out io.Writer, reports []*fleetsim.Report, variants bool) err
 	if variants {
 		fmt.Fprint(tw, "planned by\t")
 	}
-	fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t95% CI\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
+	fmt.Fprintln(tw, "relays\tprobes/relay/min\tKB/relay/min\tcoord err p50\tp90\tplans\twithin 10%\t95% CI\t15%\t20%\tby the model\tcandidates within 10%\tthe planner on true RTTs\ton measured pairs\tfirst cut\tits cities\tquality p50\tp5\tprobes/plan\twall ms p50\tp95\tcompute ms p95\t")
 	for _, r := range reports {
 		printSimRow(tw, variants, "the flags", r, r.Plans)
 		for _, v := range r.Variants {
@@ -264,9 +266,9 @@ func printSimRow(tw io.Writer, named bool, name string, r *fleetsim.Report, p fl
 	if named {
 		by = name + "\t"
 	}
-	fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f–%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+	fmt.Fprintf(tw, "%s%d\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%.0f%%\t%.0f–%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
 		by, r.Relays, r.ProbesPerMin, r.BytesPerMin/1000, 100*r.CoordErrMedian, 100*r.CoordErrP90,
-		p.Count, 100*p.Within10, 100*p.Within10CI95[0], 100*p.Within10CI95[1], 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
+		p.Count, 100*p.Within10, 100*p.Within10CI95[0], 100*p.Within10CI95[1], 100*p.Within15, 100*p.Within20, 100*p.ModelWithin10, 100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.MeasuredChoiceWithin10, 100*p.FirstCutWithin10, 100*p.FirstCutCitiesWithin10, p.QualityMedian, p.QualityP5, p.ProbesMedian,
 		p.WallMsMedian, p.WallMsP95, p.ComputeMsP95)
 }
 

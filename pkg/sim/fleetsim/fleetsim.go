@@ -316,6 +316,11 @@ type Plans struct {
 	// probes' noise). TrueChoiceModelWithin10 is the same by the model.
 	TrueChoiceWithin10      float64 `json:"true_choice_within_10pct"`
 	TrueChoiceModelWithin10 float64 `json:"true_choice_model_within_10pct"`
+	// MeasuredChoiceWithin10 is the same share with only the pairs the
+	// plan measured (its matrix's), each at its true RTT: between
+	// TrueChoiceWithin10 and it are the pairs the rounds did not measure;
+	// between it and Within10, the probes' noise.
+	MeasuredChoiceWithin10 float64 `json:"measured_choice_within_10pct"`
 	// FirstCutWithin10 is the share of plans whose first cut (the relays
 	// picked on coordinates, their ends then measured) held such a chain;
 	// FirstCutCitiesWithin10 the share whose first cut's cities did, every
@@ -417,6 +422,8 @@ type pairResult struct {
 	chain, candsWithin    bool
 	// the planner's choice over the candidates' true RTTs (see Plans)
 	trueChoiceWithin, trueChoiceModelWithin bool
+	// over the pairs it measured, at their true RTTs (see Plans)
+	measuredChoiceWithin bool
 	// the first cut's relays', and its cities' (see Plans)
 	cutWithin, cutCitiesWithin bool
 	gain                       float64 // the optimum's rate over direct's
@@ -542,12 +549,23 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 		}
 	}
 	r.candsWithin = pc.holdsWithin10(cands)
-	choice, err := pc.trueChoice(m.Nodes, in.Request, in.Client.Name, in.Destination.Name)
+	choice, err := pc.trueChoice(m.Nodes, in.Request, in.Client.Name, in.Destination.Name, nil)
 	if err != nil {
 		return r, fmt.Errorf("the planner over the candidates' true RTTs: %w", err)
 	}
 	r.trueChoiceWithin = pc.optMs/pc.trueMs(choice) >= 0.9
 	r.trueChoiceModelWithin = pc.modelQuality(choice) >= 0.9
+	measured := map[[2]string]bool{}
+	for _, p := range m.Pairs {
+		if !p.Estimated {
+			measured[[2]string{p.A, p.B}], measured[[2]string{p.B, p.A}] = true, true
+		}
+	}
+	choice, err = pc.trueChoice(m.Nodes, in.Request, in.Client.Name, in.Destination.Name, measured)
+	if err != nil {
+		return r, fmt.Errorf("the planner over the measured pairs' true RTTs: %w", err)
+	}
+	r.measuredChoiceWithin = pc.optMs/pc.trueMs(choice) >= 0.9
 	cut := make([]int, 0, len(st.FirstCut))
 	inCity := map[int]bool{}
 	for _, name := range st.FirstCut {
@@ -568,8 +586,9 @@ func (pc *pairCase) plan(ctx context.Context, cfg Config, v Variant, in shortlis
 
 // trueChoice is the chain the planner chooses (req's constraints and
 // model) over nodes, the plan's endpoints (client and dst, by name) and
-// candidates, with every pair between them at its true RTT.
-func (pc *pairCase) trueChoice(nodes []planner.Node, req planner.Request, client, dst string) ([]string, error) {
+// candidates, with every pair between them at its true RTT; with only
+// (non-nil), the pairs it holds (both ways).
+func (pc *pairCase) trueChoice(nodes []planner.Node, req planner.Request, client, dst string, only map[[2]string]bool) ([]string, error) {
 	// at is a node's RTT figures: a relay's row of the true matrix, or
 	// an endpoint's to every relay.
 	type at struct {
@@ -600,6 +619,9 @@ func (pc *pairCase) trueChoice(nodes []planner.Node, req planner.Request, client
 	n := len(pc.relays)
 	for i, a := range spots {
 		for j := i + 1; j < len(spots); j++ {
+			if only != nil && !only[[2]string{nodes[i].Name, nodes[j].Name}] {
+				continue
+			}
 			b := spots[j]
 			var ms float64
 			switch {
@@ -637,7 +659,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	}
 	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
-	var chains, candsWithin, trueChoiceWithin, trueChoiceModelWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
+	var chains, candsWithin, trueChoiceWithin, trueChoiceModelWithin, measuredChoiceWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
 		if ok {
 			*n++
@@ -662,6 +684,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 		count(r.candsWithin, &candsWithin)
 		count(r.trueChoiceWithin, &trueChoiceWithin)
 		count(r.trueChoiceModelWithin, &trueChoiceModelWithin)
+		count(r.measuredChoiceWithin, &measuredChoiceWithin)
 		count(r.cutWithin, &cutWithin)
 		count(r.cutCitiesWithin, &cutCitiesWithin)
 		count(r.deadlined, &deadlined)
@@ -681,6 +704,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.CandidatesWithin10 = float64(candsWithin) / float64(pl.Count)
 	pl.TrueChoiceWithin10 = float64(trueChoiceWithin) / float64(pl.Count)
 	pl.TrueChoiceModelWithin10 = float64(trueChoiceModelWithin) / float64(pl.Count)
+	pl.MeasuredChoiceWithin10 = float64(measuredChoiceWithin) / float64(pl.Count)
 	pl.FirstCutWithin10 = float64(cutWithin) / float64(pl.Count)
 	pl.FirstCutCitiesWithin10 = float64(cutCitiesWithin) / float64(pl.Count)
 	pl.ChainShare = float64(chains) / float64(pl.Count)

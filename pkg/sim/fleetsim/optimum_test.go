@@ -169,7 +169,7 @@ func TestTrueChoiceIsThePlannersOverTheTrueRTTs(t *testing.T) {
 		{[]string{"b"}, []string{"b"}},      // 40 ms against 200 direct
 		{nil, nil},                          // direct
 	} {
-		got, err := pc.trueChoice(nodes(c.relays...), req, "client", "server")
+		got, err := pc.trueChoice(nodes(c.relays...), req, "client", "server", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,16 @@ func TestTrueChoiceIsThePlannersOverTheTrueRTTs(t *testing.T) {
 			t.Errorf("over %v: chose %v, want %v", c.relays, got, c.want)
 		}
 	}
-	if _, err := pc.trueChoice(append(nodes(names...), planner.Node{Name: "stranger"}), req, "client", "server"); err == nil {
+	if _, err := pc.trueChoice(append(nodes(names...), planner.Node{Name: "stranger"}), req, "client", "server", nil); err == nil {
 		t.Error("a node neither relay nor endpoint: no error")
+	}
+	// Over the pairs measured alone: without a–b measured, the chain
+	// through both is out of reach, and c alone is the best left.
+	measured := map[[2]string]bool{}
+	for _, p := range [][2]string{{"client", "a"}, {"b", "server"}, {"client", "c"}, {"c", "server"}, {"client", "server"}} {
+		measured[p], measured[[2]string{p[1], p[0]}] = true, true
+	}
+	if got, err := pc.trueChoice(nodes(names...), req, "client", "server", measured); err != nil || !slices.Equal(got, []string{"c"}) {
+		t.Errorf("over the measured pairs: chose %v (%v), want [c]", got, err)
 	}
 }
