@@ -96,11 +96,37 @@ func write(w io.Writer, path, cmdline string) error {
 	for _, name := range order {
 		pooled[name].write(w, name)
 	}
+	writeLosses(w, names, runs)
 	fmt.Fprintf(w, "\nCommands:\n\n")
 	for _, name := range names {
 		fmt.Fprintf(w, "- %s: `%s`\n", name, runs[name].Command)
 	}
 	return nil
+}
+
+// writeLosses is the table of where the plans that missed were lost:
+// each column is the share of plans that could still be within 10 % of the
+// optimum after one more of the planner's steps.
+func writeLosses(w io.Writer, names []string, runs map[string]run) {
+	fmt.Fprintf(w, "\nWhere the misses are lost, step by step (shares of the plans): the candidates hold a chain within 10 %%;\n")
+	fmt.Fprintf(w, "the planner given the true RTT of every pair among them chooses one (the gap: its rule); given the true RTTs\n")
+	fmt.Fprintf(w, "of the pairs the plan measured alone (the gap: pairs its rounds did not measure); the plan (the gap: the probes' noise).\n\n")
+	fmt.Fprintf(w, "| seed | candidates | the planner on true RTTs | on the measured pairs | the plan |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|\n")
+	for _, name := range names {
+		for _, r := range runs[name].Report {
+			seed := strings.TrimPrefix(name, "seed_")
+			for _, v := range append([]fleetsim.VariantPlans{{Plans: r.Plans}}, r.Variants...) {
+				label := seed
+				if v.Name != "" {
+					label += ", " + v.Name
+				}
+				p := v.Plans
+				fmt.Fprintf(w, "| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", label,
+					100*p.CandidatesWithin10, 100*p.TrueChoiceWithin10, 100*p.MeasuredChoiceWithin10, 100*p.Within10)
+			}
+		}
+	}
 }
 
 // pool is the plans of one way of planning (the flags', or a variant's)
