@@ -84,6 +84,8 @@ var flagFields = []flagField{
 		help: "handshakes of the re-probes of the deciding bottlenecks, their median (1: no re-probes)"},
 	{name: "verify-passes", plan: true, int: func(c *Config) *int { return &c.VerifyPasses },
 		help: "most passes of re-probes of the answer and its close runners-up"},
+	{name: "explore-bar", int: func(c *Config) *int { return &c.ExploreBar },
+		help: "what a chain through an explored pair must beat: 0 the best measured chain, 1 the best plan"},
 	{name: "caution", float: func(c *Config) *float64 { return &c.Caution },
 		help: "estimated relay pairs count this many times their estimate in the second ranking (1: as is)"},
 }
@@ -132,6 +134,8 @@ func (f flagField) helpWith(prefix string) string {
 func (c *Config) CheckFlags(prefix string) error {
 	flag := func(name string) string { return "--" + prefix + name }
 	switch {
+	case c.ExploreBar != ExploreBarMeasured && c.ExploreBar != ExploreBarPlan:
+		return fmt.Errorf("%s %d: want 0 (the best chain measured throughout) or 1 (the best plan, estimates and all)", flag("explore-bar"), c.ExploreBar)
 	case c.Landmarks < 1:
 		return fmt.Errorf("%s %d: want 1 or more (each costs two probes a plan)", flag("landmarks"), c.Landmarks)
 	case c.Candidates < 0:

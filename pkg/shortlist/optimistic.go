@@ -14,8 +14,8 @@ type bounded struct {
 }
 
 // optimisticPairs returns the estimated pairs of g (the client, the
-// destination and the candidates) that would put a chain ahead of the best
-// plan (bottleneck bestMs) were the estimates too high by their
+// destination and the candidates) that would put a chain ahead of the bar
+// (a bottleneck of bestMs: Config.ExploreBar) were the estimates too high by their
 // optimism, best chance first: optimism[i] is grid position i's, and a
 // pair's is the lower of its two ends'. A pair's bound is the best chain
 // of at most hops relays through it with every estimated relay pair, its
@@ -163,4 +163,43 @@ func flatOptimism(n int, optimism float64) []float64 {
 		out[i] = optimism
 	}
 	return out
+}
+
+// measuredBestMs is the lowest bottleneck of a chain of at most hops
+// relays of g, or the direct path, over measured figures alone (+Inf:
+// none): the chain a plan has for sure.
+func measuredBestMs(g *grid, hops int) float64 {
+	const ends = 2
+	n := g.n() - ends
+	fig := func(i, j int) float64 {
+		ms, est, ok := g.fig(i, j)
+		if !ok || est {
+			return math.Inf(1)
+		}
+		return ms
+	}
+	best := fig(gridClient, gridDst)
+	cur := make([]float64, n)
+	for v := range n {
+		cur[v] = fig(gridClient, ends+v)
+	}
+	for k := 0; k < hops; k++ {
+		for v := range n {
+			best = min(best, max(cur[v], fig(ends+v, gridDst)))
+		}
+		if k == hops-1 {
+			break
+		}
+		next := slices.Clone(cur)
+		for u := range n {
+			if cur[u] >= best {
+				continue
+			}
+			for v := range n {
+				next[v] = min(next[v], max(cur[u], fig(ends+u, ends+v)))
+			}
+		}
+		cur = next
+	}
+	return best
 }

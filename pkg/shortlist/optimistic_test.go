@@ -157,3 +157,27 @@ func TestOptimisticPairsLimitIsThePrefixOfTheWholeOrder(t *testing.T) {
 		}
 	}
 }
+
+// The best chain measured throughout is the lowest bottleneck over the
+// measured figures alone, of at most hops relays, or the direct path: an
+// estimate, however low, is no part of it.
+func TestMeasuredBestMs(t *testing.T) {
+	measured := map[[2]string]float64{
+		key("c", "d"): 100, key("c", "a"): 20, key("a", "b"): 30, key("b", "d"): 25,
+		key("a", "d"): 70, key("c", "x"): 5,
+	}
+	estimated := map[[2]string]float64{key("x", "d"): 5, key("a", "x"): 1}
+	g := gridOf([]string{"a", "b", "x"}, figures(measured, estimated))
+	for _, c := range []struct {
+		hops   int
+		wantMs float64
+	}{{0, 100}, {1, 70}, {2, 30}, {3, 30}} {
+		if got := measuredBestMs(g, c.hops); got != c.wantMs {
+			t.Errorf("%d relays at most: %v, want %v", c.hops, got, c.wantMs)
+		}
+	}
+	none := gridOf([]string{"a"}, figures(nil, map[[2]string]float64{key("c", "d"): 10, key("c", "a"): 1, key("a", "d"): 1}))
+	if got := measuredBestMs(none, 2); !math.IsInf(got, 1) {
+		t.Errorf("nothing measured: %v, want +Inf", got)
+	}
+}

@@ -3,6 +3,7 @@ package shortlist
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -219,15 +220,20 @@ func (r *planRun) rankedSegments(seen map[[2]string]bool) {
 	}
 }
 
-// optimistic adds the estimated pairs on chains that would beat the best
-// plan's bottleneck were the estimates Optimism times too high, most
-// promising first: a detour's good long hops are what coordinates see
-// worst.
+// optimistic adds the estimated pairs on chains that would beat the bar
+// (ExploreBar: the best chain measured throughout, by default) were the
+// estimates Optimism times too high, most promising first: a detour's
+// good long hops are what coordinates see worst.
 func (r *planRun) optimistic(seen map[[2]string]bool) {
 	if r.res.Best.Bottleneck < 0 {
 		return
 	}
 	bMs := r.res.Best.Segments[r.res.Best.Bottleneck].RTTMs
+	if r.cfg.ExploreBar == ExploreBarMeasured {
+		if m := measuredBestMs(&r.g, r.hops); !math.IsInf(m, 1) {
+			bMs = max(bMs, m)
+		}
+	}
 	// The loop takes at most ExplorePerRound of them: each it
 	// passes over is either added or already in the batch.
 	optimism := flatOptimism(r.g.n(), r.cfg.Optimism)

@@ -37,9 +37,9 @@
 //     candidates: a route between two hubs differs pair by pair by more
 //     than coordinates can tell, and the rest of the chain hardly cares
 //     which relay of a city it meets); and the estimated pairs on chains
-//     that would beat the best plan were the chain's estimates Optimism
-//     times too high, the best chain through them first
-//     (optimisticPairs).
+//     that would beat the best chain measured throughout (ExploreBar)
+//     were the chain's estimates Optimism times too high, the best chain
+//     through them first (optimisticPairs).
 //     Then the planner plans again. That repeats until the best plan
 //     stands on measurements only and its longest segment's neighbourhood
 //     was searched, or a chain measured throughout predicts within Settle
@@ -129,6 +129,15 @@ const (
 	// with them; more probes than this bought nothing measurable
 	// (docs/defaults.md#probes-a-round).
 	DefaultExplorePerRound = 8000
+	// ExploreBarMeasured: an optimistic pair is probed when a chain
+	// through it could beat the best chain measured throughout (or the
+	// best plan, if slower): what the plan has for sure. The best plan on
+	// estimates is often faster than anything real, the estimates it rests
+	// on too low, and set as the bar it kept out the pairs whose estimates
+	// are too high, a detour's fast hops (docs/defaults.md#the-explorers-bar).
+	// ExploreBarPlan: the best plan's, estimates and all.
+	ExploreBarMeasured = 0
+	ExploreBarPlan     = 1
 	// DefaultSearchBudget: the rounds of targeted probes are where a
 	// plan's time varies (how many it makes, each a round trip to the
 	// farthest relay asked and this host's computation), the first two
@@ -213,8 +222,8 @@ type Config struct {
 	Rounds int
 	// Optimism is how much lower than its estimate a relay pair's RTT may
 	// turn out, a fraction: each round also probes the estimated pairs on
-	// chains that would beat the best plan's bottleneck with every
-	// estimated pair at its estimate times Optimism (0 = DefaultOptimism;
+	// chains that would beat the bar (ExploreBar) with every estimated
+	// pair at its estimate times Optimism (0 = DefaultOptimism;
 	// near 0: only measured segments rule a chain out; 1 = trust the
 	// estimates).
 	Optimism float64
@@ -226,6 +235,10 @@ type Config struct {
 	// YoungOptimism is Optimism for a young relay's pairs (the lower of
 	// the two wins); 0 = DefaultYoungOptimism.
 	YoungOptimism float64
+	// ExploreBar is the bottleneck a chain through an optimistic pair
+	// must beat for the pair to be probed: ExploreBarMeasured (the
+	// default) or ExploreBarPlan.
+	ExploreBar int
 	// ExplorePerRound bounds each round's probes, those of the ranked
 	// plans' segments and the optimistic ones together; default
 	// DefaultExplorePerRound.

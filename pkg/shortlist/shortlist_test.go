@@ -1226,7 +1226,10 @@ func TestPlanProbesAYoungRelaysPairsMoreReadily(t *testing.T) {
 		p, in := newPlane(30, 5)
 		young := in.Relays[7].Node.Name
 		in.Relays[7].MeasuredFor = measuredFor
-		if _, _, _, err := Plan(context.Background(), Config{Rounds: 1}, in, p); err != nil {
+		// Against the best plan's bar (the lower): on this plane the best
+		// measured chain's lets every pair of the relay in at either
+		// optimism.
+		if _, _, _, err := Plan(context.Background(), Config{Rounds: 1, ExploreBar: ExploreBarPlan}, in, p); err != nil {
 			t.Fatal(err)
 		}
 		all, its := 0, 0
@@ -1365,4 +1368,43 @@ func TestPlanWaitsForItsReprobes(t *testing.T) {
 	if fooled == 0 {
 		t.Fatal("no low reading decided a plan: the test shows nothing")
 	}
+}
+
+// The pairs a round explores are those on chains that could beat the best
+// chain measured throughout (ExploreBarMeasured), not the best plan on
+// estimates, which is faster than anything real when an estimate it rests
+// on lies low: the measured bar is the higher, so a round explores every
+// pair the plan's bar would, and more.
+func TestPlanExploresAgainstTheBestMeasuredChain(t *testing.T) {
+	p, in := newPlane(30, 3)
+	first, _, _, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := first.Best.Chain
+	if len(chain) < 2 {
+		t.Fatalf("want a chain of two relays or more to break, got %v", chain)
+	}
+	p.detour[key(chain[len(chain)/2-1], chain[len(chain)/2])] = 150
+	explored := func(bar int) map[[2]string]bool {
+		pl := &plane{pos: p.pos, detour: p.detour}
+		if _, _, _, err := Plan(context.Background(), Config{Rounds: 1, ExploreBar: bar, VerifyHandshakes: 1}, in, pl); err != nil {
+			t.Fatal(err)
+		}
+		out := map[[2]string]bool{}
+		for _, pr := range pl.asked[len(pl.asked)-1] {
+			out[key(pr.From, pr.To)] = true
+		}
+		return out
+	}
+	byPlan, byMeasured := explored(ExploreBarPlan), explored(ExploreBarMeasured)
+	for k := range byPlan {
+		if !byMeasured[k] {
+			t.Errorf("%v explored against the best plan, not against the best measured chain", k)
+		}
+	}
+	if len(byMeasured) <= len(byPlan) {
+		t.Errorf("explored %d pairs against the best measured chain, %d against the best plan: want more", len(byMeasured), len(byPlan))
+	}
+	t.Logf("explored %d pairs against the best plan, %d against the best measured chain", len(byPlan), len(byMeasured))
 }
