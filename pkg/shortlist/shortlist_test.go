@@ -156,21 +156,27 @@ func countProbes(batches [][]Probe) int {
 // A segment whose route is far worse than the coordinates say: the chain
 // the estimates prefer is measured, found slow, and replaced; planning on
 // estimates alone keeps it.
-func TestPlanMeasuresAwayAnEstimateThatLies(t *testing.T) {
-	p, in := newPlane(30, 3)
+// planeWithALyingEstimate is a plane whose plan on estimates alone
+// (chain) rests on a relay-to-relay segment that is 150 ms longer than its
+// estimate says: its middle one.
+func planeWithALyingEstimate(t *testing.T) (p *plane, in Input, chain []string) {
+	t.Helper()
+	p, in = newPlane(30, 3)
 	first, _, _, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := first.Best.Chain
+	chain = first.Best.Chain
 	if len(chain) < 2 {
 		t.Fatalf("want a chain of two relays or more to break, got %v", chain)
 	}
-	// Break the relay-to-relay segment in the middle: estimates still say
-	// it is short.
 	mid := len(chain) / 2
 	p.detour[key(chain[mid-1], chain[mid])] = 150
+	return p, in, chain
+}
 
+func TestPlanMeasuresAwayAnEstimateThatLies(t *testing.T) {
+	p, in, chain := planeWithALyingEstimate(t)
 	blind, _, blindSt, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
 	if err != nil {
 		t.Fatal(err)
@@ -1376,16 +1382,7 @@ func TestPlanWaitsForItsReprobes(t *testing.T) {
 // on lies low: the measured bar is the higher, so a round explores every
 // pair the plan's bar would, and more.
 func TestPlanExploresAgainstTheBestMeasuredChain(t *testing.T) {
-	p, in := newPlane(30, 3)
-	first, _, _, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := first.Best.Chain
-	if len(chain) < 2 {
-		t.Fatalf("want a chain of two relays or more to break, got %v", chain)
-	}
-	p.detour[key(chain[len(chain)/2-1], chain[len(chain)/2])] = 150
+	p, in, _ := planeWithALyingEstimate(t)
 	explored := func(bar int) map[[2]string]bool {
 		pl := &plane{pos: p.pos, detour: p.detour}
 		if _, _, _, err := Plan(context.Background(), Config{Rounds: 1, ExploreBar: bar, VerifyHandshakes: 1}, in, pl); err != nil {
