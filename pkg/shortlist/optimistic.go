@@ -54,25 +54,7 @@ func optimisticPairs(g *grid, hops int, bestMs float64, optimism []float64, limi
 			est[i*n+j], est[j*n+i] = e, e
 		}
 	}
-	// reach[k-1][v]: the lowest bottleneck of a path from an end that
-	// reaches v as its k-th relay or sooner.
-	reach := func(endMs []float64) [][]float64 {
-		out := [][]float64{slices.Clone(endMs)}
-		for k := 1; k < hops; k++ {
-			prev, cur := out[k-1], slices.Clone(out[k-1])
-			for u := 0; u < n; u++ {
-				if prev[u] >= bestMs {
-					continue
-				}
-				for v := 0; v < n; v++ {
-					cur[v] = min(cur[v], max(prev[u], fig[u*n+v]))
-				}
-			}
-			out = append(out, cur)
-		}
-		return out
-	}
-	pre, suf := reach(fromClient), reach(toDst)
+	pre, suf := reachOver(fig, fromClient, hops, bestMs), reachOver(fig, toDst, hops, bestMs)
 	// rank is each grid position's place in name order; byRank the
 	// names in that order.
 	rank, byRank := make([]int32, g.n()), make([]string, g.n())
@@ -165,41 +147,56 @@ func flatOptimism(n int, optimism float64) []float64 {
 	return out
 }
 
+// reachOver is, for each k < hops, the lowest bottleneck of a path from
+// an end (endMs: its figure to each relay) that reaches relay v as its
+// (k+1)-th relay or sooner ([k][v]), over fig (n×n, ms). A relay already
+// at pruneMs or more is not gone on from: no path through it can matter.
+func reachOver(fig, endMs []float64, hops int, pruneMs float64) [][]float64 {
+	n := len(endMs)
+	out := [][]float64{slices.Clone(endMs)}
+	for k := 1; k < hops; k++ {
+		prev, cur := out[k-1], slices.Clone(out[k-1])
+		for u := 0; u < n; u++ {
+			if prev[u] >= pruneMs {
+				continue
+			}
+			for v := 0; v < n; v++ {
+				cur[v] = min(cur[v], max(prev[u], fig[u*n+v]))
+			}
+		}
+		out = append(out, cur)
+	}
+	return out
+}
+
 // measuredBestMs is the lowest bottleneck of a chain of at most hops
 // relays of g, or the direct path, over measured figures alone (+Inf:
 // none): the chain a plan has for sure.
 func measuredBestMs(g *grid, hops int) float64 {
 	const ends = 2
 	n := g.n() - ends
-	fig := func(i, j int) float64 {
+	measured := func(i, j int) float64 {
 		ms, est, ok := g.fig(i, j)
 		if !ok || est {
 			return math.Inf(1)
 		}
 		return ms
 	}
-	best := fig(gridClient, gridDst)
-	cur := make([]float64, n)
-	for v := range n {
-		cur[v] = fig(gridClient, ends+v)
+	best := measured(gridClient, gridDst)
+	if hops < 1 {
+		return best
 	}
-	for k := 0; k < hops; k++ {
+	fig := make([]float64, n*n)
+	fromClient := make([]float64, n)
+	for u := range n {
+		fromClient[u] = measured(gridClient, ends+u)
 		for v := range n {
-			best = min(best, max(cur[v], fig(ends+v, gridDst)))
+			fig[u*n+v] = measured(ends+u, ends+v)
 		}
-		if k == hops-1 {
-			break
-		}
-		next := slices.Clone(cur)
-		for u := range n {
-			if cur[u] >= best {
-				continue
-			}
-			for v := range n {
-				next[v] = min(next[v], max(cur[u], fig(ends+u, ends+v)))
-			}
-		}
-		cur = next
+	}
+	pre := reachOver(fig, fromClient, hops, best)
+	for v := range n {
+		best = min(best, max(pre[hops-1][v], measured(ends+v, gridDst)))
 	}
 	return best
 }
