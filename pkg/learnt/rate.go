@@ -22,15 +22,23 @@ import (
 // the bottleneck link was busy all the same: a loss-based sender fills a
 // deep buffer until the receiver's window stops it, and the rate it then
 // sees is the bottleneck's. A loss-based sender (CUBIC, Reno: not
-// planner.LossTolerant) counts only over a standing queue: without one
-// the bottleneck had room, so its rate was its window's climb, back from
-// a loss or up from slow start, not the path's capacity, and the least of
-// such a run is a random draw below what the path carries. Where random
-// loss is what held it, the planner prices that loss apart (the Mathis
-// bound on the loss learnt, loss.go); counted here too, it would be
-// charged twice. With a queue, a loss is the queue's overflow, the
-// capacity's own, and the interval counts. A loss-tolerant sender (BBR)
-// paces at its estimate of the bottleneck's rate, queue or not. A
+// planner.LossTolerant) counts only so, held by the window over a
+// standing queue: without a queue the bottleneck had room, so its rate
+// was its window's climb, back from a loss or up from slow start, not the
+// path's capacity, and the least of such a run is a random draw below
+// what the path carries. Where random loss is what held it, the planner
+// prices that loss apart (the Mathis bound on the loss learnt, loss.go);
+// counted here too, it would be charged twice. Its smoothed RTT alone is
+// no proof of a queue: a CUBIC relay link losing 0.3 % of its packets at
+// ~8 of its 100 Mbit/s read 1.5-2× its least RTT with its window open
+// (docs/planning.md), where the window's stop is what a queue's
+// standing shows. A loss-tolerant sender (BBR) paces at its estimate of
+// the bottleneck's rate, queue or not. And a queue is read only while
+// the receiver advertises at least rateWindowKeptShare of the largest
+// window it advertised to the tunnel: a receiver whose reader fell behind
+// (a relay held back by the slower segment after it) holds its sender
+// with a window shrunk to what its buffer has left, and its sender's RTT
+// is no queue's; one that keeps up advertises its whole buffer. A
 // tunnel's rate to its peer is the best it sustained over rateRunSamples
 // such intervals in a row (the least of the run, so one fast interval
 // counts for nothing, and slow start's intervals do not pull it down),
@@ -56,6 +64,9 @@ const (
 	// rateQueuedRTT: a smoothed RTT this many times the least seen is a
 	// standing queue (the lab's 30 Mbit/s link: 92 ms against 20).
 	rateQueuedRTT = 1.5
+	// rateWindowKeptShare of the largest window the receiver advertised
+	// to the tunnel: below it, the receiver's reader fell behind.
+	rateWindowKeptShare = 0.5
 	// rateWindow is how long a learnt rate counts; a host's rate is the
 	// best of its tunnels' in the window.
 	rateWindow = 10 * time.Minute
@@ -177,7 +188,7 @@ func (w *Socket) add(sts []tunnel.SocketStats, now time.Time) {
 			break
 		}
 		w.peerWindowBytes = max(w.peerWindowBytes, sts[i].PeerWindowBytes)
-		sent, ok := l.interval(sts[i], dtMs)
+		sent, ok := l.interval(sts[i], dtMs, w.peerWindowBytes)
 		counts = counts && ok
 		sentBytes += sent
 	}
@@ -198,7 +209,9 @@ func (w *Socket) add(sts []tunnel.SocketStats, now time.Time) {
 
 // interval takes l's reading st, dtMs after its last: what it sent since,
 // and whether the path set its rate throughout (the rules above).
-func (l *sendLink) interval(st tunnel.SocketStats, dtMs float64) (sentBytes uint64, counts bool) {
+// peerWindowMaxBytes is the largest window the receiver advertised to the
+// tunnel so far.
+func (l *sendLink) interval(st tunnel.SocketStats, dtMs float64, peerWindowMaxBytes uint32) (sentBytes uint64, counts bool) {
 	prev := l.prev
 	l.prev = st
 	if !st.Valid || dtMs <= 0 || st.SentBytes < prev.SentBytes || st.BusyMs < prev.BusyMs {
@@ -206,8 +219,10 @@ func (l *sendLink) interval(st tunnel.SocketStats, dtMs float64) (sentBytes uint
 	}
 	busyMs := float64(st.BusyMs - prev.BusyMs)
 	heldMs := float64(st.RwndLimitedMs-prev.RwndLimitedMs) + float64(st.SndbufLimitedMs-prev.SndbufLimitedMs)
-	queued := st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
-	if st.AppLimited || busyMs < rateBusyShare*dtMs || (heldMs > rateHeldShare*dtMs && !queued) || (l.lossBased && !queued) || st.SentBytes == prev.SentBytes {
+	held := heldMs > rateHeldShare*dtMs
+	receiverKeptUp := float64(st.PeerWindowBytes) >= rateWindowKeptShare*float64(peerWindowMaxBytes)
+	queued := receiverKeptUp && st.MinRTTMs > 0 && st.RTTMs >= rateQueuedRTT*st.MinRTTMs
+	if st.AppLimited || busyMs < rateBusyShare*dtMs || (held && !queued) || (l.lossBased && !(held && queued)) || st.SentBytes == prev.SentBytes {
 		return 0, false
 	}
 	return st.SentBytes - prev.SentBytes, true
