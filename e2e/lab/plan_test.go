@@ -635,6 +635,17 @@ sleep 5`, i, duration, i))
 	return strings.Join(steps, "\n")
 }
 
+// bottleneckOf is the reason that says what set a plan's rate, so that a
+// prediction far from its measurement says where it came from.
+func bottleneckOf(reasons []string) string {
+	for _, r := range reasons {
+		if strings.Contains(r, "is the bottleneck") {
+			return r
+		}
+	}
+	return "no bottleneck named"
+}
+
 // readPlanBench reads and logs planBenchScript's n rounds from dir,
 // indexed from 1; a bench with errors fails the test.
 func readPlanBench(t *testing.T, dir string, n int) ([]boundPlan, []benchOut) {
@@ -644,8 +655,8 @@ func readPlanBench(t *testing.T, dir string, n int) ([]boundPlan, []benchOut) {
 		readJSON(t, filepath.Join(dir, fmt.Sprintf("plan%d.json", i)), &plans[i])
 		readJSON(t, filepath.Join(dir, fmt.Sprintf("bench%d.json", i)), &benches[i])
 		p, b := plans[i], benches[i]
-		t.Logf("plan %d: %v predicted %.2f Mbit/s (bound %v); bench: chain %v %.2f steady (predicted %.2f), direct %.2f",
-			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
+		t.Logf("plan %d: %v predicted %.2f Mbit/s (bound %v: %s); bench: chain %v %.2f steady (predicted %.2f), direct %.2f",
+			i, p.Chain, p.PredictedDownBps/1e6, p.Bound, bottleneckOf(p.Reasons), b.Chain.Relays, b.Chain.DownSteadyBps/1e6, b.Predicted.DownBps/1e6, b.Direct.DownSteadyBps/1e6)
 		if errs := slices.Concat(b.Chain.Errors, b.Direct.Errors); len(errs) > 0 {
 			t.Fatalf("bench %d errors: %v", i, errs)
 		}
