@@ -153,9 +153,6 @@ func countProbes(batches [][]Probe) int {
 	return n
 }
 
-// A segment whose route is far worse than the coordinates say: the chain
-// the estimates prefer is measured, found slow, and replaced; planning on
-// estimates alone keeps it.
 // planeWithALyingEstimate is a plane whose plan on estimates alone
 // (chain) rests on a relay-to-relay segment that is 150 ms longer than its
 // estimate says: its middle one.
@@ -175,6 +172,9 @@ func planeWithALyingEstimate(t *testing.T) (p *plane, in Input, chain []string) 
 	return p, in, chain
 }
 
+// A segment whose route is far worse than the coordinates say: the chain
+// the estimates prefer is measured, found slow, and replaced; planning on
+// estimates alone keeps it.
 func TestPlanMeasuresAwayAnEstimateThatLies(t *testing.T) {
 	p, in, chain := planeWithALyingEstimate(t)
 	blind, _, blindSt, err := Plan(context.Background(), Config{Rounds: -1}, in, &plane{pos: p.pos, detour: p.detour})
