@@ -4,8 +4,8 @@
 # relay's instance with its health, of every relay's coordinate, of one
 # relay's coordinate, of every relay's pairs, and of one relay's instance,
 # at 10, 100, 1,000 and 5,000 relays registered as relayd registers.
-# Also times a planner's three whole reads on loopback, and relayctl's
-# read of the registry (Consul.Refresh), median of 5 each.
+# Also times a planner's three whole reads on loopback, gzip and plain,
+# and relayctl's read of the registry (Consul.Refresh), median of 5 each.
 # Writes bench/results/consul-costs.md. No root, no network. About 30 s
 # on 2 cores.
 set -euo pipefail
@@ -20,9 +20,9 @@ RELAYMESH_CONSUL_COSTS=$table go test -count=1 -timeout 20m -run '^TestConsulRea
   echo
   echo "Made by \`make bench-consul-costs\` (bench/run-consul-costs.sh) at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ),"
   echo "against Consul $(bin/consul version | head -1 | cut -d' ' -f2) in -dev mode. One answer on the wire, status line and headers"
-  echo "included: gzip (Go's HTTP client asks for it) / plain where Consul compressed it. The last"
-  echo "two columns are this machine's times (median of 5 each; a read's from request to last byte), a"
-  echo "shared 2-core machine."
+  echo "included: gzip (what relaymesh asks of an agent on another host) / plain (of an agent on"
+  echo "loopback) where Consul compressed it. The last two columns are this machine's times (median of"
+  echo "5 each; a read's from request to last byte), a shared 2-core machine, agent and reader on it."
   echo
   cat "$table"
 } > "$out"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,6 +167,10 @@ func newConsul(opts ConsulOptions) (*Consul, error) {
 	if opts.Token != "" {
 		cfg.Token = opts.Token
 	}
+	// An agent on this host is read without gzip: on loopback the bytes
+	// cost nothing, and compressing them costs the agent more than the
+	// read (docs/registry.md, "What a read costs").
+	cfg.Transport.DisableCompression = loopbackAgent(cfg.Address)
 	client, err := api.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consul %s: %w", cfg.Address, err)
@@ -193,6 +199,24 @@ func newConsul(opts ConsulOptions) (*Consul, error) {
 		mine: map[string]*published{}, failing: map[string]time.Time{},
 		gen: make(chan struct{}), badKeys: map[string]bool{}, lastContact: time.Now(), started: time.Now(),
 	}, nil
+}
+
+// loopbackAgent says the agent's address (host:port, with an optional
+// http:// or https://) is on this host's loopback. A unix socket's
+// transport is the Consul client's own, which this one does not reach.
+func loopbackAgent(addr string) bool {
+	for _, scheme := range []string{"http://", "https://"} {
+		addr = strings.TrimPrefix(addr, scheme)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the agent address in use (for messages).

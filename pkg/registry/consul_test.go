@@ -10,6 +10,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -538,5 +540,75 @@ func TestConsulCoordinatesOnly(t *testing.T) {
 	}
 	if _, ok, err := only.RelayOf(ctx, "nobody"); ok || err != nil {
 		t.Errorf("RelayOf(nobody) = %v, %v: want none, no error", ok, err)
+	}
+}
+
+// TestConsulReadsAnAgentOnThisHostPlain: a read of an agent on loopback
+// does not ask for gzip (compressing costs the agent more than the bytes
+// cost on loopback), and still reads what the agent holds. The agent is
+// real; a proxy in front of it records what each request asked for.
+func TestConsulReadsAnAgentOnThisHostPlain(t *testing.T) {
+	agent := consultest.Start(t, "../../bin/consul")
+	upstream, err := url.Parse("http://" + agent.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	asked := map[string]string{} // path → Accept-Encoding
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = r.Header.Get("Accept-Encoding")
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+
+	writer, err := newConsul(ConsulOptions{Addr: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvPut(t, writer, ConsulKVPrefix+"a", []Pair{{From: "a", To: "b", RTTMs: 12.5, Samples: 3, UpdatedAt: time.Now()}})
+	reader, err := newConsul(ConsulOptions{Addr: front.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := reader.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pairs, err := reader.Pairs(ctx); err != nil || len(pairs) != 1 || pairs[0].RTTMs != 12.5 {
+		t.Fatalf("read through the proxy: %+v, %v", pairs, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) < 2 {
+		t.Fatalf("reads made: %v", asked)
+	}
+	for path, enc := range asked {
+		if strings.Contains(enc, "gzip") {
+			t.Errorf("%s asked an agent on loopback for %q", path, enc)
+		}
+	}
+}
+
+func TestLoopbackAgent(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8500":          true,
+		"127.0.0.53:8500":         true,
+		"[::1]:8500":              true,
+		"localhost:8500":          true,
+		"http://127.0.0.1:8500":   true,
+		"https://localhost:8501":  true,
+		"127.0.0.1":               true,
+		"10.0.0.5:8500":           false,
+		"consul.example:8500":     false,
+		"[2001:db8::1]:8500":      false,
+		"unix:///run/consul.sock": false,
+		"":                        false,
+	} {
+		if got := loopbackAgent(addr); got != want {
+			t.Errorf("loopbackAgent(%q) = %v, want %v", addr, got, want)
+		}
 	}
 }
