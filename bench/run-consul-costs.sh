@@ -5,7 +5,8 @@
 # relay's coordinate, of every relay's pairs, and of one relay's instance,
 # at 10, 100, 1,000 and 5,000 relays registered as relayd registers.
 # Also times a planner's three whole reads on loopback, gzip and plain,
-# and relayctl's read of the registry (Consul.Refresh), median of 5 each.
+# and relayctl's read of the registry (Consul.Refresh) both ways, medians
+# of 5 and 9 each.
 # Writes bench/results/consul-costs.md. No root, no network. About 30 s
 # on 2 cores.
 set -euo pipefail
@@ -22,7 +23,7 @@ RELAYMESH_CONSUL_COSTS=$table go test -count=1 -timeout 20m -run '^TestConsulRea
   echo "against Consul $(bin/consul version | head -1 | cut -d' ' -f2) in -dev mode. One answer on the wire, status line and headers"
   echo "included: gzip (what relaymesh asks of an agent on another host) / plain (of an agent on"
   echo "loopback) where Consul compressed it. The last two columns are this machine's times (median of"
-  echo "5 each; a read's from request to last byte), a shared 2-core machine, agent and reader on it."
+  echo "5, of 9 for the last; a read's from request to last byte), a shared 2-core machine, agent and reader on it."
   echo
   cat "$table"
 } > "$out"
