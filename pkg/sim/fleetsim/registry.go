@@ -1,13 +1,14 @@
 package fleetsim
 
 // registryReads are relayctl's whole reads of a Consul registry before a
-// plan (the instances, the pairs and the coordinates, at once), by fleet
-// size, ms: measured against one Consul agent on the same host
-// (docs/defaults.md#what-a-registry-read-costs). Sorted by relays.
+// plan (the instances, the pairs and the coordinates, at once, plain as
+// it reads an agent on loopback), by fleet size, ms: measured against one
+// Consul agent on the same host (docs/defaults.md#what-a-registry-read-costs).
+// Sorted by relays.
 var registryReads = []struct {
 	relays int
 	ms     float64
-}{{10, 4}, {100, 25}, {1000, 166}, {5000, 801}}
+}{{10, 3}, {100, 15}, {1000, 111}, {5000, 499}}
 
 // RegistryReadMs is what a planner's read of the registry costs before a
 // plan at this many relays, ms: registryReads, linear between its fleet

@@ -13,7 +13,7 @@ func TestRegistryReadMs(t *testing.T) {
 		relays int
 		want   float64
 	}{
-		{0, 4 - 10*21.0/90}, {10, 4}, {100, 25}, {550, 95.5}, {1000, 166}, {3000, 483.5}, {5000, 801}, {10000, 801 + 5000*635.0/4000},
+		{0, 3 - 10*12.0/90}, {10, 3}, {100, 15}, {550, 63}, {1000, 111}, {3000, 305}, {5000, 499}, {10000, 499 + 5000*388.0/4000},
 	} {
 		if got := RegistryReadMs(c.relays); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("RegistryReadMs(%d) = %v, want %v", c.relays, got, c.want)
