@@ -12,7 +12,7 @@ import (
 // relayctl plan and relayctl sim start from.
 func Defaults() Config {
 	return Config{
-		Landmarks: DefaultLandmarks, Neighbours: DefaultNeighbours, Rounds: DefaultRounds,
+		Landmarks: DefaultLandmarks, Neighbours: DefaultNeighbours, NeckPlans: DefaultNeckPlans, Rounds: DefaultRounds,
 		ExplorePerRound: DefaultExplorePerRound, Optimism: DefaultOptimism, PerSite: DefaultPerSite,
 		SiteRadius: DefaultSiteRadius, InFlight: DefaultInFlight,
 		FirstQuorum: DefaultFirstQuorum, Quorum: DefaultQuorum, LaterQuorum: DefaultLaterQuorum,
@@ -50,6 +50,8 @@ var flagFields = []flagField{
 		help: "relays the planner sees, the first cut's best (0: " + grownWithTheFleet(DefaultCandidates, DefaultCandidatesShare) + ")"},
 	{name: "neighbours", int: func(c *Config) *int { return &c.Neighbours },
 		help: "relays near each end of the best plan's longest segment tried in its place (-1: none)"},
+	{name: "neck-plans", int: func(c *Config) *int { return &c.NeckPlans },
+		help: "ranked plans, the best first, whose bottlenecks' neighbourhoods a round searches (1: the best)"},
 	{name: "rounds", plan: true, int: func(c *Config) *int { return &c.Rounds },
 		help: "most rounds of targeted probes after the ends are measured (-1: none, plan on estimates)"},
 	{name: "explore", int: func(c *Config) *int { return &c.ExplorePerRound },

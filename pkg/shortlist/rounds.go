@@ -101,7 +101,7 @@ func (r *planRun) round(round int) (done bool, err error) {
 	if settled || err != nil {
 		return settled, err
 	}
-	added := r.nextBatch(necks)
+	added := r.nextBatch(r.withRunnersUp(necks))
 	// A round that would end past the deadline or the search
 	// budget is not made.
 	if r.overBudget(r.batch) {
@@ -120,6 +120,22 @@ func (r *planRun) round(round int) (done bool, err error) {
 	r.cands = append(r.cands, added...)
 	r.st.Candidates = len(r.cands)
 	return false, nil
+}
+
+// withRunnersUp is necks with those of the runners-up, up to NeckPlans
+// ranked plans in all (necksOf: not searched yet).
+func (r *planRun) withRunnersUp(necks [][2]string) [][2]string {
+	for i, pl := range r.res.Alternatives {
+		if i+1 >= r.cfg.NeckPlans {
+			break
+		}
+		for _, n := range r.necksOf(pl) {
+			if !slices.Contains(necks, n) && !slices.Contains(necks, [2]string{n[1], n[0]}) {
+				necks = append(necks, n)
+			}
+		}
+	}
+	return necks
 }
 
 // settle ends the rounds (settled) when they are close enough: the

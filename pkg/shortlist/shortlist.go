@@ -32,8 +32,9 @@
 //  4. Shortlist: the planner plans over the candidates (exact pairs where a
 //     relay published one, estimates elsewhere). Each round probes the
 //     estimated segments of the best plan and its runners-up; the pairs
-//     between the Neighbours relays nearest each end of the best plan's
-//     longest segment, once per such segment (those relays join the
+//     between the Neighbours relays nearest each end of the longest
+//     segment of the best plan and of its runners-up (NeckPlans plans in
+//     all), once per such segment (those relays join the
 //     candidates: a route between two hubs differs pair by pair by more
 //     than coordinates can tell, and the rest of the chain hardly cares
 //     which relay of a city it meets); and the estimated pairs on chains
@@ -163,6 +164,10 @@ const (
 	// bottleneck tried in its place; more planned no better, for more
 	// probes a plan (docs/defaults.md#neighbours).
 	DefaultNeighbours = 12
+	// DefaultNeckPlans: every plan the search ranks (the best and its
+	// runners-up) has its bottlenecks' neighbourhoods searched in the
+	// same round (docs/defaults.md#the-runners-ups-bottlenecks).
+	DefaultNeckPlans = 1 + planner.MaxAlternatives
 	// DefaultInFlight: a round waits for its last probe, and the first
 	// cut's ends alone are 768 probes; with 32 in flight they went in
 	// waves, each as long as a probe of a far relay
@@ -268,6 +273,12 @@ type Config struct {
 	// bottleneck are tried in its place, once per bottleneck; 0 =
 	// DefaultNeighbours, negative = none.
 	Neighbours int
+	// NeckPlans is how many of the ranked plans, the best first, have
+	// their bottlenecks' neighbourhoods searched in a round: the
+	// runners-up's necks searched beside the best's spare the rounds
+	// that would find them one after another. 0 = DefaultNeckPlans, 1 =
+	// the best plan's alone.
+	NeckPlans int
 	// InFlight is how many requests of a round the Prober has in flight
 	// at once (relayctl's, and the simulator's model of it): this host's
 	// own probes one each, a relay's probes of the round one together
@@ -390,6 +401,7 @@ func (c Config) withDefaults() Config {
 	c.VerifyHandshakes = cmp.Or(c.VerifyHandshakes, DefaultVerifyHandshakes)
 	c.VerifyPasses = cmp.Or(c.VerifyPasses, DefaultVerifyPasses)
 	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
+	c.NeckPlans = cmp.Or(c.NeckPlans, DefaultNeckPlans)
 	c.Caution = cmp.Or(c.Caution, DefaultCaution)
 	c.PerSite = cmp.Or(c.PerSite, DefaultPerSite)
 	c.SiteRadius = cmp.Or(c.SiteRadius, DefaultSiteRadius)
