@@ -18,7 +18,7 @@ func Defaults() Config {
 		FirstQuorum: DefaultFirstQuorum, Quorum: DefaultQuorum, LaterQuorum: DefaultLaterQuorum,
 		Caution: DefaultCaution, YoungFor: DefaultYoungFor, YoungOptimism: DefaultYoungOptimism,
 		SearchBudget: DefaultSearchBudget, Handshakes: DefaultHandshakes,
-		VerifyHandshakes: DefaultVerifyHandshakes, VerifyPasses: DefaultVerifyPasses,
+		VerifyHandshakes: DefaultVerifyHandshakes, VerifyPasses: DefaultVerifyPasses, VerifyMargin: DefaultVerifyMargin,
 	}
 }
 
@@ -86,6 +86,8 @@ var flagFields = []flagField{
 		help: "handshakes of the re-probes of the deciding bottlenecks, their median (1: no re-probes)"},
 	{name: "verify-passes", plan: true, int: func(c *Config) *int { return &c.VerifyPasses },
 		help: "most passes of re-probes of the answer and its close runners-up"},
+	{name: "verify-margin", float: func(c *Config) *float64 { return &c.VerifyMargin },
+		help: "re-probe the segments of runners-up predicted within this share of the answer too"},
 	{name: "explore-bar", int: func(c *Config) *int { return &c.ExploreBar },
 		help: "what a chain through an explored pair must beat: 0 the best measured chain, 1 the best plan"},
 	{name: "caution", float: func(c *Config) *float64 { return &c.Caution },

@@ -160,6 +160,10 @@ const (
 	// DefaultVerifyPasses: each pass is a round as long as its longest
 	// probe's handshakes (docs/defaults.md#verifying-the-answer).
 	DefaultVerifyPasses = 3
+	// DefaultVerifyMargin: the share a plan is judged by ("within 10 %
+	// of the optimum"), so that a chain one reading put just out of
+	// reach gets a second look.
+	DefaultVerifyMargin = 0.10
 	// DefaultNeighbours: the relays nearest each end of the best plan's
 	// bottleneck tried in its place; more planned no better, for more
 	// probes a plan (docs/defaults.md#neighbours).
@@ -315,6 +319,10 @@ type Config struct {
 	// segments of the plans in contention, the next those of the plan
 	// the pass before promoted, if any; 0 = DefaultVerifyPasses.
 	VerifyPasses int
+	// VerifyMargin is how close to the best plan a runner-up must
+	// predict (a share) for verify to re-measure its segments too; 0 =
+	// DefaultVerifyMargin.
+	VerifyMargin float64
 	// Deadline, when positive, bounds a plan's wall time from Plan's
 	// start: a shortlist round that would end past it is not made, and
 	// the plan is the best of the chains measured throughout, as when the
@@ -400,6 +408,7 @@ func (c Config) withDefaults() Config {
 	c.Handshakes = cmp.Or(c.Handshakes, DefaultHandshakes)
 	c.VerifyHandshakes = cmp.Or(c.VerifyHandshakes, DefaultVerifyHandshakes)
 	c.VerifyPasses = cmp.Or(c.VerifyPasses, DefaultVerifyPasses)
+	c.VerifyMargin = cmp.Or(c.VerifyMargin, DefaultVerifyMargin)
 	c.Neighbours = cmp.Or(c.Neighbours, DefaultNeighbours)
 	c.NeckPlans = cmp.Or(c.NeckPlans, DefaultNeckPlans)
 	c.Caution = cmp.Or(c.Caution, DefaultCaution)

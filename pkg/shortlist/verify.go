@@ -2,12 +2,6 @@ package shortlist
 
 import "github.com/relaymesh/relaymesh/planner"
 
-// verifyMargin is how close to the best plan a runner-up must predict for
-// its segments to be re-measured too: the share a plan is judged by
-// ("within 10 % of the optimum"), so that a chain one reading put just out
-// of reach gets a second look.
-const verifyMargin = 0.10
-
 // verify re-measures, with Config.VerifyHandshakes handshakes each, the
 // bottleneck segments the answer was chosen on, its own and its close
 // runners-up's, and plans again on those figures. The rounds choose on
@@ -49,7 +43,7 @@ func (r *planRun) verify() error {
 
 // deciding are the probes verify makes, each awaited: every segment of
 // the best plan, each of which could be its bottleneck once the others
-// read true, and every segment of each runner-up within verifyMargin of it, where those
+// read true, and every segment of each runner-up within VerifyMargin of it, where those
 // figures are measurements (this plan's or its Prior's) not yet verified.
 func (r *planRun) deciding() []Probe {
 	if r.cfg.VerifyHandshakes <= r.cfg.Handshakes || r.res == nil {
@@ -74,7 +68,7 @@ func (r *planRun) deciding() []Probe {
 		add(s)
 	}
 	for _, pl := range r.res.Alternatives {
-		if pl.Bottleneck >= 0 && within(pl, r.res.Best, verifyMargin) {
+		if pl.Bottleneck >= 0 && within(pl, r.res.Best, r.cfg.VerifyMargin) {
 			for _, s := range pl.Segments {
 				add(s)
 			}
