@@ -169,7 +169,7 @@ func newConsul(opts ConsulOptions) (*Consul, error) {
 	}
 	// An agent on this host is read without gzip: on loopback the bytes
 	// cost nothing, and compressing them costs the agent more than the
-	// read (docs/registry.md, "What a read costs").
+	// read (docs/registry.md, "Traffic cost").
 	cfg.Transport.DisableCompression = loopbackAgent(cfg.Address)
 	client, err := api.NewClient(cfg)
 	if err != nil {

@@ -49,7 +49,7 @@ var flagFields = []flagField{
 	{name: "candidates", plan: true, int: func(c *Config) *int { return &c.Candidates },
 		help: "relays the planner sees, the first cut's best (0: " + grownWithTheFleet(DefaultCandidates, DefaultCandidatesShare) + ")"},
 	{name: "neighbours", int: func(c *Config) *int { return &c.Neighbours },
-		help: "relays near each end of the best plan's longest segment tried in its place (-1: none)"},
+		help: "relays near each end of a ranked plan's longest segment tried in its place (-1: none)"},
 	{name: "neck-plans", int: func(c *Config) *int { return &c.NeckPlans },
 		help: "ranked plans, the best first, whose bottlenecks' neighbourhoods a round searches (1: the best)"},
 	{name: "rounds", plan: true, int: func(c *Config) *int { return &c.Rounds },

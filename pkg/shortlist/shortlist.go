@@ -273,9 +273,9 @@ type Config struct {
 	// SiteRadius is a site's radius as a share of the direct path's RTT;
 	// 0 = DefaultSiteRadius.
 	SiteRadius float64
-	// Neighbours is how many relays near each end of the best plan's
-	// bottleneck are tried in its place, once per bottleneck; 0 =
-	// DefaultNeighbours, negative = none.
+	// Neighbours is how many relays near each end of a ranked plan's
+	// bottleneck (NeckPlans) are tried in its place, once per
+	// bottleneck; 0 = DefaultNeighbours, negative = none.
 	Neighbours int
 	// NeckPlans is how many of the ranked plans, the best first, have
 	// their bottlenecks' neighbourhoods searched in a round: the
