@@ -5,20 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/relaymesh/relaymesh/planner"
 )
 
 // corridors are two ways across a field: a northern pair of cities a
 // little nearer each other than the southern pair, whose farthest relays
 // have a fast route the coordinates cannot show.
 func corridors() (*plane, Input, [2]string) {
-	p := &plane{pos: map[string][2]float64{"client": {0, 50}, "destination": {200, 50}}, detour: map[[2]string]float64{}}
-	in := Input{
-		Client:      planner.Node{Name: "client"},
-		Destination: planner.Node{Name: "destination"},
-		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: 3}},
-	}
+	p, in := emptyField()
 	// Each city's relays lie farther from the line between the ends
 	// the higher their number.
 	for _, city := range []struct {
@@ -26,9 +19,7 @@ func corridors() (*plane, Input, [2]string) {
 		x, y, dy float64
 	}{{"wn", 61, 75, 0.4}, {"en", 139, 75, 0.4}, {"ws", 60, 25, -0.4}, {"es", 140, 25, -0.4}} {
 		for i := range 6 {
-			name := fmt.Sprintf("%s%d", city.prefix, i)
-			p.pos[name] = [2]float64{city.x, city.y + float64(i)*city.dy}
-			in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(p.pos[name])})
+			p.place(&in, fmt.Sprintf("%s%d", city.prefix, i), [2]float64{city.x, city.y + float64(i)*city.dy})
 		}
 	}
 	fast := [2]string{"ws5", "es5"}

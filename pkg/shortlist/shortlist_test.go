@@ -54,20 +54,30 @@ func exactCoord(xy [2]float64) *coordinate.Coordinate {
 	return c
 }
 
-// newPlane lays n relays at random on a 200×100 ms field, the client at
-// its left end and the destination at its right.
-func newPlane(n int, seed uint64) (*plane, Input) {
-	rnd := rand.New(rand.NewPCG(seed, 1))
+// emptyField is a 200×100 ms field with the client at its left end and
+// the destination at its right, and no relay yet.
+func emptyField() (*plane, Input) {
 	p := &plane{pos: map[string][2]float64{"client": {0, 50}, "destination": {200, 50}}, detour: map[[2]string]float64{}}
-	in := Input{
+	return p, Input{
 		Client:      planner.Node{Name: "client"},
 		Destination: planner.Node{Name: "destination"},
 		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: 3}},
 	}
+}
+
+// place puts relay name at xy, exactly placed by its coordinate.
+func (p *plane) place(in *Input, name string, xy [2]float64) {
+	p.pos[name] = xy
+	in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(xy)})
+}
+
+// newPlane lays n relays at random on a 200×100 ms field, the client at
+// its left end and the destination at its right.
+func newPlane(n int, seed uint64) (*plane, Input) {
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	p, in := emptyField()
 	for i := range n {
-		name := fmt.Sprintf("r%02d", i)
-		p.pos[name] = [2]float64{rnd.Float64() * 200, rnd.Float64() * 100}
-		in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(p.pos[name])})
+		p.place(&in, fmt.Sprintf("r%02d", i), [2]float64{rnd.Float64() * 200, rnd.Float64() * 100})
 	}
 	return p, in
 }
@@ -438,21 +448,13 @@ func TestTheDestinationProbesTheFirstCutsEnds(t *testing.T) {
 // hubs, which no embedding shows). That pair's relays sit a little off
 // their clusters' centres, so that the estimates rank them last.
 func clusters() (*plane, Input, [2]string) {
-	p := &plane{pos: map[string][2]float64{"client": {0, 50}, "destination": {200, 50}}, detour: map[[2]string]float64{}}
-	in := Input{
-		Client:      planner.Node{Name: "client"},
-		Destination: planner.Node{Name: "destination"},
-		Request:     planner.Request{Constraints: planner.Constraints{MaxHops: 3}},
-	}
+	p, in := emptyField()
 	for i := range 8 {
 		for _, side := range []struct {
 			prefix string
 			x      float64
 		}{{"w", 60}, {"e", 140}} {
-			name := fmt.Sprintf("%s%d", side.prefix, i)
-			dy := float64(i) * 0.3
-			p.pos[name] = [2]float64{side.x, 50 + dy}
-			in.Relays = append(in.Relays, Relay{Node: planner.Node{Name: name, Relay: true}, Coord: exactCoord(p.pos[name])})
+			p.place(&in, fmt.Sprintf("%s%d", side.prefix, i), [2]float64{side.x, 50 + float64(i)*0.3})
 		}
 	}
 	fast := [2]string{"w7", "e7"}
