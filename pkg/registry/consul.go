@@ -236,12 +236,33 @@ func (c *Consul) Relays(context.Context) ([]Relay, error) {
 }
 
 // Pairs returns the measured pairs (newest per pair, this process's own
-// unwritten ones included) and, for every pair of registered relays that
-// nobody measured, the RTT estimated from the Consul nodes' coordinates
-// (Estimated: true), sorted by (from, to).
+// unwritten ones included) and, in a fleet of at most MaxEstimatedRelays
+// relays, for every pair of registered relays that nobody measured, the
+// RTT estimated from the Consul nodes' coordinates (Estimated: true),
+// sorted by (from, to). A larger fleet gets the measured pairs alone: the
+// estimates grow as the square of the fleet, and building them took
+// minutes at 5,000 relays (docs/registry.md, "Estimated pairs").
 func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	measured := c.measuredLocked()
+	if len(c.relays) > MaxEstimatedRelays {
+		return measured, nil
+	}
+	return c.withEstimatesLocked(measured), nil
+}
+
+// MeasuredPairs returns the measured pairs alone, as Pairs does without
+// the estimates (MeasuredStore).
+func (c *Consul) MeasuredPairs(context.Context) ([]Pair, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.measuredLocked(), nil
+}
+
+// measuredLocked is the newest measurement of each pair, sorted by (from,
+// to). c.mu must be held.
+func (c *Consul) measuredLocked() []Pair {
 	newest := newestPairs{}
 	for _, ps := range c.measured {
 		newest.add(ps)
@@ -249,8 +270,7 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 	for _, m := range c.mine {
 		newest.add(m.pairs)
 	}
-	c.addEstimates(newest)
-	return newest.sorted(), nil
+	return newest.sorted()
 }
 
 // CoordinateOf reads relay's own coordinate from KV now, one value of

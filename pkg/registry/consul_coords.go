@@ -19,26 +19,35 @@ func CoordinateDistance(a, b *coordinate.Coordinate) (d time.Duration, ok bool) 
 	return time.Duration(ms * float64(time.Millisecond)), ok
 }
 
-// addEstimates adds to newest, for every pair of registered relays it
-// lacks, the RTT the relays' Consul nodes' coordinates predict (Estimated:
-// true, as old as the coordinates). c.mu must be held.
-func (c *Consul) addEstimates(newest newestPairs) {
+// withEstimatesLocked is measured (sorted by (from, to)) and, for every
+// ordered pair of registered relays it lacks, the RTT the relays' Consul
+// nodes' coordinates predict (Estimated: true, as old as the
+// coordinates), sorted the same way. The estimates are made in that order
+// (c.relays is sorted by name) and merged as they are made: a million at
+// 1,000 relays, each kept once. c.mu must be held.
+func (c *Consul) withEstimatesLocked(measured []Pair) []Pair {
+	out := make([]Pair, 0, len(measured)+len(c.relays)*len(c.relays))
 	for _, a := range c.relays {
 		for _, b := range c.relays {
-			k := [2]string{a.Name, b.Name}
 			if a.Name == b.Name {
 				continue
 			}
-			if _, ok := newest[k]; ok {
-				continue
+			est := Pair{From: a.Name, To: b.Name}
+			for len(measured) > 0 && comparePairs(measured[0], est) < 0 {
+				out, measured = append(out, measured[0]), measured[1:]
+			}
+			if len(measured) > 0 && comparePairs(measured[0], est) == 0 {
+				continue // measured: emitted when the next estimate passes it
 			}
 			ms, ok := coord.EstimateMs(c.coords[a.node], c.coords[b.node])
 			if !ok {
 				continue
 			}
-			newest[k] = Pair{From: a.Name, To: b.Name, RTTMs: ms, MinMs: ms, P90Ms: ms, Estimated: true, UpdatedAt: c.coordsAt}
+			est.RTTMs, est.MinMs, est.P90Ms, est.Estimated, est.UpdatedAt = ms, ms, ms, true, c.coordsAt
+			out = append(out, est)
 		}
 	}
+	return append(out, measured...)
 }
 
 // fetchCoords reads the network coordinates of every node (the default

@@ -612,3 +612,42 @@ func TestLoopbackAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestConsulEstimatesNoFleetAboveTheBound: a fleet larger than
+// MaxEstimatedRelays whose relays' nodes all have coordinates gets its
+// measured pairs from Pairs and no estimate: the estimates would be
+// millions of pairs, built each time Pairs is asked.
+func TestConsulEstimatesNoFleetAboveTheBound(t *testing.T) {
+	c, err := newConsul(ConsulOptions{Addr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := MaxEstimatedRelays + 1
+	for i := range n {
+		node := fmt.Sprintf("n%04d", i)
+		c.relays = append(c.relays, consulRelay{Relay: Relay{Name: fmt.Sprintf("r%04d", i)}, node: node})
+		c.coords[node] = &coordinate.Coordinate{Vec: []float64{float64(i) / 1e5, 0}}
+	}
+	c.measured = map[string][]Pair{"r0001": {{From: "r0001", To: "r0000", RTTMs: 3, Samples: 5}}}
+	ps, _ := c.Pairs(context.Background())
+	if len(ps) != 1 || ps[0].Estimated || ps[0].RTTMs != 3 {
+		t.Fatalf("%d relays: want the one measured pair, got %d pairs (first %+v)", n, len(ps), ps[0])
+	}
+}
+
+// TestConsulMeasuredPairs: MeasuredPairs gives what Pairs gives without
+// the estimates, in a fleet small enough for them.
+func TestConsulMeasuredPairs(t *testing.T) {
+	c, err := newConsul(ConsulOptions{Addr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.relays = []consulRelay{{Relay: Relay{Name: "a"}, node: "n1"}, {Relay: Relay{Name: "b"}, node: "n2"}}
+	c.coords = map[string]*coordinate.Coordinate{"n1": {Vec: []float64{0, 0}}, "n2": {Vec: []float64{0.03, 0.04}}}
+	c.measured = map[string][]Pair{"b": {{From: "b", To: "a", RTTMs: 49, Samples: 5}}}
+	all, _ := c.Pairs(context.Background())
+	measured, _ := MeasuredPairs(context.Background(), c)
+	if len(all) != 2 || len(measured) != 1 || measured[0] != all[1] {
+		t.Fatalf("pairs %+v, measured %+v", all, measured)
+	}
+}

@@ -135,8 +135,9 @@ func (n newestCoords) sorted() []Coordinate {
 	return out
 }
 
-// MaxEstimatedRelays bounds WithEstimates: the matrix grows as the square
-// of the fleet (a million pairs at 1,000 relays).
+// MaxEstimatedRelays bounds WithEstimates and Consul's estimates from its
+// nodes' coordinates (Consul.Pairs): the matrix grows as the square of the
+// fleet (a million pairs at 1,000 relays).
 const MaxEstimatedRelays = 1000
 
 // WithEstimates returns pairs and, for every ordered pair of relays in

@@ -120,6 +120,23 @@ type Store interface {
 	Watch(ctx context.Context) <-chan struct{}
 }
 
+// MeasuredStore is a Store that can give the pairs its relays measured
+// without the estimates it adds (Consul's, from its nodes' coordinates):
+// a reader that uses only measurements asks for those alone.
+type MeasuredStore interface {
+	MeasuredPairs(ctx context.Context) ([]Pair, error)
+}
+
+// MeasuredPairs is the pairs s's relays measured: s's MeasuredPairs where
+// it has one, else its Pairs less the estimated.
+func MeasuredPairs(ctx context.Context, s Store) ([]Pair, error) {
+	if ms, ok := s.(MeasuredStore); ok {
+		return ms.MeasuredPairs(ctx)
+	}
+	ps, err := s.Pairs(ctx)
+	return slices.DeleteFunc(ps, func(p Pair) bool { return p.Estimated }), err
+}
+
 // Registry is the contract both backends keep: a Store with its
 // lifecycle. Open returns one.
 type Registry interface {
@@ -323,15 +340,18 @@ func (n newestPairs) add(ps []Pair) {
 	}
 }
 
+// comparePairs orders pairs by (from, to).
+func comparePairs(a, b Pair) int {
+	return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
+}
+
 // sorted returns the pairs ordered by (from, to).
 func (n newestPairs) sorted() []Pair {
 	out := make([]Pair, 0, len(n))
 	for _, p := range n {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b Pair) int {
-		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
-	})
+	slices.SortFunc(out, comparePairs)
 	return out
 }
 

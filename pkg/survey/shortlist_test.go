@@ -369,6 +369,42 @@ func TestSurveyModes(t *testing.T) {
 	}
 }
 
+// pairCountingRegistry counts its reads of the pairs, with the estimates
+// (Pairs) and without (MeasuredPairs).
+type pairCountingRegistry struct {
+	fixedRegistry
+	all, measured *atomic.Int32
+}
+
+func (r pairCountingRegistry) Pairs(ctx context.Context) ([]registry.Pair, error) {
+	r.all.Add(1)
+	return r.fixedRegistry.Pairs(ctx)
+}
+
+func (r pairCountingRegistry) MeasuredPairs(ctx context.Context) ([]registry.Pair, error) {
+	r.measured.Add(1)
+	return r.fixedRegistry.Pairs(ctx)
+}
+
+// The shortlist plans on the pairs the relays measured: it reads those
+// alone, not a registry's estimates of every other pair (a million at
+// 1,000 relays); the full survey reads both.
+func TestSurveyShortlistReadsTheMeasuredPairsOnly(t *testing.T) {
+	f := newPlaneFleet(t, 40)
+	for _, mode := range []Mode{ModeShortlist, ModeFull} {
+		reg := pairCountingRegistry{fixedRegistry: f.reg, all: new(atomic.Int32), measured: new(atomic.Int32)}
+		s := f.survey(mode)
+		s.Reg = reg
+		if _, err := s.Run(context.Background(), planeDst); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		all, measured := reg.all.Load(), reg.measured.Load()
+		if mode == ModeShortlist && (all != 0 || measured != 1) || mode == ModeFull && (all != 1 || measured != 0) {
+			t.Errorf("%s: %d reads with the estimates, %d of the measured pairs alone", mode, all, measured)
+		}
+	}
+}
+
 // A round's probes from one relay go to it in one request, answered in
 // order; a relayd from before batched probes answers the first, and the
 // rest are asked one by one.

@@ -232,10 +232,6 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pairs, err := s.Reg.Pairs(ctx)
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{Matrix: &planner.Matrix{}, Relays: map[string]registry.Relay{}, Target: target}
 	now := s.now()
 	m := res.Matrix
@@ -246,11 +242,22 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	if coords, ok, err := s.shortlisting(ctx, usable); err != nil {
 		return nil, err
 	} else if ok {
+		// The shortlist plans on what the relays measured and probes the
+		// rest: a registry's estimates of every other pair (a million at
+		// 1,000 relays) are not read.
+		pairs, err := registry.MeasuredPairs(ctx, s.Reg)
+		if err != nil {
+			return nil, err
+		}
 		client := m.Nodes[0]
 		if err := s.runShortlist(ctx, res, usable, coords, pairs, client, dstNode); err != nil {
 			return nil, err
 		}
 		return res, nil
+	}
+	pairs, err := s.Reg.Pairs(ctx)
+	if err != nil {
+		return nil, err
 	}
 	infos, direct := s.measureAll(ctx, res, usable, pairs)
 	if err := ctx.Err(); err != nil {
