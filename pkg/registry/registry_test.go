@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +176,26 @@ func TestFleetRefreshReader(t *testing.T) {
 	}
 	if err := reg.Refresh(context.Background()); err == nil || !strings.Contains(err.Error(), "no relay's admin API answered: c (127.0.0.1:1)") {
 		t.Fatalf("Refresh with no relay answering: %v", err)
+	}
+}
+
+// newestPairs keeps the newest of each (from, to), the first added of two
+// as new, and sorts by (from, to); the caller's slices are not reordered.
+func TestNewestPairs(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	first := []Pair{{From: "b", To: "a", RTTMs: 1, UpdatedAt: t0}, {From: "a", To: "c", RTTMs: 2, UpdatedAt: t0}, {From: "a", To: "b", RTTMs: 3, UpdatedAt: t0}}
+	second := []Pair{{From: "b", To: "a", RTTMs: 4, UpdatedAt: t0.Add(time.Second)}, {From: "a", To: "c", RTTMs: 5, UpdatedAt: t0}}
+	n := newestPairs{}
+	n.add(first)
+	n.add(second)
+	var got []string
+	for _, p := range n.sorted() {
+		got = append(got, fmt.Sprintf("%s>%s %g", p.From, p.To, p.RTTMs))
+	}
+	if want := []string{"a>b 3", "a>c 2", "b>a 4"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if first[0].From != "b" || first[2].To != "b" {
+		t.Fatalf("the caller's slice was reordered: %+v", first)
 	}
 }
