@@ -268,6 +268,20 @@ func (f *registryFlags) options() (registry.Options, error) {
 
 // open returns the registry to read, refreshed once.
 func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
+	return f.openRead(ctx, false)
+}
+
+// openForPlan is open for a plan: where the registry can (Consul), its
+// read returns once the relays and their coordinates are in, and the
+// measurements go on being read beside the plan's first probes, within
+// ctx (registry.PairsLater).
+func (f *registryFlags) openForPlan(ctx context.Context) (registry.Registry, error) {
+	return f.openRead(ctx, true)
+}
+
+// openRead is open, with the measurements read later where pairsLater
+// and the registry can.
+func (f *registryFlags) openRead(ctx context.Context, pairsLater bool) (registry.Registry, error) {
 	opts, err := f.options()
 	if err != nil {
 		return nil, err
@@ -293,6 +307,14 @@ func (f *registryFlags) open(ctx context.Context) (registry.Registry, error) {
 		for _, e := range fb.Problems() {
 			fmt.Fprintf(os.Stderr, "warning: %v (fix the entry; the other relays are used)\n", e)
 		}
+	}
+	if pl, ok := reg.(registry.PairsLater); ok && pairsLater {
+		// Its reads time out on their own: the later one outlives
+		// this call.
+		if err := pl.RefreshBeforePairs(ctx); err != nil {
+			return nil, err
+		}
+		return reg, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

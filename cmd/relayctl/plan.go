@@ -273,7 +273,7 @@ func (f *planFlags) plan(ctx context.Context, avoid ...string) (*planned, error)
 		}
 		return &planned{Result: res, Matrix: m, Request: req}, nil
 	}
-	reg, err := f.reg.open(ctx)
+	reg, err := f.reg.openForPlan(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,9 @@ type Consul struct {
 	watchers         watchers
 	badKeys          map[string]bool // undecodable KV keys already logged
 	left             bool            // Deregister was called: never register or write again
+	// pairsRead is the measurements' read RefreshBeforePairs left going,
+	// which Pairs and MeasuredPairs wait for; nil: none.
+	pairsRead *pendingRead
 }
 
 type consulRelay struct {
@@ -242,7 +245,10 @@ func (c *Consul) Relays(context.Context) ([]Relay, error) {
 // sorted by (from, to). A larger fleet gets the measured pairs alone: the
 // estimates grow as the square of the fleet, and building them took
 // minutes at 5,000 relays (docs/registry.md, "Estimated pairs").
-func (c *Consul) Pairs(context.Context) ([]Pair, error) {
+func (c *Consul) Pairs(ctx context.Context) ([]Pair, error) {
+	if err := c.awaitPairs(ctx); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	measured := c.measuredLocked()
@@ -254,7 +260,10 @@ func (c *Consul) Pairs(context.Context) ([]Pair, error) {
 
 // MeasuredPairs returns the measured pairs alone, as Pairs does without
 // the estimates (MeasuredStore).
-func (c *Consul) MeasuredPairs(context.Context) ([]Pair, error) {
+func (c *Consul) MeasuredPairs(ctx context.Context) ([]Pair, error) {
+	if err := c.awaitPairs(ctx); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.measuredLocked(), nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/relaymesh/relaymesh/pkg/coord"
 	"github.com/relaymesh/relaymesh/pkg/registry/consultest"
@@ -649,5 +650,61 @@ func TestConsulMeasuredPairs(t *testing.T) {
 	measured, _ := MeasuredPairs(context.Background(), c)
 	if len(all) != 2 || len(measured) != 1 || measured[0] != all[1] {
 		t.Fatalf("pairs %+v, measured %+v", all, measured)
+	}
+}
+
+// RefreshBeforePairs returns once the relays and their coordinates are
+// read, with the measurements' read still held up by the agent; Pairs
+// waits for that read, and gives its pairs once it ends.
+func TestConsulRefreshBeforePairs(t *testing.T) {
+	agent := consultest.Start(t, "../../bin/consul")
+	upstream, err := url.Parse("http://" + agent.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/kv/"+ConsulKVPrefix) {
+			<-release // the measurements' read: held until the test lets it go
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	writer, err := newConsul(ConsulOptions{Addr: agent.HTTP, Self: &SelfRegistration{Name: "a", Relay: "127.0.0.1:7000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := writer.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kvPut(t, writer, ConsulKVPrefix+"a", []Pair{{From: "a", To: "b", RTTMs: 12.5, Samples: 3, UpdatedAt: time.Now()}})
+	reader, err := newConsul(ConsulOptions{Addr: front.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.RefreshBeforePairs(ctx); err != nil {
+		t.Fatalf("RefreshBeforePairs with the measurements' read held: %v", err)
+	}
+	if relays, _ := reader.Relays(ctx); len(relays) != 1 || relays[0].Name != "a" {
+		t.Fatalf("relays before the measurements: %+v", relays)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if pairs, err := reader.MeasuredPairs(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("MeasuredPairs while the read is held: %+v, %v; want it to wait", pairs, err)
+	}
+	close(release)
+	if pairs, err := reader.Pairs(ctx); err != nil || len(pairs) != 1 || pairs[0].RTTMs != 12.5 {
+		t.Fatalf("Pairs once the read ends: %+v, %v", pairs, err)
 	}
 }

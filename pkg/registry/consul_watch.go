@@ -51,8 +51,77 @@ func (c *Consul) Refresh(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.lastContact = time.Now()
+	c.pairsRead = nil // read now, whatever an earlier RefreshBeforePairs left
 	c.mu.Unlock()
 	return nil
+}
+
+// RefreshBeforePairs is Refresh for a reader that needs the relays and
+// their coordinates before the measurements: a plan, which probes from
+// the relays' coordinates first and ranks on the measurements after. It
+// returns once the relays and their coordinates are read; the
+// measurements (and Consul's node coordinates, which only estimate
+// pairs) go on being read, within ctx and callTimeout, and Pairs and
+// MeasuredPairs wait for them and fail as that read failed. At 5,000
+// relays the measurements are half the bytes of the read
+// (docs/registry.md, "Traffic cost").
+func (c *Consul) RefreshBeforePairs(ctx context.Context) error {
+	later := &pendingRead{done: make(chan struct{})}
+	c.mu.Lock()
+	c.pairsRead = later
+	c.mu.Unlock()
+	lctx, lcancel := context.WithTimeout(ctx, callTimeout)
+	go func() {
+		defer lcancel()
+		defer close(later.done)
+		q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(lctx) }
+		var wg sync.WaitGroup
+		wg.Go(func() { _, later.err = c.fetchKV(lctx, q()) })
+		wg.Go(func() { _, _ = c.fetchCoords(lctx, q()) })
+		wg.Wait()
+		if later.err != nil {
+			later.err = fmt.Errorf("consul %s: %w", c.addr, later.err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
+	var wg sync.WaitGroup
+	var servicesErr error
+	wg.Go(func() { _, servicesErr = c.fetchServices(ctx, q()) })
+	wg.Go(func() { _, _ = c.fetchRelayCoords(ctx, q()) })
+	wg.Wait()
+	if servicesErr != nil {
+		return fmt.Errorf("consul %s: %w", c.addr, servicesErr)
+	}
+	c.mu.Lock()
+	c.lastContact = time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// pendingRead is a read of the measurements RefreshBeforePairs left
+// going: done is closed when it ends, err then says how.
+type pendingRead struct {
+	done chan struct{}
+	err  error
+}
+
+// awaitPairs waits for the measurements' read RefreshBeforePairs left
+// going, if any, and says how it ended.
+func (c *Consul) awaitPairs(ctx context.Context) error {
+	c.mu.Lock()
+	later := c.pairsRead
+	c.mu.Unlock()
+	if later == nil {
+		return nil
+	}
+	select {
+	case <-later.done:
+		return later.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Run registers Self (if set) and keeps the cache current until ctx ends:

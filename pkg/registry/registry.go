@@ -128,6 +128,13 @@ type MeasuredStore interface {
 	MeasuredPairs(ctx context.Context) ([]Pair, error)
 }
 
+// PairsLater is a Registry whose one-shot read can return before the
+// measurements are in (Consul.RefreshBeforePairs): Pairs and
+// MeasuredPairs wait for them.
+type PairsLater interface {
+	RefreshBeforePairs(ctx context.Context) error
+}
+
 // MeasuredPairs is the pairs s's relays measured: s's MeasuredPairs where
 // it has one, else its Pairs less the estimated.
 func MeasuredPairs(ctx context.Context, s Store) ([]Pair, error) {

@@ -2,7 +2,9 @@ package shortlist
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/hashicorp/serf/coordinate"
 
@@ -71,8 +73,9 @@ func (r *planRun) fit(end string) *coordinate.Coordinate {
 
 // place gives the ledger the endpoints' coordinates (the Prior's, the
 // destination's known one, or fitted), the relays', the pairs they
-// published and the Prior's measurements: from here on rtt can be asked.
-func (r *planRun) place() {
+// published (Input.Published read now) and the Prior's measurements: from
+// here on rtt can be asked.
+func (r *planRun) place() error {
 	client, dst := r.client, r.dst
 	r.clientID, r.dstID = r.l.intern(client), r.l.intern(dst)
 	switch {
@@ -86,7 +89,15 @@ func (r *planRun) place() {
 	for _, pe := range r.peers {
 		r.l.coord[r.l.intern(pe.Name)] = pe.Coord
 	}
-	for _, e := range r.in.Exact {
+	exact := r.in.Exact
+	if r.in.Published != nil {
+		more, err := r.in.Published(r.ctx)
+		if err != nil {
+			return fmt.Errorf("shortlist: reading the relays' measurements: %w", err)
+		}
+		exact = slices.Concat(exact, more)
+	}
+	for _, e := range exact {
 		if !e.Estimated && e.RTTMs > 0 {
 			r.l.update(e.A, e.B, func(f *sources) { f.exactMs = e.RTTMs })
 		}
@@ -100,4 +111,5 @@ func (r *planRun) place() {
 		}
 	}
 	r.ready = true
+	return nil
 }

@@ -24,7 +24,9 @@ func Plan(ctx context.Context, cfg Config, in Input, p Prober) (*planner.Result,
 	if err := r.landmarksRound(); err != nil {
 		return nil, nil, r.st, err
 	}
-	r.place()
+	if err := r.place(); err != nil {
+		return nil, nil, r.st, err
+	}
 	r.priorChains()
 	r.rankFirstCut()
 	if err := r.measureEnds(); err != nil {

@@ -457,6 +457,12 @@ type Input struct {
 	// Exact are relay-to-relay RTTs the relays measured and published
 	// (Estimated false); they win over estimates.
 	Exact []planner.Pair
+	// Published, when set, gives more of Exact, read while the first
+	// round's probes are out: it is called once, after that round (a
+	// registry's read of every relay's measurements, half of what it
+	// reads at thousands of relays, need not come before the probes). Its
+	// error ends the plan.
+	Published func(context.Context) ([]planner.Pair, error)
 	// Client and Destination are the endpoints' nodes (not relays); their
 	// names are the matrix's and the Prober's.
 	Client, Destination planner.Node

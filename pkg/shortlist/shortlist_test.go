@@ -511,6 +511,34 @@ func TestPlanRanksByPublishedPairs(t *testing.T) {
 	}
 }
 
+// Published pairs read by Input.Published count as Exact's do, and are
+// read once, after the first round's probes: a registry's read of them
+// goes on while those are out. Its error ends the plan.
+func TestPlanReadsThePublishedPairsAfterTheFirstRound(t *testing.T) {
+	p, in, fast := clusters()
+	cfg := Config{Candidates: 4, Neighbours: -1, Rounds: -1}
+	var reads, roundsBefore int
+	in.Published = func(context.Context) ([]planner.Pair, error) {
+		reads++
+		roundsBefore = len(p.asked)
+		return []planner.Pair{{A: fast[0], B: fast[1], RTTMs: p.trueMs(fast[0], fast[1])}}, nil
+	}
+	res, _, _, err := Plan(context.Background(), cfg, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 || roundsBefore != 1 {
+		t.Errorf("Published read %d times, after %d rounds; want once, after the first", reads, roundsBefore)
+	}
+	if !slices.Equal(res.Best.Chain, fast[:]) {
+		t.Errorf("chose %v, want the published fast pair %v", res.Best.Chain, fast)
+	}
+	in.Published = func(context.Context) ([]planner.Pair, error) { return nil, errors.New("consul: gone") }
+	if _, _, _, err := Plan(context.Background(), cfg, in, p); err == nil || !strings.Contains(err.Error(), "consul: gone") {
+		t.Errorf("a failed read: got %v, want its error", err)
+	}
+}
+
 // Chains that share their longest segment are told apart by the rest: the
 // relay whose other segment has slack ranks first.
 func TestRankCandidatesBreaksBottleneckTiesBySlack(t *testing.T) {

@@ -104,7 +104,7 @@ func (s *Survey) shortlisting(ctx context.Context, usable []registry.Relay) (map
 // runShortlist fills res the shortlist way: the matrix is the candidates
 // shortlist.Plan planned over, with every pair it measured, and their
 // windows read.
-func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) error {
+func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs func() ([]registry.Pair, error), clientNode, dstNode planner.Node) error {
 	in, byName, err := s.shortlistInput(res, usable, coords, pairs, clientNode, dstNode)
 	if err != nil {
 		return err
@@ -136,7 +136,8 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 	if err != nil {
 		return err
 	}
-	res.Notes = append(res.Notes, dropDoubtedClaims(m, st.Prior, checked.recorded(), pairs, clientNode.Name)...)
+	published, _ := pairs() // read by the plan: its error would have ended it
+	res.Notes = append(res.Notes, dropDoubtedClaims(m, st.Prior, checked.recorded(), published, clientNode.Name)...)
 	s.Replans.put(res.Target.Name, st.Prior, freshAt, s.now())
 	if in.Prior != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("shortlist: started from this destination's plans since %s ago (the endpoints' coordinates, the RTTs measured, the chains ranked)",
@@ -155,8 +156,8 @@ func (s *Survey) runShortlist(ctx context.Context, res *Result, usable []registr
 
 // shortlistInput is the shortlist's input: the usable relays with a
 // coordinate that --include and --exclude allow (byName), and the pairs
-// the fleet measured between them.
-func (s *Survey) shortlistInput(res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs []registry.Pair, clientNode, dstNode planner.Node) (shortlist.Input, map[string]registry.Relay, error) {
+// the fleet measured between them, read when the plan asks (pairs).
+func (s *Survey) shortlistInput(res *Result, usable []registry.Relay, coords map[string]registry.Coordinate, pairs func() ([]registry.Pair, error), clientNode, dstNode planner.Node) (shortlist.Input, map[string]registry.Relay, error) {
 	in := shortlist.Input{Client: clientNode, Destination: dstNode, Request: s.Plan}
 	// A region's relay hosts the destination: its own coordinate places
 	// it, and no landmark is asked to probe it.
@@ -188,12 +189,14 @@ func (s *Survey) shortlistInput(res *Result, usable []registry.Relay, coords map
 			Node: planner.Node{Name: r.Name, Relay: true, Region: r.Region}, Coord: coords[r.Name].Coord,
 			MeasuredFor: coords[r.Name].MeasuredFor(s.now())})
 	}
-	rp, notes := relayPairs(pairs, byName, ownRTTs(pairs), s.now())
-	res.Notes = append(res.Notes, notes...)
-	for _, p := range rp {
-		if !p.Estimated {
-			in.Exact = append(in.Exact, p)
+	in.Published = func(context.Context) ([]planner.Pair, error) {
+		ps, err := pairs()
+		if err != nil {
+			return nil, err
 		}
+		rp, notes := relayPairs(ps, byName, ownRTTs(ps), s.now())
+		res.Notes = append(res.Notes, notes...)
+		return slices.DeleteFunc(rp, func(p planner.Pair) bool { return p.Estimated }), nil
 	}
 	return in, byName, nil
 }

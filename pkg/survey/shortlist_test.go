@@ -374,6 +374,10 @@ func TestSurveyModes(t *testing.T) {
 type pairCountingRegistry struct {
 	fixedRegistry
 	all, measured *atomic.Int32
+	// probesAtRead is the relays' probes made when MeasuredPairs was
+	// first asked (-1: not asked).
+	probes       *atomic.Int64
+	probesAtRead *atomic.Int64
 }
 
 func (r pairCountingRegistry) Pairs(ctx context.Context) ([]registry.Pair, error) {
@@ -383,16 +387,20 @@ func (r pairCountingRegistry) Pairs(ctx context.Context) ([]registry.Pair, error
 
 func (r pairCountingRegistry) MeasuredPairs(ctx context.Context) ([]registry.Pair, error) {
 	r.measured.Add(1)
+	r.probesAtRead.CompareAndSwap(-1, r.probes.Load())
 	return r.fixedRegistry.Pairs(ctx)
 }
 
 // The shortlist plans on the pairs the relays measured: it reads those
 // alone, not a registry's estimates of every other pair (a million at
-// 1,000 relays); the full survey reads both.
+// 1,000 relays), and once the landmarks' probes are out (a registry may
+// still be reading them); the full survey reads both.
 func TestSurveyShortlistReadsTheMeasuredPairsOnly(t *testing.T) {
 	f := newPlaneFleet(t, 40)
 	for _, mode := range []Mode{ModeShortlist, ModeFull} {
-		reg := pairCountingRegistry{fixedRegistry: f.reg, all: new(atomic.Int32), measured: new(atomic.Int32)}
+		reg := pairCountingRegistry{fixedRegistry: f.reg, all: new(atomic.Int32), measured: new(atomic.Int32),
+			probes: &f.probes, probesAtRead: new(atomic.Int64)}
+		reg.probesAtRead.Store(-1)
 		s := f.survey(mode)
 		s.Reg = reg
 		if _, err := s.Run(context.Background(), planeDst); err != nil {
@@ -401,6 +409,9 @@ func TestSurveyShortlistReadsTheMeasuredPairsOnly(t *testing.T) {
 		all, measured := reg.all.Load(), reg.measured.Load()
 		if mode == ModeShortlist && (all != 0 || measured != 1) || mode == ModeFull && (all != 1 || measured != 0) {
 			t.Errorf("%s: %d reads with the estimates, %d of the measured pairs alone", mode, all, measured)
+		}
+		if at := reg.probesAtRead.Load(); mode == ModeShortlist && at < 1 {
+			t.Errorf("%s: the measured pairs read with %d of the relays' probes made; want after the landmarks'", mode, at)
 		}
 	}
 }

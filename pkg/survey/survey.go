@@ -244,11 +244,10 @@ func (s *Survey) run(ctx context.Context, dst string) (*Result, error) {
 	} else if ok {
 		// The shortlist plans on what the relays measured and probes the
 		// rest: a registry's estimates of every other pair (a million at
-		// 1,000 relays) are not read.
-		pairs, err := registry.MeasuredPairs(ctx, s.Reg)
-		if err != nil {
-			return nil, err
-		}
+		// 1,000 relays) are not read. It reads them once its first
+		// probes are out (a registry may still be reading them:
+		// registry.PairsLater).
+		pairs := sync.OnceValues(func() ([]registry.Pair, error) { return registry.MeasuredPairs(ctx, s.Reg) })
 		client := m.Nodes[0]
 		if err := s.runShortlist(ctx, res, usable, coords, pairs, client, dstNode); err != nil {
 			return nil, err
