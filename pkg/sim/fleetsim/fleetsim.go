@@ -247,9 +247,12 @@ type Report struct {
 	CoordErrP90    float64 `json:"coord_rel_err_p90"`
 	TIVShare       float64 `json:"tiv_share"` // pairs with a shorter detour through a relay
 	// RegistryReadMs is a planner's read of the registry before each
-	// plan (RegistryReadMs of the alive relays), ms; a plan's wall time
-	// does not include it.
-	RegistryReadMs float64 `json:"registry_read_ms"`
+	// plan (RegistryReadAt the alive relays), ms: until the plan starts;
+	// RegistryPairsMs until the measured pairs are in, which the plan
+	// reads after its first round. A plan's wall time includes neither;
+	// Plans.WithReadMsMedian does.
+	RegistryReadMs  float64 `json:"registry_read_ms"`
+	RegistryPairsMs float64 `json:"registry_pairs_ms"`
 	// Joined counts the relays that joined (churn, World's JoinPerHour)
 	// early enough to be checked a minute later; JoinedErrMedian is the
 	// median, over them, of their published coordinate's median relative
@@ -357,6 +360,11 @@ type Plans struct {
 	// WallMsMedianCI95 is WallMsMedian's distribution-free 95 % interval
 	// (MedianCI95).
 	WallMsMedianCI95 [2]float64 `json:"wall_ms_median_ci95"`
+	// WithReadMsMedian is the plans' wall time with the registry read
+	// before each (Report.RegistryReadMs, RegistryRead.WithPlanMs), and
+	// WithReadMsMedianCI95 its 95 % interval.
+	WithReadMsMedian     float64    `json:"with_read_ms_median"`
+	WithReadMsMedianCI95 [2]float64 `json:"with_read_ms_median_ci95"`
 	// Where the modelled wall time goes, ms on the model's clock (compute
 	// aside), medians: the first round (the landmarks' and the direct
 	// path's probes), the second (the first cut's ends), and any later
@@ -651,13 +659,13 @@ func (pc *pairCase) holdsWithin10(set []int) bool {
 }
 
 // summarise is the Plans of one configuration's results.
-func summarise(rs []pairResult, replan bool) Plans {
+func summarise(rs []pairResult, replan bool, read RegistryRead) Plans {
 	var pl Plans
 	pl.Count = len(rs)
 	if pl.Count == 0 {
 		return pl
 	}
-	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, replanWallMs, replanProbes, replanRounds []float64
+	var quality, modelQuality, gains, probesPer, rounds, computeMs, wallMs, withReadMs, replanWallMs, replanProbes, replanRounds []float64
 	var firstRounds, secondRounds, laterRounds []float64
 	var chains, candsWithin, trueChoiceWithin, trueChoiceModelWithin, measuredChoiceWithin, cutWithin, cutCitiesWithin, deadlined, outOfBudget, settled, replanWithin, replanModelWithin int
 	count := func(ok bool, n *int) {
@@ -669,6 +677,11 @@ func summarise(rs []pairResult, replan bool) Plans {
 		quality, modelQuality, gains = append(quality, r.quality), append(modelQuality, r.modelQuality), append(gains, r.gain)
 		probesPer, rounds = append(probesPer, float64(r.probes)), append(rounds, float64(r.rounds))
 		computeMs, wallMs = append(computeMs, r.computeMs), append(wallMs, r.wallMs)
+		firstRoundMs := 0.0
+		if len(r.roundMs) > 0 {
+			firstRoundMs = r.roundMs[0]
+		}
+		withReadMs = append(withReadMs, read.WithPlanMs(r.wallMs, firstRoundMs))
 		for i, ms := range r.roundMs {
 			switch i {
 			case 0:
@@ -716,6 +729,7 @@ func summarise(rs []pairResult, replan bool) Plans {
 	pl.ComputeMsMedian, pl.ComputeMsP95 = quantile(computeMs, 0.5), quantile(computeMs, 0.95)
 	pl.WallMsMedian, pl.WallMsP95 = quantile(wallMs, 0.5), quantile(wallMs, 0.95)
 	pl.WallMsMedianCI95 = MedianCI95(wallMs)
+	pl.WithReadMsMedian, pl.WithReadMsMedianCI95 = quantile(withReadMs, 0.5), MedianCI95(withReadMs)
 	pl.Within10CI95 = Wilson95(countAtLeast(quality, 0.9), pl.Count)
 	pl.FirstRoundMsMedian, pl.SecondRoundMsMedian = quantile(firstRounds, 0.5), quantile(secondRounds, 0.5)
 	pl.LaterRoundMsMedian = quantile(laterRounds, 0.5)

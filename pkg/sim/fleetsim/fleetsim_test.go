@@ -127,6 +127,7 @@ func TestRunIsFixedBySeed(t *testing.T) {
 // untimed zeroes what is measured, not modelled: compute and wall time.
 func untimed(p *Plans) {
 	p.ComputeMsMedian, p.ComputeMsP95, p.WallMsMedian, p.WallMsP95, p.WallMsMedianCI95 = 0, 0, 0, 0, [2]float64{}
+	p.WithReadMsMedian, p.WithReadMsMedianCI95 = 0, [2]float64{}
 	p.ReplanWallMsMedian, p.ReplanWallMsP95 = 0, 0
 }
 

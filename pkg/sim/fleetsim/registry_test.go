@@ -8,15 +8,29 @@ import (
 // The registry read is the measurement at the fleet sizes measured,
 // between them on the line joining their neighbours, and grows beyond the
 // largest.
-func TestRegistryReadMs(t *testing.T) {
+func TestRegistryReadAt(t *testing.T) {
 	for _, c := range []struct {
-		relays int
-		want   float64
+		relays            int
+		relaysMs, pairsMs float64
 	}{
-		{0, 3 - 10*12.0/90}, {10, 3}, {100, 15}, {550, 63}, {1000, 111}, {3000, 305}, {5000, 499}, {10000, 499 + 5000*388.0/4000},
+		{0, 4 - 10*18.0/90, 5 - 10*20.0/90}, {10, 4, 5}, {100, 22, 25}, {550, 91, 107}, {1000, 160, 189},
+		{5000, 675, 834}, {10000, 675 + 5000*515.0/4000, 834 + 5000*645.0/4000},
 	} {
-		if got := RegistryReadMs(c.relays); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("RegistryReadMs(%d) = %v, want %v", c.relays, got, c.want)
+		got := RegistryReadAt(c.relays)
+		if math.Abs(got.RelaysMs-c.relaysMs) > 1e-9 || math.Abs(got.PairsMs-c.pairsMs) > 1e-9 {
+			t.Errorf("RegistryReadAt(%d) = %+v, want {%v %v}", c.relays, got, c.relaysMs, c.pairsMs)
 		}
+	}
+}
+
+// A plan starts once the relays are read, and waits for the pairs only
+// where its first round ended before them.
+func TestRegistryReadWithPlanMs(t *testing.T) {
+	r := RegistryRead{RelaysMs: 500, PairsMs: 700}
+	if got := r.WithPlanMs(3000, 400); got != 3500 {
+		t.Errorf("first round 400 ms past a 200 ms wait: %v, want 3500", got)
+	}
+	if got := r.WithPlanMs(3000, 50); got != 3650 {
+		t.Errorf("first round 50 ms: %v, want 3650 (150 ms waited for the pairs)", got)
 	}
 }

@@ -316,7 +316,8 @@ func (s *simulation) fleetReport() (*Report, []int, error) {
 		}
 	}
 	rep.AliveRelays = len(alive)
-	rep.RegistryReadMs = RegistryReadMs(len(alive))
+	read := RegistryReadAt(len(alive))
+	rep.RegistryReadMs, rep.RegistryPairsMs = read.RelaysMs, read.PairsMs
 	if len(alive) < 2 {
 		return nil, nil, errors.New("fewer than 2 relays alive at the end of the warm-up: nothing to plan over")
 	}
@@ -423,9 +424,10 @@ func (s *simulation) planPairs(ctx context.Context, rep *Report, alive []int) er
 			results[c] = append(results[c], r)
 		}
 	}
-	rep.Plans = summarise(results[0], cfg.Replan)
+	read := RegistryRead{RelaysMs: rep.RegistryReadMs, PairsMs: rep.RegistryPairsMs}
+	rep.Plans = summarise(results[0], cfg.Replan, read)
 	for i, v := range cfg.Variants {
-		rep.Variants = append(rep.Variants, VariantPlans{Name: v.Name, Plans: summarise(results[i+1], cfg.Replan)})
+		rep.Variants = append(rep.Variants, VariantPlans{Name: v.Name, Plans: summarise(results[i+1], cfg.Replan, read)})
 	}
 	return nil
 }
