@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,8 +93,8 @@ func TestConsulReadCosts(t *testing.T) {
 	// addresses, the agent's Serf check and the relay's HTTP check.
 	registered := 1
 	var b strings.Builder
-	fmt.Fprintf(&b, "| relays | all instances with health (`/v1/health/service/relaymesh`) | every relay's coordinate (`/v1/kv/relaymesh/coordinates/?recurse`) | one relay's coordinate | every relay's pairs (`/v1/kv/relaymesh/measurements/?recurse`) | one instance (`RelayOf`) | a planner's three whole reads (instances, coordinates, pairs) one after another on loopback, gzip / plain | relayctl's read before a plan (`RefreshBeforePairs`, then the relays, coordinates and measured pairs from its cache), plain as it reads an agent on loopback: relays and coordinates in · measured pairs in | the same, gzip | before (`Refresh`, all four reads at once, then the cache), plain |\n")
-	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| relays | all instances with health (`/v1/health/service/relaymesh`) | all instances without (`/v1/catalog/service/relaymesh`) · the checks not passing (`/v1/health/state/any?filter=`, none here) | every relay's coordinate (`/v1/kv/relaymesh/coordinates/?recurse`) | one relay's coordinate | every relay's pairs (`/v1/kv/relaymesh/measurements/?recurse`) | one instance (`RelayOf`) | a planner's three whole reads (instances, coordinates, pairs) one after another on loopback, gzip / plain | relayctl's read before a plan (`RefreshBeforePairs`, then the relays, coordinates and measured pairs from its cache), plain as it reads an agent on loopback: relays and coordinates in · measured pairs in | the same, gzip | before (`Refresh`, all four reads at once, then the cache), plain |\n")
+	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range []int{10, 100, 1000, 5000} {
 		for ; registered < n; registered++ {
 			i := registered
@@ -125,6 +127,8 @@ func TestConsulReadCosts(t *testing.T) {
 			publish(i, n)
 		}
 		services := readCost(t, agent.HTTP, "/v1/health/service/"+ConsulService)
+		catalogue := readCost(t, agent.HTTP, "/v1/catalog/service/"+ConsulService)
+		failing := readCost(t, agent.HTTP, "/v1/health/state/any?filter="+url.QueryEscape(failingChecksFilter))
 		coords := readCost(t, agent.HTTP, "/v1/kv/"+ConsulCoordinatesPrefix+"?recurse")
 		one := readCost(t, agent.HTTP, "/v1/kv/"+ConsulCoordinatesPrefix+name(0))
 		pairs := readCost(t, agent.HTTP, "/v1/kv/"+ConsulKVPrefix+"?recurse")
@@ -141,7 +145,7 @@ func TestConsulReadCosts(t *testing.T) {
 			reads := []*planReads{&plain, &gzipped, &whole}[k%3]
 			reads.time(t, ctx, agent.HTTP, k%3 == 1, k%3 == 2)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.0f ms / %.0f ms | %s | %s | %.0f ms |\n", n, services, coords, one, pairs, inst,
+		fmt.Fprintf(&b, "| %d | %s | %s · %s | %s | %s | %s | %s | %.0f ms / %.0f ms | %s | %s | %.0f ms |\n", n, services, catalogue, failing, coords, one, pairs, inst,
 			services.gzipMs+coords.gzipMs+pairs.gzipMs, services.plainMs+coords.plainMs+pairs.plainMs,
 			plain, gzipped, median(whole.pairsMs))
 		t.Logf("%d relays: services %s, coordinates %s, one coordinate %s, pairs %s, one instance %s", n, services, coords, one, pairs, inst)
@@ -242,7 +246,7 @@ type planReads struct{ relaysMs, pairsMs []float64 }
 
 // time makes one read on fresh connections, as relayctl's one read,
 // closed after it (the agent limits a client's connections): a plan's, or
-// with whole the read before it (Refresh, all at once).
+// with whole the read before it (wholeRead).
 func (p *planReads) time(t *testing.T, ctx context.Context, addr string, gzipped, whole bool) {
 	t.Helper()
 	reader, err := newConsul(ConsulOptions{Addr: addr})
@@ -258,7 +262,7 @@ func (p *planReads) time(t *testing.T, ctx context.Context, addr string, gzipped
 	defer cfg.Transport.CloseIdleConnections()
 	start := time.Now()
 	if whole {
-		err = reader.Refresh(ctx)
+		err = reader.wholeRead(ctx)
 	} else {
 		err = reader.RefreshBeforePairs(ctx)
 	}
@@ -282,4 +286,20 @@ func (p planReads) String() string {
 func median(xs []float64) float64 {
 	s := slices.Sorted(slices.Values(xs))
 	return s[len(s)/2]
+}
+
+// wholeRead is relayctl's read before a plan as it was until
+// RefreshBeforePairs: every instance with its checks, the pairs, the
+// relays' and the nodes' coordinates, all at once, the plan waiting for
+// all four.
+func (c *Consul) wholeRead(ctx context.Context) error {
+	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
+	var wg sync.WaitGroup
+	var servicesErr, kvErr error
+	wg.Go(func() { _, servicesErr = c.fetchServices(ctx, q()) })
+	wg.Go(func() { _, kvErr = c.fetchKV(ctx, q()) })
+	wg.Go(func() { _, _ = c.fetchCoords(ctx, q()) })
+	wg.Go(func() { _, _ = c.fetchRelayCoords(ctx, q()) })
+	wg.Wait()
+	return cmp.Or(servicesErr, kvErr)
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -706,5 +707,75 @@ func TestConsulRefreshBeforePairs(t *testing.T) {
 	close(release)
 	if pairs, err := reader.Pairs(ctx); err != nil || len(pairs) != 1 || pairs[0].RTTMs != 12.5 {
 		t.Fatalf("Pairs once the read ends: %+v, %v", pairs, err)
+	}
+}
+
+// fetchInstances (the catalogue and the failing checks) reads the relays
+// as fetchServices (every instance with its checks) does: a relay is
+// healthy when its node's checks and its own pass, whatever another
+// service's checks on its node say.
+func TestConsulInstancesReadAsTheHealthRead(t *testing.T) {
+	agent := consultest.Start(t, "../../bin/consul")
+	c, err := newConsul(ConsulOptions{Addr: agent.HTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, r := range []struct {
+		name, nodeCheck, relayCheck, otherCheck string // "": none
+	}{
+		{"healthy", api.HealthPassing, api.HealthPassing, api.HealthCritical},
+		{"relay-critical", api.HealthPassing, api.HealthCritical, ""},
+		{"node-critical", api.HealthCritical, api.HealthPassing, ""},
+		{"relay-warning", api.HealthPassing, api.HealthWarning, ""},
+		{"no-checks", "", "", ""},
+	} {
+		node := "host-" + r.name
+		id := ConsulServiceIDPrefix + r.name
+		var checks api.HealthChecks
+		add := func(status, checkID, serviceID string) {
+			if status != "" {
+				checks = append(checks, &api.HealthCheck{Node: node, CheckID: checkID, Name: checkID, Status: status, ServiceID: serviceID})
+			}
+		}
+		add(r.nodeCheck, "node-alive", "")
+		add(r.relayCheck, "relaymesh-"+r.name+"-healthz", id)
+		reg := &api.CatalogRegistration{Node: node, Address: fmt.Sprintf("10.0.0.%d", i+1),
+			Service: &api.AgentService{ID: id, Service: ConsulService, Port: 1080, Tags: []string{"region:r"},
+				Meta: map[string]string{"name": r.name, "region": "r", "relay": ":7000", "admin": ":9090"}},
+			Checks: checks}
+		if _, err := c.client.Catalog().Register(reg, nil); err != nil {
+			t.Fatal(err)
+		}
+		if r.otherCheck != "" { // another service on the relay's node, failing
+			checks = nil
+			add(r.otherCheck, "web-check", "web-"+r.name)
+			other := &api.CatalogRegistration{Node: node, Address: reg.Address, Service: &api.AgentService{ID: "web-" + r.name, Service: "web", Port: 80}, Checks: checks}
+			if _, err := c.client.Catalog().Register(other, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
+	if _, err := c.fetchServices(ctx, q()); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := c.Relays(ctx)
+	c.relays = nil
+	if err := c.fetchInstances(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.Relays(ctx)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("from the catalogue and the failing checks:\n%+v\nfrom the health read:\n%+v", got, want)
+	}
+	var healthy []string
+	for _, r := range got {
+		if r.Healthy {
+			healthy = append(healthy, r.Name)
+		}
+	}
+	if !slices.Equal(healthy, []string{"healthy", "no-checks"}) {
+		t.Fatalf("healthy: %v, want healthy and no-checks", healthy)
 	}
 }

@@ -28,18 +28,18 @@ func (c *Consul) Stale() (bool, time.Time) {
 	return len(c.failing) > 0, c.lastContact
 }
 
-// Refresh reads the relays, the measurements, the relays' coordinates and
-// Consul's node coordinates once, without blocking (for one-shot readers
-// such as relayctl), the four at once: at 5,000 relays the three whole
-// reads took 0.9 s one after another on loopback
-// (bench/results/consul-costs.md).
+// Refresh reads the relays (fetchInstances: from the catalogue and the
+// failing checks), the measurements, the relays' coordinates and Consul's
+// node coordinates once, without blocking (for one-shot readers such as
+// relayctl), the four at once: one after another they took most of a
+// second at 5,000 relays on loopback (bench/results/consul-costs.md).
 func (c *Consul) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
 	var wg sync.WaitGroup
 	var servicesErr, kvErr error
-	wg.Go(func() { _, servicesErr = c.fetchServices(ctx, q()) })
+	wg.Go(func() { servicesErr = c.fetchInstances(ctx, q) })
 	wg.Go(func() { _, kvErr = c.fetchKV(ctx, q()) })
 	// Coordinates are only a prior and a guide: without them the measured
 	// matrix is still complete.
@@ -88,7 +88,7 @@ func (c *Consul) RefreshBeforePairs(ctx context.Context) error {
 	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
 	var wg sync.WaitGroup
 	var servicesErr error
-	wg.Go(func() { _, servicesErr = c.fetchServices(ctx, q()) })
+	wg.Go(func() { servicesErr = c.fetchInstances(ctx, q) })
 	wg.Go(func() { _, _ = c.fetchRelayCoords(ctx, q()) })
 	wg.Wait()
 	if servicesErr != nil {
@@ -340,7 +340,13 @@ func (c *Consul) fetchServices(ctx context.Context, q *api.QueryOptions) (*api.Q
 	if err != nil {
 		return nil, fmt.Errorf("reading service %s: %w", ConsulService, err)
 	}
-	relays := relaysFrom(entries)
+	c.setRelays(ctx, relaysFrom(entries))
+	return meta, nil
+}
+
+// setRelays keeps relays as the fleet, tells the watchers if it changed,
+// and registers Self again if it is not among them.
+func (c *Consul) setRelays(ctx context.Context, relays []consulRelay) {
 	c.mu.Lock()
 	changed := !reflect.DeepEqual(relays, c.relays)
 	c.relays = relays
@@ -355,7 +361,6 @@ func (c *Consul) fetchServices(ctx context.Context, q *api.QueryOptions) (*api.Q
 			c.succeeded("register")
 		}
 	}
-	return meta, nil
 }
 
 // relaysFrom turns service instances into relays, sorted by name; a name
