@@ -10,7 +10,7 @@ package fleetsim
 var registryReads = []struct {
 	relays            int
 	relaysMs, pairsMs float64
-}{{10, 4, 5}, {100, 22, 25}, {1000, 160, 189}, {5000, 675, 834}}
+}{{10, 4, 4}, {100, 13, 22}, {1000, 69, 155}, {5000, 321, 696}}
 
 // RegistryRead is a planner's read of the registry before a plan, ms from
 // its start: when the plan can start (RelaysMs) and when the relays'
