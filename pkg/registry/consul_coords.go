@@ -26,7 +26,13 @@ func CoordinateDistance(a, b *coordinate.Coordinate) (d time.Duration, ok bool) 
 // (c.relays is sorted by name) and merged as they are made: a million at
 // 1,000 relays, each kept once. c.mu must be held.
 func (c *Consul) withEstimatesLocked(measured []Pair) []Pair {
-	out := make([]Pair, 0, len(measured)+len(c.relays)*len(c.relays))
+	placed := 0 // relays whose node has a coordinate: only their pairs are estimated
+	for _, r := range c.relays {
+		if c.coords[r.node] != nil {
+			placed++
+		}
+	}
+	out := make([]Pair, 0, len(measured)+placed*placed)
 	for _, a := range c.relays {
 		for _, b := range c.relays {
 			if a.Name == b.Name {
