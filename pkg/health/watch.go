@@ -121,9 +121,14 @@ func (w *Watch) markDown(ch *chain.Chain, i int, reason string) {
 	}
 }
 
-// Run checks every relay that is down, every Every, until ctx ends.
+// Run checks every relay that is down, every Every, until ctx ends. The
+// wait starts when a round of checks ends, so two checks of a relay are
+// at least Every apart however long one took: a check that waits out its
+// timeout (a vanished host) must not leave a tick behind that lets the
+// next checks follow at once, or a relay back for a moment would pass
+// its Rise checks in a fraction of the time they are meant to span.
 func (w *Watch) Run(ctx context.Context) {
-	t := time.NewTicker(w.Every)
+	t := time.NewTimer(w.Every)
 	defer t.Stop()
 	for {
 		select {
@@ -131,21 +136,27 @@ func (w *Watch) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, d := range w.Down() {
-			w.mu.Lock()
-			via := w.before[d.Name]
-			if w.fromHere[d.Name] {
-				via = ""
-			} else if !w.fromHere[via] {
-				via = w.anyFromHereLocked(d.Name)
-			}
-			w.mu.Unlock()
-			err := w.check(d.Name, via)
-			if w.Probed(d.Name, err == nil) {
-				w.log().Info("relay re-admitted: it passed its checks", zap.String("relay", d.Name),
-					zap.Int("checks_passed", w.rise()), zap.Duration("down_for", time.Since(d.Since).Round(time.Millisecond)))
-				w.changed()
-			}
+		w.checkDown()
+		t.Reset(w.Every)
+	}
+}
+
+// checkDown checks every relay that is down once, in turn.
+func (w *Watch) checkDown() {
+	for _, d := range w.Down() {
+		w.mu.Lock()
+		via := w.before[d.Name]
+		if w.fromHere[d.Name] {
+			via = ""
+		} else if !w.fromHere[via] {
+			via = w.anyFromHereLocked(d.Name)
+		}
+		w.mu.Unlock()
+		err := w.check(d.Name, via)
+		if w.Probed(d.Name, err == nil) {
+			w.log().Info("relay re-admitted: it passed its checks", zap.String("relay", d.Name),
+				zap.Int("checks_passed", w.rise()), zap.Duration("down_for", time.Since(d.Since).Round(time.Millisecond)))
+			w.changed()
 		}
 	}
 }

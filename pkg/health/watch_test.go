@@ -104,3 +104,57 @@ func TestWatchSlowMarksFirstFailing(t *testing.T) {
 		t.Fatalf("checks %q", c.seen)
 	}
 }
+
+// TestWatchChecksStayEveryApart: a check that waits out its timeout (a
+// vanished host) must not let the next checks follow at once. Here the
+// first check of b takes 2.5 x Every and b is back when it returns: the
+// passing checks after it, which re-admit b, must each start at least
+// Every after the one before ended, so Rise passes span (Rise-1) x Every.
+func TestWatchChecksStayEveryApart(t *testing.T) {
+	const every = 100 * time.Millisecond
+	relays, ch := fakeFleet()
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	slowOnce := true
+	check := func(_ context.Context, r registry.Relay, _ *registry.Relay) error {
+		mu.Lock()
+		slow := slowOnce
+		slowOnce = false
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		if slow {
+			time.Sleep(every * 5 / 2)
+		}
+		mu.Lock()
+		ends = append(ends, time.Now())
+		mu.Unlock()
+		if slow {
+			return errors.New("timeout")
+		}
+		return nil
+	}
+	readmitted := make(chan struct{}, 10)
+	w := &Watch{Every: every, Check: check, OnChange: func() { readmitted <- struct{}{} }}
+	w.SetFleet(relays, []string{"a", "b", "c"})
+	w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")})
+	<-readmitted // marked down
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case <-readmitted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b not re-admitted")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 1+DefaultRise {
+		t.Fatalf("%d checks, want 1 failing and %d passing", len(starts), DefaultRise)
+	}
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(ends[i-1]); gap < every {
+			t.Errorf("check %d started %v after check %d ended, want >= %v", i+1, gap, i, every)
+		}
+	}
+}
