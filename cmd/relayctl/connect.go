@@ -419,7 +419,8 @@ func (f *planFlags) planRoute(ctx context.Context, down []string) (*planroute.Pl
 	if err != nil {
 		return nil, err
 	}
-	return &planroute.Plan{Result: p.Result, Relays: p.Relays, FromHere: p.FromHere, Notes: p.Notes}, nil
+	return &planroute.Plan{Result: p.Result, Relays: p.Relays, FromHere: p.FromHere, Notes: p.Notes,
+		Matrix: p.Matrix, Request: p.Request}, nil
 }
 
 func orNone(s string) string {

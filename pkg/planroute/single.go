@@ -54,6 +54,12 @@ type Plan struct {
 	// Notes are the survey's notes (what it could not measure, where a
 	// figure came from): logged at debug with the plan.
 	Notes []string
+	// Matrix and Request are what Result was searched from: with them a
+	// relay marked down drops out of the plan at once, searched again on
+	// the same figures, before the next survey. nil Matrix: it waits for
+	// the next plan.
+	Matrix  *planner.Matrix
+	Request planner.Request
 }
 
 // PlanFunc plans once, leaving out the relays named in down.
@@ -70,9 +76,15 @@ type Single struct {
 	// awaitEvery is AwaitingReplanEvery (shorter in tests).
 	awaitEvery time.Duration
 
+	// installMu orders the installs of a plan (Apply's, and the one a
+	// relay going down makes at once), each with the relays down as read
+	// inside it: a plan never installs past a relay marked down before.
+	installMu sync.Mutex
+
 	mu       sync.Mutex
 	cur      *chain.Chain
 	names    []string
+	last     *Plan         // the plan installed last; nil before Apply
 	kick     chan struct{} // buffered 1: a re-plan is due
 	lastKick time.Time
 	awaiting []string // the current plan's Result.Awaiting
@@ -83,8 +95,50 @@ type Single struct {
 // runs. Apply the first plan before routing by it.
 func NewSingle(cfg Config, every time.Duration, plan PlanFunc) *Single {
 	r := &Single{plan: plan, every: every, awaitEvery: AwaitingReplanEvery, kick: make(chan struct{}, 1)}
-	r.init(cfg, func() { r.replanSoon(nil, true) })
+	r.init(cfg, r.relayChanged)
 	return r
+}
+
+// relayChanged is the watch's OnChange: a relay went down or came back.
+// A chain through a relay now down is replaced at once by the last plan
+// searched again without it (a new survey may take seconds while every
+// tunnel on the old chain fails); then Run plans again.
+func (r *Single) relayChanged() {
+	r.mu.Lock()
+	last := r.last
+	r.mu.Unlock()
+	if last != nil {
+		r.installMu.Lock()
+		down := r.watch.DownNames()
+		if p, ok := replanWithout(last, down); ok {
+			r.log.Info("a relay of the chain is down: planned again on the last survey without it, until the next plan",
+				zap.Strings("down", down))
+			if err := r.install(p, down, false); err != nil {
+				r.log.Warn("the plan without the relays down could not be applied; planning again", zap.Error(err))
+			}
+		}
+		r.installMu.Unlock()
+	}
+	r.replanSoon(nil, true)
+}
+
+// replanWithout is p searched again on its own matrix with the relays in
+// down left out, when its chain goes through one of them. ok is false
+// when it does not, when p carries no matrix, or when the search fails
+// (the next plan will do).
+func replanWithout(p *Plan, down []string) (*Plan, bool) {
+	if p.Matrix == nil || !slices.ContainsFunc(p.Result.Best.Chain, func(n string) bool { return slices.Contains(down, n) }) {
+		return nil, false
+	}
+	req := p.Request
+	req.Constraints.Exclude = append(slices.Clone(req.Constraints.Exclude), p.Matrix.RelaysAmong(down)...)
+	res, err := planner.Search(p.Matrix, req)
+	if err != nil {
+		return nil, false
+	}
+	again := *p
+	again.Result, again.Request = res, req
+	return &again, true
 }
 
 // Route is the current plan's chain (relay.Router), nil before Apply.
@@ -150,11 +204,24 @@ func (r *Single) replanSoon(ch *chain.Chain, force bool) {
 // Apply plans once, leaving out the relays that are down, and installs the
 // chain. The plan is logged when its chain changed, or always with logAll.
 func (r *Single) Apply(ctx context.Context, logAll bool) error {
-	down := r.watch.DownNames()
-	p, err := r.plan(ctx, down)
+	p, err := r.plan(ctx, r.watch.DownNames())
 	if err != nil {
 		return err
 	}
+	r.installMu.Lock()
+	defer r.installMu.Unlock()
+	// A relay marked down while the survey ran is left out on its figures.
+	down := r.watch.DownNames()
+	if again, ok := replanWithout(p, down); ok {
+		p = again
+	}
+	return r.install(p, down, logAll)
+}
+
+// install makes p's chain the one new tunnels take, and logs it (when its
+// chain changed, or always with logAll); down are the relays it leaves out.
+// r.installMu is held.
+func (r *Single) install(p *Plan, down []string, logAll bool) error {
 	b := p.Result.Best
 	ch, err := r.build(b.Chain, b, p.Relays)
 	if err != nil {
@@ -164,7 +231,7 @@ func (r *Single) Apply(ctx context.Context, logAll bool) error {
 		r.watch.SetFleet(p.Relays, p.FromHere)
 	}
 	r.mu.Lock()
-	r.cur, r.names = ch, b.Chain
+	r.cur, r.names, r.last = ch, b.Chain, p
 	wasAwaiting := len(r.awaiting) > 0
 	r.awaiting = p.Result.Awaiting
 	if len(r.awaiting) > 0 {

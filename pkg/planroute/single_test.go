@@ -254,3 +254,103 @@ func TestAwaitBackoff(t *testing.T) {
 		}
 	}
 }
+
+// surveyedPlanner plans on a surveyed matrix (client -> a -> dst the
+// fastest, b next): plans from the waitFrom-th (0-based) answer only when
+// release is closed, as a survey does that waits out a vanished relay's
+// timeouts.
+type surveyedPlanner struct {
+	waitFrom int
+	calls    chan []string // the down list of every plan, as it starts
+	release  chan struct{}
+
+	mu sync.Mutex
+	n  int
+}
+
+func newSurveyedPlanner(waitFrom int) *surveyedPlanner {
+	return &surveyedPlanner{waitFrom: waitFrom, calls: make(chan []string, 10), release: make(chan struct{})}
+}
+
+func (p *surveyedPlanner) plan(ctx context.Context, down []string) (*Plan, error) {
+	p.mu.Lock()
+	n := p.n
+	p.n++
+	p.mu.Unlock()
+	p.calls <- down
+	if n >= p.waitFrom {
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	m := &planner.Matrix{Nodes: []planner.Node{{Name: "client"}, {Name: "a", Relay: true}, {Name: "b", Relay: true}, {Name: "dst"}},
+		Pairs: []planner.Pair{{A: "client", B: "dst", RTTMs: 100}, {A: "client", B: "a", RTTMs: 20}, {A: "a", B: "dst", RTTMs: 20},
+			{A: "client", B: "b", RTTMs: 30}, {A: "b", B: "dst", RTTMs: 30}, {A: "a", B: "b", RTTMs: 60}}}
+	req := planner.Request{Client: "client", Destination: "dst"}
+	req.Constraints.Exclude = m.RelaysAmong(down)
+	res, err := planner.Search(m, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{Result: res, Relays: relaysOf("a", "b"), FromHere: []string{"a", "b"}, Matrix: m, Request: req}, nil
+}
+
+// A relay of the current chain marked down is left out at once, on the last
+// survey's figures, while the survey it starts is still running.
+func TestSinglePlansAroundADownRelayBeforeTheNextSurvey(t *testing.T) {
+	log, obs := logs()
+	p := newSurveyedPlanner(1)
+	r := NewSingle(Config{Build: buildHops, Check: (&checker{up: map[string]bool{}}).check, CheckEvery: time.Hour, Log: log},
+		time.Hour, p.plan)
+	if err := r.Apply(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	<-p.calls
+	if got := routeOf(t, r, "x:80"); fmt.Sprint(got) != "[a:7000]" {
+		t.Fatalf("first chain %v, want through a", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; r.Wait() }()
+
+	ch, _ := r.Route(ctx, "x:80")
+	r.Failed(ch, unreachable(ch, 1))
+	// At once: the survey Failed asked for has not answered.
+	if got := routeOf(t, r, "x:80"); fmt.Sprint(got) != "[b:7000]" {
+		t.Fatalf("chain %v right after a went down, want through b", got)
+	}
+	if got := <-p.calls; fmt.Sprint(got) != "[a]" {
+		t.Fatalf("the re-plan was told %v is down, want [a]", got)
+	}
+	if got := plans(obs); fmt.Sprint(got) != "[[a] [b]]" {
+		t.Fatalf("plans logged %v", got)
+	}
+}
+
+// A survey that read the fleet before a relay went down does not bring it
+// back: the plan is searched again without it before it is installed.
+func TestSingleApplyLeavesOutARelayDownSinceItsSurvey(t *testing.T) {
+	p := newSurveyedPlanner(0)
+	r := NewSingle(Config{Build: buildHops, Check: (&checker{up: map[string]bool{}}).check, CheckEvery: time.Hour}, time.Hour, p.plan)
+	r.watch.SetFleet(relaysOf("a", "b"), []string{"a", "b"})
+	applied := make(chan error, 1)
+	go func() { applied <- r.Apply(context.Background(), false) }()
+	if got := <-p.calls; len(got) != 0 {
+		t.Fatalf("the plan was told %v is down, want none", got)
+	}
+	viaA, err := buildHops([]string{"relaymesh://a:7000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Failed(viaA, unreachable(viaA, 1)) // a goes down while the survey runs
+	close(p.release)
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if got := routeOf(t, r, "x:80"); fmt.Sprint(got) != "[b:7000]" {
+		t.Fatalf("chain %v after a went down during the survey, want through b", got)
+	}
+}
