@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,32 +31,17 @@ func (c *Consul) Stale() (bool, time.Time) {
 // failing checks), the measurements, the relays' coordinates and Consul's
 // node coordinates once, without blocking (for one-shot readers such as
 // relayctl), the four at once: one after another they took most of a
-// second at 5,000 relays on loopback (bench/results/consul-costs.md).
+// second at 5,000 relays on loopback (bench/results/consul-costs.md). It
+// is RefreshBeforePairs waiting for the measurements too.
 func (c *Consul) Refresh(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	q := func() *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
-	var wg sync.WaitGroup
-	var servicesErr, kvErr error
-	wg.Go(func() { servicesErr = c.fetchInstances(ctx, q) })
-	wg.Go(func() { _, kvErr = c.fetchKV(ctx, q()) })
-	// Coordinates are only a prior and a guide: without them the measured
-	// matrix is still complete.
-	wg.Go(func() { _, _ = c.fetchCoords(ctx, q()) })
-	wg.Go(func() { _, _ = c.fetchRelayCoords(ctx, q()) })
-	wg.Wait()
-	if err := cmp.Or(servicesErr, kvErr); err != nil {
-		return fmt.Errorf("consul %s: %w", c.addr, err)
+	if err := c.RefreshBeforePairs(ctx); err != nil {
+		return err
 	}
-	c.mu.Lock()
-	c.lastContact = time.Now()
-	c.pairsRead = nil // read now, whatever an earlier RefreshBeforePairs left
-	c.mu.Unlock()
-	return nil
+	return c.awaitPairs(ctx)
 }
 
-// RefreshBeforePairs is Refresh for a reader that needs the relays and
-// their coordinates before the measurements: a plan, which probes from
+// RefreshBeforePairs reads what Refresh reads, for a reader that needs the
+// relays and their coordinates before the measurements: a plan, which probes from
 // the relays' coordinates first and ranks on the measurements after. It
 // returns once the relays and their coordinates are read; the
 // measurements (and Consul's node coordinates, which only estimate
