@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
 	"golang.org/x/net/proxy"
+
+	"github.com/relaymesh/relaymesh/relay"
 )
 
 // A relay learns from a download what it sends to the client's host and
@@ -66,5 +70,52 @@ func TestRelayTellsTheClientWhatItLearntOfItsSegment(t *testing.T) {
 	}
 	if *after.LossToYou < 0 || *after.LossToYou > 0.1 || *after.LossAgeS < 0 || *after.LossAgeS > 60 {
 		t.Fatalf("after a 4 MiB download over loopback: learnt loss %v, age %v s; want under 0.1, just now", *after.LossToYou, *after.LossAgeS)
+	}
+}
+
+// A tunnel that stays open teaches while it runs (every
+// relay.LessonEvery), not only when it ends: a download's loss is in
+// /v1/info while its tunnel is still open.
+func TestRelayLearnsFromATunnelThatStaysOpen(t *testing.T) {
+	const token = "e2e-admin-token-0123"
+	r := startRelayd(t, "--allow-private", "--admin-token", token)
+	const sizeBytes = 4 << 20
+	release := make(chan struct{})
+	defer close(release)
+	srv := startServer(t, func(c net.Conn) {
+		defer c.Close()
+		_, _ = c.Write(make([]byte, sizeBytes))
+		<-release // the tunnel stays open
+	})
+	d, err := proxy.SOCKS5("tcp", r.socks, nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial("tcp", srv.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, err := io.CopyN(io.Discard, c, sizeBytes); err != nil {
+		t.Fatalf("downloaded %d of %d bytes: %v", n, sizeBytes, err)
+	}
+	type learnt struct {
+		LossToYou *float64 `json:"learnt_loss_to_you"`
+	}
+	var got learnt
+	deadline := time.Now().Add(relay.LessonEvery + 5*time.Second)
+	for got.LossToYou == nil && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		if err := json.Unmarshal([]byte(adminGet(t, r, "/v1/info", token)), &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got.LossToYou == nil {
+		t.Fatalf("%v after a 4 MiB download whose tunnel is still open: no learnt loss in /v1/info", relay.LessonEvery+5*time.Second)
+	}
+	// The tunnel is still open: its end did not teach it.
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the tunnel ended (%v) before its loss was learnt", err)
 	}
 }

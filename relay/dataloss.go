@@ -59,42 +59,51 @@ func peerOf(c net.Conn, relays []registry.Relay) string {
 	return byHost
 }
 
-// learnFrom records what c's socket taught once its tunnel ended (st, its
-// last reading; w, its watch, nil when not watched): what it sent and
-// resent, when the tunnel sent enough to count, by relay name when c is a
-// link to a peer relay of the fleet, else by c's remote host (a client, a
-// destination; relayctl connect: the first relay of a chain too); and the
-// window c's remote host advertised, by host. links, for a striped stream,
-// are its links' last readings (st is then none): each link is a TCP
-// connection to that host with a window of its own, so each counts as
-// one; what the stream sent and resent is theirs together.
-func (s *Server) learnFrom(c net.Conn, w *learnt.Socket, st tunnel.SocketStats, links []tunnel.SocketStats) {
+// learnWindows records the window c's remote host advertised to c's
+// socket, by host, once its tunnel ended (st, its last reading; w, its
+// watch, nil when not watched; links, for a striped stream, its links'
+// last readings, st then none: each link is a TCP connection to that host
+// with a window of its own, so each counts as one).
+func (s *Server) learnWindows(c net.Conn, w *learnt.Socket, st tunnel.SocketStats, links []tunnel.SocketStats) {
+	host, ok := learnt.HostOf(c)
+	if !ok {
+		return
+	}
 	if links == nil {
 		links = []tunnel.SocketStats{st}
-	} else {
+	}
+	for _, l := range links {
+		s.learnt.AddWindow(host, time.Now(), l, w)
+	}
+}
+
+// learnLoss records what c's socket sent and resent (st; links, for a
+// striped stream, its links', which together are what it sent), when it
+// sent enough to count: by relay name when c is a link to a peer relay of
+// the fleet, else by c's remote host (a client, a destination; relayctl
+// connect: the first relay of a chain too). A tunnel teaches what it sent
+// since its last lesson that counted (lessons.go), and the rest when it
+// ends. It reports whether st counted.
+func (s *Server) learnLoss(c net.Conn, st tunnel.SocketStats, links []tunnel.SocketStats) (counted bool) {
+	if links != nil {
 		st = sentOver(links)
 	}
-	host, ok := learnt.HostOf(c)
-	if ok {
-		for _, l := range links {
-			s.learnt.AddWindow(host, time.Now(), l, w)
-		}
-	}
 	if !learnt.Counts(st) {
-		return
+		return false
 	}
 	if s.measure != nil {
 		if relays, err := s.measure.reg.Relays(s.ctx); err == nil {
 			// peerOf names this relay for a client on its own host.
 			if peer := peerOf(c, relays); peer != "" && peer != s.cfg.Name {
 				s.peerLoss.Add(peer, time.Now(), st)
-				return
+				return true
 			}
 		}
 	}
-	if ok {
+	if host, ok := learnt.HostOf(c); ok {
 		s.learnt.AddLoss(host, time.Now(), st)
 	}
+	return true
 }
 
 // Learnt is what this server's sockets taught of the hosts they sent to:

@@ -688,6 +688,7 @@ func (s *Server) pipe(log *zap.Logger, frontend string, client, up net.Conn) {
 	// What comes back from up (the destination, at the last relay) is
 	// forwarded on client.
 	t.wr = s.learnt.Received.Watch(up, client, t.start)
+	t.startLessons()
 	o := tunnel.Options{IdleTimeout: s.cfg.Limits.IdleTimeout, DrainTimeout: s.cfg.Limits.DrainTimeout}
 	if accepted, ok := s.handOff(client); ok {
 		tunnel.Start(client, up, o, func(res tunnel.Result) {
@@ -709,6 +710,7 @@ type tunnelRun struct {
 	start      time.Time
 	wc, wu     *learnt.Socket
 	wr         *learnt.Inflow
+	lessons    lessons
 }
 
 // ended counts what the tunnel moved and how it ended, and learns from its
@@ -732,8 +734,9 @@ func (t *tunnelRun) ended(res tunnel.Result) {
 	}
 	s.metrics.tunnelsClosed.WithLabelValues(t.frontend, result).Inc()
 	s.recent.add(tunnelRecord(t.frontend, result, t.start, res))
-	s.learnFrom(t.client, t.wc, res.A, res.ALinks)
-	s.learnFrom(t.up, t.wu, res.B, res.BLinks)
+	t.lastLesson(res)
+	s.learnWindows(t.client, t.wc, res.A, res.ALinks)
+	s.learnWindows(t.up, t.wu, res.B, res.BLinks)
 	t.log.Debug("tunnel closed", zap.Int64("bytes_up", res.AToB), zap.Int64("bytes_down", res.BToA),
 		zap.Duration("duration", time.Since(t.start)), zap.String("result", result), zap.NamedError("cause", res.Err))
 }

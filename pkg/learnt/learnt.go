@@ -31,11 +31,11 @@ type Record struct {
 type Sent struct {
 	// RateBps is the best rate the sends sustained while the path held
 	// them (rate.go), bits/s; 0: none learnt. RateAge is how long ago
-	// the newest tunnel that taught one ended.
+	// a tunnel last taught one (a lesson or its end).
 	RateBps float64
 	RateAge time.Duration
 	// Loss is the share of the bytes sent that went again, LossAge how
-	// long ago the newest tunnel that counts ended; LossOK false: too
+	// long ago a tunnel last taught one (a lesson or its end); LossOK false: too
 	// little went to tell (a Loss of 0 with LossOK is an answer).
 	Loss    float64
 	LossAge time.Duration

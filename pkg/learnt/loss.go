@@ -8,7 +8,8 @@ import (
 )
 
 // A sender learns each path's loss from the data it sent on it: when a
-// tunnel ends, its sockets' TCP_INFO say how many bytes went out and how
+// tunnel ends, and every relay.LessonEvery while it runs, its sockets'
+// TCP_INFO say how many bytes went out (since the lesson before) and how
 // many of them went again (retransmitted). Probes cannot tell: a lost SYN
 // is sent again after a second and the handshake succeeds late, so random
 // loss of a few percent barely shows in them, while the planner's Mathis
@@ -62,7 +63,8 @@ func (l *Loss[K]) add(k K, at time.Time, st tunnel.SocketStats, maxKeys int) {
 }
 
 // Estimate is the share of bytes sent to k in the window before now that
-// were sent again, and how long ago the newest tunnel that counts ended;
+// were sent again, and how long ago the newest sample that counts was
+// taught (a tunnel's end or lesson);
 // ok false below lossMinSentBytes.
 func (l *Loss[K]) Estimate(k K, now time.Time) (loss float64, age time.Duration, ok bool) {
 	l.mu.Lock()

@@ -88,6 +88,9 @@ type Socket struct {
 	// sustained rate so far (0 = none yet).
 	run     []float64
 	bestBps float64
+	// taughtBps is the rate recorded for the host last (Teach, Done): a
+	// live tunnel teaches a rate again only when it sustained a better one.
+	taughtBps float64
 	// peerWindowBytes is the largest receive window the peer advertised
 	// in the readings (TCP_INFO snd_wnd), on any one link: a window is
 	// one connection's.
@@ -228,7 +231,8 @@ func (l *sendLink) interval(st tunnel.SocketStats, dtMs float64, peerWindowMaxBy
 	return st.SentBytes - prev.SentBytes, true
 }
 
-// Done stops watching w and records its tunnel's sustained rate, if any.
+// Done stops watching w and records its tunnel's sustained rate, if any and
+// better than what it taught while it ran (Teach).
 // w's readings stay readable (PeerWindowBytes).
 func (r *Rates) Done(w *Socket, now time.Time) {
 	if w == nil {
@@ -240,9 +244,27 @@ func (r *Rates) Done(w *Socket, now time.Time) {
 		delete(r.live, w)
 		r.liveLinks -= len(w.links)
 	}
-	if w.bestBps <= 0 {
+	r.teachLocked(w, now)
+}
+
+// Teach records w's sustained rate so far while its tunnel runs, when it
+// is better than what w taught before: a tunnel that runs for an hour
+// teaches while it runs, not only when it ends (relayd's lessons).
+func (r *Rates) Teach(w *Socket, now time.Time) {
+	if w == nil {
 		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.teachLocked(w, now)
+}
+
+// teachLocked is Teach with r.mu held.
+func (r *Rates) teachLocked(w *Socket, now time.Time) {
+	if w.bestBps <= w.taughtBps {
+		return
+	}
+	w.taughtBps = w.bestBps
 	r.hosts.add(w.host, now, w.bestBps, rateWindow, rateSamplesPerHost, rateHostsKept)
 }
 
@@ -256,7 +278,8 @@ func (w *Socket) PeerWindowBytes() uint32 {
 }
 
 // Learnt is the best sustained rate to host in the window before now,
-// bits/s, and how long ago the newest tunnel to it ended; ok false when
+// bits/s, and how long ago it was last taught (a tunnel's end, or Teach);
+// ok false when
 // no tunnel taught one.
 func (r *Rates) Learnt(host netip.Addr, now time.Time) (bps float64, age time.Duration, ok bool) {
 	r.mu.Lock()

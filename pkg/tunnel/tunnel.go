@@ -392,8 +392,8 @@ func (p *pipeState) check() {
 // closes both. p.mu held.
 func (p *pipeState) end() {
 	if !p.read {
-		p.res.A, p.res.ALinks = statsOf(p.a)
-		p.res.B, p.res.BLinks = statsOf(p.b)
+		p.res.A, p.res.ALinks = StatsOf(p.a)
+		p.res.B, p.res.BLinks = StatsOf(p.b)
 		p.read = true
 	}
 	closeBoth(p.a, p.b)
@@ -447,10 +447,10 @@ func activity(c net.Conn) (func() time.Duration, net.Conn) {
 	return func() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }, s
 }
 
-// statsOf reads c's socket, or (nil for one) each of its links': a
+// StatsOf reads c's socket, or (nil for one) each of its links': a
 // striped stream's own record of them (LinkStats), which outlives their
 // sockets, where it keeps one.
-func statsOf(c net.Conn) (SocketStats, []SocketStats) {
+func StatsOf(c net.Conn) (SocketStats, []SocketStats) {
 	if m, ok := c.(interface{ LinkStats() []SocketStats }); ok {
 		return SocketStats{}, m.LinkStats()
 	}
