@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"net"
 	"sync"
 	"time"
@@ -8,8 +9,8 @@ import (
 	"github.com/relaymesh/relaymesh/pkg/tunnel"
 )
 
-// LessonEvery is how often a live tunnel teaches what its sockets sent
-// since its last lesson: the bytes sent and sent again (learnLoss), and
+// LessonEvery is how often the live tunnels teach what their sockets sent
+// since their last lesson: the bytes sent and sent again (learnLoss), and
 // the rate sustained (learnt.Rates.Teach). Without lessons a tunnel taught
 // only when it ended, so a download that ran for an hour left every plan
 // made meanwhile without the loss and the rate it met. The windows its
@@ -17,15 +18,25 @@ import (
 // counts once a socket sent 4 MiB in all, not in one lesson.
 const LessonEvery = 10 * time.Second
 
-// lessons are a tunnel's lessons: a timer, and what its sockets had sent
-// as of the last one, which the next (and the tunnel's end) subtract.
-type lessons struct {
-	mu                 sync.Mutex
-	timer              *time.Timer
-	over               bool
-	taughtC, taughtU   sentMark
-	taughtCL, taughtUL []sentMark // a striped stream's links
+// lessonBook is the server's live tunnels, which runLessons walks every
+// LessonEvery: one walker for all, not a timer each, for a tunnel's
+// memory (bench/results/load.md).
+type lessonBook struct {
+	mu   sync.Mutex
+	live map[*tunnelRun]struct{}
 }
+
+// lessons are a tunnel's: what its sockets had sent as of the last lesson
+// that counted, which the next (and the tunnel's end) subtract.
+type lessons struct {
+	mu               sync.Mutex
+	over             bool
+	taughtC, taughtU sentMark
+	striped          *stripedMarks // a striped stream's links; nil before one
+}
+
+// stripedMarks are sentMarks link by link, for each side.
+type stripedMarks struct{ c, u []sentMark }
 
 // sentMark is what a socket had sent and sent again at a reading; ok
 // false before one.
@@ -34,13 +45,41 @@ type sentMark struct {
 	ok                     bool
 }
 
-// startLessons has t teach every LessonEvery until it ends.
+// startLessons enters t in the walker's book.
 func (t *tunnelRun) startLessons() {
-	t.lessons.timer = time.AfterFunc(LessonEvery, t.lesson)
+	b := &t.s.lessonBook
+	b.mu.Lock()
+	if b.live == nil {
+		b.live = map[*tunnelRun]struct{}{}
+	}
+	b.live[t] = struct{}{}
+	b.mu.Unlock()
 }
 
-// lesson teaches what t's sockets sent since the last lesson, and arms the
-// next.
+// runLessons teaches, every LessonEvery until ctx ends, what each live
+// tunnel's sockets sent since its last lesson.
+func (s *Server) runLessons(ctx context.Context) {
+	tick := time.NewTicker(LessonEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.lessonBook.mu.Lock()
+		live := make([]*tunnelRun, 0, len(s.lessonBook.live))
+		for t := range s.lessonBook.live {
+			live = append(live, t)
+		}
+		s.lessonBook.mu.Unlock()
+		for _, t := range live {
+			t.lesson()
+		}
+	}
+}
+
+// lesson teaches what t's sockets sent since the last lesson.
 func (t *tunnelRun) lesson() {
 	t.lessons.mu.Lock()
 	defer t.lessons.mu.Unlock()
@@ -53,18 +92,18 @@ func (t *tunnelRun) lesson() {
 	c, cl := tunnel.StatsOf(t.client)
 	u, ul := tunnel.StatsOf(t.up)
 	t.teachLocked(c, cl, u, ul)
-	t.lessons.timer.Reset(LessonEvery)
 }
 
-// lastLesson stops the lessons and teaches what the tunnel's last readings
-// (res) add to them.
+// lastLesson takes t out of the book and teaches what the tunnel's last
+// readings (res) add to its lessons.
 func (t *tunnelRun) lastLesson(res tunnel.Result) {
+	b := &t.s.lessonBook
+	b.mu.Lock()
+	delete(b.live, t)
+	b.mu.Unlock()
 	t.lessons.mu.Lock()
 	defer t.lessons.mu.Unlock()
 	t.lessons.over = true
-	if t.lessons.timer != nil {
-		t.lessons.timer.Stop()
-	}
 	t.teachLocked(res.A, res.ALinks, res.B, res.BLinks)
 }
 
@@ -73,15 +112,22 @@ func (t *tunnelRun) lastLesson(res tunnel.Result) {
 // lesson that counted. t.lessons.mu is held.
 func (t *tunnelRun) teachLocked(c tunnel.SocketStats, cl []tunnel.SocketStats, u tunnel.SocketStats, ul []tunnel.SocketStats) {
 	l := &t.lessons
-	t.teachSide(t.client, c, cl, &l.taughtC, &l.taughtCL)
-	t.teachSide(t.up, u, ul, &l.taughtU, &l.taughtUL)
+	if (cl != nil || ul != nil) && l.striped == nil {
+		l.striped = &stripedMarks{}
+	}
+	var cm, um *[]sentMark
+	if l.striped != nil {
+		cm, um = &l.striped.c, &l.striped.u
+	}
+	t.teachSide(t.client, c, cl, &l.taughtC, cm)
+	t.teachSide(t.up, u, ul, &l.taughtU, um)
 }
 
 // teachSide teaches what conn's reading st (links: a striped stream's)
-// adds to mark (marks), and moves the marks to it when that counted
-// (learnLoss): what a lesson too small to count sent is taught with the
-// next, so a slow tunnel teaches what it sent in all, as when it taught
-// only at its end.
+// adds to mark (marks, link by link), and moves the marks to it when that
+// counted (learnLoss): what a lesson too small to count sent is taught
+// with the next, so a slow tunnel teaches what it sent in all, as when it
+// taught only at its end.
 func (t *tunnelRun) teachSide(conn net.Conn, st tunnel.SocketStats, links []tunnel.SocketStats, mark *sentMark, marks *[]sentMark) {
 	var linksSince []tunnel.SocketStats
 	if links != nil {
@@ -98,9 +144,11 @@ func (t *tunnelRun) teachSide(conn net.Conn, st tunnel.SocketStats, links []tunn
 		return
 	}
 	*mark = markOf(st)
-	*marks = (*marks)[:0]
-	for _, l := range links {
-		*marks = append(*marks, markOf(l))
+	if links != nil {
+		*marks = (*marks)[:0]
+		for _, l := range links {
+			*marks = append(*marks, markOf(l))
+		}
 	}
 }
 

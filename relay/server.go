@@ -75,6 +75,8 @@ type Server struct {
 	// measure, /v1/info and (relayctl connect) the survey.
 	learnt   learnt.Record
 	peerLoss learnt.Loss[string]
+	// lessonBook is the live tunnels that teach every LessonEvery.
+	lessonBook lessonBook
 
 	secret []byte // fleet secret; nil without native relaying
 	// link is this relay's TLS identity for relay links; nil with
@@ -449,6 +451,7 @@ func (s *Server) Start() error {
 	}
 	go s.learnt.Rates.Run(s.ctx)
 	go s.learnt.Received.Run(s.ctx)
+	go s.runLessons(s.ctx)
 	if s.watchesCRL() {
 		go s.watchCRL(s.ctx)
 	}
