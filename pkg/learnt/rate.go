@@ -95,6 +95,9 @@ type Socket struct {
 	// in the readings (TCP_INFO snd_wnd), on any one link: a window is
 	// one connection's.
 	peerWindowBytes uint32
+	// readings is Sample's buffer for one reading of each link, so
+	// that sampling a thousand sockets twice a second allocates nothing.
+	readings []tunnel.SocketStats
 }
 
 // sendLink is one socket of a Socket.
@@ -132,8 +135,8 @@ func HostOf(c net.Conn) (netip.Addr, bool) {
 // together, what the tunnel moved, as for any other tunnel.
 func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 	host, ok := HostOf(c)
-	if !ok {
-		return nil
+	if !ok || r.full() {
+		return nil // full: no readers made for a socket that is not watched
 	}
 	w := &Socket{host: host, prevAt: now}
 	for _, l := range tunnel.LinksUnder(c) {
@@ -145,6 +148,7 @@ func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 		w.links = append(w.links, &sendLink{stats: stats, prev: st, lossBased: !planner.LossTolerant(tunnel.Congestion(l))})
 		w.peerWindowBytes = max(w.peerWindowBytes, st.PeerWindowBytes)
 	}
+	w.readings = make([]tunnel.SocketStats, len(w.links))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.live == nil {
@@ -158,13 +162,21 @@ func (r *Rates) Watch(c net.Conn, now time.Time) *Socket {
 	return w
 }
 
-// Sample reads every watched socket once; Run calls it each interval.
+// full reports whether rateWatchedMax sockets are watched already.
+func (r *Rates) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.liveLinks >= rateWatchedMax
+}
+
+// Sample reads every watched socket once; Run calls it each interval,
+// never two at once (each Socket's readings are its own, reused).
 func (r *Rates) Sample(now time.Time) {
 	r.mu.Lock()
 	ws := liveOf(r.live)
 	r.mu.Unlock()
 	for _, w := range ws {
-		sts := make([]tunnel.SocketStats, len(w.links))
+		sts := w.readings
 		for i, l := range w.links {
 			sts[i] = l.stats.Read() // outside the lock: a syscall each
 		}

@@ -57,8 +57,8 @@ type Received struct {
 // is not TCP or rateWatchedMax are watched already.
 func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 	host, ok := HostOf(from)
-	if !ok {
-		return nil
+	if !ok || r.full() {
+		return nil // full: no readers made for sockets that are not watched
 	}
 	fromStats, onwardStats := readersOf(from), readersOf(onward)
 	st := joinReadings(fromStats)
@@ -76,6 +76,13 @@ func (r *Received) Watch(from, onward net.Conn, now time.Time) *Inflow {
 	w := &Inflow{from: fromStats, onward: onwardStats, host: host, prevRecv: st.ReceivedBytes, prevAt: now}
 	r.live[w] = struct{}{}
 	return w
+}
+
+// full reports whether rateWatchedMax pairs are watched already.
+func (r *Received) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.live) >= rateWatchedMax
 }
 
 // Sample reads every watched pair of sockets once; Run calls it each
