@@ -37,14 +37,7 @@ func TestRelayTellsTheClientWhatItLearntOfItsSegment(t *testing.T) {
 	if before.LossToYou != nil || before.LossAgeS != nil {
 		t.Fatalf("before any tunnel: learnt loss %v, age %v; want none", *before.LossToYou, before.LossAgeS)
 	}
-	d, err := proxy.SOCKS5("tcp", r.socks, nil, proxy.Direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Dial("tcp", srv.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialThroughSOCKS(t, r.socks, srv.addr())
 	n, err := io.Copy(io.Discard, c)
 	c.Close()
 	if err != nil || n != sizeBytes {
@@ -87,14 +80,7 @@ func TestRelayLearnsFromATunnelThatStaysOpen(t *testing.T) {
 		_, _ = c.Write(make([]byte, sizeBytes))
 		<-release // the tunnel stays open
 	})
-	d, err := proxy.SOCKS5("tcp", r.socks, nil, proxy.Direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Dial("tcp", srv.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialThroughSOCKS(t, r.socks, srv.addr())
 	defer c.Close()
 	if n, err := io.CopyN(io.Discard, c, sizeBytes); err != nil {
 		t.Fatalf("downloaded %d of %d bytes: %v", n, sizeBytes, err)
@@ -118,4 +104,19 @@ func TestRelayLearnsFromATunnelThatStaysOpen(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the tunnel ended (%v) before its loss was learnt", err)
 	}
+}
+
+// dialThroughSOCKS opens a tunnel to addr through the SOCKS5 proxy at
+// socks (golang.org/x/net/proxy).
+func dialThroughSOCKS(t *testing.T, socks, addr string) net.Conn {
+	t.Helper()
+	d, err := proxy.SOCKS5("tcp", socks, nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -42,6 +42,15 @@ func (p *fakePlanner) setErr(err error) {
 	p.err = err
 }
 
+// runSingle runs r until the test ends, and waits for it then.
+func runSingle(t *testing.T, r *Single) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; r.Wait() })
+	return ctx
+}
+
 func routeOf(t *testing.T, r interface {
 	Route(context.Context, string) (*chain.Chain, error)
 }, dst string) []string {
@@ -67,10 +76,7 @@ func TestSingleMarksDownAndReadmits(t *testing.T) {
 	if got := routeOf(t, r, "anything:443"); fmt.Sprint(got) != "[a:7000]" {
 		t.Fatalf("first chain %v, want through a", got)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done; r.Wait() }()
+	ctx := runSingle(t, r)
 
 	ch, _ := r.Route(ctx, "x:80")
 	r.Failed(ch, unreachable(ch, 1))
@@ -219,10 +225,7 @@ func TestSingleReplansSoonWhileAwaiting(t *testing.T) {
 	if got := r.Awaiting(); len(got) != 1 || len(r.Chain()) != 0 {
 		t.Fatalf("awaiting %q, chain %v: want direct, awaiting", got, r.Chain())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done; r.Wait() }()
+	runSingle(t, r)
 	eventually(t, "the chain once measurements arrived", func() bool { return fmt.Sprint(r.Chain()) == "[a]" })
 	if len(r.Awaiting()) != 0 {
 		t.Fatalf("awaiting %q after the chain was planned", r.Awaiting())
@@ -311,10 +314,7 @@ func TestSinglePlansAroundADownRelayBeforeTheNextSurvey(t *testing.T) {
 	if got := routeOf(t, r, "x:80"); fmt.Sprint(got) != "[a:7000]" {
 		t.Fatalf("first chain %v, want through a", got)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done; r.Wait() }()
+	ctx := runSingle(t, r)
 
 	ch, _ := r.Route(ctx, "x:80")
 	r.Failed(ch, unreachable(ch, 1))
