@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -38,15 +39,30 @@ type Watch struct {
 }
 
 // SetFleet records the relays of the last survey, and which of them this
-// host reached itself.
+// host reached itself. A relay that is down keeps its last known entry
+// when the survey left it out (a registry that dropped it while it was
+// gone): its checks need its address, or it could never pass them.
 func (w *Watch) SetFleet(relays map[string]registry.Relay, fromHere []string) {
 	set := make(map[string]bool, len(fromHere))
 	for _, name := range fromHere {
 		set[name] = true
 	}
+	down := w.Down()
 	w.mu.Lock()
-	w.relays, w.fromHere = relays, set
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	kept, cloned := relays, false
+	for _, d := range down {
+		old, known := w.relays[d.Name]
+		if _, listed := relays[d.Name]; listed || !known {
+			continue
+		}
+		if !cloned {
+			kept, cloned = make(map[string]registry.Relay, len(relays)+1), true
+			maps.Copy(kept, relays) // relays is the caller's
+		}
+		kept[d.Name] = old
+	}
+	w.relays, w.fromHere = kept, set
 }
 
 // DownNames lists the relays out of use, to leave out of plans.

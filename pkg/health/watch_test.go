@@ -158,3 +158,41 @@ func TestWatchChecksStayEveryApart(t *testing.T) {
 		}
 	}
 }
+
+// A survey made while a relay was down may not list it (its registry
+// dropped it): the watch keeps checking it at its last known address, and
+// re-admits it once it passes, without mutating the caller's map.
+func TestWatchKeepsCheckingADownRelayTheSurveyLeftOut(t *testing.T) {
+	relays, ch := fakeFleet()
+	c := &checks{up: map[string]bool{"a": true, "c": true}}
+	changes := make(chan struct{}, 10)
+	w := &Watch{Every: 5 * time.Millisecond, Check: c.check, OnChange: func() { changes <- struct{}{} }}
+	w.SetFleet(relays, []string{"a", "c"})
+	w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")})
+	<-changes // b marked down
+
+	without := map[string]registry.Relay{"a": relays["a"], "c": relays["c"]}
+	w.SetFleet(without, []string{"a", "c"})
+	if _, ok := without["b"]; ok {
+		t.Fatal("SetFleet wrote into the caller's map")
+	}
+	c.mu.Lock()
+	c.up["b"] = true
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b, left out of the survey while down, was not re-admitted once its checks pass")
+	}
+	// Once up, a survey without it drops it.
+	w.SetFleet(without, []string{"a", "c"})
+	w.mu.Lock()
+	_, kept := w.relays["b"]
+	w.mu.Unlock()
+	if kept {
+		t.Fatal("a relay in use and not in the survey was kept")
+	}
+}
