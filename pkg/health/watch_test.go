@@ -44,6 +44,29 @@ func (c *checks) check(_ context.Context, r registry.Relay, via *registry.Relay)
 	return nil
 }
 
+// bUnreachable is the error of a tunnel on fakeFleet's chain that a could
+// not take to b: b is to blame.
+func bUnreachable() error {
+	return &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")}
+}
+
+// runWatch runs w until the test ends.
+func runWatch(t *testing.T, w *Watch) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.Run(ctx)
+}
+
+// waitFor waits up to 5 s for ch, failing with what otherwise.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal(what)
+	}
+}
+
 func TestWatchBlamesAndReadmits(t *testing.T) {
 	relays, ch := fakeFleet()
 	c := &checks{up: map[string]bool{"a": true, "c": true}}
@@ -56,7 +79,7 @@ func TestWatchBlamesAndReadmits(t *testing.T) {
 		t.Fatal("the destination's refusal counted as a broken chain")
 	}
 	// a could not reach b: b is down, and the chain is broken.
-	if !w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")}) {
+	if !w.Failed(ch, bUnreachable()) {
 		t.Fatal("an unreachable relay did not break the chain")
 	}
 	if got := w.DownNames(); fmt.Sprint(got) != "[b]" {
@@ -66,9 +89,7 @@ func TestWatchBlamesAndReadmits(t *testing.T) {
 
 	// b is checked through a (this host does not reach b); it stays down
 	// while it fails, and comes back after 3 passes in a row.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
+	runWatch(t, w)
 	time.Sleep(50 * time.Millisecond)
 	if !w.IsDown("b") {
 		t.Fatal("b re-admitted while its checks fail")
@@ -79,11 +100,7 @@ func TestWatchBlamesAndReadmits(t *testing.T) {
 	}
 	c.up["b"] = true
 	c.mu.Unlock()
-	select {
-	case <-changes:
-	case <-time.After(5 * time.Second):
-		t.Fatal("b not re-admitted after its checks pass")
-	}
+	waitFor(t, changes, "b not re-admitted after its checks pass")
 	if w.IsDown("b") {
 		t.Fatal("OnChange without re-admission")
 	}
@@ -136,17 +153,11 @@ func TestWatchChecksStayEveryApart(t *testing.T) {
 	readmitted := make(chan struct{}, 10)
 	w := &Watch{Every: every, Check: check, OnChange: func() { readmitted <- struct{}{} }}
 	w.SetFleet(relays, []string{"a", "b", "c"})
-	w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")})
+	w.Failed(ch, bUnreachable())
 	<-readmitted // marked down
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
-	select {
-	case <-readmitted:
-	case <-time.After(5 * time.Second):
-		t.Fatal("b not re-admitted")
-	}
+	runWatch(t, w)
+	waitFor(t, readmitted, "b not re-admitted")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(starts) != 1+DefaultRise {
@@ -168,7 +179,7 @@ func TestWatchKeepsCheckingADownRelayTheSurveyLeftOut(t *testing.T) {
 	changes := make(chan struct{}, 10)
 	w := &Watch{Every: 5 * time.Millisecond, Check: c.check, OnChange: func() { changes <- struct{}{} }}
 	w.SetFleet(relays, []string{"a", "c"})
-	w.Failed(ch, &chain.HopError{Hop: 2, Target: "b:7000", Kind: chain.KindTimeout, Err: errors.New("i/o timeout")})
+	w.Failed(ch, bUnreachable())
 	<-changes // b marked down
 
 	without := map[string]registry.Relay{"a": relays["a"], "c": relays["c"]}
@@ -179,14 +190,8 @@ func TestWatchKeepsCheckingADownRelayTheSurveyLeftOut(t *testing.T) {
 	c.mu.Lock()
 	c.up["b"] = true
 	c.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
-	select {
-	case <-changes:
-	case <-time.After(5 * time.Second):
-		t.Fatal("b, left out of the survey while down, was not re-admitted once its checks pass")
-	}
+	runWatch(t, w)
+	waitFor(t, changes, "b, left out of the survey while down, was not re-admitted once its checks pass")
 	// Once up, a survey without it drops it.
 	w.SetFleet(without, []string{"a", "c"})
 	w.mu.Lock()
